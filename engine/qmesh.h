@@ -1,0 +1,138 @@
+/* qmesh.h — the one public header of qmesh.
+ *
+ * Role: everything a user of the library needs: error codes, the status object every fallible call
+ * fills, and (as the pipeline grows) the opaque handles for meshes, plans and states.
+ * Conventions (../docs/architecture.md): every fallible function returns a qm_code and takes a
+ * `qm_status *st` last (st may be NULL); objects are opaque, created through `T **out` (NULL on
+ * failure) and destroyed with a destroy function that accepts NULL.
+ * This header includes no CUDA, OpenMP, MPI, NCCL or libyaml header.
+ */
+#ifndef QMESH_H
+#define QMESH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QM_VERSION_MAJOR 0
+#define QM_VERSION_MINOR 1
+#define QM_VERSION_PATCH 0
+
+/* Error codes. The printed name (qm_code_name) is part of the contract: scenario files, tests and
+ * tools match on it. Loader and planner codes are the ones named in SCENARIOS.md. */
+typedef enum qm_code {
+    QM_OK = 0,
+    /* generic */
+    QM_E_ARG,            /* "E-ARG": a bad argument to a library call (NULL, out of range) */
+    QM_E_NOMEM,          /* "E-NOMEM": host memory could not be allocated */
+    QM_E_BOUNDS,         /* "E-BOUNDS": an access outside a buffer or a shard */
+    QM_E_BACKEND,        /* "E-BACKEND": a backend (CUDA, NCCL, MPI) call failed */
+    QM_E_UNSUPPORTED,    /* "E-UNSUPPORTED": not compiled in, or not possible on this backend */
+    QM_E_IO,             /* "E-IO": a file could not be read or written */
+    QM_E_DTYPE,          /* "E-DTYPE": an unknown dtype, or a dtype mismatch */
+    QM_E_INTERNAL,       /* "E-INTERNAL": an internal invariant failed (a bug: please report) */
+    /* planner (SCENARIOS.md "Error codes") */
+    QM_E_QUBITS,         /* "E-QUBITS" */
+    QM_E_CAPACITY,       /* "E-CAPACITY" */
+    QM_E_NOT_POW2,       /* "E-NOT-POW2" */
+    QM_E_SHARDS,         /* "E-SHARDS" */
+    QM_E_NO_GATHER,      /* "E-NO-GATHER" */
+    QM_E_POLICY,         /* "E-POLICY" */
+    QM_E_INPUT,          /* "E-INPUT" */
+    /* scenario loader (SCENARIOS.md "Error codes") */
+    QM_E_YAML_SYNTAX,    /* "E-YAML-SYNTAX" */
+    QM_E_SCHEMA_VERSION, /* "E-SCHEMA-VERSION" */
+    QM_E_UNKNOWN_KEY,    /* "E-UNKNOWN-KEY" */
+    QM_E_DUP_KEY,        /* "E-DUP-KEY" */
+    QM_E_MERGE_KEY,      /* "E-MERGE-KEY" */
+    QM_E_MISSING_FIELD,  /* "E-MISSING-FIELD" */
+    QM_E_TYPE,           /* "E-TYPE" */
+    QM_E_DUP_ID,         /* "E-DUP-ID" */
+    QM_E_UNKNOWN_REF,    /* "E-UNKNOWN-REF" */
+    QM_E_SELF_LINK,      /* "E-SELF-LINK" */
+    QM_E_UNIT,           /* "E-UNIT" */
+    QM_E_RANGE,          /* "E-RANGE" */
+    QM_E_RESERVE,        /* "E-RESERVE" */
+    QM_E_ENUM,           /* "E-ENUM" */
+    QM_E_NUMA,           /* "E-NUMA" */
+    QM_E_CROSS_HOST_LINK,/* "E-CROSS-HOST-LINK" */
+    QM_E_RANK,           /* "E-RANK" */
+    QM_E_DISCONNECTED,   /* "E-DISCONNECTED" */
+    QM_CODE_COUNT_
+} qm_code;
+
+/* "E-CAPACITY" etc.; "OK" for QM_OK; "E-?" for a value outside the enum. Cannot fail. */
+const char *qm_code_name(qm_code code);
+
+#define QM_STATUS_MSG_BYTES 512
+#define QM_STATUS_FILE_BYTES 256
+
+/* Filled by the function that detects a failure. Fixed size, so that an out-of-memory error can be
+ * reported without allocating. Callers may add a prefix (qm_status_prefix) but never overwrite. */
+typedef struct qm_status {
+    qm_code code;
+    int backend_code;                 /* e.g. the cudaError_t or MPI error; 0 when none */
+    char file[QM_STATUS_FILE_BYTES];  /* scenario location, "" when none */
+    int line, col;                    /* 1-based; 0 when none */
+    char msg[QM_STATUS_MSG_BYTES];    /* one line: "<subject>: <problem> (<numbers>)[; <hint>]" */
+} qm_status;
+
+/* Reset to QM_OK with empty strings. st may be NULL (no-op). */
+void qm_status_clear(qm_status *st);
+
+/* Format "error[E-CAPACITY]: message" (with "file:line:col: " in front when a location is set)
+ * into buf; returns buf. Cannot fail; truncates to buf_bytes. */
+const char *qm_status_format(const qm_status *st, char *buf, size_t buf_bytes);
+
+/* Human sizes and rates: "8.00 GiB", "512 B", "55.2 GB/s". Cannot fail; return buf. */
+const char *qm_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes);
+const char *qm_format_rate(double bytes_per_s, char *buf, size_t buf_bytes);
+const char *qm_format_seconds(double s, char *buf, size_t buf_bytes);
+
+/* Amplitude and input element types. */
+typedef enum qm_dtype {
+    QM_DTYPE_FLOAT32 = 0,
+    QM_DTYPE_FLOAT64 = 1,
+    QM_DTYPE_COMPLEX64 = 2,
+    QM_DTYPE_COMPLEX128 = 3,
+} qm_dtype;
+
+/* Bytes per element (0 for a value outside the enum) and names ("complex64"; NULL when unknown). */
+size_t qm_dtype_size(qm_dtype dtype);
+const char *qm_dtype_name(qm_dtype dtype);
+/* Parse a dtype name. E-DTYPE naming the text when unknown. */
+qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st);
+
+
+/* ---- states ------------------------------------------------------------------------------------
+ * A state is a vector of 2^n complex amplitudes (or B such vectors in batch mode) split into shards,
+ * each a contiguous global index range [start, end) held by one device of one rank. */
+typedef struct qm_state qm_state;
+
+typedef struct qm_shard_info {
+    int shard;          /* shard id: position in global index order */
+    int rank;
+    int device;         /* device index in the mesh the state was created on */
+    char device_id[64]; /* "n0.g3" */
+    uint64_t start, end;/* half-open global amplitude range */
+} qm_shard_info;
+
+/* NULL is a no-op. Frees every device buffer of the state. */
+void qm_state_destroy(qm_state *state);
+int qm_state_shard_count(const qm_state *state);          /* 0 for NULL */
+unsigned qm_state_qubits(const qm_state *state);          /* 0 for NULL */
+qm_dtype qm_state_dtype(const qm_state *state);
+/* E-ARG ("out of range") for a shard id outside 0..count-1. */
+qm_code qm_state_shard_query(const qm_state *state, int shard, qm_shard_info *out, qm_status *st);
+/* Copy amplitudes [start, start + count) to host memory dst (interleaved re, im in `dtype`, which
+ * must be the state's dtype: E-DTYPE names both otherwise). Crosses shard boundaries. */
+qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_dtype dtype,
+                      void *dst, qm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QMESH_H */

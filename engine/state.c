@@ -1,0 +1,99 @@
+/* state.c — the state handle: shard queries, host reads by global range, destruction.
+ *
+ * In: a state built by materialize.c. Out: shard descriptions and amplitudes copied to the host.
+ * Must not: change amplitudes, or read past a shard (the HAL wrappers check every copy's bounds).
+ */
+#include "state_internal.h"
+#include "status_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int n_shards,
+                              qm_state **out, qm_status *st)
+{
+    *out = NULL;
+    qm_state *s = calloc(1, sizeof *s);
+    qm_state_shard *sh = calloc((size_t)(n_shards > 0 ? n_shards : 1), sizeof *sh);
+    if (!s || !sh) {
+        free(s);
+        free(sh);
+        return qm_fail(st, QM_E_NOMEM, "state: out of host memory for %d shards", n_shards);
+    }
+    s->hal = hal;
+    s->qubits = qubits;
+    s->dtype = dtype;
+    s->n_amps = (uint64_t)1 << qubits;
+    s->n_shards = n_shards;
+    s->shards = sh;
+    *out = s;
+    return QM_OK;
+}
+
+void qm_state_destroy(qm_state *state)
+{
+    if (!state)
+        return;
+    for (int i = 0; i < state->n_shards; ++i)
+        qm_hal_buf_free(state->hal, state->shards[i].buf);
+    free(state->shards);
+    free(state);
+}
+
+int qm_state_shard_count(const qm_state *state) { return state ? state->n_shards : 0; }
+unsigned qm_state_qubits(const qm_state *state) { return state ? state->qubits : 0; }
+qm_dtype qm_state_dtype(const qm_state *state) { return state ? state->dtype : QM_DTYPE_COMPLEX128; }
+
+qm_code qm_state_shard_query(const qm_state *state, int shard, qm_shard_info *out, qm_status *st)
+{
+    if (!state || !out)
+        return qm_fail(st, QM_E_ARG, "state: state and out must not be NULL");
+    if (shard < 0 || shard >= state->n_shards)
+        return qm_fail(st, QM_E_ARG, "state: shard %d is out of range (the state has %d shards)",
+                       shard, state->n_shards);
+    const qm_state_shard *s = &state->shards[shard];
+    qm_hal_device_info info;
+    qm_code rc = qm_hal_device_info_query(state->hal, s->device, &info, st);
+    if (rc != QM_OK)
+        return rc;
+    out->shard = shard;
+    out->rank = s->rank;
+    out->device = s->device;
+    snprintf(out->device_id, sizeof out->device_id, "%s", info.id);
+    out->start = s->start;
+    out->end = s->end;
+    return QM_OK;
+}
+
+qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_dtype dtype,
+                      void *dst, qm_status *st)
+{
+    if (!state || (!dst && count > 0))
+        return qm_fail(st, QM_E_ARG, "state read: state and destination must not be NULL");
+    if (dtype != state->dtype)
+        return qm_fail(st, QM_E_DTYPE, "state read: the state is %s but %s was requested",
+                       qm_dtype_name(state->dtype),
+                       qm_dtype_name(dtype) ? qm_dtype_name(dtype) : "an unknown dtype");
+    uint64_t total = state->n_amps;
+    if (start > total || count > total - start)
+        return qm_fail(st, QM_E_BOUNDS, "state read: range [%llu, %llu) is outside the state's "
+                       "%llu amplitudes", (unsigned long long)start,
+                       (unsigned long long)(start + count), (unsigned long long)total);
+    const uint64_t es = qm_dtype_size(dtype);
+    uint64_t pos = start, end = start + count;
+    for (int i = 0; i < state->n_shards && pos < end; ++i) {
+        const qm_state_shard *s = &state->shards[i];
+        if (s->end <= pos || s->start >= end)
+            continue;
+        uint64_t lo = pos, hi = s->end < end ? s->end : end;
+        qm_code rc = qm_hal_copy_d2h(state->hal, (char *)dst + (lo - start) * es, s->buf,
+                                     (lo - s->start) * es, (hi - lo) * es, NULL, st);
+        if (rc != QM_OK)
+            return qm_status_prefix(st, "state read of shard %d", i);
+        pos = hi;
+    }
+    if (pos != end)
+        return qm_fail(st, QM_E_INTERNAL, "state read: shards do not cover [%llu, %llu)",
+                       (unsigned long long)pos, (unsigned long long)end);
+    return QM_OK;
+}

@@ -1,0 +1,30 @@
+/* state_internal.h — the state object as the engine sees it (materialize.c builds it, state.c
+ * reads and frees it). */
+#ifndef QM_STATE_INTERNAL_H
+#define QM_STATE_INTERNAL_H
+
+#include "hal.h"
+#include "qmesh.h"
+
+typedef struct qm_state_shard {
+    int rank;
+    int device;
+    uint64_t start, end;  /* global amplitude range */
+    qm_hal_buf *buf;      /* (end - start) amplitudes of the state's dtype */
+} qm_state_shard;
+
+struct qm_state {
+    qm_hal *hal;          /* borrowed: must outlive the state */
+    unsigned qubits;
+    qm_dtype dtype;
+    uint64_t n_amps;      /* 2^qubits */
+    double norm;          /* the input's 2-norm that the amplitudes were divided by */
+    int n_shards;
+    qm_state_shard *shards;
+};
+
+/* An empty state with n_shards zeroed shards (buffers NULL). */
+qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int n_shards,
+                              qm_state **out, qm_status *st);
+
+#endif

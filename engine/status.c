@@ -1,0 +1,234 @@
+/* status.c — the status model: code names, failure helpers, size/rate/time formatting.
+ *
+ * In: codes and printf-style messages from whichever function detects a failure.
+ * Out: a filled qm_status (fixed size: never allocates, so it works when memory is gone).
+ */
+#include "status_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const code_names[QM_CODE_COUNT_] = {
+    [QM_OK] = "OK",
+    [QM_E_ARG] = "E-ARG",
+    [QM_E_NOMEM] = "E-NOMEM",
+    [QM_E_BOUNDS] = "E-BOUNDS",
+    [QM_E_BACKEND] = "E-BACKEND",
+    [QM_E_UNSUPPORTED] = "E-UNSUPPORTED",
+    [QM_E_IO] = "E-IO",
+    [QM_E_DTYPE] = "E-DTYPE",
+    [QM_E_INTERNAL] = "E-INTERNAL",
+    [QM_E_QUBITS] = "E-QUBITS",
+    [QM_E_CAPACITY] = "E-CAPACITY",
+    [QM_E_NOT_POW2] = "E-NOT-POW2",
+    [QM_E_SHARDS] = "E-SHARDS",
+    [QM_E_NO_GATHER] = "E-NO-GATHER",
+    [QM_E_POLICY] = "E-POLICY",
+    [QM_E_INPUT] = "E-INPUT",
+    [QM_E_YAML_SYNTAX] = "E-YAML-SYNTAX",
+    [QM_E_SCHEMA_VERSION] = "E-SCHEMA-VERSION",
+    [QM_E_UNKNOWN_KEY] = "E-UNKNOWN-KEY",
+    [QM_E_DUP_KEY] = "E-DUP-KEY",
+    [QM_E_MERGE_KEY] = "E-MERGE-KEY",
+    [QM_E_MISSING_FIELD] = "E-MISSING-FIELD",
+    [QM_E_TYPE] = "E-TYPE",
+    [QM_E_DUP_ID] = "E-DUP-ID",
+    [QM_E_UNKNOWN_REF] = "E-UNKNOWN-REF",
+    [QM_E_SELF_LINK] = "E-SELF-LINK",
+    [QM_E_UNIT] = "E-UNIT",
+    [QM_E_RANGE] = "E-RANGE",
+    [QM_E_RESERVE] = "E-RESERVE",
+    [QM_E_ENUM] = "E-ENUM",
+    [QM_E_NUMA] = "E-NUMA",
+    [QM_E_CROSS_HOST_LINK] = "E-CROSS-HOST-LINK",
+    [QM_E_RANK] = "E-RANK",
+    [QM_E_DISCONNECTED] = "E-DISCONNECTED",
+};
+
+const char *qm_code_name(qm_code code)
+{
+    if ((int)code < 0 || code >= QM_CODE_COUNT_ || !code_names[code])
+        return "E-?";
+    return code_names[code];
+}
+
+void qm_status_clear(qm_status *st)
+{
+    if (!st)
+        return;
+    st->code = QM_OK;
+    st->backend_code = 0;
+    st->file[0] = '\0';
+    st->line = st->col = 0;
+    st->msg[0] = '\0';
+}
+
+static void one_line(char *s)
+{
+    for (; *s; ++s)
+        if (*s == '\n' || *s == '\r')
+            *s = ' ';
+}
+
+static qm_code vfail(qm_status *st, qm_code code, int backend_code, const char *fmt, va_list ap)
+{
+    if (!st)
+        return code;
+    st->code = code;
+    st->backend_code = backend_code;
+    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
+    one_line(st->msg);
+    return code;
+}
+
+qm_code qm_fail(qm_status *st, qm_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(st, code, 0, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+qm_code qm_fail_backend(qm_status *st, qm_code code, int backend_code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(st, code, backend_code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+qm_code qm_status_prefix(qm_status *st, const char *fmt, ...)
+{
+    if (!st)
+        return QM_OK;
+    char head[QM_STATUS_MSG_BYTES];
+    char old[QM_STATUS_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    memcpy(old, st->msg, sizeof old);
+    /* head ": " old, truncated to the message size */
+    size_t cap = sizeof st->msg - 1, n = 0;
+    for (const char *parts[3] = {head, ": ", old}, **p = parts; p < parts + 3; ++p)
+        for (const char *c = *p; *c && n < cap; ++c)
+            st->msg[n++] = *c;
+    st->msg[n] = '\0';
+    one_line(st->msg);
+    return st->code;
+}
+
+void qm_status_locate(qm_status *st, const char *file, int line, int col)
+{
+    if (!st)
+        return;
+    snprintf(st->file, sizeof st->file, "%s", file ? file : "");
+    st->line = line;
+    st->col = col;
+}
+
+const char *qm_status_format(const qm_status *st, char *buf, size_t buf_bytes)
+{
+    if (!buf || buf_bytes == 0)
+        return buf;
+    if (!st) {
+        snprintf(buf, buf_bytes, "error[E-ARG]: no status");
+        return buf;
+    }
+    if (st->file[0])
+        snprintf(buf, buf_bytes, "%s:%d:%d: error[%s]: %s", st->file, st->line, st->col,
+                 qm_code_name(st->code), st->msg);
+    else
+        snprintf(buf, buf_bytes, "error[%s]: %s", qm_code_name(st->code), st->msg);
+    return buf;
+}
+
+const char *qm_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, buf_bytes, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    double v = (double)bytes;
+    int u = -1;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    snprintf(buf, buf_bytes, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *qm_format_rate(double bytes_per_s, char *buf, size_t buf_bytes)
+{
+    if (!(bytes_per_s >= 0) || isinf(bytes_per_s)) {
+        snprintf(buf, buf_bytes, "%g B/s", bytes_per_s);
+        return buf;
+    }
+    if (bytes_per_s >= 1e12)
+        snprintf(buf, buf_bytes, "%.2f TB/s", bytes_per_s / 1e12);
+    else if (bytes_per_s >= 1e9)
+        snprintf(buf, buf_bytes, "%.1f GB/s", bytes_per_s / 1e9);
+    else if (bytes_per_s >= 1e6)
+        snprintf(buf, buf_bytes, "%.1f MB/s", bytes_per_s / 1e6);
+    else
+        snprintf(buf, buf_bytes, "%.0f B/s", bytes_per_s);
+    return buf;
+}
+
+const char *qm_format_seconds(double s, char *buf, size_t buf_bytes)
+{
+    if (!(s >= 0) || isinf(s))
+        snprintf(buf, buf_bytes, "%g s", s);
+    else if (s >= 1.0)
+        snprintf(buf, buf_bytes, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, buf_bytes, "%.3f ms", s * 1e3);
+    else if (s >= 1e-6)
+        snprintf(buf, buf_bytes, "%.2f us", s * 1e6);
+    else
+        snprintf(buf, buf_bytes, "%.0f ns", s * 1e9);
+    return buf;
+}
+
+size_t qm_dtype_size(qm_dtype dtype)
+{
+    switch (dtype) {
+    case QM_DTYPE_FLOAT32: return 4;
+    case QM_DTYPE_FLOAT64: return 8;
+    case QM_DTYPE_COMPLEX64: return 8;
+    case QM_DTYPE_COMPLEX128: return 16;
+    }
+    return 0;
+}
+
+const char *qm_dtype_name(qm_dtype dtype)
+{
+    switch (dtype) {
+    case QM_DTYPE_FLOAT32: return "float32";
+    case QM_DTYPE_FLOAT64: return "float64";
+    case QM_DTYPE_COMPLEX64: return "complex64";
+    case QM_DTYPE_COMPLEX128: return "complex128";
+    }
+    return NULL;
+}
+
+qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st)
+{
+    if (!text || !out)
+        return qm_fail(st, QM_E_ARG, "dtype: text and out must not be NULL");
+    for (int d = QM_DTYPE_FLOAT32; d <= QM_DTYPE_COMPLEX128; ++d) {
+        if (strcmp(text, qm_dtype_name((qm_dtype)d)) == 0) {
+            *out = (qm_dtype)d;
+            return QM_OK;
+        }
+    }
+    return qm_fail(st, QM_E_DTYPE,
+                   "dtype: unknown dtype '%.64s'; use float32, float64, complex64 or complex128",
+                   text);
+}

@@ -1,0 +1,37 @@
+/* status_internal.h — helpers for the function that detects a failure (engine, HAL and backends).
+ *
+ * qm_fail writes the code and a one-line message and returns the code, so a failure reads
+ * `return qm_fail(st, QM_E_ARG, "plan: qubits must be at least 1 (got %d)", n);`.
+ * qm_status_prefix adds context in front of a message already written (never replaces it).
+ * Nothing here allocates.
+ */
+#ifndef QM_STATUS_INTERNAL_H
+#define QM_STATUS_INTERNAL_H
+
+#include "qmesh.h"
+
+#if defined(__GNUC__)
+#define QM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define QM_PRINTF(f, a)
+#endif
+
+/* Set code and message (newlines are replaced by spaces); st may be NULL. Returns code. */
+qm_code qm_fail(qm_status *st, qm_code code, const char *fmt, ...) QM_PRINTF(3, 4);
+/* Same, with a backend error code (cudaError_t, MPI error class). */
+qm_code qm_fail_backend(qm_status *st, qm_code code, int backend_code, const char *fmt, ...)
+    QM_PRINTF(4, 5);
+/* Prepend "prefix: " to the message already in st (truncating at the end). Returns st->code. */
+qm_code qm_status_prefix(qm_status *st, const char *fmt, ...) QM_PRINTF(2, 3);
+/* Attach a scenario location to st. */
+void qm_status_locate(qm_status *st, const char *file, int line, int col);
+
+/* Internal invariant check that stays on in every build type. Reports E-INTERNAL, never aborts. */
+#define QM_CHECK(st, cond)                                                                        \
+    do {                                                                                          \
+        if (!(cond))                                                                              \
+            return qm_fail((st), QM_E_INTERNAL, "internal: check failed: %s (%s:%d)", #cond,      \
+                           __FILE__, __LINE__);                                                   \
+    } while (0)
+
+#endif

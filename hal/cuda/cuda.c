@@ -1,0 +1,317 @@
+/* cuda.c — the CUDA backend over the CUDA runtime (plain C; kernels live in kernels/cuda_kernels.cu).
+ *
+ * In: HAL calls already checked by hal.c. Out: cudaMalloc'd device buffers (never managed memory),
+ * copies and kernel launches on per-device streams, CUDA errors translated into E-BACKEND (E-CAPACITY
+ * for cudaErrorMemoryAllocation) naming the operation, the device and the error, with CUDA's sticky
+ * last error cleared after a recoverable failure.
+ * Must not: abort, print, or leave a device current other than the one it found (each call sets
+ * the device it works on).
+ * Known wart: the kernels are the first straightforward versions (see cuda_kernels.cu).
+ */
+#include "cuda_backend.h"
+#include "cuda_kernels.h"
+#include "hal_impl.h"
+#include "status_internal.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cuda_ctx {
+    int n_dev;
+    qm_hal_device_info *info;
+    unsigned char *peer; /* n_dev * n_dev: peer access enabled */
+} cuda_ctx;
+
+static qm_code cuda_err(qm_status *st, cudaError_t e, const char *op, int dev)
+{
+    (void)cudaGetLastError(); /* clear the sticky error of a recoverable failure */
+    qm_code code = e == cudaErrorMemoryAllocation ? QM_E_CAPACITY : QM_E_BACKEND;
+    return qm_fail_backend(st, code, (int)e, "%s on cuda:%d failed: %s (%s)", op, dev,
+                           cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+#define CU(st, expr, op, dev)                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (expr);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return cuda_err((st), e_, (op), (dev));                                                \
+    } while (0)
+
+int qm_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static int c_device_count(void *ctx) { return ((cuda_ctx *)ctx)->n_dev; }
+
+static qm_code c_device_info(void *ctx, int dev, qm_hal_device_info *out, qm_status *st)
+{
+    (void)st;
+    *out = ((cuda_ctx *)ctx)->info[dev];
+    return QM_OK;
+}
+
+static bool c_peer(void *ctx, int a, int b)
+{
+    cuda_ctx *c = ctx;
+    return c->peer[a * c->n_dev + b] != 0;
+}
+
+static qm_code c_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, void **host_ptr,
+                           qm_status *st)
+{
+    (void)ctx;
+    *ptr = *host_ptr = NULL;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, (size_t)bytes);
+    if (e != cudaSuccess)
+        return cuda_err(st, e, "cudaMalloc", dev);
+    *ptr = p;
+    return QM_OK;
+}
+
+static void c_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaFree(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static qm_code c_stream_create(void *ctx, int dev, void **out, qm_status *st)
+{
+    (void)ctx;
+    cudaStream_t s = NULL;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", dev);
+    *out = s;
+    return QM_OK;
+}
+
+static void c_stream_destroy(void *ctx, int dev, void *s)
+{
+    (void)ctx;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaStreamDestroy((cudaStream_t)s) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static qm_code c_stream_sync(void *ctx, int dev, void *s, qm_status *st)
+{
+    (void)ctx;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize", dev);
+    return QM_OK;
+}
+
+static qm_code c_copy(int dev, void *dst, const void *src, uint64_t bytes, void *s,
+                      enum cudaMemcpyKind kind, const char *op, qm_status *st)
+{
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaMemcpyAsync(dst, src, (size_t)bytes, kind, (cudaStream_t)s), op, dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), op, dev);
+    return QM_OK;
+}
+
+static qm_code c_copy_h2d(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
+                          qm_status *st)
+{
+    (void)ctx;
+    return c_copy(dev, dst, src, bytes, s, cudaMemcpyHostToDevice, "cudaMemcpy H2D", st);
+}
+
+static qm_code c_copy_d2h(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
+                          qm_status *st)
+{
+    (void)ctx;
+    return c_copy(dev, dst, src, bytes, s, cudaMemcpyDeviceToHost, "cudaMemcpy D2H", st);
+}
+
+static qm_code c_copy_d2d(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
+                          qm_status *st)
+{
+    (void)ctx;
+    return c_copy(dev, dst, src, bytes, s, cudaMemcpyDeviceToDevice, "cudaMemcpy D2D", st);
+}
+
+static qm_code c_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                           uint64_t bytes, void *s, qm_status *st)
+{
+    (void)ctx;
+    CU(st, cudaSetDevice(dst_dev), "cudaSetDevice", dst_dev);
+    CU(st, cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, (size_t)bytes, (cudaStream_t)s),
+       "cudaMemcpyPeer", dst_dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "cudaMemcpyPeer", dst_dev);
+    return QM_OK;
+}
+
+static qm_code c_sumsq(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a,
+                       qm_status *st)
+{
+    (void)ctx;
+    double *d_sums = NULL;
+    qm_code rc = QM_OK;
+    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    cudaError_t e = cudaMalloc((void **)&d_sums, (size_t)a->n_blocks * sizeof(double));
+    if (e != cudaSuccess)
+        return cuda_err(st, e, "cudaMalloc (sumsq partials)", dev);
+    int le = qm_cuda_launch_sumsq((const char *)in + a->in_off * es, a->in_dtype == QM_DTYPE_FLOAT64,
+                                  a->n_valid, a->log2_block, a->n_blocks, a->scale, d_sums, NULL);
+    if (le != cudaSuccess) {
+        rc = cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
+        goto done;
+    }
+    e = cudaMemcpy(a->out_sums, d_sums, (size_t)a->n_blocks * sizeof(double), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess)
+        rc = cuda_err(st, e, "sumsq result copy", dev);
+done:
+    cudaFree(d_sums);
+    return rc;
+}
+
+static qm_code c_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+                      uint64_t n, qm_hal_scan_result *out, qm_status *st)
+{
+    (void)ctx;
+    unsigned long long h[2] = {0, UINT64_MAX}, *d = NULL;
+    qm_code rc = QM_OK;
+    const size_t es = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    cudaError_t e = cudaMalloc((void **)&d, sizeof h);
+    if (e != cudaSuccess)
+        return cuda_err(st, e, "cudaMalloc (scan)", dev);
+    if ((e = cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        rc = cuda_err(st, e, "scan init", dev);
+        goto done;
+    }
+    int le = qm_cuda_launch_scan((const char *)in + in_off * es, in_dtype == QM_DTYPE_FLOAT64, n, d,
+                                 NULL);
+    if (le != cudaSuccess) {
+        rc = cuda_err(st, (cudaError_t)le, "scan launch", dev);
+        goto done;
+    }
+    if ((e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        rc = cuda_err(st, e, "scan result copy", dev);
+        goto done;
+    }
+    memcpy(&out->max_abs, &h[0], sizeof out->max_abs);
+    out->first_nonfinite = h[1];
+done:
+    cudaFree(d);
+    return rc;
+}
+
+static qm_code c_amp_write(void *ctx, int dev, void *out, const void *in,
+                           const qm_hal_amp_write_args *a, void *s, qm_status *st)
+{
+    (void)ctx;
+    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t os = a->out_dtype == QM_DTYPE_COMPLEX128 ? 16 : 8;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_amp_write((char *)out + a->out_off * os,
+                                      a->out_dtype == QM_DTYPE_COMPLEX128, a->n_out,
+                                      in ? (const char *)in + a->in_off * es : NULL,
+                                      a->in_dtype == QM_DTYPE_FLOAT64, a->n_valid, a->coeff, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "amp_write launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "amp_write", dev);
+    return QM_OK;
+}
+
+static void c_destroy(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    if (!c)
+        return;
+    free(c->info);
+    free(c->peer);
+    free(c);
+}
+
+static const qm_hal_ops cuda_ops = {
+    .kind = QM_HAL_CUDA,
+    .abi = QM_HAL_ABI,
+    .device_count = c_device_count,
+    .device_info = c_device_info,
+    .peer = c_peer,
+    .buf_alloc = c_buf_alloc,
+    .buf_free = c_buf_free,
+    .stream_create = c_stream_create,
+    .stream_destroy = c_stream_destroy,
+    .stream_sync = c_stream_sync,
+    .copy_h2d = c_copy_h2d,
+    .copy_d2h = c_copy_d2h,
+    .copy_d2d = c_copy_d2d,
+    .copy_peer = c_copy_peer,
+    .sumsq = c_sumsq,
+    .scan = c_scan,
+    .amp_write = c_amp_write,
+    .destroy = c_destroy,
+};
+
+qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "cuda: out must not be NULL");
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return qm_fail_backend(st, QM_E_UNSUPPORTED, (int)e, "cuda: no CUDA device (%s)",
+                               e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
+    }
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory");
+    c->n_dev = n;
+    c->info = calloc((size_t)n, sizeof *c->info);
+    c->peer = calloc((size_t)n * (size_t)n, 1);
+    if (!c->info || !c->peer) {
+        c_destroy(c);
+        return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory for %d devices", n);
+    }
+    for (int d = 0; d < n; ++d) {
+        struct cudaDeviceProp p;
+        size_t free_b = 0, total_b = 0;
+        if ((e = cudaGetDeviceProperties(&p, d)) != cudaSuccess ||
+            (e = cudaSetDevice(d)) != cudaSuccess ||
+            (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
+            c_destroy(c);
+            return cuda_err(st, e, "device discovery", d);
+        }
+        qm_hal_device_info *in = &c->info[d];
+        snprintf(in->id, sizeof in->id, "cuda:%d", d);
+        snprintf(in->name, sizeof in->name, "%.95s", p.name);
+        in->memory_bytes = total_b;
+        in->usable_bytes = free_b;
+        int mem_clock_khz = 0, bus_bits = p.memoryBusWidth;
+        (void)cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, d);
+        in->hbm_bw_bytes_per_s = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0);
+        in->host_bw_bytes_per_s = 0;
+        in->numa = -1;
+        in->sm_count = p.multiProcessorCount;
+        for (int o = 0; o < n; ++o) {
+            int can = 0;
+            if (o != d && cudaDeviceCanAccessPeer(&can, d, o) == cudaSuccess && can) {
+                cudaError_t pe = cudaDeviceEnablePeerAccess(o, 0);
+                if (pe == cudaSuccess || pe == cudaErrorPeerAccessAlreadyEnabled)
+                    c->peer[d * n + o] = 1;
+                (void)cudaGetLastError();
+            }
+        }
+    }
+    return qm_hal_create(&cuda_ops, c, out, st);
+}

@@ -1,0 +1,13 @@
+/* cuda_absent.c — the CUDA backend in a build configured with QM_WITH_CUDA=OFF. */
+#include "cuda_backend.h"
+#include "status_internal.h"
+
+qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    return qm_fail(st, QM_E_UNSUPPORTED, "cuda: this build has no CUDA backend; reconfigure with "
+                   "-DQM_WITH_CUDA=ON (needs the CUDA toolkit)");
+}
+
+int qm_cuda_device_count(void) { return 0; }

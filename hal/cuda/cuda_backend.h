@@ -1,0 +1,16 @@
+/* cuda_backend.h — the CUDA backend: real NVIDIA GPUs behind the HAL.
+ *
+ * qm_hal_cuda_open discovers the GPUs this process can see (CUDA runtime), and returns a HAL over
+ * them. Without a GPU it fails with E-UNSUPPORTED ("no CUDA device"); in a build without CUDA it
+ * fails with E-UNSUPPORTED naming the configure option QM_WITH_CUDA.
+ */
+#ifndef QM_CUDA_BACKEND_H
+#define QM_CUDA_BACKEND_H
+
+#include "hal.h"
+
+qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st);
+/* Number of CUDA devices visible (0 without a driver, a GPU, or CUDA support). Cannot fail. */
+int qm_cuda_device_count(void);
+
+#endif

@@ -1,0 +1,505 @@
+/* hal.c — the wrappers every engine call goes through.
+ *
+ * In: calls from the engine with device indices, buffers and byte ranges.
+ * Out: calls to the backend's ops table, after checking indices, NULLs and bounds; per-device
+ * accounting (bytes in use, peak, traffic); the fallbacks for optional members; context prefixed to
+ * backend messages ("copy_h2d on n0.g1: ...").
+ * Must not: know any backend's types, allocate device memory itself, or abort.
+ * Thread-safety: accounting is updated without locks; a caller that drives devices from several
+ * threads must give each device to one thread (the materializer does).
+ */
+#include "hal_impl.h"
+#include "status_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct qm_hal {
+    const qm_hal_ops *ops;
+    void *ctx;
+    int n_dev;
+    qm_hal_device_info *info; /* cached at creation */
+    qm_hal_usage *usage;
+};
+
+struct qm_hal_buf {
+    int dev;
+    uint64_t bytes;
+    void *ptr;
+    void *host_ptr;
+};
+
+struct qm_hal_stream {
+    int dev;
+    void *s;
+};
+
+qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status *st)
+{
+    qm_code rc = QM_OK;
+    qm_hal *hal = NULL;
+    if (out)
+        *out = NULL;
+    if (!ops || !out) {
+        rc = qm_fail(st, QM_E_ARG, "hal: ops and out must not be NULL");
+        goto fail_ctx;
+    }
+    if (ops->abi < 1 || ops->abi > QM_HAL_ABI || !ops->device_count || !ops->device_info ||
+        !ops->peer || !ops->buf_alloc || !ops->buf_free || !ops->copy_h2d || !ops->copy_d2h ||
+        !ops->copy_d2d || !ops->sumsq || !ops->scan || !ops->amp_write || !ops->destroy) {
+        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' ops table is incomplete (abi %d, this "
+                     "build %d)", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
+        goto fail_ctx;
+    }
+    hal = calloc(1, sizeof *hal);
+    if (!hal) {
+        rc = qm_fail(st, QM_E_NOMEM, "hal: out of host memory");
+        goto fail_ctx;
+    }
+    hal->ops = ops;
+    hal->ctx = ctx;
+    hal->n_dev = ops->device_count(ctx);
+    if (hal->n_dev < 0) {
+        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend reported %d devices", hal->n_dev);
+        goto fail_hal;
+    }
+    if (hal->n_dev > 0) {
+        hal->info = calloc((size_t)hal->n_dev, sizeof *hal->info);
+        hal->usage = calloc((size_t)hal->n_dev, sizeof *hal->usage);
+        if (!hal->info || !hal->usage) {
+            rc = qm_fail(st, QM_E_NOMEM, "hal: out of host memory for %d devices", hal->n_dev);
+            goto fail_hal;
+        }
+    }
+    for (int d = 0; d < hal->n_dev; ++d) {
+        rc = ops->device_info(ctx, d, &hal->info[d], st);
+        if (rc != QM_OK) {
+            qm_status_prefix(st, "hal: device %d", d);
+            goto fail_hal;
+        }
+    }
+    *out = hal;
+    return QM_OK;
+
+fail_hal:
+    free(hal->info);
+    free(hal->usage);
+    free(hal);
+fail_ctx:
+    if (ops && ops->destroy)
+        ops->destroy(ctx);
+    return rc;
+}
+
+void qm_hal_destroy(qm_hal *hal)
+{
+    if (!hal)
+        return;
+    hal->ops->destroy(hal->ctx);
+    free(hal->info);
+    free(hal->usage);
+    free(hal);
+}
+
+const qm_hal_ops *qm_hal_ops_get(const qm_hal *hal) { return hal ? hal->ops : NULL; }
+void *qm_hal_ctx(const qm_hal *hal) { return hal ? hal->ctx : NULL; }
+qm_hal_kind qm_hal_kind_get(const qm_hal *hal) { return hal->ops->kind; }
+
+const char *qm_hal_kind_name(qm_hal_kind kind)
+{
+    switch (kind) {
+    case QM_HAL_SIM: return "sim";
+    case QM_HAL_CUDA: return "cuda";
+    case QM_HAL_FAULT: return "fault";
+    }
+    return "unknown";
+}
+
+int qm_hal_device_count(const qm_hal *hal) { return hal ? hal->n_dev : 0; }
+
+static qm_code check_dev(const qm_hal *hal, int dev, const char *op, qm_status *st)
+{
+    if (!hal)
+        return qm_fail(st, QM_E_ARG, "%s: hal must not be NULL", op);
+    if (dev < 0 || dev >= hal->n_dev)
+        return qm_fail(st, QM_E_ARG, "%s: device %d is out of range (this mesh has %d devices)",
+                       op, dev, hal->n_dev);
+    return QM_OK;
+}
+
+qm_code qm_hal_device_info_query(const qm_hal *hal, int dev, qm_hal_device_info *out, qm_status *st)
+{
+    qm_code rc = check_dev(hal, dev, "device_info", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "device_info: out must not be NULL");
+    *out = hal->info[dev];
+    return QM_OK;
+}
+
+qm_code qm_hal_usage_query(const qm_hal *hal, int dev, qm_hal_usage *out, qm_status *st)
+{
+    qm_code rc = check_dev(hal, dev, "usage", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "usage: out must not be NULL");
+    *out = hal->usage[dev];
+    return QM_OK;
+}
+
+uint64_t qm_hal_bytes_in_use(const qm_hal *hal)
+{
+    uint64_t sum = 0;
+    for (int d = 0; hal && d < hal->n_dev; ++d)
+        sum += hal->usage[d].in_use_bytes;
+    return sum;
+}
+
+bool qm_hal_peer_get(const qm_hal *hal, int dev_a, int dev_b)
+{
+    if (!hal || dev_a < 0 || dev_b < 0 || dev_a >= hal->n_dev || dev_b >= hal->n_dev)
+        return false;
+    if (dev_a == dev_b)
+        return true;
+    return hal->ops->peer(hal->ctx, dev_a, dev_b);
+}
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out, qm_status *st)
+{
+    char need[32], used[32], usable[32];
+    if (out)
+        *out = NULL;
+    qm_code rc = check_dev(hal, dev, "buf_alloc", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "buf_alloc: out must not be NULL");
+    if (bytes == 0)
+        return qm_fail(st, QM_E_ARG, "buf_alloc on %s: size must be > 0", hal->info[dev].id);
+    qm_hal_usage *u = &hal->usage[dev];
+    uint64_t usable_bytes = hal->info[dev].usable_bytes;
+    if (bytes > usable_bytes || u->in_use_bytes > usable_bytes - bytes)
+        return qm_fail(st, QM_E_CAPACITY,
+                       "buf_alloc on %s: %s requested but %s of %s usable is already in use",
+                       hal->info[dev].id, qm_format_bytes(bytes, need, sizeof need),
+                       qm_format_bytes(u->in_use_bytes, used, sizeof used),
+                       qm_format_bytes(usable_bytes, usable, sizeof usable));
+    qm_hal_buf *b = calloc(1, sizeof *b);
+    if (!b)
+        return qm_fail(st, QM_E_NOMEM, "buf_alloc on %s: out of host memory", hal->info[dev].id);
+    rc = hal->ops->buf_alloc(hal->ctx, dev, bytes, &b->ptr, &b->host_ptr, st);
+    if (rc != QM_OK) {
+        free(b);
+        return qm_status_prefix(st, "buf_alloc on %s", hal->info[dev].id);
+    }
+    b->dev = dev;
+    b->bytes = bytes;
+    u->in_use_bytes += bytes;
+    if (u->in_use_bytes > u->peak_bytes)
+        u->peak_bytes = u->in_use_bytes;
+    u->n_allocs++;
+    *out = b;
+    return QM_OK;
+}
+
+void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf)
+{
+    if (!hal || !buf)
+        return;
+    hal->ops->buf_free(hal->ctx, buf->dev, buf->ptr, buf->bytes);
+    hal->usage[buf->dev].in_use_bytes -= buf->bytes;
+    hal->usage[buf->dev].n_frees++;
+    free(buf);
+}
+
+uint64_t qm_hal_buf_bytes(const qm_hal_buf *buf) { return buf ? buf->bytes : 0; }
+int qm_hal_buf_device(const qm_hal_buf *buf) { return buf ? buf->dev : -1; }
+void *qm_hal_buf_host_ptr(const qm_hal_buf *buf) { return buf ? buf->host_ptr : NULL; }
+void *qm_hal_buf_raw(const qm_hal_buf *buf) { return buf ? buf->ptr : NULL; }
+
+/* ---- streams ---------------------------------------------------------------------------------- */
+
+qm_code qm_hal_stream_create(qm_hal *hal, int dev, qm_hal_stream **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    qm_code rc = check_dev(hal, dev, "stream_create", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "stream_create: out must not be NULL");
+    qm_hal_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return qm_fail(st, QM_E_NOMEM, "stream_create: out of host memory");
+    s->dev = dev;
+    if (hal->ops->stream_create) {
+        rc = hal->ops->stream_create(hal->ctx, dev, &s->s, st);
+        if (rc != QM_OK) {
+            free(s);
+            return qm_status_prefix(st, "stream_create on %s", hal->info[dev].id);
+        }
+    }
+    *out = s;
+    return QM_OK;
+}
+
+void qm_hal_stream_destroy(qm_hal *hal, qm_hal_stream *s)
+{
+    if (!hal || !s)
+        return;
+    if (hal->ops->stream_destroy)
+        hal->ops->stream_destroy(hal->ctx, s->dev, s->s);
+    free(s);
+}
+
+qm_code qm_hal_stream_sync(qm_hal *hal, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal)
+        return qm_fail(st, QM_E_ARG, "stream_sync: hal must not be NULL");
+    if (!s || !hal->ops->stream_sync)
+        return QM_OK;
+    qm_code rc = hal->ops->stream_sync(hal->ctx, s->dev, s->s, st);
+    if (rc != QM_OK)
+        qm_status_prefix(st, "stream_sync on %s", hal->info[s->dev].id);
+    return rc;
+}
+
+static void *stream_of(const qm_hal_stream *s, int dev) { return (s && s->dev == dev) ? s->s : NULL; }
+
+/* ---- copies ----------------------------------------------------------------------------------- */
+
+static qm_code check_range(const qm_hal *hal, const qm_hal_buf *b, uint64_t off, uint64_t bytes,
+                           const char *op, const char *which, qm_status *st)
+{
+    if (!b)
+        return qm_fail(st, QM_E_ARG, "%s: %s buffer must not be NULL", op, which);
+    if (off > b->bytes || bytes > b->bytes - off)
+        return qm_fail(st, QM_E_BOUNDS,
+                       "%s on %s: %s range [%llu, %llu) is outside the %llu-byte buffer", op,
+                       hal->info[b->dev].id, which, (unsigned long long)off,
+                       (unsigned long long)(off + bytes), (unsigned long long)b->bytes);
+    return QM_OK;
+}
+
+static char *at(void *p, uint64_t off) { return p ? (char *)p + off : NULL; }
+static const char *cat(const void *p, uint64_t off) { return p ? (const char *)p + off : NULL; }
+
+qm_code qm_hal_copy_h2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const void *src,
+                        uint64_t bytes, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal)
+        return qm_fail(st, QM_E_ARG, "copy_h2d: hal must not be NULL");
+    qm_code rc = check_range(hal, dst, dst_off, bytes, "copy_h2d", "destination", st);
+    if (rc != QM_OK)
+        return rc;
+    if (bytes == 0)
+        return QM_OK;
+    if (!src)
+        return qm_fail(st, QM_E_ARG, "copy_h2d: source must not be NULL");
+    rc = hal->ops->copy_h2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), src, bytes,
+                            stream_of(s, dst->dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "copy_h2d on %s", hal->info[dst->dev].id);
+    hal->usage[dst->dev].h2d_bytes += bytes;
+    return QM_OK;
+}
+
+qm_code qm_hal_copy_d2h(qm_hal *hal, void *dst, const qm_hal_buf *src, uint64_t src_off,
+                        uint64_t bytes, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal)
+        return qm_fail(st, QM_E_ARG, "copy_d2h: hal must not be NULL");
+    qm_code rc = check_range(hal, src, src_off, bytes, "copy_d2h", "source", st);
+    if (rc != QM_OK)
+        return rc;
+    if (bytes == 0)
+        return QM_OK;
+    if (!dst)
+        return qm_fail(st, QM_E_ARG, "copy_d2h: destination must not be NULL");
+    rc = hal->ops->copy_d2h(hal->ctx, src->dev, dst, cat(src->ptr, src_off), bytes,
+                            stream_of(s, src->dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "copy_d2h on %s", hal->info[src->dev].id);
+    hal->usage[src->dev].d2h_bytes += bytes;
+    return QM_OK;
+}
+
+/* Staged device-to-device copy through a bounded host bounce buffer. */
+static qm_code copy_staged(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm_hal_buf *src,
+                           uint64_t src_off, uint64_t bytes, qm_status *st)
+{
+    const uint64_t chunk = 64u << 20;
+    qm_code rc = QM_OK;
+    void *bounce = malloc((size_t)(bytes < chunk ? bytes : chunk));
+    if (!bounce)
+        return qm_fail(st, QM_E_NOMEM, "copy_d2d: out of host memory for a staging buffer");
+    for (uint64_t done = 0; done < bytes && rc == QM_OK;) {
+        uint64_t n = bytes - done < chunk ? bytes - done : chunk;
+        rc = qm_hal_copy_d2h(hal, bounce, src, src_off + done, n, NULL, st);
+        if (rc == QM_OK)
+            rc = qm_hal_copy_h2d(hal, dst, dst_off + done, bounce, n, NULL, st);
+        done += n;
+    }
+    free(bounce);
+    return rc;
+}
+
+qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm_hal_buf *src,
+                        uint64_t src_off, uint64_t bytes, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal)
+        return qm_fail(st, QM_E_ARG, "copy_d2d: hal must not be NULL");
+    qm_code rc = check_range(hal, dst, dst_off, bytes, "copy_d2d", "destination", st);
+    if (rc == QM_OK)
+        rc = check_range(hal, src, src_off, bytes, "copy_d2d", "source", st);
+    if (rc != QM_OK || bytes == 0)
+        return rc;
+    if (dst->dev == src->dev) {
+        rc = hal->ops->copy_d2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), cat(src->ptr, src_off),
+                                bytes, stream_of(s, dst->dev), st);
+        if (rc != QM_OK)
+            return qm_status_prefix(st, "copy_d2d on %s", hal->info[dst->dev].id);
+        hal->usage[dst->dev].d2d_bytes += bytes;
+        return QM_OK;
+    }
+    if (!hal->ops->copy_peer || !hal->ops->peer(hal->ctx, src->dev, dst->dev))
+        return copy_staged(hal, dst, dst_off, src, src_off, bytes, st);
+    rc = hal->ops->copy_peer(hal->ctx, dst->dev, at(dst->ptr, dst_off), src->dev,
+                             cat(src->ptr, src_off), bytes, stream_of(s, dst->dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "copy_peer %s -> %s", hal->info[src->dev].id,
+                                hal->info[dst->dev].id);
+    hal->usage[src->dev].peer_out_bytes += bytes;
+    hal->usage[dst->dev].peer_in_bytes += bytes;
+    return QM_OK;
+}
+
+/* ---- kernels ---------------------------------------------------------------------------------- */
+
+static qm_code check_input(const qm_hal *hal, const qm_hal_buf *in, qm_dtype dt, uint64_t off,
+                           uint64_t n, const char *op, qm_status *st)
+{
+    if (dt != QM_DTYPE_FLOAT32 && dt != QM_DTYPE_FLOAT64)
+        return qm_fail(st, QM_E_DTYPE, "%s: input dtype must be float32 or float64 (got %s)", op,
+                       qm_dtype_name(dt) ? qm_dtype_name(dt) : "unknown");
+    uint64_t es = qm_dtype_size(dt);
+    if (n == 0)
+        return QM_OK;
+    if (off > UINT64_MAX / es || n > UINT64_MAX / es - off)
+        return qm_fail(st, QM_E_BOUNDS, "%s: input range overflows 64 bits", op);
+    return check_range(hal, in, off * es, n * es, op, "input", st);
+}
+
+qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st)
+{
+    if (!hal || !a || !a->out_sums || !a->in)
+        return qm_fail(st, QM_E_ARG, "sumsq: hal, args, input and out_sums must not be NULL");
+    if (a->log2_block > 62 || a->n_blocks == 0 ||
+        a->n_blocks > (UINT64_MAX >> a->log2_block))
+        return qm_fail(st, QM_E_ARG, "sumsq: %llu blocks of 2^%u elements is not a valid range",
+                       (unsigned long long)a->n_blocks, a->log2_block);
+    if (a->n_valid > (a->n_blocks << a->log2_block))
+        return qm_fail(st, QM_E_BOUNDS, "sumsq: %llu valid elements exceed the range of %llu",
+                       (unsigned long long)a->n_valid,
+                       (unsigned long long)(a->n_blocks << a->log2_block));
+    qm_code rc = check_input(hal, a->in, a->in_dtype, a->in_off, a->n_valid, "sumsq", st);
+    if (rc != QM_OK)
+        return rc;
+    rc = hal->ops->sumsq(hal->ctx, a->in->dev, a->in->ptr, a, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "sumsq on %s", hal->info[a->in->dev].id);
+    return QM_OK;
+}
+
+qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *in, qm_dtype in_dtype, uint64_t in_off,
+                         uint64_t n, qm_hal_scan_result *out, qm_status *st)
+{
+    if (!hal || !in || !out)
+        return qm_fail(st, QM_E_ARG, "scan: hal, input and out must not be NULL");
+    qm_code rc = check_input(hal, in, in_dtype, in_off, n, "scan", st);
+    if (rc != QM_OK)
+        return rc;
+    out->max_abs = 0;
+    out->first_nonfinite = UINT64_MAX;
+    if (n == 0)
+        return QM_OK;
+    rc = hal->ops->scan(hal->ctx, in->dev, in->ptr, in_dtype, in_off, n, out, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "scan on %s", hal->info[in->dev].id);
+    return QM_OK;
+}
+
+qm_code qm_hal_amp_write(qm_hal *hal, const qm_hal_amp_write_args *a, qm_hal_stream *s,
+                         qm_status *st)
+{
+    if (!hal || !a || !a->out)
+        return qm_fail(st, QM_E_ARG, "amp_write: hal, args and output must not be NULL");
+    if (a->out_dtype != QM_DTYPE_COMPLEX64 && a->out_dtype != QM_DTYPE_COMPLEX128)
+        return qm_fail(st, QM_E_DTYPE, "amp_write: output dtype must be complex64 or complex128 "
+                       "(got %s)", qm_dtype_name(a->out_dtype) ? qm_dtype_name(a->out_dtype) : "unknown");
+    if (a->n_valid > a->n_out)
+        return qm_fail(st, QM_E_BOUNDS, "amp_write: %llu valid elements exceed the %llu written",
+                       (unsigned long long)a->n_valid, (unsigned long long)a->n_out);
+    uint64_t es = qm_dtype_size(a->out_dtype);
+    if (a->out_off > UINT64_MAX / es || a->n_out > UINT64_MAX / es - a->out_off)
+        return qm_fail(st, QM_E_BOUNDS, "amp_write: output range overflows 64 bits");
+    qm_code rc = check_range(hal, a->out, a->out_off * es, a->n_out * es, "amp_write", "output", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->n_valid > 0) {
+        rc = check_input(hal, a->in, a->in_dtype, a->in_off, a->n_valid, "amp_write", st);
+        if (rc != QM_OK)
+            return rc;
+        if (a->in->dev != a->out->dev)
+            return qm_fail(st, QM_E_ARG, "amp_write: input on %s but output on %s",
+                           hal->info[a->in->dev].id, hal->info[a->out->dev].id);
+    }
+    if (a->n_out == 0)
+        return QM_OK;
+    rc = hal->ops->amp_write(hal->ctx, a->out->dev, a->out->ptr, a->in ? a->in->ptr : NULL, a,
+                             stream_of(s, a->out->dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "amp_write on %s", hal->info[a->out->dev].id);
+    return QM_OK;
+}
+
+/* ---- collectives ------------------------------------------------------------------------------ */
+
+qm_code qm_hal_allgather_fallback(const qm_hal_ops *ops, void *ctx, int n_bufs,
+                                  const qm_hal_buf *const *bufs, uint64_t count, double *out,
+                                  qm_status *st)
+{
+    for (int i = 0; i < n_bufs; ++i) {
+        qm_code rc = ops->copy_d2h(ctx, bufs[i]->dev, out + (uint64_t)i * count, bufs[i]->ptr,
+                                   count * sizeof(double), NULL, st);
+        if (rc != QM_OK)
+            return rc;
+    }
+    return QM_OK;
+}
+
+qm_code qm_hal_allgather_f64(qm_hal *hal, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,
+                             double *out, qm_status *st)
+{
+    if (!hal || n_bufs < 0 || (n_bufs > 0 && (!bufs || !out)))
+        return qm_fail(st, QM_E_ARG, "allgather: hal, buffers and out must not be NULL");
+    if (count > UINT64_MAX / sizeof(double))
+        return qm_fail(st, QM_E_ARG, "allgather: count %llu overflows", (unsigned long long)count);
+    for (int i = 0; i < n_bufs; ++i) {
+        qm_code rc = check_range(hal, bufs[i], 0, count * sizeof(double), "allgather", "input", st);
+        if (rc != QM_OK)
+            return rc;
+    }
+    qm_code rc = hal->ops->allgather_f64
+                     ? hal->ops->allgather_f64(hal->ctx, n_bufs, bufs, count, out, st)
+                     : qm_hal_allgather_fallback(hal->ops, hal->ctx, n_bufs, bufs, count, out, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "allgather over %d buffers", n_bufs);
+    for (int i = 0; i < n_bufs; ++i)
+        hal->usage[bufs[i]->dev].d2h_bytes += count * sizeof(double);
+    return QM_OK;
+}

@@ -1,0 +1,140 @@
+/* hal.h — the hardware abstraction layer as the engine sees it.
+ *
+ * Role: one interface over every backend (hal/sim: CPU-simulated mesh; hal/cuda: real GPUs;
+ * hal/fault: a shim that fails the k-th call of any backend). The engine calls only these qm_hal_*
+ * wrappers; they check device indices and buffer bounds, supply the fallbacks of optional ops, keep
+ * per-device capacity accounting (in use, peak) and put the operation and device in front of backend
+ * messages. Backends implement hal_impl.h, which the engine never includes.
+ *
+ * Devices are numbered 0..count-1 inside one qm_hal; their ids ("n0.g3") come with qm_hal_device_info.
+ * Ownership: qm_hal_destroy frees the backend; every buffer and stream must be freed first
+ * (qm_hal_bytes_in_use reports what is still held, so tests assert zero before destroying).
+ */
+#ifndef QM_HAL_H
+#define QM_HAL_H
+
+#include "qmesh.h"
+
+#include <stdbool.h>
+
+typedef struct qm_hal qm_hal;
+typedef struct qm_hal_buf qm_hal_buf;
+typedef struct qm_hal_stream qm_hal_stream;
+
+typedef enum qm_hal_kind {
+    QM_HAL_SIM = 1,   /* CPU-simulated mesh */
+    QM_HAL_CUDA = 2,  /* real NVIDIA GPUs */
+    QM_HAL_FAULT = 3, /* fault-injection shim over another backend */
+} qm_hal_kind;
+
+#define QM_HAL_ID_BYTES 64
+#define QM_HAL_NAME_BYTES 96
+
+typedef struct qm_hal_device_info {
+    char id[QM_HAL_ID_BYTES];       /* scenario id ("n0.g3") or "cuda:0" */
+    char name[QM_HAL_NAME_BYTES];   /* model ("NVIDIA H200", "sim h200-sxm") */
+    uint64_t memory_bytes;          /* total device memory */
+    uint64_t usable_bytes;          /* memory - reserve: what allocations may take */
+    double hbm_bw_bytes_per_s;      /* device memory bandwidth (0 when unknown) */
+    double host_bw_bytes_per_s;     /* host<->device link, per direction (0 when unknown) */
+    int numa;                       /* host NUMA node, -1 when unknown */
+    int sm_count;                   /* 0 when unknown or not a GPU */
+} qm_hal_device_info;
+
+/* Per-device accounting kept by the wrappers (all backends alike). */
+typedef struct qm_hal_usage {
+    uint64_t in_use_bytes, peak_bytes;
+    uint64_t n_allocs, n_frees;
+    uint64_t h2d_bytes, d2h_bytes, d2d_bytes, peer_out_bytes, peer_in_bytes;
+} qm_hal_usage;
+
+/* --- lifetime and queries ------------------------------------------------------------------- */
+void qm_hal_destroy(qm_hal *hal);            /* NULL is a no-op; frees leaked buffers' tracking */
+qm_hal_kind qm_hal_kind_get(const qm_hal *hal);
+const char *qm_hal_kind_name(qm_hal_kind kind); /* "sim", "cuda", "fault" */
+int qm_hal_device_count(const qm_hal *hal);
+qm_code qm_hal_device_info_query(const qm_hal *hal, int dev, qm_hal_device_info *out, qm_status *st);
+qm_code qm_hal_usage_query(const qm_hal *hal, int dev, qm_hal_usage *out, qm_status *st);
+/* Sum of in_use_bytes over all devices (0 after every buffer is freed). Cannot fail. */
+uint64_t qm_hal_bytes_in_use(const qm_hal *hal);
+/* Whether dev_a can copy to dev_b directly (peer access / a simulated path). Cannot fail. */
+bool qm_hal_peer_get(const qm_hal *hal, int dev_a, int dev_b);
+
+/* --- buffers ---------------------------------------------------------------------------------- */
+/* Allocate `bytes` (> 0) on dev. E-CAPACITY (naming device, request, in use and usable) when it
+ * would exceed usable capacity; nothing is allocated on failure and *out is NULL. */
+qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out, qm_status *st);
+void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf); /* NULL is a no-op; cannot fail */
+uint64_t qm_hal_buf_bytes(const qm_hal_buf *buf);
+int qm_hal_buf_device(const qm_hal_buf *buf);
+/* Host-addressable pointer to the buffer's bytes: sim materialized only; NULL for device memory
+ * and phantom buffers. Valid until the buffer is freed. */
+void *qm_hal_buf_host_ptr(const qm_hal_buf *buf);
+/* The backend pointer (a device pointer on CUDA); NULL for phantom buffers. */
+void *qm_hal_buf_raw(const qm_hal_buf *buf);
+
+/* --- streams (sim: synchronous; stream may be NULL everywhere = the device's default, blocking) - */
+qm_code qm_hal_stream_create(qm_hal *hal, int dev, qm_hal_stream **out, qm_status *st);
+void qm_hal_stream_destroy(qm_hal *hal, qm_hal_stream *s);
+qm_code qm_hal_stream_sync(qm_hal *hal, qm_hal_stream *s, qm_status *st);
+
+/* --- copies: destination before source; offsets and sizes in bytes, bounds-checked ------------ */
+qm_code qm_hal_copy_h2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const void *src,
+                        uint64_t bytes, qm_hal_stream *s, qm_status *st);
+qm_code qm_hal_copy_d2h(qm_hal *hal, void *dst, const qm_hal_buf *src, uint64_t src_off,
+                        uint64_t bytes, qm_hal_stream *s, qm_status *st);
+/* Same device, or different devices: direct when qm_hal_peer_get says so, else staged through a
+ * host bounce buffer (two copies, counted as d2h + h2d). */
+qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm_hal_buf *src,
+                        uint64_t src_off, uint64_t bytes, qm_hal_stream *s, qm_status *st);
+
+/* --- kernels (the encode maths of kernels/qm_math.h, run where the buffer lives) -------------- */
+/* Sum of squares of an input range, as fixed pairwise trees: the input buffer `in` holds elements
+ * of dtype in_dtype (float32|float64) starting at element in_off; the range covers
+ * n_blocks * 2^log2_block elements of which the first n_valid are data and the rest count as zero.
+ * out_sums[j] receives block j's tree sum of (scale * x)^2 in float64. Blocking. */
+typedef struct qm_hal_sumsq_args {
+    const qm_hal_buf *in;
+    qm_dtype in_dtype;
+    uint64_t in_off;       /* elements */
+    uint64_t n_valid;      /* elements present in the buffer for this range */
+    unsigned log2_block;   /* block = 2^log2_block elements, <= 62 */
+    uint64_t n_blocks;
+    double scale;          /* 1 on the fast path; a power of two on the rescaled retry */
+    double *out_sums;      /* host array of n_blocks */
+} qm_hal_sumsq_args;
+qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
+
+/* Scan n elements from in_off: the largest |x| and the first index (relative to in_off) holding
+ * NaN or Inf (UINT64_MAX when none). Blocking. Used on the slow path only. */
+typedef struct qm_hal_scan_result {
+    double max_abs;
+    uint64_t first_nonfinite;
+} qm_hal_scan_result;
+qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *in, qm_dtype in_dtype, uint64_t in_off,
+                         uint64_t n, qm_hal_scan_result *out, qm_status *st);
+
+/* Amplitude write: out[out_off + i] = (x[in_off + i] * coeff, 0) for i < n_valid and (0, 0) for
+ * n_valid <= i < n_out, in out_dtype (complex64|complex128). in may be NULL when n_valid == 0.
+ * Enqueued on s (sim: runs at once). */
+typedef struct qm_hal_amp_write_args {
+    qm_hal_buf *out;
+    qm_dtype out_dtype;
+    uint64_t out_off;      /* elements */
+    uint64_t n_out;
+    const qm_hal_buf *in;
+    qm_dtype in_dtype;
+    uint64_t in_off;       /* elements */
+    uint64_t n_valid;
+    double coeff;
+} qm_hal_amp_write_args;
+qm_code qm_hal_amp_write(qm_hal *hal, const qm_hal_amp_write_args *a, qm_hal_stream *s,
+                         qm_status *st);
+
+/* --- collectives (optional in backends; fallback: d2h of each buffer) -------------------------- */
+/* Gather `count` float64 values from each of n_bufs device buffers (offset 0) into host `out`
+ * (n_bufs * count values, buffer order). Blocking. */
+qm_code qm_hal_allgather_f64(qm_hal *hal, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,
+                             double *out, qm_status *st);
+
+#endif

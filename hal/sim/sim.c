@@ -1,0 +1,286 @@
+/* sim.c — the simulated backend (see sim.h). Kernels are the OpenMP CPU kernels in kernels/.
+ *
+ * In: a device description. Out: a qm_hal whose devices are host memory (materialized) or counters
+ * (phantom). Must not: be called except through the hal.c wrappers (they check every range first).
+ * Thread-safety: devices are independent; link counters are per link and per direction.
+ */
+#include "sim.h"
+#include "cpu_kernels.h"
+#include "hal_impl.h"
+#include "status_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sim_link {
+    int a, b;            /* a < b */
+    uint64_t bytes[2];   /* [0]: a -> b, [1]: b -> a */
+} sim_link;
+
+typedef struct sim_ctx {
+    int n_dev;
+    qm_hal_device_info *info;
+    int n_links;
+    sim_link *links;     /* sorted by (a, b) */
+    qm_sim_memory memory;
+} sim_ctx;
+
+#define SIM_POISON 0xFF
+
+static int sim_link_cmp(const void *x, const void *y)
+{
+    const sim_link *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+static sim_link *sim_link_find(const sim_ctx *c, int a, int b)
+{
+    sim_link key = {.a = a < b ? a : b, .b = a < b ? b : a};
+    return bsearch(&key, c->links, (size_t)c->n_links, sizeof key, sim_link_cmp);
+}
+
+static int sim_device_count(void *ctx) { return ((sim_ctx *)ctx)->n_dev; }
+
+static qm_code sim_device_info(void *ctx, int dev, qm_hal_device_info *out, qm_status *st)
+{
+    (void)st;
+    *out = ((sim_ctx *)ctx)->info[dev];
+    return QM_OK;
+}
+
+static bool sim_peer(void *ctx, int a, int b) { return sim_link_find(ctx, a, b) != NULL; }
+
+static qm_code sim_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, void **host_ptr,
+                             qm_status *st)
+{
+    sim_ctx *c = ctx;
+    (void)dev;
+    *ptr = *host_ptr = NULL;
+    if (c->memory == QM_SIM_PHANTOM)
+        return QM_OK;
+    if (bytes > SIZE_MAX - 63)
+        return qm_fail(st, QM_E_NOMEM, "%llu bytes cannot be held in host memory",
+                       (unsigned long long)bytes);
+    void *p = aligned_alloc(64, (size_t)((bytes + 63) & ~(uint64_t)63));
+    if (!p)
+        return qm_fail(st, QM_E_NOMEM, "out of host memory for %llu simulated device bytes",
+                       (unsigned long long)bytes);
+    memset(p, SIM_POISON, (size_t)bytes);
+    *ptr = *host_ptr = p;
+    return QM_OK;
+}
+
+static void sim_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
+{
+    (void)ctx;
+    (void)dev;
+    if (!ptr)
+        return;
+    memset(ptr, SIM_POISON, (size_t)bytes);
+    free(ptr);
+}
+
+static qm_code phantom_refusal(qm_status *st, const char *what)
+{
+    return qm_fail(st, QM_E_UNSUPPORTED, "%s: phantom devices hold no data (capacity accounting "
+                   "only); use materialized memory to move or compute bytes", what);
+}
+
+static qm_code sim_copy(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
+                        qm_status *st)
+{
+    (void)dev;
+    (void)s;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "copy");
+    memmove(dst, src, (size_t)bytes);
+    return QM_OK;
+}
+
+static qm_code sim_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                             uint64_t bytes, void *s, qm_status *st)
+{
+    sim_ctx *c = ctx;
+    (void)s;
+    sim_link *l = sim_link_find(c, src_dev, dst_dev);
+    if (!l)
+        return qm_fail(st, QM_E_BACKEND, "no path between %s and %s", c->info[src_dev].id,
+                       c->info[dst_dev].id);
+    if (c->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "peer copy");
+    memmove(dst, src, (size_t)bytes);
+    l->bytes[src_dev == l->a ? 0 : 1] += bytes;
+    return QM_OK;
+}
+
+static qm_code sim_sumsq(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a,
+                         qm_status *st)
+{
+    (void)dev;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "sumsq");
+    qm_cpu_sumsq_blocks(in, a->in_dtype, a->in_off, a->n_valid, a->log2_block, a->n_blocks,
+                        a->scale, a->out_sums);
+    return QM_OK;
+}
+
+static qm_code sim_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+                        uint64_t n, qm_hal_scan_result *out, qm_status *st)
+{
+    (void)dev;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "scan");
+    qm_cpu_scan(in, in_dtype, in_off, n, &out->max_abs, &out->first_nonfinite);
+    return QM_OK;
+}
+
+static qm_code sim_amp_write(void *ctx, int dev, void *out, const void *in,
+                             const qm_hal_amp_write_args *a, void *s, qm_status *st)
+{
+    (void)dev;
+    (void)s;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "amp_write");
+    qm_cpu_amp_write(out, a->out_dtype, a->out_off, a->n_out, in, a->in_dtype, a->in_off,
+                     a->n_valid, a->coeff);
+    return QM_OK;
+}
+
+static void sim_destroy(void *ctx)
+{
+    sim_ctx *c = ctx;
+    if (!c)
+        return;
+    free(c->info);
+    free(c->links);
+    free(c);
+}
+
+static const qm_hal_ops sim_ops = {
+    .kind = QM_HAL_SIM,
+    .abi = QM_HAL_ABI,
+    .device_count = sim_device_count,
+    .device_info = sim_device_info,
+    .peer = sim_peer,
+    .buf_alloc = sim_buf_alloc,
+    .buf_free = sim_buf_free,
+    .copy_h2d = sim_copy,
+    .copy_d2h = sim_copy,
+    .copy_d2d = sim_copy,
+    .copy_peer = sim_copy_peer,
+    .sumsq = sim_sumsq,
+    .scan = sim_scan,
+    .amp_write = sim_amp_write,
+    .destroy = sim_destroy,
+};
+
+static int info_id_cmp(const void *x, const void *y)
+{
+    return strcmp((*(const qm_hal_device_info *const *)x)->id,
+                  (*(const qm_hal_device_info *const *)y)->id);
+}
+
+qm_code qm_hal_sim_create(const qm_sim_desc *desc, qm_hal **out, qm_status *st)
+{
+    qm_code rc = QM_OK;
+    const qm_hal_device_info **order = NULL;
+    if (out)
+        *out = NULL;
+    if (!desc || !out)
+        return qm_fail(st, QM_E_ARG, "sim: description and out must not be NULL");
+    if (desc->n_devices < 1 || !desc->devices)
+        return qm_fail(st, QM_E_ARG, "sim: a mesh needs at least 1 device (got %d)",
+                       desc->n_devices);
+    if (desc->n_peers < 0 || (desc->n_peers > 0 && !desc->peers))
+        return qm_fail(st, QM_E_ARG, "sim: %d peers given without a peer list", desc->n_peers);
+    if (desc->memory != QM_SIM_MATERIALIZED && desc->memory != QM_SIM_PHANTOM)
+        return qm_fail(st, QM_E_ARG, "sim: unknown memory mode %d", (int)desc->memory);
+    sim_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return qm_fail(st, QM_E_NOMEM, "sim: out of host memory");
+    c->n_dev = desc->n_devices;
+    c->memory = desc->memory;
+    c->info = calloc((size_t)c->n_dev, sizeof *c->info);
+    c->links = calloc((size_t)desc->n_peers + 1, sizeof *c->links);
+    if (!c->info || !c->links) {
+        rc = qm_fail(st, QM_E_NOMEM, "sim: out of host memory for %d devices", c->n_dev);
+        goto fail;
+    }
+    for (int d = 0; d < c->n_dev; ++d) {
+        const qm_sim_device_desc *dd = &desc->devices[d];
+        qm_hal_device_info *in = &c->info[d];
+        if (!dd->id || !dd->id[0] || strlen(dd->id) >= sizeof in->id) {
+            rc = qm_fail(st, QM_E_ARG, "sim: device %d needs an id of 1 to %zu characters", d,
+                         sizeof in->id - 1);
+            goto fail;
+        }
+        if (dd->memory_bytes == 0 || dd->reserve_bytes >= dd->memory_bytes) {
+            char m[32], r[32];
+            rc = qm_fail(st, QM_E_RESERVE, "sim: device %s: reserve %s is not below memory %s",
+                         dd->id, qm_format_bytes(dd->reserve_bytes, r, sizeof r),
+                         qm_format_bytes(dd->memory_bytes, m, sizeof m));
+            goto fail;
+        }
+        snprintf(in->id, sizeof in->id, "%s", dd->id);
+        snprintf(in->name, sizeof in->name, "%s", dd->name ? dd->name : "sim");
+        in->memory_bytes = dd->memory_bytes;
+        in->usable_bytes = dd->memory_bytes - dd->reserve_bytes;
+        in->hbm_bw_bytes_per_s = dd->hbm_bw_bytes_per_s;
+        in->host_bw_bytes_per_s = dd->host_bw_bytes_per_s;
+        in->numa = dd->numa;
+    }
+    order = malloc((size_t)c->n_dev * sizeof *order);
+    if (!order) {
+        rc = qm_fail(st, QM_E_NOMEM, "sim: out of host memory");
+        goto fail;
+    }
+    for (int d = 0; d < c->n_dev; ++d)
+        order[d] = &c->info[d];
+    qsort(order, (size_t)c->n_dev, sizeof *order, info_id_cmp);
+    for (int d = 1; d < c->n_dev; ++d) {
+        if (strcmp(order[d - 1]->id, order[d]->id) == 0) {
+            rc = qm_fail(st, QM_E_ARG, "sim: device id '%s' appears twice (devices %d and %d)",
+                         order[d]->id, (int)(order[d - 1] - c->info), (int)(order[d] - c->info));
+            goto fail;
+        }
+    }
+    for (int i = 0; i < desc->n_peers; ++i) {
+        int a = desc->peers[i].a, b = desc->peers[i].b;
+        if (a < 0 || b < 0 || a >= c->n_dev || b >= c->n_dev || a == b) {
+            rc = qm_fail(st, QM_E_ARG, "sim: peer %d joins devices %d and %d; both must be "
+                         "distinct and below %d", i, a, b, c->n_dev);
+            goto fail;
+        }
+        c->links[c->n_links].a = a < b ? a : b;
+        c->links[c->n_links].b = a < b ? b : a;
+        c->n_links++;
+    }
+    qsort(c->links, (size_t)c->n_links, sizeof *c->links, sim_link_cmp);
+    int w = 0; /* drop duplicate declarations of the same pair */
+    for (int i = 0; i < c->n_links; ++i)
+        if (w == 0 || sim_link_cmp(&c->links[w - 1], &c->links[i]) != 0)
+            c->links[w++] = c->links[i];
+    c->n_links = w;
+    free(order);
+    return qm_hal_create(&sim_ops, c, out, st);
+
+fail:
+    free(order);
+    sim_destroy(c);
+    return rc;
+}
+
+uint64_t qm_hal_sim_link_bytes(const qm_hal *hal, int a, int b)
+{
+    const qm_hal_ops *ops = qm_hal_ops_get(hal);
+    if (!ops || ops->kind != QM_HAL_SIM)
+        return 0;
+    const sim_ctx *c = qm_hal_ctx(hal);
+    if (a < 0 || b < 0 || a >= c->n_dev || b >= c->n_dev)
+        return 0;
+    const sim_link *l = sim_link_find(c, a, b);
+    return l ? l->bytes[a == l->a ? 0 : 1] : 0;
+}

@@ -1,0 +1,98 @@
+/* qm_math.h — the encode maths shared by the CPU kernels and the CUDA kernels.
+ *
+ * Role: one definition of the numbers, so both backends agree bit for bit.
+ * - The sum of squares of a state is a fixed pairwise tree over the global index space: every aligned
+ *   power-of-two range is a subtree. A block of 2^k elements is summed as leaves of 8
+ *   ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) merged level by level; elements past the data count as 0.
+ *   Adding +0 is exact, so a block with padding folds its partial subtrees from the right.
+ * - Each square is (scale * x)^2 in float64, with scale = 1 on the fast path and a power of two on
+ *   the rescaled retry for values whose squares overflow or underflow.
+ * - An amplitude is (double)x * coeff, rounded once to the output precision; the imaginary part is 0.
+ * Compile with floating-point contraction off (-ffp-contract=off, nvcc --fmad=false): an FMA would
+ * round differently on the two backends.
+ * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation).
+ */
+#ifndef QM_MATH_H
+#define QM_MATH_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define QM_HD static __host__ __device__ __forceinline__
+#else
+#define QM_HD static inline
+#endif
+
+/* Largest block a kernel sums on its own; longer aligned ranges are cut into blocks of this size and
+ * the block sums combined with qm_tree_combine. */
+#define QM_RED_LOG2_BLOCK 14
+
+QM_HD double qm_sq(double x, double scale)
+{
+    double v = x * scale;
+    return v * v;
+}
+
+/* Tree sum of the 8 squares of an aligned leaf whose first `valid` (0..8) elements are data. */
+#define QM_LEAF8(T)                                                                                \
+    QM_HD double qm_leaf8_##T(const T *x, unsigned valid, double s)                                \
+    {                                                                                              \
+        double q[8];                                                                               \
+        if (valid >= 8) {                                                                          \
+            for (int i = 0; i < 8; ++i)                                                            \
+                q[i] = qm_sq((double)x[i], s);                                                     \
+        } else {                                                                                   \
+            for (unsigned i = 0; i < 8; ++i)                                                       \
+                q[i] = i < valid ? qm_sq((double)x[i], s) : 0.0;                                   \
+        }                                                                                          \
+        return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));                  \
+    }
+QM_LEAF8(float)
+QM_LEAF8(double)
+
+/* Tree sum over a block of 2^log2n elements (log2n < 3: a smaller tree of the same shape). */
+#define QM_TREE_SUMSQ(T)                                                                           \
+    QM_HD double qm_tree_sumsq_##T(const T *x, uint64_t n_valid, unsigned log2n, double s)         \
+    {                                                                                              \
+        if (log2n < 3) {                                                                           \
+            double q[4] = {0, 0, 0, 0};                                                            \
+            uint64_t n = (uint64_t)1 << log2n;                                                     \
+            for (uint64_t i = 0; i < n && i < n_valid; ++i)                                        \
+                q[i] = qm_sq((double)x[i], s);                                                     \
+            if (log2n == 0)                                                                        \
+                return q[0];                                                                       \
+            if (log2n == 1)                                                                        \
+                return q[0] + q[1];                                                                \
+            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
+        }                                                                                          \
+        double stack[64];                                                                          \
+        int top = 0;                                                                               \
+        uint64_t n_leaves = (n_valid + 7) / 8;                                                     \
+        uint64_t full = n_valid / 8;                                                               \
+        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
+            double acc = qm_leaf8_##T(x + 8 * g, g < full ? 8u : (unsigned)(n_valid - 8 * g), s);  \
+            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
+                acc = stack[--top] + acc;                                                          \
+            stack[top++] = acc;                                                                    \
+        }                                                                                          \
+        if (top == 0)                                                                              \
+            return 0.0;                                                                            \
+        double acc = stack[--top];                                                                 \
+        while (top > 0)                                                                            \
+            acc = stack[--top] + acc;                                                              \
+        return acc;                                                                                \
+    }
+QM_TREE_SUMSQ(float)
+QM_TREE_SUMSQ(double)
+
+/* Combine n (a power of two) subtree sums, in index order, into their parent: level by level,
+ * v[i] = v[i] + v[i + w]. Destroys v; returns the root. */
+QM_HD double qm_tree_combine(double *v, uint64_t n)
+{
+    for (uint64_t w = 1; w < n; w *= 2)
+        for (uint64_t i = 0; i + w < n; i += 2 * w)
+            v[i] = v[i] + v[i + w];
+    return n ? v[0] : 0.0;
+}
+
+#endif

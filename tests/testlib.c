@@ -1,0 +1,38 @@
+/* testlib.c — see testlib.h. */
+#include "testlib.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int qm_test_failures;
+int qm_test_checks;
+
+void qm_test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s:%d: FAIL: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    qm_test_failures++;
+}
+
+int qm_test_end(const char *name)
+{
+    printf("%s: %d checks, %d failed\n", name, qm_test_checks, qm_test_failures);
+    return qm_test_failures ? 1 : 0;
+}
+
+uint64_t qm_test_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0, rss = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
+        rss = 0;
+    fclose(f);
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
