@@ -1,1 +1,45 @@
-int main(void) { return 0; }
+/* cli.c — the `qmesh` command: parses the subcommand and hands over to the stage's CLI file.
+ *
+ * In: argv. Out: tables on stdout, or one JSON object with --json; progress on stderr; errors as
+ * one line `error[CODE]: message` on stderr and a nonzero exit (1 for a failed request, 2 for a
+ * usage error). Must not: abort on any input.
+ */
+#include "cli_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: qmesh <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  devices [--backend sim|cuda]   list the devices of the mesh qmesh would use\n"
+            "  version                        print the version\n"
+            "  help                           this text\n"
+            "\n"
+            "Without --scenario and without a GPU, qmesh uses its built-in simulated mesh and says so\n"
+            "on stderr. See docs/cli.md.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("qmesh %d.%d.%d\n", QM_VERSION_MAJOR, QM_VERSION_MINOR, QM_VERSION_PATCH);
+        return 0;
+    }
+    if (strcmp(cmd, "devices") == 0)
+        return qm_cli_devices(argc - 1, argv + 1);
+    fprintf(stderr, "error[E-ARG]: qmesh: unknown command '%s'; run 'qmesh help'\n", cmd);
+    return 2;
+}

@@ -107,6 +107,30 @@ const char *qm_dtype_name(qm_dtype dtype);
 qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st);
 
 
+
+/* Layout policies (DESIGN.md section 2) and encodings (section 3). Names: "auto", "single", ... */
+typedef enum qm_policy {
+    QM_POLICY_AUTO = 0,
+    QM_POLICY_SINGLE,
+    QM_POLICY_EQUAL,
+    QM_POLICY_WEIGHTED,
+    QM_POLICY_BALANCED,
+    QM_POLICY_REPLICATED,
+    QM_POLICY_COUNT_
+} qm_policy;
+
+typedef enum qm_encoding {
+    QM_ENCODING_AMPLITUDE = 0,
+    QM_ENCODING_ANGLE,
+    QM_ENCODING_BASIS,
+    QM_ENCODING_PHASE,
+    QM_ENCODING_IQP,
+    QM_ENCODING_COUNT_
+} qm_encoding;
+
+const char *qm_policy_name(qm_policy p);     /* NULL when out of range */
+const char *qm_encoding_name(qm_encoding e); /* NULL when out of range */
+
 /* ---- states ------------------------------------------------------------------------------------
  * A state is a vector of 2^n complex amplitudes (or B such vectors in batch mode) split into shards,
  * each a contiguous global index range [start, end) held by one device of one rank. */

@@ -232,3 +232,17 @@ qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st)
                    "dtype: unknown dtype '%.64s'; use float32, float64, complex64 or complex128",
                    text);
 }
+
+const char *qm_policy_name(qm_policy p)
+{
+    static const char *const names[QM_POLICY_COUNT_] = {"auto", "single", "equal", "weighted",
+                                                        "balanced", "replicated"};
+    return (int)p >= 0 && p < QM_POLICY_COUNT_ ? names[p] : NULL;
+}
+
+const char *qm_encoding_name(qm_encoding e)
+{
+    static const char *const names[QM_ENCODING_COUNT_] = {"amplitude", "angle", "basis", "phase",
+                                                          "iqp"};
+    return (int)e >= 0 && e < QM_ENCODING_COUNT_ ? names[e] : NULL;
+}

@@ -1,0 +1,84 @@
+/* cli_devices.c — `qmesh devices`: the devices of the mesh qmesh would use (GPUs when present,
+ * else the built-in simulated mesh), with their capacity. */
+#include "cli_internal.h"
+#include "cuda_backend.h"
+#include "hal.h"
+#include "sim.h"
+#include "status_internal.h"
+
+#include <string.h>
+
+int qm_cli_error(const qm_status *st)
+{
+    char buf[QM_STATUS_MSG_BYTES + QM_STATUS_FILE_BYTES + 64];
+    fprintf(stderr, "%s\n", qm_status_format(st, buf, sizeof buf));
+    return 1;
+}
+
+/* The fallback mesh until the built-in default scenario is wired in: 4 H100 80GB-like devices. */
+static qm_code builtin_mesh(qm_hal **out, qm_status *st)
+{
+    static const qm_sim_device_desc dev[4] = {
+        {.id = "sim.g0", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
+         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 0},
+        {.id = "sim.g1", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
+         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 0},
+        {.id = "sim.g2", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
+         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 1},
+        {.id = "sim.g3", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
+         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 1},
+    };
+    static const qm_sim_peer_desc peers[6] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+    qm_sim_desc desc = {.n_devices = 4, .devices = dev, .n_peers = 6, .peers = peers,
+                        .memory = QM_SIM_MATERIALIZED};
+    return qm_hal_sim_create(&desc, out, st);
+}
+
+int qm_cli_devices(int argc, char **argv)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    const char *backend = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+            backend = argv[++i];
+        } else {
+            fprintf(stderr, "error[E-ARG]: devices: unknown option '%s'; usage: qmesh devices "
+                    "[--backend sim|cuda]\n", argv[i]);
+            return 2;
+        }
+    }
+    if (backend && strcmp(backend, "sim") != 0 && strcmp(backend, "cuda") != 0) {
+        fprintf(stderr, "error[E-ARG]: devices: unknown backend '%s'; use sim or cuda\n", backend);
+        return 2;
+    }
+    qm_hal *hal = NULL;
+    qm_code rc;
+    if (backend && strcmp(backend, "cuda") == 0) {
+        rc = qm_hal_cuda_open(&hal, &st);
+    } else if (!backend && qm_cuda_device_count() > 0) {
+        rc = qm_hal_cuda_open(&hal, &st);
+    } else {
+        fprintf(stderr, "qmesh: no GPU in use: using the built-in simulated mesh\n");
+        rc = builtin_mesh(&hal, &st);
+    }
+    if (rc != QM_OK)
+        return qm_cli_error(&st);
+    printf("%-4s %-10s %-24s %14s %14s %12s\n", "dev", "id", "name", "memory", "usable", "hbm");
+    for (int d = 0; d < qm_hal_device_count(hal); ++d) {
+        qm_hal_device_info in;
+        char m[32], u[32], b[32];
+        if (qm_hal_device_info_query(hal, d, &in, &st) != QM_OK) {
+            qm_hal_destroy(hal);
+            return qm_cli_error(&st);
+        }
+        printf("%-4d %-10s %-24s %14s %14s %12s\n", d, in.id, in.name,
+               qm_format_bytes(in.memory_bytes, m, sizeof m),
+               qm_format_bytes(in.usable_bytes, u, sizeof u),
+               qm_format_rate(in.hbm_bw_bytes_per_s, b, sizeof b));
+    }
+    printf("backend: %s, %d devices\n", qm_hal_kind_name(qm_hal_kind_get(hal)),
+           qm_hal_device_count(hal));
+    qm_hal_destroy(hal);
+    return 0;
+}

@@ -1,0 +1,184 @@
+/* scenario.h — the in-memory topology description (what a `qmesh/1` scenario file says).
+ *
+ * Role: the contract between the scenario loader (scenario_load.c, the only file that includes
+ * libyaml), the topology graph (topology.c), the planner, the simulated backend and the dumper.
+ * Everything is plain data owned by one qm_topology (freed by qm_topology_destroy). Indices refer to
+ * the arrays of the same topology; ids are the scenario's strings. Units are SI base units: bytes,
+ * bytes per second (per direction), seconds. Every entity carries the location it was parsed from
+ * (line/col 1-based; 0 for entities built in C or expanded without a location of their own).
+ */
+#ifndef QM_SCENARIO_H
+#define QM_SCENARIO_H
+
+#include "qmesh.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define QM_ID_BYTES 64
+
+typedef struct qm_loc {
+    int line, col;
+} qm_loc;
+
+/* Link classes, best first (the order paths compare by; NCCL: NVL < PIX/PXB < PHB < SYS < NET). */
+typedef enum qm_link_class {
+    QM_LINK_NVLINK = 0,
+    QM_LINK_C2C,
+    QM_LINK_PCIE,
+    QM_LINK_SYS,
+    QM_LINK_NET,
+    QM_LINK_CLASS_COUNT_
+} qm_link_class;
+const char *qm_link_class_name(qm_link_class c); /* "nvlink", ... ; NULL when out of range */
+
+typedef enum qm_node_kind {
+    QM_NODE_GPU = 0,
+    QM_NODE_NUMA,          /* a CPU/memory node: id "<host>.numa<id>" */
+    QM_NODE_PCIE_SWITCH,
+    QM_NODE_NVSWITCH,
+    QM_NODE_NIC,
+    QM_NODE_FABRIC_SWITCH, /* implicit switch of a fabric declared without `switch:` */
+} qm_node_kind;
+
+typedef struct qm_device_type {
+    char name[QM_ID_BYTES];
+    uint64_t memory_bytes;
+    double hbm_bw_bytes_per_s;
+    int sm_count;          /* 0 when not given */
+    char arch[32];         /* "" when not given */
+    qm_loc loc;
+} qm_device_type;
+
+typedef struct qm_node {
+    char id[QM_ID_BYTES];
+    qm_node_kind kind;
+    int host;              /* index into hosts; -1 for fabric switches between hosts */
+    int numa;              /* node index of the NUMA node it hangs off; -1 when none */
+    /* GPU */
+    int type;              /* index into device_types, -1 when memory/bandwidth given inline */
+    uint64_t memory_bytes;
+    uint64_t reserve_bytes;
+    double hbm_bw_bytes_per_s;
+    /* NIC */
+    double nic_bw_bytes_per_s;
+    int attach;            /* node index the NIC is attached to, -1 when none */
+    qm_loc loc;
+} qm_node;
+
+typedef struct qm_link {
+    int a, b;              /* node indices */
+    qm_link_class cls;
+    double bw_ab_bytes_per_s, bw_ba_bytes_per_s;
+    double latency_s;      /* < 0: not given (the class default from `defaults.latency` applies) */
+    int fabric;            /* index into fabrics when expanded from one, else -1 */
+    qm_loc loc;
+} qm_link;
+
+typedef struct qm_fabric {
+    char id[QM_ID_BYTES];
+    qm_link_class cls;
+    int switch_node;       /* node index (declared switch, or the implicit one) */
+    bool implicit_switch;
+    int n_members;
+    int *members;          /* node indices */
+    double port_bw_bytes_per_s;
+    double latency_s;      /* < 0 when not given */
+    qm_loc loc;
+} qm_fabric;
+
+typedef struct qm_host {
+    char id[QM_ID_BYTES];
+    uint64_t memory_bytes; /* 0 when not given */
+    qm_loc loc;
+} qm_host;
+
+typedef struct qm_rank_desc {
+    int rank;
+    int host;              /* index into hosts */
+    int n_devices;
+    int *devices;          /* GPU node indices, in the order given */
+    qm_loc loc;
+} qm_rank_desc;
+
+typedef enum qm_estimate_kind { QM_ESTIMATE_MODEL = 0, QM_ESTIMATE_REALITY = 1 } qm_estimate_kind;
+
+typedef enum qm_phase {
+    QM_PHASE_INGEST = 0,
+    QM_PHASE_LOCAL_NORM,
+    QM_PHASE_NORM_ALLREDUCE,
+    QM_PHASE_ENCODE,
+    QM_PHASE_GATHER,
+    QM_PHASE_COUNT_
+} qm_phase;
+const char *qm_phase_name(qm_phase p); /* "ingest", "local_norm", ... */
+
+/* A request: what `qmesh plan` and scenario cases ask for. */
+typedef struct qm_request {
+    unsigned qubits;
+    qm_dtype dtype;            /* complex64 | complex128 */
+    qm_policy policy;
+    uint64_t batch;            /* >= 1 */
+    uint64_t features;         /* input length; 0 = 2^qubits */
+    qm_encoding encoding;
+    char gather[QM_ID_BYTES];  /* "auto", "host", "none" or a device id */
+    int ranks;                 /* use the first k ranks; 0 = all */
+} qm_request;
+
+/* Fill a request with the defaults of SCENARIOS.md (auto, complex64, batch 1, amplitude, gather
+ * auto, all ranks); qubits 0. */
+void qm_request_init(qm_request *r);
+
+typedef struct qm_expect_estimate {
+    bool set;
+    double value_s;
+    double rel_tol;
+    qm_estimate_kind kind;
+} qm_expect_estimate;
+
+typedef struct qm_case_expect {
+    bool feasible;
+    bool has_error;   qm_code error;
+    bool has_shards;  int shards;
+    bool has_pages;   uint64_t pages;
+    bool has_shard_bytes; uint64_t shard_bytes;
+    int n_devices;    char (*devices)[QM_ID_BYTES]; /* -1: not given */
+    int n_ranks;      int *ranks;                   /* -1: not given */
+    bool has_gather;  bool gather_feasible; char gather_target[QM_ID_BYTES]; /* "" = not given */
+    bool has_max_qubits; unsigned max_qubits_c64, max_qubits_c128;
+    bool has_min_headroom; uint64_t min_headroom_bytes;
+    qm_expect_estimate estimates[QM_PHASE_COUNT_];
+} qm_case_expect;
+
+typedef struct qm_case {
+    char id[QM_ID_BYTES];
+    qm_request request;
+    qm_case_expect expect;
+    qm_loc loc;
+} qm_case;
+
+typedef struct qm_topology {
+    char file[256];            /* path it was loaded from, "" when built in memory */
+    char name[QM_ID_BYTES];
+    char *description;         /* NULL when not given */
+    int n_sources;
+    char **sources;
+    /* defaults */
+    uint64_t default_reserve_bytes;
+    double efficiency[QM_LINK_CLASS_COUNT_]; /* default 1 */
+    double hbm_efficiency;                    /* default 1 */
+    double latency_s[QM_LINK_CLASS_COUNT_];  /* default per class: see scenario_load.c */
+    int n_device_types;  qm_device_type *device_types;
+    int n_hosts;         qm_host *hosts;
+    int n_nodes;         qm_node *nodes;
+    int n_links;         qm_link *links;     /* explicit links, then fabric expansions */
+    int n_fabrics;       qm_fabric *fabrics;
+    int n_ranks;         qm_rank_desc *ranks;  /* always filled: default one rank per host */
+    bool ranks_given;    /* whether the file had a ranks: section */
+    int n_cases;         qm_case *cases;
+    int n_gpus;          int *gpus;          /* GPU node indices in file order = mesh device order */
+} qm_topology;
+
+void qm_topology_destroy(qm_topology *t); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages qmesh builds and tests with, when any is missing. Needs root (or
+# sudo). The CUDA toolkit (nvcc, NCCL) is not a Debian package here: when it is absent, qmesh
+# builds without its CUDA backend.
+set -euo pipefail
+pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev zlib1g-dev libdlpack-dev
+      libbenchmark-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, and run the whole test suite —
+# once in the Release build (GPU tests skip with exit code 77 where there is no GPU), once under
+# AddressSanitizer + UndefinedBehaviorSanitizer (CPU-only build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+echo "== ctest (Release)"
+(cd build && ctest --output-on-failure -j"$(nproc)")
+echo "== ctest (address;undefined sanitizers)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQM_WERROR=ON -DQM_WITH_CUDA=OFF \
+      -DQM_SANITIZE="address;undefined" >/dev/null
+cmake --build build-asan -j"$(nproc)"
+(cd build-asan && ctest --output-on-failure -j"$(nproc)")

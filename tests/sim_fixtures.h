@@ -1,0 +1,33 @@
+/* sim_fixtures.h — small simulated meshes built in C for the tests. */
+#ifndef QM_SIM_FIXTURES_H
+#define QM_SIM_FIXTURES_H
+
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* n devices "d0".."d<n-1>" of `memory` bytes each (no reserve), all pairs peers when `peers`. */
+static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_memory mode,
+                                   qm_hal **out, qm_status *st)
+{
+    static char ids[4096][16];
+    qm_sim_device_desc *dd = calloc((size_t)n, sizeof *dd);
+    qm_sim_peer_desc *pp = calloc((size_t)n * (size_t)n + 1, sizeof *pp);
+    int np = 0;
+    for (int i = 0; i < n; ++i) {
+        snprintf(ids[i], sizeof ids[i], "d%d", i);
+        dd[i] = (qm_sim_device_desc){.id = ids[i], .name = "sim test", .memory_bytes = memory,
+                                     .hbm_bw_bytes_per_s = 1e12, .host_bw_bytes_per_s = 5e10,
+                                     .numa = 0};
+        for (int j = i + 1; peers && j < n; ++j)
+            pp[np++] = (qm_sim_peer_desc){.a = i, .b = j};
+    }
+    qm_sim_desc desc = {.n_devices = n, .devices = dd, .n_peers = np, .peers = pp, .memory = mode};
+    qm_code rc = qm_hal_sim_create(&desc, out, st);
+    free(dd);
+    free(pp);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,230 @@
+/* test_hal_sim.c — HAL wrappers over the simulated backend: creation errors, capacity accounting,
+ * poisoning, bounds-checked copies, peer and staged copies with traffic counters, kernels. */
+#include "hal.h"
+#include "qm_math.h"
+#include "sim.h"
+#include "sim_fixtures.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void test_create_errors(void)
+{
+    qm_status st;
+    qm_hal *hal = (qm_hal *)1;
+    qm_sim_desc empty = {.n_devices = 0};
+    CHECK(qm_hal_sim_create(&empty, &hal, &st) == QM_E_ARG);
+    CHECK(hal == NULL);
+    CHECK_ERR(st, QM_E_ARG, "at least 1 device (got 0)");
+
+    qm_sim_device_desc two[2] = {
+        {.id = "g0", .memory_bytes = 100},
+        {.id = "g0", .memory_bytes = 100},
+    };
+    qm_sim_desc dup = {.n_devices = 2, .devices = two};
+    CHECK(qm_hal_sim_create(&dup, &hal, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "device id 'g0' appears twice (devices 0 and 1)");
+
+    two[1].id = "g1";
+    two[1].reserve_bytes = 100;
+    CHECK(qm_hal_sim_create(&dup, &hal, &st) == QM_E_RESERVE);
+    CHECK_ERR(st, QM_E_RESERVE, "device g1: reserve 100 B is not below memory 100 B");
+
+    two[1].reserve_bytes = 0;
+    qm_sim_peer_desc bad = {.a = 0, .b = 2};
+    qm_sim_desc badpeer = {.n_devices = 2, .devices = two, .n_peers = 1, .peers = &bad};
+    CHECK(qm_hal_sim_create(&badpeer, &hal, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "peer 0 joins devices 0 and 2");
+}
+
+static void test_alloc_and_capacity(void)
+{
+    qm_status st;
+    qm_hal *hal;
+    qm_sim_device_desc dd = {.id = "n0.g0", .name = "sim h100", .memory_bytes = 4096,
+                             .reserve_bytes = 1024, .hbm_bw_bytes_per_s = 3.35e12};
+    qm_sim_desc desc = {.n_devices = 1, .devices = &dd};
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    CHECK(qm_hal_kind_get(hal) == QM_HAL_SIM);
+    CHECK_STR(qm_hal_kind_name(qm_hal_kind_get(hal)), "sim");
+    CHECK_EQ_U64(qm_hal_device_count(hal), 1);
+    qm_hal_device_info info;
+    CHECK_OK(qm_hal_device_info_query(hal, 0, &info, &st));
+    CHECK_STR(info.id, "n0.g0");
+    CHECK_EQ_U64(info.usable_bytes, 3072);
+    CHECK(qm_hal_device_info_query(hal, 1, &info, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "device 1 is out of range (this mesh has 1 devices)");
+
+    qm_hal_buf *a, *b, *c = (qm_hal_buf *)1;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 2048, &a, &st));
+    unsigned char *p = qm_hal_buf_host_ptr(a);
+    CHECK(p != NULL);
+    CHECK(p[0] == 0xFF && p[2047] == 0xFF); /* poisoned */
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 1024, &b, &st));
+    CHECK(qm_hal_buf_alloc(hal, 0, 1, &c, &st) == QM_E_CAPACITY);
+    CHECK(c == NULL);
+    CHECK_ERR(st, QM_E_CAPACITY, "buf_alloc on n0.g0: 1 B requested but 3.00 KiB of 3.00 KiB usable is already in use");
+    CHECK(qm_hal_buf_alloc(hal, 0, 0, &c, &st) == QM_E_ARG);
+    qm_hal_usage u;
+    CHECK_OK(qm_hal_usage_query(hal, 0, &u, &st));
+    CHECK_EQ_U64(u.in_use_bytes, 3072);
+    CHECK_EQ_U64(u.peak_bytes, 3072);
+    qm_hal_buf_free(hal, a);
+    qm_hal_buf_free(hal, NULL);
+    CHECK_OK(qm_hal_usage_query(hal, 0, &u, &st));
+    CHECK_EQ_U64(u.in_use_bytes, 1024);
+    CHECK_EQ_U64(u.peak_bytes, 3072);
+    CHECK_EQ_U64(u.n_allocs, 2);
+    CHECK_EQ_U64(u.n_frees, 1);
+    qm_hal_buf_free(hal, b);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(hal), 0);
+    qm_hal_destroy(hal);
+    qm_hal_destroy(NULL);
+}
+
+static void test_copies(void)
+{
+    qm_status st;
+    qm_hal *hal;
+    /* 3 devices: 0-1 peers, 2 has no path to anyone */
+    qm_sim_device_desc dd[3] = {{.id = "a", .memory_bytes = 1 << 20},
+                                {.id = "b", .memory_bytes = 1 << 20},
+                                {.id = "c", .memory_bytes = 1 << 20}};
+    qm_sim_peer_desc pp = {.a = 1, .b = 0};
+    qm_sim_desc desc = {.n_devices = 3, .devices = dd, .n_peers = 1, .peers = &pp};
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    CHECK(qm_hal_peer_get(hal, 0, 1) && qm_hal_peer_get(hal, 1, 0));
+    CHECK(!qm_hal_peer_get(hal, 0, 2));
+    CHECK(qm_hal_peer_get(hal, 2, 2));
+    CHECK(!qm_hal_peer_get(hal, 0, 7));
+
+    qm_hal_buf *b0, *b1, *b2;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 1000, &b0, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 1, 1000, &b1, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 2, 1000, &b2, &st));
+    unsigned char src[1000], dst[1000];
+    for (int i = 0; i < 1000; ++i)
+        src[i] = (unsigned char)(i * 7 + 1);
+    CHECK_OK(qm_hal_copy_h2d(hal, b0, 0, src, 1000, NULL, &st));
+    CHECK(qm_hal_copy_h2d(hal, b0, 1, src, 1000, NULL, &st) == QM_E_BOUNDS);
+    CHECK_ERR(st, QM_E_BOUNDS, "copy_h2d on a: destination range [1, 1001) is outside the 1000-byte buffer");
+    CHECK(qm_hal_copy_d2h(hal, dst, b0, UINT64_MAX, 2, NULL, &st) == QM_E_BOUNDS);
+    /* peer copy over the declared link, counted on it */
+    CHECK_OK(qm_hal_copy_d2d(hal, b1, 100, b0, 0, 900, NULL, &st));
+    CHECK_EQ_U64(qm_hal_sim_link_bytes(hal, 0, 1), 900);
+    CHECK_EQ_U64(qm_hal_sim_link_bytes(hal, 1, 0), 0);
+    CHECK_OK(qm_hal_copy_d2h(hal, dst, b1, 100, 900, NULL, &st));
+    CHECK(memcmp(dst, src, 900) == 0);
+    /* no path: staged through the host, counted as d2h + h2d */
+    CHECK_OK(qm_hal_copy_d2d(hal, b2, 0, b0, 0, 1000, NULL, &st));
+    CHECK_EQ_U64(qm_hal_sim_link_bytes(hal, 0, 2), 0);
+    qm_hal_usage u0, u2;
+    CHECK_OK(qm_hal_usage_query(hal, 0, &u0, &st));
+    CHECK_OK(qm_hal_usage_query(hal, 2, &u2, &st));
+    CHECK_EQ_U64(u0.h2d_bytes, 1000);
+    CHECK_EQ_U64(u0.d2h_bytes, 1000);
+    CHECK_EQ_U64(u0.peer_out_bytes, 900);
+    CHECK_EQ_U64(u2.h2d_bytes, 1000);
+    memset(dst, 0, sizeof dst);
+    CHECK_OK(qm_hal_copy_d2h(hal, dst, b2, 0, 1000, NULL, &st));
+    CHECK(memcmp(dst, src, 1000) == 0);
+    /* same-device copy with overlap */
+    CHECK_OK(qm_hal_copy_d2d(hal, b0, 10, b0, 0, 500, NULL, &st));
+    CHECK_OK(qm_hal_copy_d2h(hal, dst, b0, 10, 500, NULL, &st));
+    CHECK(memcmp(dst, src, 500) == 0);
+
+    qm_hal_stream *s;
+    CHECK_OK(qm_hal_stream_create(hal, 1, &s, &st));
+    CHECK_OK(qm_hal_copy_h2d(hal, b1, 0, src, 10, s, &st));
+    CHECK_OK(qm_hal_stream_sync(hal, s, &st));
+    qm_hal_stream_destroy(hal, s);
+    CHECK(qm_hal_stream_create(hal, 3, &s, &st) == QM_E_ARG);
+
+    qm_hal_buf_free(hal, b0);
+    qm_hal_buf_free(hal, b1);
+    qm_hal_buf_free(hal, b2);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(hal), 0);
+    qm_hal_destroy(hal);
+}
+
+static double naive_tree(const double *x, uint64_t n)
+{
+    if (n == 1)
+        return x[0] * x[0];
+    return naive_tree(x, n / 2) + naive_tree(x + n / 2, n / 2);
+}
+
+static void test_kernels(void)
+{
+    qm_status st;
+    qm_hal *hal;
+    CHECK_OK(fixture_mesh(2, 1 << 24, false, QM_SIM_MATERIALIZED, &hal, &st));
+    enum { N = 1 << 16 };
+    double *x = malloc(N * sizeof *x), *padded = calloc(N, sizeof *padded);
+    srand(7);
+    for (int i = 0; i < N; ++i)
+        x[i] = (double)rand() / RAND_MAX - 0.5;
+    qm_hal_buf *in, *out;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, N * sizeof(double), &in, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, (uint64_t)N * 16, &out, &st));
+    CHECK_OK(qm_hal_copy_h2d(hal, in, 0, x, N * sizeof(double), NULL, &st));
+    /* 4 blocks of 2^14 over the first 50000 values (rest padding): each equals the recursive tree */
+    double sums[4];
+    qm_hal_sumsq_args a = {.in = in, .in_dtype = QM_DTYPE_FLOAT64, .in_off = 0, .n_valid = 50000,
+                           .log2_block = 14, .n_blocks = 4, .scale = 1.0, .out_sums = sums};
+    CHECK_OK(qm_hal_sumsq_sync(hal, &a, &st));
+    memcpy(padded, x, 50000 * sizeof(double));
+    for (int b = 0; b < 4; ++b)
+        CHECK(sums[b] == naive_tree(padded + b * 16384, 16384)); /* bit-identical */
+    /* tiny blocks */
+    double s1[8];
+    a.log2_block = 1;
+    a.n_blocks = 8;
+    a.n_valid = 15;
+    a.out_sums = s1;
+    CHECK_OK(qm_hal_sumsq_sync(hal, &a, &st));
+    CHECK(s1[7] == x[14] * x[14]);
+    CHECK(s1[0] == x[0] * x[0] + x[1] * x[1]);
+    a.n_valid = 17; /* more than 8 blocks of 2 */
+    CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_BOUNDS);
+    CHECK_ERR(st, QM_E_BOUNDS, "17 valid elements exceed the range of 16");
+    a.in_dtype = QM_DTYPE_COMPLEX64;
+    a.n_valid = 4;
+    CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_DTYPE);
+
+    x[123] = NAN;
+    x[77] = -3.5;
+    CHECK_OK(qm_hal_copy_h2d(hal, in, 0, x, N * sizeof(double), NULL, &st));
+    qm_hal_scan_result r;
+    CHECK_OK(qm_hal_scan_sync(hal, in, QM_DTYPE_FLOAT64, 10, 1000, &r, &st));
+    CHECK_EQ_U64(r.first_nonfinite, 113);
+    CHECK(r.max_abs == 3.5);
+
+    qm_hal_amp_write_args w = {.out = out, .out_dtype = QM_DTYPE_COMPLEX128, .out_off = 2,
+                               .n_out = 6, .in = in, .in_dtype = QM_DTYPE_FLOAT64, .in_off = 75,
+                               .n_valid = 4, .coeff = 0.5};
+    CHECK_OK(qm_hal_amp_write(hal, &w, NULL, &st));
+    const double *o = qm_hal_buf_host_ptr(out);
+    CHECK(o[4] == x[75] * 0.5 && o[5] == 0.0);
+    CHECK(o[6] == x[76] * 0.5);
+    CHECK(o[8] == -1.75 && o[9] == 0.0);
+    CHECK(o[12] == 0.0 && o[13] == 0.0 && o[14] == 0.0 && o[15] == 0.0); /* padding zeroed */
+    CHECK(isnan(o[16]));                                                 /* untouched: poison */
+    w.n_out = UINT64_MAX / 8;
+    CHECK(qm_hal_amp_write(hal, &w, NULL, &st) == QM_E_BOUNDS);
+    qm_hal_buf_free(hal, in);
+    qm_hal_buf_free(hal, out);
+    free(x);
+    free(padded);
+    qm_hal_destroy(hal);
+}
+
+int main(void)
+{
+    test_create_errors();
+    test_alloc_and_capacity();
+    test_copies();
+    test_kernels();
+    return qm_test_end("test_hal_sim");
+}

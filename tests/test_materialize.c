@@ -1,0 +1,325 @@
+/* test_materialize.c — amplitude encoding on the simulated mesh: values against an independent
+ * reference, bit-identical states across layouts and thread counts, extreme magnitudes, every bad
+ * input with its message, state reads. (CONFORMANCE.md items 16-20, 23-25 in their first form.) */
+#include "materialize_internal.h"
+#include "sim_fixtures.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static qm_hal *mesh8;
+
+/* encode `n` doubles into 2^q complex128 with the given shard layout; returns the amplitudes
+ * (malloc'd, 2*2^q doubles) or NULL with st set */
+static double *encode(const double *x, uint64_t n, unsigned q, const qm_shard_spec *sh, int nsh,
+                      qm_status *st)
+{
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
+    qm_state *s = NULL;
+    if (qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, sh, nsh, &in, &s, st) != QM_OK)
+        return NULL;
+    double *amps = malloc(((size_t)2 << q) * sizeof *amps);
+    if (qm_state_read(s, 0, (uint64_t)1 << q, QM_DTYPE_COMPLEX128, amps, st) != QM_OK) {
+        free(amps);
+        amps = NULL;
+    }
+    qm_state_destroy(s);
+    return amps;
+}
+
+/* the layout of `k` equal shards over devices 0..k-1 */
+static void equal_layout(unsigned q, int k, qm_shard_spec *sh)
+{
+    uint64_t len = ((uint64_t)1 << q) / (uint64_t)k;
+    for (int i = 0; i < k; ++i)
+        sh[i] = (qm_shard_spec){.rank = 0, .device = i, .start = len * i, .end = len * (i + 1)};
+}
+
+static void test_conformance_16(void)
+{
+    qm_status st;
+    const double x[3] = {1, 2, 3};
+    qm_shard_spec sh[2];
+    equal_layout(2, 2, sh);
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 3};
+    qm_state *s;
+    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st));
+    CHECK_EQ_U64(qm_state_shard_count(s), 2);
+    qm_shard_info info;
+    CHECK_OK(qm_state_shard_query(s, 1, &info, &st));
+    CHECK_EQ_U64(info.start, 2);
+    CHECK_EQ_U64(info.end, 4);
+    CHECK_STR(info.device_id, "d1");
+    CHECK(qm_state_shard_query(s, 2, &info, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "shard 2 is out of range (the state has 2 shards)");
+    double a[8];
+    CHECK_OK(qm_state_read(s, 0, 4, QM_DTYPE_COMPLEX128, a, &st));
+    const double r = sqrt(14.0);
+    CHECK(fabs(a[0] - 1 / r) < 1e-15 && fabs(a[2] - 2 / r) < 1e-15);
+    CHECK(fabs(a[4] - 3 / r) < 1e-15 && a[6] == 0.0);
+    CHECK(a[1] == 0 && a[3] == 0 && a[5] == 0 && a[7] == 0);
+    float f[2];
+    CHECK(qm_state_read(s, 0, 1, QM_DTYPE_COMPLEX64, f, &st) == QM_E_DTYPE);
+    CHECK_ERR(st, QM_E_DTYPE, "the state is complex128 but complex64 was requested");
+    CHECK(qm_state_read(s, 3, 2, QM_DTYPE_COMPLEX128, a, &st) == QM_E_BOUNDS);
+    CHECK_ERR(st, QM_E_BOUNDS, "range [3, 5) is outside the state's 4 amplitudes");
+    qm_state_destroy(s);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+}
+
+static void test_layouts_bit_identical(void)
+{
+    qm_status st;
+    const unsigned q = 18;
+    const uint64_t n = 200003; /* not a power of two: padding inside a page */
+    double *x = malloc(n * sizeof *x);
+    srand(11);
+    for (uint64_t i = 0; i < n; ++i)
+        x[i] = ((double)rand() / RAND_MAX - 0.5) * pow(10.0, (double)(rand() % 7) - 3);
+    qm_shard_spec one[1], eight[8], two[2];
+    equal_layout(q, 1, one);
+    equal_layout(q, 8, eight);
+    equal_layout(q, 2, two);
+    /* weighted-style: contiguous runs of 3, 1 and 4 pages of 2^15 on three devices */
+    const uint64_t pg = (uint64_t)1 << 15;
+    qm_shard_spec weighted[3] = {{0, 5, 0, 3 * pg}, {0, 2, 3 * pg, 4 * pg}, {0, 7, 4 * pg, 8 * pg}};
+    /* balanced-style: unaligned ranges */
+    const uint64_t N = (uint64_t)1 << q;
+    qm_shard_spec balanced[3] = {{0, 0, 0, N / 3 + 1}, {0, 1, N / 3 + 1, 2 * (N / 3) + 2},
+                                 {0, 2, 2 * (N / 3) + 2, N}};
+    double *ref = encode(x, n, q, one, 1, &st);
+    CHECK(ref != NULL);
+    const qm_shard_spec *layouts[4] = {eight, two, weighted, balanced};
+    const int counts[4] = {8, 2, 3, 3};
+    for (int l = 0; l < 4 && ref; ++l) {
+        double *a = encode(x, n, q, layouts[l], counts[l], &st);
+        CHECK(a != NULL);
+        if (a)
+            CHECK(memcmp(a, ref, (size_t)N * 16) == 0);
+        free(a);
+    }
+    /* against an independent reference: long double naive sum */
+    long double s2 = 0;
+    for (uint64_t i = 0; i < n; ++i)
+        s2 += (long double)x[i] * x[i];
+    double nrm = (double)sqrtl(s2), maxrel = 0, total = 0;
+    for (uint64_t i = 0; ref && i < N; ++i) {
+        double want = i < n ? x[i] / nrm : 0.0;
+        double err = fabs(ref[2 * i] - want);
+        if (want != 0)
+            err /= fabs(want);
+        if (err > maxrel)
+            maxrel = err;
+        total += ref[2 * i] * ref[2 * i];
+        if (ref[2 * i + 1] != 0.0)
+            maxrel = 1;
+    }
+    CHECK(maxrel < 1e-12);
+    CHECK(fabs(total - 1.0) < 1e-12);
+    free(ref);
+    free(x);
+}
+
+static void test_extremes(void)
+{
+    qm_status st;
+    qm_shard_spec sh[4];
+    equal_layout(3, 4, sh);
+    /* squares overflow: values near DBL_MAX */
+    const double big[6] = {1e300, -1.5e308, 3e307, 0, 1e-300, 7e306};
+    double *a = encode(big, 6, 3, sh, 4, &st);
+    CHECK(a != NULL);
+    if (a) {
+        long double s2 = 0;
+        for (int i = 0; i < 6; ++i)
+            s2 += (long double)big[i] * big[i];
+        long double nrm = sqrtl(s2);
+        for (int i = 0; i < 6; ++i)
+            CHECK(fabs(a[2 * i] - (double)(big[i] / nrm)) <= 1e-15 * fabs((double)(big[i] / nrm)) + 1e-300);
+        CHECK(a[2] < -0.97 && a[2] > -0.99);
+    }
+    free(a);
+    /* squares underflow: subnormal and tiny values */
+    const double tiny[5] = {4.9e-324, 1e-310, -2e-320, 3e-200, 0};
+    a = encode(tiny, 5, 3, sh, 4, &st);
+    CHECK(a != NULL);
+    if (a) {
+        double t = 0;
+        for (int i = 0; i < 8; ++i)
+            t += a[2 * i] * a[2 * i];
+        CHECK(fabs(t - 1.0) < 1e-12);
+        CHECK(a[6] == 1.0); /* 3e-200 dominates every other value by > 1e100 */
+        CHECK(a[2] > 0 && a[2] < 1e-100);
+    }
+    free(a);
+    /* all values equal and large */
+    const double same[4] = {1e200, 1e200, 1e200, 1e200};
+    qm_shard_spec s2[2];
+    equal_layout(2, 2, s2);
+    a = encode(same, 4, 2, s2, 2, &st);
+    CHECK(a != NULL);
+    if (a)
+        CHECK(a[0] == 0.5 && a[6] == 0.5);
+    free(a);
+}
+
+static void test_float32_complex64(void)
+{
+    qm_status st;
+    const float x[5] = {3, 4, 0, 0, 12};
+    qm_shard_spec sh[2];
+    equal_layout(3, 2, sh);
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT32, .data = x, .n = 5};
+    qm_state *s;
+    CHECK_OK(qm_materialize_amplitude(mesh8, 3, QM_DTYPE_COMPLEX64, sh, 2, &in, &s, &st));
+    float a[16];
+    CHECK_OK(qm_state_read(s, 0, 8, QM_DTYPE_COMPLEX64, a, &st));
+    CHECK(a[0] == (float)(3.0 / 13.0) && a[2] == (float)(4.0 / 13.0) && a[8] == (float)(12.0 / 13.0));
+    CHECK(a[14] == 0.0f && a[15] == 0.0f);
+    qm_state_destroy(s);
+    /* one qubit, input of exactly 2^n */
+    const double y[2] = {1, 2};
+    qm_shard_spec one[1];
+    equal_layout(1, 1, one);
+    in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = y, .n = 2};
+    CHECK_OK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX64, one, 1, &in, &s, &st));
+    CHECK_OK(qm_state_read(s, 0, 2, QM_DTYPE_COMPLEX64, a, &st));
+    CHECK(a[0] == (float)(1 / sqrt(5.0)) && a[2] == (float)(2 / sqrt(5.0)));
+    qm_state_destroy(s);
+}
+
+static void test_bad_input(void)
+{
+    qm_status st;
+    qm_state *s = (qm_state *)1;
+    qm_shard_spec sh[2];
+    equal_layout(2, 2, sh);
+    double x[4] = {1, 2, NAN, 4};
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 0};
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(s == NULL);
+    CHECK_ERR(st, QM_E_INPUT, "input cannot be empty");
+    /* empty input is reported before the layout is looked at (CONFORMANCE 19) */
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, NULL, 0, &in, &s, &st) == QM_E_INPUT);
+    in.n = 3;
+    CHECK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "input length 3 exceeds state vector size 2 (1 qubits); use at least 2 qubits");
+    CHECK(qm_materialize_amplitude(mesh8, 0, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_QUBITS);
+    CHECK_ERR(st, QM_E_QUBITS, "at least 1");
+    in.n = 4;
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "zero or non-finite norm: input[2] is NaN");
+    x[2] = -INFINITY;
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "input[2] is -Inf");
+    const double zeros[4] = {0, 0, -0.0, 0};
+    in.data = zeros;
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "zero or non-finite norm: all 4 input values are zero");
+    in.data = x;
+    x[2] = 1;
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_FLOAT64, sh, 2, &in, &s, &st) == QM_E_DTYPE);
+    /* layouts */
+    qm_shard_spec gap[2] = {{0, 0, 0, 1}, {0, 1, 2, 4}};
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, gap, 2, &in, &s, &st) == QM_E_SHARDS);
+    CHECK_ERR(st, QM_E_SHARDS, "shard 1 starts at 2 but the previous shard ends at 1");
+    qm_shard_spec far[1] = {{0, 9, 0, 4}};
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, far, 1, &in, &s, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "shard 0 names device 9, out of range (the mesh has 8 devices)");
+    qm_shard_spec empty[2] = {{0, 0, 0, 0}, {0, 1, 0, 4}};
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, empty, 2, &in, &s, &st) == QM_E_SHARDS);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+}
+
+static void test_replicated(void)
+{
+    qm_status st;
+    qm_shard_spec rep[3] = {{0, 0, 0, 4}, {0, 3, 0, 4}, {0, 6, 0, 4}};
+    const double x[3] = {1, 2, 2};
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 3};
+    qm_state *s;
+    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, rep, 3, &in, &s, &st));
+    for (int k = 0; k < 3; ++k) {
+        qm_shard_info info;
+        CHECK_OK(qm_state_shard_query(s, k, &info, &st));
+        CHECK(info.start == 0 && info.end == 4 && info.device == rep[k].device);
+    }
+    double a[8];
+    CHECK_OK(qm_state_read(s, 0, 4, QM_DTYPE_COMPLEX128, a, &st));
+    CHECK(a[0] == 1.0 / 3.0 && a[2] == 2.0 / 3.0 && a[6] == 0.0);
+    qm_state_destroy(s);
+}
+
+/* Child mode: encode a fixed input with 8 shards and write the state bytes to argv[2]. */
+static int dump_state(const char *path)
+{
+    qm_status st;
+    const unsigned q = 20;
+    const uint64_t n = 1000001;
+    double *x = malloc(n * sizeof *x);
+    for (uint64_t i = 0; i < n; ++i)
+        x[i] = sin((double)i * 0.001) * (1.0 + (double)(i % 13));
+    qm_shard_spec sh[8];
+    equal_layout(q, 8, sh);
+    double *a = encode(x, n, q, sh, 8, &st);
+    FILE *f = fopen(path, "wb");
+    int ok = a && f && fwrite(a, 16, (size_t)1 << q, f) == ((size_t)1 << q);
+    if (f)
+        fclose(f);
+    free(a);
+    free(x);
+    return ok ? 0 : 1;
+}
+
+static void test_thread_counts(const char *self)
+{
+    char cmd[1024];
+    int r1, r2;
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 '%s' --dump t1.bin", self);
+    r1 = system(cmd);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=2 '%s' --dump t2.bin", self);
+    r2 = system(cmd);
+    CHECK(r1 == 0 && r2 == 0);
+    FILE *a = fopen("t1.bin", "rb"), *b = fopen("t2.bin", "rb");
+    CHECK(a && b);
+    if (a && b) {
+        size_t n = (size_t)16 << 20;
+        char *pa = malloc(n), *pb = malloc(n);
+        CHECK(fread(pa, 1, n, a) == n && fread(pb, 1, n, b) == n);
+        CHECK(memcmp(pa, pb, n) == 0);
+        free(pa);
+        free(pb);
+    }
+    if (a)
+        fclose(a);
+    if (b)
+        fclose(b);
+    remove("t1.bin");
+    remove("t2.bin");
+}
+
+int main(int argc, char **argv)
+{
+    qm_status st;
+    if (fixture_mesh(8, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &mesh8, &st) != QM_OK) {
+        fprintf(stderr, "%s\n", st.msg);
+        return 1;
+    }
+    if (argc == 3 && strcmp(argv[1], "--dump") == 0) {
+        int rc = dump_state(argv[2]);
+        qm_hal_destroy(mesh8);
+        return rc;
+    }
+    test_conformance_16();
+    test_layouts_bit_identical();
+    test_extremes();
+    test_float32_complex64();
+    test_bad_input();
+    test_replicated();
+    test_thread_counts(argv[0]);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+    qm_hal_destroy(mesh8);
+    return qm_test_end("test_materialize");
+}
