@@ -7,7 +7,23 @@
 
 #include <stdio.h>
 
+#include "scenario.h"
+
+#include <stdbool.h>
+
 int qm_cli_devices(int argc, char **argv);
+int qm_cli_plan(int argc, char **argv);
+int qm_cli_scenario(int argc, char **argv);
+int qm_cli_topo(int argc, char **argv);
+
+/* Print "error[E-ARG]: CMD: <fmt with arg>; run 'qmesh help'" and return 2. */
+int qm_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
+/* Load --scenario FILE, or the built-in default (said on stderr) when path is NULL; every
+ * diagnostic of the file is printed to stderr. */
+qm_code qm_cli_load_scenario(const char *path, qm_topology **out, qm_status *st);
+/* Request options shared by plan and encode (see cli_plan.c). */
+int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_request *r,
+                          qm_status *st, bool *failed);
 
 /* Print `error[CODE]: message` (with a location when st has one) as one line on stderr; returns 1. */
 int qm_cli_error(const qm_status *st);

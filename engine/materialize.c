@@ -1,85 +1,61 @@
-/* materialize.c — the materialize stage: a checked layout and host input in, a state out.
+/* materialize.c — the materialize stage: a checked layout and an input source in, a state out.
  *
- * Steps, per request: validate the input and layout; allocate each shard's output buffer and a
- * staging buffer for its slice of the input (a shard never receives more than its own range);
- * copy the slices in; sum squares over the canonical aligned pieces of each shard's range; merge
- * the piece sums into the global tree in index order (bit-identical for every page-aligned layout,
- * and for unaligned ones too, since pieces merge into the same tree); retry with a power-of-two
- * scale when the fast sum overflows or underflows; write amplitudes; free the staging buffers.
- * Must not: allocate before validation, leave any buffer behind on failure, or read the input
- * outside [0, n).
- * Known wart: devices are driven one after another from one host thread (the sim kernels use every
- * core themselves); the CUDA backend will enqueue per-device streams instead.
+ * Per request: validate the input and the layout; allocate each shard's state buffer and a staging
+ * buffer (at most two chunks); stream each shard's own input values through the staging buffer and
+ * stash them, as float64, in their amplitude slots (the state buffer doubles as the work area, so a
+ * device needs the state plus staging, never a second copy); sum squares over the canonical aligned
+ * pieces of each shard (never crossing a state); merge piece sums per state, in index order, into
+ * the state's pairwise tree; for a state whose fast sum overflowed, underflowed or is not finite,
+ * scan its values (report the first NaN/Inf, or a zero norm) and redo its sums with a power-of-two
+ * scale; finally turn every stashed value into its amplitude in place and zero the padding.
+ * Must not: allocate before validation, leave any buffer behind on failure, read input outside a
+ * shard's own range.
+ * Known wart: devices are driven one after another from one host thread; the simulated kernels use
+ * every core themselves, and the CUDA backend's copies and kernels are enqueued on a stream per
+ * device. The distributed (MPI) combination of piece sums comes with the comm module.
  */
 #include "materialize_internal.h"
+#include "plan.h"
 #include "qm_math.h"
 #include "state_internal.h"
 #include "status_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct piece {
-    uint64_t off;   /* global index of the first element */
-    unsigned log2n; /* 2^log2n elements */
+    uint64_t off;   /* global slot index of the first element */
+    unsigned log2n; /* 2^log2n slots, never more than one state */
     double sum;
 } piece;
 
-/* Smallest power of two exponent k such that pos is aligned to 2^k and [pos, pos+2^k) fits. */
-static unsigned piece_log(uint64_t pos, uint64_t end)
+typedef struct enc {
+    qm_hal *hal;
+    unsigned qubits;
+    uint64_t N, B, F;          /* slots per state, states, values per state */
+    qm_dtype sdt;              /* state dtype */
+    const qm_amp_input *in;
+    const qm_shard_spec *shards;
+    int n_shards, n_norm;      /* n_norm: shards whose pieces make the trees (1 when replicated) */
+    qm_state *state;
+    piece *pieces;
+    int n_pieces, cap_pieces;
+    double *block_sums;
+    uint64_t cap_blocks;
+    double *sums;              /* per state */
+    double *coeffs;            /* per state */
+} enc;
+
+/* Largest k such that pos is aligned to 2^k, 2^k fits in [pos, end) and k <= cap. */
+static unsigned piece_log(uint64_t pos, uint64_t end, unsigned cap)
 {
     unsigned k = pos == 0 ? 63 : (unsigned)__builtin_ctzll(pos);
+    if (k > cap)
+        k = cap;
     while (k > 0 && ((uint64_t)1 << k) > end - pos)
         --k;
     return k;
-}
-
-/* Number of canonical pieces of [start, end) and the largest piece's log2 size. */
-static int count_pieces(uint64_t start, uint64_t end, unsigned *max_log)
-{
-    int n = 0;
-    for (uint64_t pos = start; pos < end; ++n) {
-        unsigned k = piece_log(pos, end);
-        if (k > *max_log)
-            *max_log = k;
-        pos += (uint64_t)1 << k;
-    }
-    return n;
-}
-
-static qm_code validate_layout(unsigned qubits, const qm_shard_spec *shards, int n_shards,
-                               int n_dev, bool *replicated, qm_status *st)
-{
-    const uint64_t n_amps = (uint64_t)1 << qubits;
-    if (n_shards < 1 || !shards)
-        return qm_fail(st, QM_E_ARG, "materialize: a layout needs at least 1 shard (got %d)",
-                       n_shards);
-    *replicated = n_shards > 1;
-    for (int i = 0; i < n_shards; ++i)
-        if (shards[i].start != 0 || shards[i].end != n_amps)
-            *replicated = false;
-    uint64_t pos = 0;
-    for (int i = 0; i < n_shards; ++i) {
-        const qm_shard_spec *s = &shards[i];
-        if (s->device < 0 || s->device >= n_dev)
-            return qm_fail(st, QM_E_ARG, "materialize: shard %d names device %d, out of range "
-                           "(the mesh has %d devices)", i, s->device, n_dev);
-        if (s->start >= s->end || s->end > n_amps)
-            return qm_fail(st, QM_E_SHARDS, "materialize: shard %d range [%llu, %llu) is empty or "
-                           "outside [0, %llu)", i, (unsigned long long)s->start,
-                           (unsigned long long)s->end, (unsigned long long)n_amps);
-        if (!*replicated) {
-            if (s->start != pos)
-                return qm_fail(st, QM_E_SHARDS, "materialize: shard %d starts at %llu but the "
-                               "previous shard ends at %llu", i, (unsigned long long)s->start,
-                               (unsigned long long)pos);
-            pos = s->end;
-        }
-    }
-    if (!*replicated && pos != n_amps)
-        return qm_fail(st, QM_E_SHARDS, "materialize: shards cover [0, %llu) of [0, %llu)",
-                       (unsigned long long)pos, (unsigned long long)n_amps);
-    return QM_OK;
 }
 
 static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
@@ -97,8 +73,12 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
                        "%llu (%u qubits); use at least %u qubits", (unsigned long long)in->n,
                        (unsigned long long)((uint64_t)1 << qubits), qubits,
                        (unsigned)(64 - __builtin_clzll(in->n - 1)));
-    if (!in->data)
-        return qm_fail(st, QM_E_ARG, "encode: input data must not be NULL");
+    const uint64_t B = in->batch ? in->batch : 1;
+    if (B > (UINT64_MAX >> qubits) / 16)
+        return qm_fail(st, QM_E_QUBITS, "encode: %llu states of %u qubits overflow 64-bit sizes",
+                       (unsigned long long)B, qubits);
+    if (!in->data && !in->read)
+        return qm_fail(st, QM_E_ARG, "encode: input needs data or a reader");
     if (in->dtype != QM_DTYPE_FLOAT32 && in->dtype != QM_DTYPE_FLOAT64)
         return qm_fail(st, QM_E_DTYPE, "encode: input dtype must be float32 or float64 (got %s)",
                        qm_dtype_name(in->dtype) ? qm_dtype_name(in->dtype) : "unknown");
@@ -108,85 +88,242 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
     return QM_OK;
 }
 
-/* Valid input elements inside the global range [lo, hi). */
-static uint64_t valid_in(uint64_t n_input, uint64_t lo, uint64_t hi)
+static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int n_shards, int n_dev,
+                               bool *replicated, qm_status *st)
 {
-    if (n_input <= lo)
-        return 0;
-    return (n_input < hi ? n_input : hi) - lo;
-}
-
-/* Sums of squares of every piece of every (counted) shard, appended in global index order. */
-static qm_code sum_pieces(qm_hal *hal, const qm_shard_spec *shards, int n_used,
-                          qm_hal_buf *const *staged, const qm_amp_input *in, double scale,
-                          piece *pieces, int *n_pieces, double *block_sums, qm_status *st)
-{
-    int np = 0;
-    for (int i = 0; i < n_used; ++i) {
+    if (n_shards < 1 || !shards)
+        return qm_fail(st, QM_E_ARG, "encode: a layout needs at least 1 shard (got %d)", n_shards);
+    *replicated = n_shards > 1;
+    for (int i = 0; i < n_shards; ++i)
+        if (shards[i].start != 0 || shards[i].end != total)
+            *replicated = false;
+    uint64_t pos = 0;
+    for (int i = 0; i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
-        for (uint64_t pos = s->start; pos < s->end;) {
-            unsigned k = piece_log(pos, s->end);
-            uint64_t len = (uint64_t)1 << k;
-            uint64_t nv = valid_in(in->n, pos, pos + len);
-            double sum = 0.0;
-            if (nv > 0) {
-                unsigned lb = k < QM_RED_LOG2_BLOCK ? k : QM_RED_LOG2_BLOCK;
-                qm_hal_sumsq_args a = {
-                    .in = staged[i], .in_dtype = in->dtype, .in_off = pos - s->start,
-                    .n_valid = nv, .log2_block = lb, .n_blocks = (uint64_t)1 << (k - lb),
-                    .scale = scale, .out_sums = block_sums,
-                };
-                /* only the blocks that hold data are computed; the rest are exact zeros */
-                uint64_t data_blocks = (nv + ((uint64_t)1 << lb) - 1) >> lb;
-                a.n_blocks = data_blocks;
-                qm_code rc = qm_hal_sumsq_sync(hal, &a, st);
-                if (rc != QM_OK)
-                    return qm_status_prefix(st, "encode: shard %d", i);
-                for (uint64_t b = data_blocks; b < ((uint64_t)1 << (k - lb)); ++b)
-                    block_sums[b] = 0.0;
-                sum = qm_tree_combine(block_sums, (uint64_t)1 << (k - lb));
-            }
-            pieces[np++] = (piece){.off = pos, .log2n = k, .sum = sum};
-            pos += len;
+        if (s->device < 0 || s->device >= n_dev)
+            return qm_fail(st, QM_E_ARG, "encode: shard %d names device %d, out of range (the mesh "
+                           "has %d devices)", i, s->device, n_dev);
+        if (s->start >= s->end || s->end > total)
+            return qm_fail(st, QM_E_SHARDS, "encode: shard %d range [%llu, %llu) is empty or "
+                           "outside [0, %llu)", i, (unsigned long long)s->start,
+                           (unsigned long long)s->end, (unsigned long long)total);
+        if (!*replicated) {
+            if (s->start != pos)
+                return qm_fail(st, QM_E_SHARDS, "encode: shard %d starts at %llu but the previous "
+                               "shard ends at %llu", i, (unsigned long long)s->start,
+                               (unsigned long long)pos);
+            pos = s->end;
         }
     }
-    *n_pieces = np;
+    if (!*replicated && pos != total)
+        return qm_fail(st, QM_E_SHARDS, "encode: shards cover [0, %llu) of [0, %llu)",
+                       (unsigned long long)pos, (unsigned long long)total);
     return QM_OK;
 }
 
-/* Merge pieces (in index order) into the root of the global tree; E-INTERNAL if they do not form
- * exactly [0, 2^qubits). */
-static qm_code merge_pieces(piece *p, int n, unsigned qubits, double *root, qm_status *st)
+/* Input elements (row-major indices) whose slots fall in global slots [lo, hi). */
+static void input_range(const enc *e, uint64_t lo, uint64_t hi, uint64_t *e_lo, uint64_t *e_hi)
 {
+    const uint64_t s0 = lo / e->N, l0 = lo % e->N, s1 = (hi - 1) / e->N, l1 = (hi - 1) % e->N;
+    *e_lo = s0 * e->F + (l0 < e->F ? l0 : e->F);
+    *e_hi = s1 * e->F + (l1 + 1 < e->F ? l1 + 1 : e->F);
+}
+
+static qm_code read_input(const enc *e, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    const size_t is = qm_dtype_size(e->in->dtype);
+    if (e->in->read) {
+        qm_code rc = e->in->read(e->in->read_ctx, first, count, dst, st);
+        return rc == QM_OK ? rc : qm_status_prefix(st, "encode: reading input [%llu, %llu)",
+                                                   (unsigned long long)first,
+                                                   (unsigned long long)(first + count));
+    }
+    memcpy(dst, (const char *)e->in->data + first * is, (size_t)(count * is));
+    return QM_OK;
+}
+
+/* Stream one shard's input through its staging buffer into its slots. */
+static qm_code ingest_shard(const enc *e, int i, qm_hal_buf *staging, uint64_t chunk_elems,
+                            void *bounce, qm_status *st)
+{
+    const qm_shard_spec *s = &e->shards[i];
+    uint64_t e_lo, e_hi;
+    input_range(e, s->start, s->end, &e_lo, &e_hi);
+    const size_t is = qm_dtype_size(e->in->dtype);
+    uint64_t half = 0; /* alternate the two halves of the staging buffer */
+    for (uint64_t pos = e_lo; pos < e_hi; pos += chunk_elems, half ^= 1) {
+        const uint64_t c = e_hi - pos < chunk_elems ? e_hi - pos : chunk_elems;
+        const uint64_t in_off = qm_hal_buf_bytes(staging) >= 2 * chunk_elems * is ? half * chunk_elems : 0;
+        qm_code rc = read_input(e, pos, c, bounce, st);
+        if (rc == QM_OK)
+            rc = qm_hal_copy_h2d(e->hal, staging, in_off * is, bounce, c * is, NULL, st);
+        if (rc == QM_OK) {
+            qm_hal_stash_args a = {.out = e->state->shards[i].buf, .out_dtype = e->sdt,
+                                   .slot_g0 = s->start, .period = e->N, .period_valid = e->F,
+                                   .in = staging, .in_dtype = e->in->dtype, .in_off = in_off,
+                                   .in_first = pos, .n = c};
+            rc = qm_hal_stash(e->hal, &a, NULL, st);
+        }
+        if (rc != QM_OK)
+            return rc;
+    }
+    return QM_OK;
+}
+
+static qm_code grow_blocks(enc *e, uint64_t n, qm_status *st)
+{
+    if (n <= e->cap_blocks)
+        return QM_OK;
+    double *b = realloc(e->block_sums, (size_t)n * sizeof *b);
+    if (!b)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu block sums",
+                       (unsigned long long)n);
+    e->block_sums = b;
+    e->cap_blocks = n;
+    return QM_OK;
+}
+
+/* Sums of the canonical pieces of global slots [lo, hi) of shard i (pieces never cross a state),
+ * appended to e->pieces. Consecutive pieces of one size go to the device in one call. */
+static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, qm_status *st)
+{
+    const qm_shard_spec *s = &e->shards[i];
+    uint64_t pos = lo;
+    while (pos < hi) {
+        const unsigned k = piece_log(pos, hi, e->qubits);
+        const uint64_t len = (uint64_t)1 << k;
+        uint64_t run = 1; /* pieces of the same size that follow */
+        while (pos + (run + 1) * len <= hi && piece_log(pos + run * len, hi, e->qubits) == k)
+            ++run;
+        const unsigned lb = k < QM_RED_LOG2_BLOCK ? k : QM_RED_LOG2_BLOCK;
+        const uint64_t per = (uint64_t)1 << (k - lb), nb = run * per;
+        qm_code rc = grow_blocks(e, nb, st);
+        if (rc != QM_OK)
+            return rc;
+        qm_hal_sumsq_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
+                               .off = pos - s->start, .g0 = pos, .period = e->N,
+                               .period_valid = e->F, .log2_block = lb, .n_blocks = nb,
+                               .scale = scale, .out_sums = e->block_sums};
+        if ((rc = qm_hal_sumsq_sync(e->hal, &a, st)) != QM_OK)
+            return qm_status_prefix(st, "encode: shard %d", i);
+        if (e->n_pieces + (int)run > e->cap_pieces) {
+            int cap = e->cap_pieces * 2 + (int)run;
+            piece *p = realloc(e->pieces, (size_t)cap * sizeof *p);
+            if (!p)
+                return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d piece sums", cap);
+            e->pieces = p;
+            e->cap_pieces = cap;
+        }
+        for (uint64_t r = 0; r < run; ++r)
+            e->pieces[e->n_pieces++] = (piece){.off = pos + r * len, .log2n = k,
+                                               .sum = qm_tree_combine(e->block_sums + r * per, per)};
+        pos += run * len;
+    }
+    return QM_OK;
+}
+
+/* Merge e->pieces (in global order) into per-state roots e->sums[state]. */
+static qm_code merge_pieces(enc *e, qm_status *st)
+{
+    piece *p = e->pieces;
     int top = 0;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < e->n_pieces; ++i) {
         p[top++] = p[i];
         while (top >= 2) {
             piece *l = &p[top - 2], *r = &p[top - 1];
-            uint64_t len = (uint64_t)1 << l->log2n;
-            if (l->log2n != r->log2n || r->off != l->off + len || (l->off & (2 * len - 1)) != 0)
+            const uint64_t len = (uint64_t)1 << l->log2n;
+            if (l->log2n != r->log2n || l->log2n >= e->qubits || r->off != l->off + len ||
+                (l->off & (2 * len - 1)) != 0)
                 break;
             l->sum = l->sum + r->sum;
             l->log2n++;
             --top;
         }
+        if (top == 1 && p[0].log2n == e->qubits) { /* a whole state */
+            e->sums[p[0].off / e->N] = p[0].sum;
+            top = 0;
+        }
     }
-    QM_CHECK(st, top == 1 && p[0].off == 0 && p[0].log2n == qubits);
-    *root = p[0].sum;
+    QM_CHECK(st, top == 0);
+    e->n_pieces = 0;
     return QM_OK;
 }
 
 #define QM_FAST_SUM_MIN 0x1p-968 /* below this the fast sum may have lost bits to underflow */
 
+/* Slow path for one state: name the first bad value, or rescale and sum again. */
+static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
+{
+    const uint64_t lo = sidx * e->N, hi_data = lo + e->F;
+    double max_abs = 0.0;
+    for (int i = 0; i < e->n_norm; ++i) {
+        const qm_shard_spec *s = &e->shards[i];
+        const uint64_t a = s->start > lo ? s->start : lo, b = s->end < hi_data ? s->end : hi_data;
+        if (a >= b)
+            continue;
+        qm_hal_scan_result r;
+        qm_code rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a,
+                                      &r, st);
+        if (rc != QM_OK)
+            return qm_status_prefix(st, "encode: shard %d", i);
+        if (r.first_nonfinite != UINT64_MAX) {
+            const uint64_t feature = a + r.first_nonfinite - lo;
+            /* the value itself, from the host input (one element) */
+            union {
+                double d;
+                float f;
+            } raw;
+            qm_code rc2 = read_input(e, sidx * e->F + feature, 1, &raw, st);
+            if (rc2 != QM_OK)
+                return rc2;
+            const double v = e->in->dtype == QM_DTYPE_FLOAT64 ? raw.d : (double)raw.f;
+            const char *what = isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+            if (e->B == 1)
+                return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: input[%llu] is %s",
+                               (unsigned long long)feature, what);
+            return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu, feature "
+                           "%llu is %s", (unsigned long long)sidx, (unsigned long long)feature, what);
+        }
+        if (r.max_abs > max_abs)
+            max_abs = r.max_abs;
+    }
+    if (max_abs == 0.0) {
+        if (e->B == 1)
+            return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: all %llu input values "
+                           "are zero", (unsigned long long)e->F);
+        return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu has all %llu "
+                       "values zero", (unsigned long long)sidx, (unsigned long long)e->F);
+    }
+    int ex;
+    (void)frexp(max_abs, &ex);
+    const double scale = ldexp(1.0, -ex > 1023 ? 1023 : -ex);
+    for (int i = 0; i < e->n_norm; ++i) {
+        const qm_shard_spec *s = &e->shards[i];
+        const uint64_t a = s->start > lo ? s->start : lo, b = s->end < lo + e->N ? s->end : lo + e->N;
+        if (a >= b)
+            continue;
+        qm_code rc = sum_range(e, i, a, b, scale, st);
+        if (rc != QM_OK)
+            return rc;
+    }
+    qm_code rc = merge_pieces(e, st);
+    if (rc != QM_OK)
+        return rc;
+    const double sum = e->sums[sidx];
+    if (!(isfinite(sum) && sum > 0.0))
+        return qm_fail(st, QM_E_INTERNAL, "encode: rescaled sum of squares of state %llu is %g "
+                       "(scale 2^%d)", (unsigned long long)sidx, sum, -ex);
+    e->coeffs[sidx] = scale / sqrt(sum);
+    return QM_OK;
+}
+
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
-                                 qm_state **out, qm_status *st)
+                                 const qm_materialize_opts *opts, qm_state **out, qm_status *st)
 {
     qm_code rc;
-    qm_state *state = NULL;
-    qm_hal_buf **staged = NULL;
-    piece *pieces = NULL;
-    double *block_sums = NULL;
+    enc e = {0};
+    void *bounce = NULL;
     bool replicated = false;
 
     if (out)
@@ -195,128 +332,102 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         return qm_fail(st, QM_E_ARG, "encode: hal and out must not be NULL");
     if ((rc = validate_input(qubits, out_dtype, in, st)) != QM_OK)
         return rc;
-    if ((rc = validate_layout(qubits, shards, n_shards, qm_hal_device_count(hal), &replicated,
+    e.hal = hal;
+    e.qubits = qubits;
+    e.N = (uint64_t)1 << qubits;
+    e.B = in->batch ? in->batch : 1;
+    e.F = in->n;
+    e.sdt = out_dtype;
+    e.in = in;
+    e.shards = shards;
+    e.n_shards = n_shards;
+    if ((rc = validate_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), &replicated,
                               st)) != QM_OK)
         return rc;
+    e.n_norm = replicated ? 1 : n_shards;
 
     /* host bookkeeping first: a failure here touches no device */
-    const int n_norm = replicated ? 1 : n_shards; /* shards whose pieces make the tree */
-    int max_pieces = 0;
-    unsigned max_log = 0;
-    for (int i = 0; i < n_norm; ++i)
-        max_pieces += count_pieces(shards[i].start, shards[i].end, &max_log);
-    const size_t max_blocks =
-        (size_t)1 << (max_log > QM_RED_LOG2_BLOCK ? max_log - QM_RED_LOG2_BLOCK : 0);
-    staged = calloc((size_t)n_shards, sizeof *staged);
-    pieces = malloc((size_t)max_pieces * sizeof *pieces);
-    block_sums = malloc(max_blocks * sizeof *block_sums);
-    if (!staged || !pieces || !block_sums) {
-        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n_shards);
+    const size_t is = qm_dtype_size(in->dtype);
+    const uint64_t chunk_bytes = opts && opts->chunk_bytes ? opts->chunk_bytes : QM_STAGING_CHUNK_BYTES;
+    const uint64_t chunk_elems = chunk_bytes / is ? chunk_bytes / is : 1;
+    e.sums = malloc((size_t)e.B * sizeof *e.sums);
+    e.coeffs = malloc((size_t)e.B * sizeof *e.coeffs);
+    bounce = malloc((size_t)(chunk_elems * is));
+    if (!e.sums || !e.coeffs || !bounce) {
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
+                     (unsigned long long)e.B);
         goto done;
     }
-    if ((rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &state, st)) != QM_OK)
+    if ((rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) != QM_OK)
         goto done;
+    e.state->batch = e.B;
 
-    const uint64_t osz = qm_dtype_size(out_dtype), isz = qm_dtype_size(in->dtype);
+    /* allocate, ingest and sum shard by shard; staging lives only while its shard is ingested */
     for (int i = 0; i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
-        qm_state_shard *sh = &state->shards[i];
+        qm_state_shard *sh = &e.state->shards[i];
+        qm_hal_buf *staging = NULL;
         sh->rank = s->rank;
         sh->device = s->device;
         sh->start = s->start;
         sh->end = s->end;
-        if ((rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * osz, &sh->buf, st)) != QM_OK)
-            goto fail_shard;
-        uint64_t nv = valid_in(in->n, s->start, s->end);
-        if (nv == 0)
-            continue;
-        if ((rc = qm_hal_buf_alloc(hal, s->device, nv * isz, &staged[i], st)) != QM_OK)
-            goto fail_shard;
-        rc = qm_hal_copy_h2d(hal, staged[i], 0, (const char *)in->data + s->start * isz, nv * isz,
-                             NULL, st);
-        if (rc != QM_OK)
-            goto fail_shard;
-        continue;
-    fail_shard:
-        qm_status_prefix(st, "encode: shard %d", i);
-        goto done;
-    }
-
-    int np = 0;
-    double sum = 0.0, scale = 1.0;
-    if ((rc = sum_pieces(hal, shards, n_norm, staged, in, 1.0, pieces, &np, block_sums, st)) != QM_OK)
-        goto done;
-    if ((rc = merge_pieces(pieces, np, qubits, &sum, st)) != QM_OK)
-        goto done;
-    if (!(isfinite(sum) && sum >= QM_FAST_SUM_MIN)) {
-        /* slow path: find bad values, or rescale by a power of two and sum again */
-        double max_abs = 0.0;
-        for (int i = 0; i < n_norm; ++i) {
-            uint64_t nv = valid_in(in->n, shards[i].start, shards[i].end);
-            if (nv == 0)
-                continue;
-            qm_hal_scan_result r;
-            if ((rc = qm_hal_scan_sync(hal, staged[i], in->dtype, 0, nv, &r, st)) != QM_OK) {
-                qm_status_prefix(st, "encode: shard %d", i);
+        if ((rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * qm_dtype_size(out_dtype),
+                                   &sh->buf, st)) != QM_OK) {
+            qm_status_prefix(st, "encode: shard %d", i);
+            goto done;
+        }
+        uint64_t e_lo, e_hi;
+        input_range(&e, s->start, s->end, &e_lo, &e_hi);
+        if (e_hi > e_lo) {
+            const uint64_t n_in = e_hi - e_lo;
+            const uint64_t stage = n_in < 2 * chunk_elems ? n_in : 2 * chunk_elems;
+            if ((rc = qm_hal_buf_alloc(hal, s->device, stage * is, &staging, st)) == QM_OK)
+                rc = ingest_shard(&e, i, staging, chunk_elems, bounce, st);
+            qm_hal_buf_free(hal, staging);
+            if (rc != QM_OK) {
+                if (strncmp(st ? st->msg : "", "encode", 6) != 0)
+                    qm_status_prefix(st, "encode: shard %d", i);
                 goto done;
             }
-            if (r.first_nonfinite != UINT64_MAX) {
-                uint64_t g = shards[i].start + r.first_nonfinite;
-                double v = in->dtype == QM_DTYPE_FLOAT64 ? ((const double *)in->data)[g]
-                                                         : (double)((const float *)in->data)[g];
-                rc = qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: input[%llu] is %s",
-                             (unsigned long long)g, isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf"));
-                goto done;
-            }
-            if (r.max_abs > max_abs)
-                max_abs = r.max_abs;
         }
-        if (max_abs == 0.0) {
-            rc = qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: all %llu input values "
-                         "are zero", (unsigned long long)in->n);
+        if (i < e.n_norm && (rc = sum_range(&e, i, s->start, s->end, 1.0, st)) != QM_OK)
             goto done;
-        }
-        int e;
-        (void)frexp(max_abs, &e);
-        scale = ldexp(1.0, -e > 1023 ? 1023 : -e);
-        if ((rc = sum_pieces(hal, shards, n_norm, staged, in, scale, pieces, &np, block_sums, st)) != QM_OK)
-            goto done;
-        if ((rc = merge_pieces(pieces, np, qubits, &sum, st)) != QM_OK)
-            goto done;
-        if (!(isfinite(sum) && sum > 0.0)) {
-            rc = qm_fail(st, QM_E_INTERNAL, "encode: rescaled sum of squares is %g (scale 2^%d)",
-                         sum, -e);
-            goto done;
-        }
     }
-    const double root = sqrt(sum);
-    const double coeff = scale / root;
-    state->norm = root / scale;
-
+    if ((rc = merge_pieces(&e, st)) != QM_OK)
+        goto done;
+    for (uint64_t k = 0; k < e.B; ++k) {
+        const double sum = e.sums[k];
+        if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
+            e.coeffs[k] = 1.0 / sqrt(sum);
+        else if ((rc = retry_state(&e, k, st)) != QM_OK)
+            goto done;
+    }
     for (int i = 0; i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
-        qm_hal_amp_write_args a = {
-            .out = state->shards[i].buf, .out_dtype = out_dtype, .out_off = 0,
-            .n_out = s->end - s->start, .in = staged[i], .in_dtype = in->dtype, .in_off = 0,
-            .n_valid = valid_in(in->n, s->start, s->end), .coeff = coeff,
-        };
-        if ((rc = qm_hal_amp_write(hal, &a, NULL, st)) != QM_OK) {
+        const uint64_t first = s->start / e.N;
+        qm_hal_amp_scale_args a = {.state = e.state->shards[i].buf, .state_dtype = out_dtype,
+                                   .off = 0, .n = s->end - s->start, .g0 = s->start, .period = e.N,
+                                   .period_valid = e.F, .first_state = first,
+                                   .n_coeffs = (s->end - 1) / e.N - first + 1,
+                                   .coeffs = e.coeffs + first};
+        if ((rc = qm_hal_amp_scale(hal, &a, NULL, st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
             goto done;
         }
     }
+    e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
     rc = QM_OK;
 
 done:
-    for (int i = 0; staged && i < n_shards; ++i)
-        qm_hal_buf_free(hal, staged[i]);
-    free(staged);
-    free(pieces);
-    free(block_sums);
+    free(bounce);
+    free(e.pieces);
+    free(e.block_sums);
+    free(e.sums);
+    free(e.coeffs);
     if (rc != QM_OK) {
-        qm_state_destroy(state);
-        state = NULL;
+        qm_state_destroy(e.state);
+        e.state = NULL;
     }
-    *out = state;
+    *out = e.state;
     return rc;
 }

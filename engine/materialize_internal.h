@@ -1,32 +1,47 @@
-/* materialize_internal.h — allocate shards, stream input in, compute the global norm, write. */
+/* materialize_internal.h — allocate shards, stream input in, compute the norms, write. */
 #ifndef QM_MATERIALIZE_INTERNAL_H
 #define QM_MATERIALIZE_INTERNAL_H
 
 #include "hal.h"
 #include "qmesh.h"
 
-/* One shard of a plan projected onto devices: global amplitude range [start, end) on `device`. */
+/* One shard of a plan projected onto devices: global amplitude range [start, end) on `device`
+ * (batch: of the concatenated states). */
 typedef struct qm_shard_spec {
     int rank;
     int device;
     uint64_t start, end;
 } qm_shard_spec;
 
-/* Host input of amplitude encoding: n values of dtype float32|float64. */
+/* Input of amplitude encoding: `batch` rows (0 means 1) of `n` values of dtype float32|float64,
+ * row-major. Either `data` holds all of it in host memory, or `read` copies values
+ * [first, first + count) (row-major element indices) into dst — so a shard can stream only its own
+ * range from a file. */
 typedef struct qm_amp_input {
     qm_dtype dtype;
     const void *data;
     uint64_t n;
+    uint64_t batch;
+    qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
+    void *read_ctx;
 } qm_amp_input;
 
-/* Amplitude-encode `in` into a state of 2^qubits amplitudes of out_dtype laid out as `shards`:
- * either a partition of [0, 2^qubits) in index order, or (replicated) every shard [0, 2^qubits).
- * Each shard receives only its own range of the input. The norm is the fixed pairwise tree of
- * kernels/qm_math.h over the global index space, so the result does not depend on the layout.
- * Errors: E-INPUT (empty, too long, NaN/Inf with the first global index, zero norm), E-ARG for a
- * bad layout, and whatever the HAL reports; on failure nothing stays allocated and *out is NULL. */
+/* Options; a zeroed struct gives the defaults. */
+typedef struct qm_materialize_opts {
+    uint64_t chunk_bytes;   /* staging chunk (default QM_STAGING_CHUNK_BYTES of plan.h: 32 MiB) */
+} qm_materialize_opts;
+
+/* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as
+ * `shards`: either a partition of [0, batch * 2^qubits) in index order, or (replicated) every
+ * shard the whole range. Each shard receives only its own part of the input, through a staging
+ * buffer of at most two chunks per device, and the amplitudes are built in place in the state
+ * buffers. Each state's norm is the fixed pairwise tree of kernels/qm_math.h over its own index
+ * space, so the result does not depend on the layout, the device count or the thread count.
+ * Errors: E-INPUT (empty, too long, NaN/Inf with the first offending index, zero norm), E-SHARDS /
+ * E-ARG for a bad layout, and whatever the HAL or the reader reports; on failure nothing stays
+ * allocated and *out is NULL. opts may be NULL. */
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
-                                 qm_state **out, qm_status *st);
+                                 const qm_materialize_opts *opts, qm_state **out, qm_status *st);
 
 #endif

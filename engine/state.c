@@ -24,6 +24,7 @@ qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int 
     s->qubits = qubits;
     s->dtype = dtype;
     s->n_amps = (uint64_t)1 << qubits;
+    s->batch = 1;
     s->n_shards = n_shards;
     s->shards = sh;
     *out = s;
@@ -74,7 +75,7 @@ qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_
         return qm_fail(st, QM_E_DTYPE, "state read: the state is %s but %s was requested",
                        qm_dtype_name(state->dtype),
                        qm_dtype_name(dtype) ? qm_dtype_name(dtype) : "an unknown dtype");
-    uint64_t total = state->n_amps;
+    uint64_t total = state->n_amps * state->batch;
     if (start > total || count > total - start)
         return qm_fail(st, QM_E_BOUNDS, "state read: range [%llu, %llu) is outside the state's "
                        "%llu amplitudes", (unsigned long long)start,

@@ -17,8 +17,9 @@ struct qm_state {
     qm_hal *hal;          /* borrowed: must outlive the state */
     unsigned qubits;
     qm_dtype dtype;
-    uint64_t n_amps;      /* 2^qubits */
-    double norm;          /* the input's 2-norm that the amplitudes were divided by */
+    uint64_t n_amps;      /* 2^qubits: amplitudes per state */
+    uint64_t batch;       /* states (1 unless batch mode) */
+    double norm;          /* the input's 2-norm (batch 1; 0 in batch mode) */
     int n_shards;
     qm_state_shard *shards;
 };

@@ -46,7 +46,8 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
     }
     if (ops->abi < 1 || ops->abi > QM_HAL_ABI || !ops->device_count || !ops->device_info ||
         !ops->peer || !ops->buf_alloc || !ops->buf_free || !ops->copy_h2d || !ops->copy_d2h ||
-        !ops->copy_d2d || !ops->sumsq || !ops->scan || !ops->amp_write || !ops->destroy) {
+        !ops->copy_d2d || !ops->stash || !ops->sumsq || !ops->scan || !ops->amp_scale ||
+        !ops->destroy) {
         rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' ops table is incomplete (abi %d, this "
                      "build %d)", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
         goto fail_ctx;
@@ -380,90 +381,138 @@ qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
 
-static qm_code check_input(const qm_hal *hal, const qm_hal_buf *in, qm_dtype dt, uint64_t off,
-                           uint64_t n, const char *op, qm_status *st)
+static bool is_state_dtype(qm_dtype dt) { return dt == QM_DTYPE_COMPLEX64 || dt == QM_DTYPE_COMPLEX128; }
+static bool is_input_dtype(qm_dtype dt) { return dt == QM_DTYPE_FLOAT32 || dt == QM_DTYPE_FLOAT64; }
+static const char *dtn(qm_dtype dt) { return qm_dtype_name(dt) ? qm_dtype_name(dt) : "unknown"; }
+
+/* Element range [off, off + n) of dtype dt inside buffer b. */
+static qm_code check_elems(const qm_hal *hal, const qm_hal_buf *b, qm_dtype dt, uint64_t off,
+                           uint64_t n, const char *op, const char *which, qm_status *st)
 {
-    if (dt != QM_DTYPE_FLOAT32 && dt != QM_DTYPE_FLOAT64)
-        return qm_fail(st, QM_E_DTYPE, "%s: input dtype must be float32 or float64 (got %s)", op,
-                       qm_dtype_name(dt) ? qm_dtype_name(dt) : "unknown");
-    uint64_t es = qm_dtype_size(dt);
-    if (n == 0)
-        return QM_OK;
+    const uint64_t es = qm_dtype_size(dt);
+    if (!b)
+        return qm_fail(st, QM_E_ARG, "%s: %s buffer must not be NULL", op, which);
     if (off > UINT64_MAX / es || n > UINT64_MAX / es - off)
-        return qm_fail(st, QM_E_BOUNDS, "%s: input range overflows 64 bits", op);
-    return check_range(hal, in, off * es, n * es, op, "input", st);
+        return qm_fail(st, QM_E_BOUNDS, "%s: %s range overflows 64 bits", op, which);
+    return check_range(hal, b, off * es, n * es, op, which, st);
+}
+
+static qm_code check_period(uint64_t period, uint64_t valid, const char *op, qm_status *st)
+{
+    if (period == 0 || valid > period)
+        return qm_fail(st, QM_E_ARG, "%s: period %llu with %llu valid slots is not a layout", op,
+                       (unsigned long long)period, (unsigned long long)valid);
+    return QM_OK;
+}
+
+qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a)
+        return qm_fail(st, QM_E_ARG, "stash: hal and args must not be NULL");
+    if (!is_state_dtype(a->out_dtype) || !is_input_dtype(a->in_dtype))
+        return qm_fail(st, QM_E_DTYPE, "stash: %s input into a %s state is not supported",
+                       dtn(a->in_dtype), dtn(a->out_dtype));
+    qm_code rc = check_period(a->period, a->period_valid, "stash", st);
+    if (rc == QM_OK && a->period_valid == 0)
+        rc = qm_fail(st, QM_E_ARG, "stash: a state with 0 input values has nothing to stash");
+    if (rc == QM_OK)
+        rc = check_elems(hal, a->in, a->in_dtype, a->in_off, a->n, "stash", "input", st);
+    if (rc != QM_OK || a->n == 0)
+        return rc;
+    /* the slots of the first and last values, relative to the buffer */
+    const uint64_t e0 = a->in_first, e1 = a->in_first + a->n - 1;
+    const uint64_t g_first = (e0 / a->period_valid) * a->period + e0 % a->period_valid;
+    const uint64_t g_last = (e1 / a->period_valid) * a->period + e1 % a->period_valid;
+    if (g_first < a->slot_g0)
+        return qm_fail(st, QM_E_BOUNDS, "stash: input element %llu lands on global slot %llu, "
+                       "before the buffer's first slot %llu", (unsigned long long)e0,
+                       (unsigned long long)g_first, (unsigned long long)a->slot_g0);
+    rc = check_elems(hal, a->out, a->out_dtype, g_first - a->slot_g0, g_last - g_first + 1, "stash",
+                     "state", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->in->dev != a->out->dev)
+        return qm_fail(st, QM_E_ARG, "stash: input on %s but state on %s", hal->info[a->in->dev].id,
+                       hal->info[a->out->dev].id);
+    rc = hal->ops->stash(hal->ctx, a->out->dev, a->out->ptr, a->in->ptr, a, stream_of(s, a->out->dev),
+                         st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "stash on %s", hal->info[a->out->dev].id);
+    return QM_OK;
 }
 
 qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st)
 {
-    if (!hal || !a || !a->out_sums || !a->in)
-        return qm_fail(st, QM_E_ARG, "sumsq: hal, args, input and out_sums must not be NULL");
-    if (a->log2_block > 62 || a->n_blocks == 0 ||
-        a->n_blocks > (UINT64_MAX >> a->log2_block))
-        return qm_fail(st, QM_E_ARG, "sumsq: %llu blocks of 2^%u elements is not a valid range",
+    if (!hal || !a || !a->out_sums)
+        return qm_fail(st, QM_E_ARG, "sumsq: hal, args and out_sums must not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "sumsq: state dtype must be complex64 or complex128 (got %s)",
+                       dtn(a->state_dtype));
+    if (a->log2_block > 62 || a->n_blocks == 0 || a->n_blocks > (UINT64_MAX >> a->log2_block))
+        return qm_fail(st, QM_E_ARG, "sumsq: %llu blocks of 2^%u slots is not a valid range",
                        (unsigned long long)a->n_blocks, a->log2_block);
-    if (a->n_valid > (a->n_blocks << a->log2_block))
-        return qm_fail(st, QM_E_BOUNDS, "sumsq: %llu valid elements exceed the range of %llu",
-                       (unsigned long long)a->n_valid,
-                       (unsigned long long)(a->n_blocks << a->log2_block));
-    qm_code rc = check_input(hal, a->in, a->in_dtype, a->in_off, a->n_valid, "sumsq", st);
+    qm_code rc = check_period(a->period, a->period_valid, "sumsq", st);
     if (rc != QM_OK)
         return rc;
-    rc = hal->ops->sumsq(hal->ctx, a->in->dev, a->in->ptr, a, st);
+    const uint64_t bs = (uint64_t)1 << a->log2_block;
+    if (a->period % bs != 0 || a->g0 % bs != 0)
+        return qm_fail(st, QM_E_ARG, "sumsq: blocks of %llu slots must divide the period %llu and "
+                       "align with global index %llu", (unsigned long long)bs,
+                       (unsigned long long)a->period, (unsigned long long)a->g0);
+    rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n_blocks << a->log2_block, "sumsq",
+                     "state", st);
     if (rc != QM_OK)
-        return qm_status_prefix(st, "sumsq on %s", hal->info[a->in->dev].id);
+        return rc;
+    rc = hal->ops->sumsq(hal->ctx, a->state->dev, a->state->ptr, a, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "sumsq on %s", hal->info[a->state->dev].id);
     return QM_OK;
 }
 
-qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *in, qm_dtype in_dtype, uint64_t in_off,
+qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
                          uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
-    if (!hal || !in || !out)
-        return qm_fail(st, QM_E_ARG, "scan: hal, input and out must not be NULL");
-    qm_code rc = check_input(hal, in, in_dtype, in_off, n, "scan", st);
+    if (!hal || !out)
+        return qm_fail(st, QM_E_ARG, "scan: hal and out must not be NULL");
+    if (!is_state_dtype(state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "scan: state dtype must be complex64 or complex128 (got %s)",
+                       dtn(state_dtype));
+    qm_code rc = check_elems(hal, state, state_dtype, off, n, "scan", "state", st);
     if (rc != QM_OK)
         return rc;
     out->max_abs = 0;
     out->first_nonfinite = UINT64_MAX;
     if (n == 0)
         return QM_OK;
-    rc = hal->ops->scan(hal->ctx, in->dev, in->ptr, in_dtype, in_off, n, out, st);
+    rc = hal->ops->scan(hal->ctx, state->dev, state->ptr, state_dtype, off, n, out, st);
     if (rc != QM_OK)
-        return qm_status_prefix(st, "scan on %s", hal->info[in->dev].id);
+        return qm_status_prefix(st, "scan on %s", hal->info[state->dev].id);
     return QM_OK;
 }
 
-qm_code qm_hal_amp_write(qm_hal *hal, const qm_hal_amp_write_args *a, qm_hal_stream *s,
+qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
                          qm_status *st)
 {
-    if (!hal || !a || !a->out)
-        return qm_fail(st, QM_E_ARG, "amp_write: hal, args and output must not be NULL");
-    if (a->out_dtype != QM_DTYPE_COMPLEX64 && a->out_dtype != QM_DTYPE_COMPLEX128)
-        return qm_fail(st, QM_E_DTYPE, "amp_write: output dtype must be complex64 or complex128 "
-                       "(got %s)", qm_dtype_name(a->out_dtype) ? qm_dtype_name(a->out_dtype) : "unknown");
-    if (a->n_valid > a->n_out)
-        return qm_fail(st, QM_E_BOUNDS, "amp_write: %llu valid elements exceed the %llu written",
-                       (unsigned long long)a->n_valid, (unsigned long long)a->n_out);
-    uint64_t es = qm_dtype_size(a->out_dtype);
-    if (a->out_off > UINT64_MAX / es || a->n_out > UINT64_MAX / es - a->out_off)
-        return qm_fail(st, QM_E_BOUNDS, "amp_write: output range overflows 64 bits");
-    qm_code rc = check_range(hal, a->out, a->out_off * es, a->n_out * es, "amp_write", "output", st);
-    if (rc != QM_OK)
+    if (!hal || !a || (!a->coeffs && a->n_coeffs))
+        return qm_fail(st, QM_E_ARG, "amp_scale: hal, args and coefficients must not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "amp_scale: state dtype must be complex64 or complex128 "
+                       "(got %s)", dtn(a->state_dtype));
+    qm_code rc = check_period(a->period, a->period_valid, "amp_scale", st);
+    if (rc == QM_OK)
+        rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "amp_scale", "state", st);
+    if (rc != QM_OK || a->n == 0)
         return rc;
-    if (a->n_valid > 0) {
-        rc = check_input(hal, a->in, a->in_dtype, a->in_off, a->n_valid, "amp_write", st);
-        if (rc != QM_OK)
-            return rc;
-        if (a->in->dev != a->out->dev)
-            return qm_fail(st, QM_E_ARG, "amp_write: input on %s but output on %s",
-                           hal->info[a->in->dev].id, hal->info[a->out->dev].id);
-    }
-    if (a->n_out == 0)
-        return QM_OK;
-    rc = hal->ops->amp_write(hal->ctx, a->out->dev, a->out->ptr, a->in ? a->in->ptr : NULL, a,
-                             stream_of(s, a->out->dev), st);
+    const uint64_t first = a->g0 / a->period, last = (a->g0 + a->n - 1) / a->period;
+    if (first < a->first_state || last - a->first_state >= a->n_coeffs)
+        return qm_fail(st, QM_E_BOUNDS, "amp_scale: slots span states %llu..%llu but coefficients "
+                       "cover %llu..%llu", (unsigned long long)first, (unsigned long long)last,
+                       (unsigned long long)a->first_state,
+                       (unsigned long long)(a->first_state + a->n_coeffs - 1));
+    rc = hal->ops->amp_scale(hal->ctx, a->state->dev, a->state->ptr, a, stream_of(s, a->state->dev),
+                             st);
     if (rc != QM_OK)
-        return qm_status_prefix(st, "amp_write on %s", hal->info[a->out->dev].id);
+        return qm_status_prefix(st, "amp_scale on %s", hal->info[a->state->dev].id);
     return QM_OK;
 }
 

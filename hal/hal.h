@@ -88,47 +88,75 @@ qm_code qm_hal_copy_d2h(qm_hal *hal, void *dst, const qm_hal_buf *src, uint64_t 
 qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm_hal_buf *src,
                         uint64_t src_off, uint64_t bytes, qm_hal_stream *s, qm_status *st);
 
-/* --- kernels (the encode maths of kernels/qm_math.h, run where the buffer lives) -------------- */
-/* Sum of squares of an input range, as fixed pairwise trees: the input buffer `in` holds elements
- * of dtype in_dtype (float32|float64) starting at element in_off; the range covers
- * n_blocks * 2^log2_block elements of which the first n_valid are data and the rest count as zero.
- * out_sums[j] receives block j's tree sum of (scale * x)^2 in float64. Blocking. */
-typedef struct qm_hal_sumsq_args {
+/* --- kernels (the encode maths of kernels/qm_math.h, run where the buffer lives) --------------
+ * Amplitude encoding runs in place in the state buffer, so a device needs the state plus a small
+ * staging buffer: (1) `stash` converts a staged input chunk to float64 and parks each value in its
+ * amplitude slot (complex128: re = x, im = 0; complex64: the slot's 8 bytes hold the double);
+ * (2) `sumsq` sums squares of stashed values as fixed pairwise trees; (3) `scan` finds the largest
+ * magnitude and the first NaN/Inf (slow path only); (4) `amp_scale` turns each stashed value into
+ * its amplitude (x * coeff) in place and writes zeros into padding slots.
+ * Indices are amplitude slots of the state buffer; the global index of slot i is g0 + i, and a
+ * slot holds data when (g0 + i) mod period < period_valid (period = 2^qubits amplitudes per state,
+ * period_valid = input features), else it is padding. */
+
+/* Stash n input values into their slots. Input element e (a global index into the row-major
+ * batch x period_valid input) belongs to state e / period_valid at local index e % period_valid,
+ * i.e. global slot (e / period_valid) * period + e % period_valid; `out` holds the slots from global
+ * index slot_g0 on. Values come from `in` (a staging buffer of in_dtype float32|float64) from element
+ * in_off on, the first being input element in_first. Enqueued on s. */
+typedef struct qm_hal_stash_args {
+    qm_hal_buf *out;
+    qm_dtype out_dtype;
+    uint64_t slot_g0;
+    uint64_t period, period_valid;
     const qm_hal_buf *in;
     qm_dtype in_dtype;
-    uint64_t in_off;       /* elements */
-    uint64_t n_valid;      /* elements present in the buffer for this range */
-    unsigned log2_block;   /* block = 2^log2_block elements, <= 62 */
+    uint64_t in_off;
+    uint64_t in_first;
+    uint64_t n;
+} qm_hal_stash_args;
+qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st);
+
+/* Block sums over stashed slots [off, off + n_blocks * 2^log2_block) of `state`: block j's tree
+ * sum of (scale * x)^2 over its data slots (padding counts as +0) goes to out_sums[j] (host array).
+ * Blocks never straddle states (2^log2_block divides period; off is block-aligned in g0 terms).
+ * Blocking. */
+typedef struct qm_hal_sumsq_args {
+    const qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off;          /* first slot */
+    uint64_t g0;           /* global index of slot `off` */
+    uint64_t period, period_valid;
+    unsigned log2_block;   /* <= 62 */
     uint64_t n_blocks;
     double scale;          /* 1 on the fast path; a power of two on the rescaled retry */
-    double *out_sums;      /* host array of n_blocks */
+    double *out_sums;
 } qm_hal_sumsq_args;
 qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
 
-/* Scan n elements from in_off: the largest |x| and the first index (relative to in_off) holding
- * NaN or Inf (UINT64_MAX when none). Blocking. Used on the slow path only. */
+/* Scan stashed data slots [off, off + n) (all data: the caller passes data ranges only): the
+ * largest |x| and the first slot (relative to off) holding NaN or Inf (UINT64_MAX when none). */
 typedef struct qm_hal_scan_result {
     double max_abs;
     uint64_t first_nonfinite;
 } qm_hal_scan_result;
-qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *in, qm_dtype in_dtype, uint64_t in_off,
+qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
                          uint64_t n, qm_hal_scan_result *out, qm_status *st);
 
-/* Amplitude write: out[out_off + i] = (x[in_off + i] * coeff, 0) for i < n_valid and (0, 0) for
- * n_valid <= i < n_out, in out_dtype (complex64|complex128). in may be NULL when n_valid == 0.
- * Enqueued on s (sim: runs at once). */
-typedef struct qm_hal_amp_write_args {
-    qm_hal_buf *out;
-    qm_dtype out_dtype;
-    uint64_t out_off;      /* elements */
-    uint64_t n_out;
-    const qm_hal_buf *in;
-    qm_dtype in_dtype;
-    uint64_t in_off;       /* elements */
-    uint64_t n_valid;
-    double coeff;
-} qm_hal_amp_write_args;
-qm_code qm_hal_amp_write(qm_hal *hal, const qm_hal_amp_write_args *a, qm_hal_stream *s,
+/* In place over slots [off, off + n): data slots become (x * coeff[k], 0) in state_dtype, where
+ * k = (g0 + i) / period - first_state indexes `coeffs` (one per state); padding slots become
+ * (0, 0). coeffs is a host array. Enqueued on s (its coefficients are copied before return). */
+typedef struct qm_hal_amp_scale_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    uint64_t g0;
+    uint64_t period, period_valid;
+    uint64_t first_state;  /* state index of coeffs[0] */
+    uint64_t n_coeffs;
+    const double *coeffs;
+} qm_hal_amp_scale_args;
+qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
                          qm_status *st);
 
 /* --- collectives (optional in backends; fallback: d2h of each buffer) -------------------------- */

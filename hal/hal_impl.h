@@ -53,13 +53,17 @@ typedef struct qm_hal_ops {
     qm_code (*copy_peer)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
                          uint64_t bytes, void *s, qm_status *st);
 
-    /* Required kernels (E-UNSUPPORTED is a valid answer, e.g. for phantom memory). in is the
-     * backend pointer of the input buffer (not offset: the args carry element offsets). */
-    qm_code (*sumsq)(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a, qm_status *st);
-    qm_code (*scan)(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+    /* Required kernels (E-UNSUPPORTED is a valid answer, e.g. for phantom memory). Buffers are
+     * passed as backend pointers (not offset: the args carry slot offsets). stash and amp_scale
+     * are enqueued on s; sumsq and scan block. */
+    qm_code (*stash)(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
+                     void *s, qm_status *st);
+    qm_code (*sumsq)(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
+                     qm_status *st);
+    qm_code (*scan)(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                     uint64_t n, qm_hal_scan_result *out, qm_status *st);
-    qm_code (*amp_write)(void *ctx, int dev, void *out, const void *in,
-                         const qm_hal_amp_write_args *a, void *s, qm_status *st);
+    qm_code (*amp_scale)(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
+                         qm_status *st);
 
     /* Optional (NULL: d2h of each buffer). */
     qm_code (*allgather_f64)(void *ctx, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,

@@ -5,43 +5,76 @@
 #include "qm_math.h"
 
 #include <math.h>
+#include <string.h>
 
 #define QM_OMP_MIN_ELEMS 65536
 
-void qm_cpu_sumsq_blocks(const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n_valid,
-                         unsigned log2_block, uint64_t n_blocks, double scale, double *out_sums)
+/* A stashed value lives in the first 8 bytes of its slot. */
+static uint64_t stride_of(qm_dtype state_dtype) { return state_dtype == QM_DTYPE_COMPLEX128 ? 2 : 1; }
+
+void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t period,
+                  uint64_t period_valid, const void *in, qm_dtype in_dtype, uint64_t in_off,
+                  uint64_t in_first, uint64_t n)
 {
-    const uint64_t bs = (uint64_t)1 << log2_block;
-    const int64_t nb = (int64_t)n_blocks;
-    const int par = n_valid >= QM_OMP_MIN_ELEMS;
-    if (in_dtype == QM_DTYPE_FLOAT64) {
-        const double *x = (const double *)in + in_off;
+    const uint64_t k = stride_of(state_dtype);
+    /* runs of values that belong to one state are contiguous in both input and slots */
+    uint64_t i = 0;
+    while (i < n) {
+        const uint64_t e = in_first + i, sidx = e / period_valid, local = e % period_valid;
+        const uint64_t run = period_valid - local < n - i ? period_valid - local : n - i;
+        double *o = (double *)state + (sidx * period + local - slot_g0) * k;
+        const int64_t rn = (int64_t)run;
+        const int par = run >= QM_OMP_MIN_ELEMS;
+        if (in_dtype == QM_DTYPE_FLOAT64) {
+            const double *x = (const double *)in + in_off + i;
+            if (k == 1) {
+                memcpy(o, x, (size_t)run * sizeof *o);
+            } else {
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t b = 0; b < nb; ++b) {
-            uint64_t lo = (uint64_t)b * bs;
-            uint64_t valid = lo >= n_valid ? 0 : (n_valid - lo < bs ? n_valid - lo : bs);
-            out_sums[b] = qm_tree_sumsq_double(x + lo, valid, log2_block, scale);
-        }
-    } else {
-        const float *x = (const float *)in + in_off;
+                for (int64_t j = 0; j < rn; ++j) {
+                    o[2 * j] = x[j];
+                    o[2 * j + 1] = 0.0;
+                }
+            }
+        } else {
+            const float *x = (const float *)in + in_off + i;
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t b = 0; b < nb; ++b) {
-            uint64_t lo = (uint64_t)b * bs;
-            uint64_t valid = lo >= n_valid ? 0 : (n_valid - lo < bs ? n_valid - lo : bs);
-            out_sums[b] = qm_tree_sumsq_float(x + lo, valid, log2_block, scale);
+            for (int64_t j = 0; j < rn; ++j) {
+                o[k * (uint64_t)j] = (double)x[j];
+                if (k == 2)
+                    o[2 * j + 1] = 0.0;
+            }
         }
+        i += run;
     }
 }
 
-void qm_cpu_scan(const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n, double *max_abs,
-                 uint64_t *first_nonfinite)
+void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
+                         uint64_t period, uint64_t period_valid, unsigned log2_block,
+                         uint64_t n_blocks, double scale, double *out_sums)
+{
+    const uint64_t bs = (uint64_t)1 << log2_block, k = stride_of(state_dtype);
+    const int64_t nb = (int64_t)n_blocks;
+    const int par = (n_blocks << log2_block) >= QM_OMP_MIN_ELEMS;
+    const double *x = (const double *)state + off * k;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint64_t lo = (uint64_t)b * bs;
+        const uint64_t valid = qm_block_valid(g0 + lo, bs, period, period_valid);
+        out_sums[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
+    }
+}
+
+void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t n,
+                 double *max_abs, uint64_t *first_nonfinite)
 {
     /* Slow path only: serial, in index order, so "first" is well defined. */
+    const uint64_t k = stride_of(state_dtype);
+    const double *x = (const double *)state + off * k;
     double m = 0.0;
     uint64_t first = UINT64_MAX;
     for (uint64_t i = 0; i < n; ++i) {
-        double v = in_dtype == QM_DTYPE_FLOAT64 ? ((const double *)in)[in_off + i]
-                                                : (double)((const float *)in)[in_off + i];
+        double v = x[i * k];
         if (!isfinite(v)) {
             if (first == UINT64_MAX)
                 first = i;
@@ -55,37 +88,53 @@ void qm_cpu_scan(const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n,
     *first_nonfinite = first;
 }
 
-#define AMP_LOOP(OT, IT)                                                                           \
-    do {                                                                                           \
-        OT *o = (OT *)out + 2 * out_off;                                                           \
-        const IT *x = nv ? (const IT *)in + in_off : NULL;                                         \
-        _Pragma("omp parallel for schedule(static) if (par)")                                      \
-        for (int64_t i = 0; i < nv; ++i) {                                                         \
-            o[2 * i] = (OT)((double)x[i] * coeff);                                                 \
-            o[2 * i + 1] = (OT)0;                                                                  \
-        }                                                                                          \
-        _Pragma("omp parallel for schedule(static) if (par)")                                      \
-        for (int64_t i = nv; i < no; ++i) {                                                        \
-            o[2 * i] = (OT)0;                                                                      \
-            o[2 * i + 1] = (OT)0;                                                                  \
-        }                                                                                          \
-    } while (0)
-
-void qm_cpu_amp_write(void *out, qm_dtype out_dtype, uint64_t out_off, uint64_t n_out,
-                      const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n_valid,
-                      double coeff)
+/* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. */
+static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint64_t i0,
+                          uint64_t data_end, uint64_t i1, double coeff, int par)
 {
-    const int64_t nv = (int64_t)n_valid, no = (int64_t)n_out;
-    const int par = n_out >= QM_OMP_MIN_ELEMS;
-    if (out_dtype == QM_DTYPE_COMPLEX128) {
-        if (in_dtype == QM_DTYPE_FLOAT64)
-            AMP_LOOP(double, double);
-        else
-            AMP_LOOP(double, float);
+    const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
+    if (state_dtype == QM_DTYPE_COMPLEX128) {
+        double *o = (double *)state + 2 * off;
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t i = a; i < d; ++i) {
+            o[2 * i] = qm_amp(o[2 * i], coeff);
+            o[2 * i + 1] = 0.0;
+        }
+        if (b > d)
+            memset(o + 2 * d, 0, (size_t)(b - d) * 16);
     } else {
-        if (in_dtype == QM_DTYPE_FLOAT64)
-            AMP_LOOP(float, double);
-        else
-            AMP_LOOP(float, float);
+        /* complex64: the slot's 8 bytes hold the stashed double; read it, write two floats */
+        char *base = (char *)state + 8 * off;
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t i = a; i < d; ++i) {
+            double x;
+            memcpy(&x, base + 8 * i, sizeof x);
+            const float amp[2] = {(float)qm_amp(x, coeff), 0.0f};
+            memcpy(base + 8 * i, amp, sizeof amp);
+        }
+        if (b > d)
+            memset(base + 8 * d, 0, (size_t)(b - d) * 8);
+    }
+}
+
+void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
+                      uint64_t period, uint64_t period_valid, uint64_t first_state,
+                      const double *coeffs)
+{
+    /* segments = the parts of the range inside one state each */
+    const uint64_t s0 = g0 / period, s1 = (g0 + n - 1) / period;
+    const int64_t ns = (int64_t)(s1 - s0 + 1);
+    const int many = ns >= 16 && n >= QM_OMP_MIN_ELEMS;
+#pragma omp parallel for schedule(static) if (many)
+    for (int64_t k = 0; k < ns; ++k) {
+        const uint64_t sidx = s0 + (uint64_t)k;
+        const uint64_t lo = sidx * period > g0 ? sidx * period - g0 : 0;
+        const uint64_t hi = (sidx + 1) * period - g0 < n ? (sidx + 1) * period - g0 : n;
+        const uint64_t local = g0 + lo - sidx * period;
+        uint64_t data_end = lo;
+        if (local < period_valid)
+            data_end = lo + (period_valid - local < hi - lo ? period_valid - local : hi - lo);
+        scale_segment(state, state_dtype, off, lo, data_end, hi, coeffs[sidx - first_state],
+                      !many && hi - lo >= QM_OMP_MIN_ELEMS);
     }
 }

@@ -1,8 +1,10 @@
 /* cpu_kernels.h — CPU (OpenMP) implementations of the HAL kernels, used by hal/sim.
  *
- * In: host pointers and element ranges already bounds-checked by the HAL wrappers.
- * Out: block sums, scan results and amplitudes computed with kernels/qm_math.h, so that any thread
- * count gives the same bits (work is cut into fixed blocks; threads only choose which block to do).
+ * In: host pointers and slot ranges already bounds-checked by the HAL wrappers (see hal.h,
+ * "kernels", for what stash / sumsq / scan / amp_scale do).
+ * Out: stashed values, block sums, scan results and amplitudes computed with kernels/qm_math.h, so
+ * that any thread count gives the same bits (work is cut into fixed blocks; threads only choose
+ * which block to do).
  * Must not: allocate, fail, or depend on the OpenMP thread count for any result.
  */
 #ifndef QM_CPU_KERNELS_H
@@ -10,14 +12,19 @@
 
 #include "qmesh.h"
 
-void qm_cpu_sumsq_blocks(const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n_valid,
-                         unsigned log2_block, uint64_t n_blocks, double scale, double *out_sums);
+void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t period,
+                  uint64_t period_valid, const void *in, qm_dtype in_dtype, uint64_t in_off,
+                  uint64_t in_first, uint64_t n);
 
-void qm_cpu_scan(const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n, double *max_abs,
-                 uint64_t *first_nonfinite);
+void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
+                         uint64_t period, uint64_t period_valid, unsigned log2_block,
+                         uint64_t n_blocks, double scale, double *out_sums);
 
-void qm_cpu_amp_write(void *out, qm_dtype out_dtype, uint64_t out_off, uint64_t n_out,
-                      const void *in, qm_dtype in_dtype, uint64_t in_off, uint64_t n_valid,
-                      double coeff);
+void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t n,
+                 double *max_abs, uint64_t *first_nonfinite);
+
+void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
+                      uint64_t period, uint64_t period_valid, uint64_t first_state,
+                      const double *coeffs);
 
 #endif

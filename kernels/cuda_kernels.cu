@@ -1,12 +1,13 @@
 // cuda_kernels.cu — CUDA kernels and their launchers (kept thin: no allocation, no sync, no
 // messages). The maths comes from qm_math.h so the results equal the CPU kernels bit for bit
 // (compiled with --fmad=false). These are the straightforward first versions: one thread per
-// reduction block, grid-stride writes; the bandwidth-tuned kernels replace them in the CUDA issue.
+// reduction block, grid-stride loops elsewhere; bandwidth-tuned kernels come with the CUDA issue.
 #include "cuda_kernels.h"
 #include "qm_math.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <string.h>
 
 namespace {
 
@@ -18,43 +19,62 @@ __global__ void fill_kernel(unsigned char *dst, unsigned char v, uint64_t n)
 }
 
 template <typename T>
-__global__ void sumsq_kernel(const T *in, uint64_t n_valid, unsigned log2_block, uint64_t n_blocks,
+__global__ void stash_kernel(double *o, uint64_t k, uint64_t slot_g0, uint64_t period,
+                             uint64_t period_valid, const T *x, uint64_t in_first, uint64_t n)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t e = in_first + i;
+        const uint64_t slot = (e / period_valid) * period + e % period_valid - slot_g0;
+        o[k * slot] = (double)x[i];
+        if (k == 2)
+            o[2 * slot + 1] = 0.0;
+    }
+}
+
+__global__ void sumsq_kernel(const double *x, uint64_t k, uint64_t g0, uint64_t period,
+                             uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
                              double scale, double *out)
 {
     const uint64_t bs = (uint64_t)1 << log2_block;
     for (uint64_t b = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; b < n_blocks;
          b += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t lo = b * bs;
-        uint64_t valid = lo >= n_valid ? 0 : (n_valid - lo < bs ? n_valid - lo : bs);
-        if constexpr (sizeof(T) == 8)
-            out[b] = qm_tree_sumsq_double((const double *)in + lo, valid, log2_block, scale);
-        else
-            out[b] = qm_tree_sumsq_float((const float *)in + lo, valid, log2_block, scale);
+        const uint64_t lo = b * bs;
+        const uint64_t valid = qm_block_valid(g0 + lo, bs, period, period_valid);
+        out[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
     }
 }
 
-template <typename T>
-__global__ void scan_kernel(const T *in, uint64_t n, unsigned long long *out)
+__global__ void scan_kernel(const double *x, uint64_t k, uint64_t n, unsigned long long *out)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        double v = (double)in[i];
-        if (!isfinite(v)) {
+        const double v = x[k * i];
+        if (!isfinite(v))
             atomicMin(&out[1], (unsigned long long)i);
-        } else {
+        else
             atomicMax(&out[0], (unsigned long long)__double_as_longlong(fabs(v)));
-        }
     }
 }
 
-template <typename O, typename I>
-__global__ void amp_write_kernel(O *out, uint64_t n_out, const I *in, uint64_t n_valid, double coeff)
+__global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
+                                 uint64_t period_valid, uint64_t first_state, const double *coeffs)
 {
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n_out;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        O re = i < n_valid ? (O)((double)in[i] * coeff) : (O)0;
-        out[2 * i] = re;
-        out[2 * i + 1] = (O)0;
+        const uint64_t g = g0 + i;
+        const bool data = g % period < period_valid;
+        if (c128) {
+            double *o = (double *)state;
+            o[2 * i] = data ? qm_amp(o[2 * i], coeffs[g / period - first_state]) : 0.0;
+            o[2 * i + 1] = 0.0;
+        } else {
+            double *slot = (double *)state + i;
+            float2 amp = make_float2(0.0f, 0.0f);
+            if (data)
+                amp.x = (float)qm_amp(*slot, coeffs[g / period - first_state]);
+            *(float2 *)slot = amp;
+        }
     }
 }
 
@@ -74,46 +94,44 @@ extern "C" int qm_cuda_launch_fill(void *dst, unsigned char value, uint64_t n, v
     return (int)cudaGetLastError();
 }
 
-extern "C" int qm_cuda_launch_sumsq(const void *in, int in_f64, uint64_t n_valid,
-                                    unsigned log2_block, uint64_t n_blocks, double scale,
-                                    double *out_sums, void *stream)
+extern "C" int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uint64_t period,
+                                    uint64_t period_valid, const void *in, int f64,
+                                    uint64_t in_first, uint64_t n, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (in_f64)
-        sumsq_kernel<double><<<grid_for(n_blocks, 128), 128, 0, s>>>(
-            (const double *)in, n_valid, log2_block, n_blocks, scale, out_sums);
+    const uint64_t k = c128 ? 2 : 1;
+    if (f64)
+        stash_kernel<double><<<grid_for(n, 256), 256, 0, s>>>(
+            (double *)state, k, slot_g0, period, period_valid, (const double *)in, in_first, n);
     else
-        sumsq_kernel<float><<<grid_for(n_blocks, 128), 128, 0, s>>>(
-            (const float *)in, n_valid, log2_block, n_blocks, scale, out_sums);
+        stash_kernel<float><<<grid_for(n, 256), 256, 0, s>>>(
+            (double *)state, k, slot_g0, period, period_valid, (const float *)in, in_first, n);
     return (int)cudaGetLastError();
 }
 
-extern "C" int qm_cuda_launch_scan(const void *in, int in_f64, uint64_t n, unsigned long long *out,
+extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
+                                    uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
+                                    double scale, double *out_sums, void *stream)
+{
+    sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, (cudaStream_t)stream>>>(
+        (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
+        out_sums);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,
                                    void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (in_f64)
-        scan_kernel<double><<<grid_for(n, 256), 256, 0, s>>>((const double *)in, n, out);
-    else
-        scan_kernel<float><<<grid_for(n, 256), 256, 0, s>>>((const float *)in, n, out);
+    scan_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>((const double *)state,
+                                                                      c128 ? 2 : 1, n, out);
     return (int)cudaGetLastError();
 }
 
-extern "C" int qm_cuda_launch_amp_write(void *out, int out_c128, uint64_t n_out, const void *in,
-                                        int in_f64, uint64_t n_valid, double coeff, void *stream)
+extern "C" int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0,
+                                        uint64_t period, uint64_t period_valid,
+                                        uint64_t first_state, const double *coeffs, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    unsigned g = grid_for(n_out, 256);
-    if (out_c128) {
-        if (in_f64)
-            amp_write_kernel<double, double><<<g, 256, 0, s>>>((double *)out, n_out, (const double *)in, n_valid, coeff);
-        else
-            amp_write_kernel<double, float><<<g, 256, 0, s>>>((double *)out, n_out, (const float *)in, n_valid, coeff);
-    } else {
-        if (in_f64)
-            amp_write_kernel<float, double><<<g, 256, 0, s>>>((float *)out, n_out, (const double *)in, n_valid, coeff);
-        else
-            amp_write_kernel<float, float><<<g, 256, 0, s>>>((float *)out, n_out, (const float *)in, n_valid, coeff);
-    }
+    amp_scale_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+        state, c128, n, g0, period, period_valid, first_state, coeffs);
     return (int)cudaGetLastError();
 }

@@ -1,6 +1,8 @@
 /* cuda_kernels.h — launchers of the CUDA kernels (kernels/cuda_kernels.cu), callable from C.
  * Each launcher enqueues on `stream` (a cudaStream_t, NULL = default) and returns the cudaError_t
- * of the launch as an int; no allocation, synchronisation or message formatting happens here. */
+ * of the launch as an int; no allocation, synchronisation or message formatting happens here.
+ * Pointers are device pointers, already offset to the first slot / element. `c128` selects
+ * complex128 state slots (stride 2 doubles) over complex64 (stride 1); `f64` float64 input. */
 #ifndef QM_CUDA_KERNELS_H
 #define QM_CUDA_KERNELS_H
 
@@ -12,17 +14,23 @@ extern "C" {
 
 /* Fill n bytes at dst with `value` (used to poison buffers in tests). */
 int qm_cuda_launch_fill(void *dst, unsigned char value, uint64_t n, void *stream);
-/* Block sums of squares (see qm_math.h): in_f64 selects double (1) or float (0) input; `in` is
- * already offset; out_sums is a device array of n_blocks doubles. */
-int qm_cuda_launch_sumsq(const void *in, int in_f64, uint64_t n_valid, unsigned log2_block,
-                         uint64_t n_blocks, double scale, double *out_sums, void *stream);
-/* Scan: max |x| (as the bits of a non-negative double) and first non-finite index, accumulated
- * with atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
-int qm_cuda_launch_scan(const void *in, int in_f64, uint64_t n, unsigned long long *out,
+/* Stash (see hal.h): `state` is the buffer's slot 0 (global index slot_g0); `in` is already at the
+ * first value, which is input element in_first. */
+int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uint64_t period,
+                         uint64_t period_valid, const void *in, int f64, uint64_t in_first,
+                         uint64_t n, void *stream);
+/* Block sums (see qm_math.h) into out_sums, a device array of n_blocks doubles. */
+int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
+                         uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
+                         double scale, double *out_sums, void *stream);
+/* Max |x| (as the bits of a non-negative double) and first non-finite slot, accumulated with
+ * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
+int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,
                         void *stream);
-/* Amplitude write (see qm_math.h); out and in already offset; out_c128 selects complex128. */
-int qm_cuda_launch_amp_write(void *out, int out_c128, uint64_t n_out, const void *in, int in_f64,
-                             uint64_t n_valid, double coeff, void *stream);
+/* In-place amplitudes; coeffs is a device array indexed by state - first_state. */
+int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
+                             uint64_t period_valid, uint64_t first_state, const double *coeffs,
+                             void *stream);
 
 #ifdef __cplusplus
 }

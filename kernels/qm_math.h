@@ -33,57 +33,60 @@ QM_HD double qm_sq(double x, double scale)
     return v * v;
 }
 
-/* Tree sum of the 8 squares of an aligned leaf whose first `valid` (0..8) elements are data. */
-#define QM_LEAF8(T)                                                                                \
-    QM_HD double qm_leaf8_##T(const T *x, unsigned valid, double s)                                \
-    {                                                                                              \
-        double q[8];                                                                               \
-        if (valid >= 8) {                                                                          \
-            for (int i = 0; i < 8; ++i)                                                            \
-                q[i] = qm_sq((double)x[i], s);                                                     \
-        } else {                                                                                   \
-            for (unsigned i = 0; i < 8; ++i)                                                       \
-                q[i] = i < valid ? qm_sq((double)x[i], s) : 0.0;                                   \
-        }                                                                                          \
-        return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));                  \
-    }
-QM_LEAF8(float)
-QM_LEAF8(double)
+/* Tree sum of the 8 squares of an aligned leaf whose first `valid` (0..8) elements are data;
+ * element i is x[i * stride] (stride 1: complex64 slots; 2: the real parts of complex128 slots). */
+QM_HD double qm_leaf8(const double *x, uint64_t stride, unsigned valid, double s)
+{
+    double q[8];
+    for (unsigned i = 0; i < 8; ++i)
+        q[i] = i < valid ? qm_sq(x[i * stride], s) : 0.0;
+    return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
 
-/* Tree sum over a block of 2^log2n elements (log2n < 3: a smaller tree of the same shape). */
-#define QM_TREE_SUMSQ(T)                                                                           \
-    QM_HD double qm_tree_sumsq_##T(const T *x, uint64_t n_valid, unsigned log2n, double s)         \
-    {                                                                                              \
-        if (log2n < 3) {                                                                           \
-            double q[4] = {0, 0, 0, 0};                                                            \
-            uint64_t n = (uint64_t)1 << log2n;                                                     \
-            for (uint64_t i = 0; i < n && i < n_valid; ++i)                                        \
-                q[i] = qm_sq((double)x[i], s);                                                     \
-            if (log2n == 0)                                                                        \
-                return q[0];                                                                       \
-            if (log2n == 1)                                                                        \
-                return q[0] + q[1];                                                                \
-            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
-        }                                                                                          \
-        double stack[64];                                                                          \
-        int top = 0;                                                                               \
-        uint64_t n_leaves = (n_valid + 7) / 8;                                                     \
-        uint64_t full = n_valid / 8;                                                               \
-        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
-            double acc = qm_leaf8_##T(x + 8 * g, g < full ? 8u : (unsigned)(n_valid - 8 * g), s);  \
-            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
-                acc = stack[--top] + acc;                                                          \
-            stack[top++] = acc;                                                                    \
-        }                                                                                          \
-        if (top == 0)                                                                              \
-            return 0.0;                                                                            \
-        double acc = stack[--top];                                                                 \
-        while (top > 0)                                                                            \
-            acc = stack[--top] + acc;                                                              \
-        return acc;                                                                                \
+/* Tree sum over a block of 2^log2n elements whose first n_valid are data (log2n < 3: a smaller
+ * tree of the same shape). */
+QM_HD double qm_tree_sumsq(const double *x, uint64_t stride, uint64_t n_valid, unsigned log2n,
+                           double s)
+{
+    if (log2n < 3) {
+        double q[4] = {0, 0, 0, 0};
+        const uint64_t n = (uint64_t)1 << log2n;
+        for (uint64_t i = 0; i < n && i < n_valid; ++i)
+            q[i] = qm_sq(x[i * stride], s);
+        if (log2n == 0)
+            return q[0];
+        if (log2n == 1)
+            return q[0] + q[1];
+        return (q[0] + q[1]) + (q[2] + q[3]);
     }
-QM_TREE_SUMSQ(float)
-QM_TREE_SUMSQ(double)
+    double stack[64];
+    int top = 0;
+    const uint64_t n_leaves = (n_valid + 7) / 8, full = n_valid / 8;
+    for (uint64_t g = 0; g < n_leaves; ++g) {
+        double acc = qm_leaf8(x + 8 * g * stride, stride, g < full ? 8u : (unsigned)(n_valid - 8 * g), s);
+        for (uint64_t c = g; c & 1; c >>= 1)
+            acc = stack[--top] + acc;
+        stack[top++] = acc;
+    }
+    if (top == 0)
+        return 0.0;
+    double acc = stack[--top];
+    while (top > 0)
+        acc = stack[--top] + acc;
+    return acc;
+}
+
+/* Data slots in the block of bs slots starting at global index gs (within one state). */
+QM_HD uint64_t qm_block_valid(uint64_t gs, uint64_t bs, uint64_t period, uint64_t period_valid)
+{
+    const uint64_t local = gs % period;
+    if (local >= period_valid)
+        return 0;
+    return period_valid - local < bs ? period_valid - local : bs;
+}
+
+/* The amplitude of a stashed value. */
+QM_HD double qm_amp(double x, double coeff) { return x * coeff; }
 
 /* Combine n (a power of two) subtree sums, in index order, into their parent: level by level,
  * v[i] = v[i] + v[i + w]. Destroys v; returns the root. */

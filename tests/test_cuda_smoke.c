@@ -37,10 +37,10 @@ int main(void)
     qm_shard_spec two[2] = {{0, 0, 0, N / 2}, {0, 1, N / 2, N}};
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
     qm_state *sg = NULL, *ss = NULL;
-    CHECK_OK(qm_materialize_amplitude(gpu, q, QM_DTYPE_COMPLEX128, &one, 1, &in, &sg, &st));
+    CHECK_OK(qm_materialize_amplitude(gpu, q, QM_DTYPE_COMPLEX128, &one, 1, &in, NULL, &sg, &st));
     if (st.code)
         fprintf(stderr, "%s\n", st.msg);
-    CHECK_OK(qm_materialize_amplitude(sim, q, QM_DTYPE_COMPLEX128, two, 2, &in, &ss, &st));
+    CHECK_OK(qm_materialize_amplitude(sim, q, QM_DTYPE_COMPLEX128, two, 2, &in, NULL, &ss, &st));
     double *a = malloc(N * 16), *b = malloc(N * 16);
     if (sg && ss) {
         CHECK_OK(qm_state_read(sg, 0, N, QM_DTYPE_COMPLEX128, a, &st));

@@ -26,7 +26,7 @@ static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, 
     qm_shard_spec sh[3] = {{0, 2, 0, N / 4}, {0, 0, N / 4, 3 * N / 4}, {0, 3, 3 * N / 4, N}};
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
     qm_state *s = NULL;
-    qm_code clean = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, &s, &st);
+    qm_code clean = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, NULL, &s, &st);
     CHECK(clean == expect_clean);
     qm_state_destroy(s);
     const uint64_t total = qm_hal_fault_calls(hal);
@@ -34,7 +34,7 @@ static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, 
     for (uint64_t k = 1; k <= total; ++k) {
         qm_hal_fault_rearm(hal, k);
         s = (qm_state *)1;
-        qm_code rc = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, &s, &st);
+        qm_code rc = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, NULL, &s, &st);
         CHECK(qm_hal_fault_fired(hal));
         CHECK(rc == inject);
         CHECK(s == NULL);

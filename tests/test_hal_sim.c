@@ -165,56 +165,105 @@ static void test_kernels(void)
     srand(7);
     for (int i = 0; i < N; ++i)
         x[i] = (double)rand() / RAND_MAX - 0.5;
-    qm_hal_buf *in, *out;
+    qm_hal_buf *in, *state;
     CHECK_OK(qm_hal_buf_alloc(hal, 0, N * sizeof(double), &in, &st));
-    CHECK_OK(qm_hal_buf_alloc(hal, 0, (uint64_t)N * 16, &out, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, (uint64_t)N * 16, &state, &st));
     CHECK_OK(qm_hal_copy_h2d(hal, in, 0, x, N * sizeof(double), NULL, &st));
-    /* 4 blocks of 2^14 over the first 50000 values (rest padding): each equals the recursive tree */
+    /* one state of 2^16 slots, 50000 values: stash them all */
+    qm_hal_stash_args sa = {.out = state, .out_dtype = QM_DTYPE_COMPLEX128, .slot_g0 = 0,
+                            .period = N, .period_valid = 50000, .in = in,
+                            .in_dtype = QM_DTYPE_FLOAT64, .in_off = 0, .in_first = 0, .n = 50000};
+    CHECK_OK(qm_hal_stash(hal, &sa, NULL, &st));
+    const double *o = qm_hal_buf_host_ptr(state);
+    CHECK(o[0] == x[0] && o[1] == 0.0 && o[2 * 49999] == x[49999]);
+    CHECK(isnan(o[2 * 50000])); /* padding slots untouched by stash: still poison */
+    /* 4 blocks of 2^14: each equals the recursive tree over the zero-padded values */
     double sums[4];
-    qm_hal_sumsq_args a = {.in = in, .in_dtype = QM_DTYPE_FLOAT64, .in_off = 0, .n_valid = 50000,
-                           .log2_block = 14, .n_blocks = 4, .scale = 1.0, .out_sums = sums};
+    qm_hal_sumsq_args a = {.state = state, .state_dtype = QM_DTYPE_COMPLEX128, .off = 0, .g0 = 0,
+                           .period = N, .period_valid = 50000, .log2_block = 14, .n_blocks = 4,
+                           .scale = 1.0, .out_sums = sums};
     CHECK_OK(qm_hal_sumsq_sync(hal, &a, &st));
     memcpy(padded, x, 50000 * sizeof(double));
     for (int b = 0; b < 4; ++b)
         CHECK(sums[b] == naive_tree(padded + b * 16384, 16384)); /* bit-identical */
-    /* tiny blocks */
+    /* tiny blocks: 8 blocks of 2 slots, 15 data slots (period 16) */
     double s1[8];
     a.log2_block = 1;
     a.n_blocks = 8;
-    a.n_valid = 15;
+    a.period = 16;
+    a.period_valid = 15;
     a.out_sums = s1;
     CHECK_OK(qm_hal_sumsq_sync(hal, &a, &st));
     CHECK(s1[7] == x[14] * x[14]);
     CHECK(s1[0] == x[0] * x[0] + x[1] * x[1]);
-    a.n_valid = 17; /* more than 8 blocks of 2 */
+    a.n_blocks = 1u << 16; /* past the buffer */
     CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_BOUNDS);
-    CHECK_ERR(st, QM_E_BOUNDS, "17 valid elements exceed the range of 16");
-    a.in_dtype = QM_DTYPE_COMPLEX64;
-    a.n_valid = 4;
+    CHECK_ERR(st, QM_E_BOUNDS, "sumsq on d0: state range [0, 2097152) is outside the 1048576-byte buffer");
+    a.n_blocks = 8;
+    a.period = 3;
+    CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "period 3 with 15 valid slots is not a layout");
+    a.state_dtype = QM_DTYPE_FLOAT64;
     CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_DTYPE);
 
+    /* scan finds the first NaN and the largest magnitude among data slots */
     x[123] = NAN;
     x[77] = -3.5;
     CHECK_OK(qm_hal_copy_h2d(hal, in, 0, x, N * sizeof(double), NULL, &st));
+    CHECK_OK(qm_hal_stash(hal, &sa, NULL, &st));
     qm_hal_scan_result r;
-    CHECK_OK(qm_hal_scan_sync(hal, in, QM_DTYPE_FLOAT64, 10, 1000, &r, &st));
+    CHECK_OK(qm_hal_scan_sync(hal, state, QM_DTYPE_COMPLEX128, 10, 1000, &r, &st));
     CHECK_EQ_U64(r.first_nonfinite, 113);
     CHECK(r.max_abs == 3.5);
 
-    qm_hal_amp_write_args w = {.out = out, .out_dtype = QM_DTYPE_COMPLEX128, .out_off = 2,
-                               .n_out = 6, .in = in, .in_dtype = QM_DTYPE_FLOAT64, .in_off = 75,
-                               .n_valid = 4, .coeff = 0.5};
-    CHECK_OK(qm_hal_amp_write(hal, &w, NULL, &st));
-    const double *o = qm_hal_buf_host_ptr(out);
-    CHECK(o[4] == x[75] * 0.5 && o[5] == 0.0);
-    CHECK(o[6] == x[76] * 0.5);
-    CHECK(o[8] == -1.75 && o[9] == 0.0);
-    CHECK(o[12] == 0.0 && o[13] == 0.0 && o[14] == 0.0 && o[15] == 0.0); /* padding zeroed */
-    CHECK(isnan(o[16]));                                                 /* untouched: poison */
-    w.n_out = UINT64_MAX / 8;
-    CHECK(qm_hal_amp_write(hal, &w, NULL, &st) == QM_E_BOUNDS);
+    /* amp_scale in place: slots 74..81 of a state with period 80 and 78 data slots */
+    double coeffs[2] = {0.5, 2.0};
+    qm_hal_amp_scale_args w = {.state = state, .state_dtype = QM_DTYPE_COMPLEX128, .off = 74,
+                               .n = 8, .g0 = 74, .period = 80, .period_valid = 78,
+                               .first_state = 0, .n_coeffs = 2, .coeffs = coeffs};
+    CHECK_OK(qm_hal_amp_scale(hal, &w, NULL, &st));
+    CHECK(o[2 * 74] == x[74] * 0.5 && o[2 * 74 + 1] == 0.0);
+    CHECK(o[2 * 77] == -1.75);
+    CHECK(o[2 * 78] == 0.0 && o[2 * 79] == 0.0); /* padding of state 0 */
+    CHECK(o[2 * 80] == x[80] * 2.0);             /* state 1's coefficient */
+    CHECK(o[2 * 82] == x[82]);                   /* outside the range: still the stash */
+    w.n_coeffs = 1;
+    CHECK(qm_hal_amp_scale(hal, &w, NULL, &st) == QM_E_BOUNDS);
+    CHECK_ERR(st, QM_E_BOUNDS, "slots span states 0..1 but coefficients cover 0..0");
+
+    /* complex64 in place: the stashed double becomes a float pair */
+    qm_hal_buf *c64;
+    CHECK_OK(qm_hal_buf_alloc(hal, 1, 64 * 8, &c64, &st));
+    qm_hal_buf *in1;
+    CHECK_OK(qm_hal_buf_alloc(hal, 1, 64 * 4, &in1, &st));
+    float xf[64];
+    for (int i = 0; i < 64; ++i)
+        xf[i] = (float)(i + 1);
+    CHECK_OK(qm_hal_copy_h2d(hal, in1, 0, xf, sizeof xf, NULL, &st));
+    /* batch of 4 states of period 16 with 10 values each: 40 input values */
+    qm_hal_stash_args s4 = {.out = c64, .out_dtype = QM_DTYPE_COMPLEX64, .slot_g0 = 0, .period = 16,
+                            .period_valid = 10, .in = in1, .in_dtype = QM_DTYPE_FLOAT32,
+                            .in_off = 0, .in_first = 0, .n = 40};
+    CHECK_OK(qm_hal_stash(hal, &s4, NULL, &st));
+    double c4[4] = {1, 1, 1, 0.25};
+    qm_hal_amp_scale_args w4 = {.state = c64, .state_dtype = QM_DTYPE_COMPLEX64, .off = 0, .n = 64,
+                                .g0 = 0, .period = 16, .period_valid = 10, .first_state = 0,
+                                .n_coeffs = 4, .coeffs = c4};
+    CHECK_OK(qm_hal_amp_scale(hal, &w4, NULL, &st));
+    const float *f = qm_hal_buf_host_ptr(c64);
+    CHECK(f[0] == 1.0f && f[1] == 0.0f && f[18] == 10.0f);
+    CHECK(f[20] == 0.0f && f[31] == 0.0f); /* padding of state 0 */
+    CHECK(f[32] == 11.0f);                 /* state 1 starts with input value 11 */
+    CHECK(f[96] == 31.0f * 0.25f);         /* state 3, first value 31 */
+    /* stash refuses a slot range past the buffer */
+    s4.slot_g0 = 1;
+    CHECK(qm_hal_stash(hal, &s4, NULL, &st) == QM_E_BOUNDS);
+    CHECK_ERR(st, QM_E_BOUNDS, "input element 0 lands on global slot 0, before the buffer's first slot 1");
+    qm_hal_buf_free(hal, c64);
+    qm_hal_buf_free(hal, in1);
     qm_hal_buf_free(hal, in);
-    qm_hal_buf_free(hal, out);
+    qm_hal_buf_free(hal, state);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(hal), 0);
     free(x);
     free(padded);
     qm_hal_destroy(hal);

@@ -18,7 +18,7 @@ static double *encode(const double *x, uint64_t n, unsigned q, const qm_shard_sp
 {
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
     qm_state *s = NULL;
-    if (qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, sh, nsh, &in, &s, st) != QM_OK)
+    if (qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, sh, nsh, &in, NULL, &s, st) != QM_OK)
         return NULL;
     double *amps = malloc(((size_t)2 << q) * sizeof *amps);
     if (qm_state_read(s, 0, (uint64_t)1 << q, QM_DTYPE_COMPLEX128, amps, st) != QM_OK) {
@@ -45,7 +45,7 @@ static void test_conformance_16(void)
     equal_layout(2, 2, sh);
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 3};
     qm_state *s;
-    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st));
     CHECK_EQ_U64(qm_state_shard_count(s), 2);
     qm_shard_info info;
     CHECK_OK(qm_state_shard_query(s, 1, &info, &st));
@@ -173,7 +173,7 @@ static void test_float32_complex64(void)
     equal_layout(3, 2, sh);
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT32, .data = x, .n = 5};
     qm_state *s;
-    CHECK_OK(qm_materialize_amplitude(mesh8, 3, QM_DTYPE_COMPLEX64, sh, 2, &in, &s, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, 3, QM_DTYPE_COMPLEX64, sh, 2, &in, NULL, &s, &st));
     float a[16];
     CHECK_OK(qm_state_read(s, 0, 8, QM_DTYPE_COMPLEX64, a, &st));
     CHECK(a[0] == (float)(3.0 / 13.0) && a[2] == (float)(4.0 / 13.0) && a[8] == (float)(12.0 / 13.0));
@@ -184,7 +184,7 @@ static void test_float32_complex64(void)
     qm_shard_spec one[1];
     equal_layout(1, 1, one);
     in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = y, .n = 2};
-    CHECK_OK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX64, one, 1, &in, &s, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX64, one, 1, &in, NULL, &s, &st));
     CHECK_OK(qm_state_read(s, 0, 2, QM_DTYPE_COMPLEX64, a, &st));
     CHECK(a[0] == (float)(1 / sqrt(5.0)) && a[2] == (float)(2 / sqrt(5.0)));
     qm_state_destroy(s);
@@ -198,38 +198,38 @@ static void test_bad_input(void)
     equal_layout(2, 2, sh);
     double x[4] = {1, 2, NAN, 4};
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 0};
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK(s == NULL);
     CHECK_ERR(st, QM_E_INPUT, "input cannot be empty");
     /* empty input is reported before the layout is looked at (CONFORMANCE 19) */
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, NULL, 0, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, NULL, 0, &in, NULL, &s, &st) == QM_E_INPUT);
     in.n = 3;
-    CHECK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "input length 3 exceeds state vector size 2 (1 qubits); use at least 2 qubits");
-    CHECK(qm_materialize_amplitude(mesh8, 0, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_QUBITS);
+    CHECK(qm_materialize_amplitude(mesh8, 0, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_QUBITS);
     CHECK_ERR(st, QM_E_QUBITS, "at least 1");
     in.n = 4;
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "zero or non-finite norm: input[2] is NaN");
     x[2] = -INFINITY;
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "input[2] is -Inf");
     const double zeros[4] = {0, 0, -0.0, 0};
     in.data = zeros;
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, &s, &st) == QM_E_INPUT);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "zero or non-finite norm: all 4 input values are zero");
     in.data = x;
     x[2] = 1;
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_FLOAT64, sh, 2, &in, &s, &st) == QM_E_DTYPE);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_FLOAT64, sh, 2, &in, NULL, &s, &st) == QM_E_DTYPE);
     /* layouts */
     qm_shard_spec gap[2] = {{0, 0, 0, 1}, {0, 1, 2, 4}};
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, gap, 2, &in, &s, &st) == QM_E_SHARDS);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, gap, 2, &in, NULL, &s, &st) == QM_E_SHARDS);
     CHECK_ERR(st, QM_E_SHARDS, "shard 1 starts at 2 but the previous shard ends at 1");
     qm_shard_spec far[1] = {{0, 9, 0, 4}};
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, far, 1, &in, &s, &st) == QM_E_ARG);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, far, 1, &in, NULL, &s, &st) == QM_E_ARG);
     CHECK_ERR(st, QM_E_ARG, "shard 0 names device 9, out of range (the mesh has 8 devices)");
     qm_shard_spec empty[2] = {{0, 0, 0, 0}, {0, 1, 0, 4}};
-    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, empty, 2, &in, &s, &st) == QM_E_SHARDS);
+    CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, empty, 2, &in, NULL, &s, &st) == QM_E_SHARDS);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
 }
 
@@ -240,7 +240,7 @@ static void test_replicated(void)
     const double x[3] = {1, 2, 2};
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 3};
     qm_state *s;
-    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, rep, 3, &in, &s, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, rep, 3, &in, NULL, &s, &st));
     for (int k = 0; k < 3; ++k) {
         qm_shard_info info;
         CHECK_OK(qm_state_shard_query(s, k, &info, &st));
@@ -250,6 +250,98 @@ static void test_replicated(void)
     CHECK_OK(qm_state_read(s, 0, 4, QM_DTYPE_COMPLEX128, a, &st));
     CHECK(a[0] == 1.0 / 3.0 && a[2] == 2.0 / 3.0 && a[6] == 0.0);
     qm_state_destroy(s);
+}
+
+
+/* a reader over a host array that counts what it was asked for */
+typedef struct counting_reader {
+    const double *x;
+    uint64_t calls, values, max_index;
+} counting_reader;
+
+static qm_code count_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    counting_reader *r = ctx;
+    (void)st;
+    memcpy(dst, r->x + first, (size_t)count * sizeof(double));
+    r->calls++;
+    r->values += count;
+    if (first + count > r->max_index)
+        r->max_index = first + count;
+    return QM_OK;
+}
+
+static void test_batch_and_chunks(void)
+{
+    qm_status st;
+    const unsigned q = 6;                  /* 64 slots per state */
+    const uint64_t B = 96, F = 50, N = 64; /* 96 samples of 50 features */
+    double *x = malloc(B * F * sizeof *x);
+    for (uint64_t i = 0; i < B * F; ++i)
+        x[i] = cos((double)i * 0.77) * (double)(1 + i % 7);
+    x[17 * F + 3] = 1e300; /* one sample needs the rescaled path */
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B};
+    /* one device; then whole samples dealt 40 / 30 / 26 over three devices */
+    qm_shard_spec one[1] = {{0, 0, 0, B * N}};
+    qm_shard_spec three[3] = {{0, 4, 0, 40 * N}, {0, 1, 40 * N, 70 * N}, {0, 6, 70 * N, B * N}};
+    qm_state *s1 = NULL, *s3 = NULL, *s4 = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &in, NULL, &s1, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &in, NULL, &s3, &st));
+    /* tiny staging chunks (7 values) through a reader: same bits, and each shard reads only its
+     * own values */
+    counting_reader cr = {.x = x};
+    qm_amp_input rin = {.dtype = QM_DTYPE_FLOAT64, .n = F, .batch = B, .read = count_read,
+                        .read_ctx = &cr};
+    qm_materialize_opts small = {.chunk_bytes = 7 * sizeof(double)};
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &rin, &small, &s4, &st));
+    CHECK_EQ_U64(cr.values, B * F); /* every value read exactly once */
+    CHECK(cr.calls >= B * F / 7);
+    const uint64_t total = B * N;
+    double *a = malloc(total * 16), *b = malloc(total * 16), *c = malloc(total * 16);
+    if (s1 && s3 && s4) {
+        CHECK_OK(qm_state_read(s1, 0, total, QM_DTYPE_COMPLEX128, a, &st));
+        CHECK_OK(qm_state_read(s3, 0, total, QM_DTYPE_COMPLEX128, b, &st));
+        CHECK_OK(qm_state_read(s4, 0, total, QM_DTYPE_COMPLEX128, c, &st));
+        CHECK(memcmp(a, b, total * 16) == 0);
+        CHECK(memcmp(a, c, total * 16) == 0);
+        /* each sample against an independent long-double reference */
+        double maxrel = 0;
+        for (uint64_t k = 0; k < B; ++k) {
+            long double s2 = 0;
+            for (uint64_t j = 0; j < F; ++j)
+                s2 += (long double)x[k * F + j] * x[k * F + j];
+            double nrm = (double)sqrtl(s2), t = 0;
+            for (uint64_t j = 0; j < N; ++j) {
+                double want = j < F ? x[k * F + j] / nrm : 0.0, got = a[2 * (k * N + j)];
+                double err = fabs(got - want) / (want != 0 ? fabs(want) : 1.0);
+                if (err > maxrel)
+                    maxrel = err;
+                t += got * got;
+            }
+            CHECK(fabs(t - 1.0) < 1e-12);
+        }
+        CHECK(maxrel < 1e-12);
+        CHECK(fabs(a[2 * (17 * N + 3)] - 1.0) < 1e-15); /* the huge value dominates its sample */
+    }
+    qm_state_destroy(s1);
+    qm_state_destroy(s3);
+    qm_state_destroy(s4);
+    /* a bad sample is named by sample and feature; a zero sample by sample */
+    x[40 * F + 9] = NAN;
+    qm_state *bad = (qm_state *)1;
+    CHECK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &in, NULL, &bad, &st) == QM_E_INPUT);
+    CHECK(bad == NULL);
+    CHECK_ERR(st, QM_E_INPUT, "sample 40, feature 9 is NaN");
+    x[40 * F + 9] = 1;
+    for (uint64_t j = 0; j < F; ++j)
+        x[55 * F + j] = 0.0;
+    CHECK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &in, NULL, &bad, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "sample 55 has all 50 values zero");
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+    free(a);
+    free(b);
+    free(c);
+    free(x);
 }
 
 /* Child mode: encode a fixed input with 8 shards and write the state bytes to argv[2]. */
@@ -318,6 +410,7 @@ int main(int argc, char **argv)
     test_float32_complex64();
     test_bad_input();
     test_replicated();
+    test_batch_and_chunks();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);

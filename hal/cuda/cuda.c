@@ -154,19 +154,37 @@ static qm_code c_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const
     return QM_OK;
 }
 
-static qm_code c_sumsq(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a,
+static size_t slot_bytes(qm_dtype dt) { return dt == QM_DTYPE_COMPLEX128 ? 16 : 8; }
+
+static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
+                       void *s, qm_status *st)
+{
+    (void)ctx;
+    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_stash(state, a->out_dtype == QM_DTYPE_COMPLEX128, a->slot_g0, a->period,
+                                  a->period_valid, (const char *)in + a->in_off * es,
+                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, a->n, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "stash launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "stash", dev);
+    return QM_OK;
+}
+
+static qm_code c_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
                        qm_status *st)
 {
     (void)ctx;
     double *d_sums = NULL;
     qm_code rc = QM_OK;
-    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
     CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
     cudaError_t e = cudaMalloc((void **)&d_sums, (size_t)a->n_blocks * sizeof(double));
     if (e != cudaSuccess)
         return cuda_err(st, e, "cudaMalloc (sumsq partials)", dev);
-    int le = qm_cuda_launch_sumsq((const char *)in + a->in_off * es, a->in_dtype == QM_DTYPE_FLOAT64,
-                                  a->n_valid, a->log2_block, a->n_blocks, a->scale, d_sums, NULL);
+    int le = qm_cuda_launch_sumsq((const char *)state + a->off * slot_bytes(a->state_dtype),
+                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
+                                  a->period_valid, a->log2_block, a->n_blocks, a->scale, d_sums, NULL);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
         goto done;
@@ -179,13 +197,12 @@ done:
     return rc;
 }
 
-static qm_code c_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                       uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
     (void)ctx;
     unsigned long long h[2] = {0, UINT64_MAX}, *d = NULL;
     qm_code rc = QM_OK;
-    const size_t es = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
     CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
     cudaError_t e = cudaMalloc((void **)&d, sizeof h);
     if (e != cudaSuccess)
@@ -194,8 +211,8 @@ static qm_code c_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uin
         rc = cuda_err(st, e, "scan init", dev);
         goto done;
     }
-    int le = qm_cuda_launch_scan((const char *)in + in_off * es, in_dtype == QM_DTYPE_FLOAT64, n, d,
-                                 NULL);
+    int le = qm_cuda_launch_scan((const char *)state + off * slot_bytes(state_dtype),
+                                 state_dtype == QM_DTYPE_COMPLEX128, n, d, NULL);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "scan launch", dev);
         goto done;
@@ -211,22 +228,34 @@ done:
     return rc;
 }
 
-static qm_code c_amp_write(void *ctx, int dev, void *out, const void *in,
-                           const qm_hal_amp_write_args *a, void *s, qm_status *st)
+static qm_code c_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
+                           qm_status *st)
 {
     (void)ctx;
-    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
-    const size_t os = a->out_dtype == QM_DTYPE_COMPLEX128 ? 16 : 8;
+    double *d_coeffs = NULL;
+    qm_code rc = QM_OK;
     CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
-    int le = qm_cuda_launch_amp_write((char *)out + a->out_off * os,
-                                      a->out_dtype == QM_DTYPE_COMPLEX128, a->n_out,
-                                      in ? (const char *)in + a->in_off * es : NULL,
-                                      a->in_dtype == QM_DTYPE_FLOAT64, a->n_valid, a->coeff, s);
-    if (le != cudaSuccess)
-        return cuda_err(st, (cudaError_t)le, "amp_write launch", dev);
-    if (!s)
-        CU(st, cudaStreamSynchronize(NULL), "amp_write", dev);
-    return QM_OK;
+    cudaError_t e = cudaMalloc((void **)&d_coeffs, (size_t)a->n_coeffs * sizeof(double));
+    if (e != cudaSuccess)
+        return cuda_err(st, e, "cudaMalloc (coefficients)", dev);
+    if ((e = cudaMemcpy(d_coeffs, a->coeffs, (size_t)a->n_coeffs * sizeof(double),
+                        cudaMemcpyHostToDevice)) != cudaSuccess) {
+        rc = cuda_err(st, e, "coefficient copy", dev);
+        goto done;
+    }
+    int le = qm_cuda_launch_amp_scale((char *)state + a->off * slot_bytes(a->state_dtype),
+                                      a->state_dtype == QM_DTYPE_COMPLEX128, a->n, a->g0, a->period,
+                                      a->period_valid, a->first_state, d_coeffs, s);
+    if (le != cudaSuccess) {
+        rc = cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
+        goto done;
+    }
+    /* the coefficients are freed below, so the kernel must have finished */
+    if ((e = cudaStreamSynchronize((cudaStream_t)s)) != cudaSuccess)
+        rc = cuda_err(st, e, "amp_scale", dev);
+done:
+    cudaFree(d_coeffs);
+    return rc;
 }
 
 static void c_destroy(void *ctx)
@@ -254,9 +283,10 @@ static const qm_hal_ops cuda_ops = {
     .copy_d2h = c_copy_d2h,
     .copy_d2d = c_copy_d2d,
     .copy_peer = c_copy_peer,
+    .stash = c_stash,
     .sumsq = c_sumsq,
     .scan = c_scan,
-    .amp_write = c_amp_write,
+    .amp_scale = c_amp_scale,
     .destroy = c_destroy,
 };
 

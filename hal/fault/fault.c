@@ -119,28 +119,36 @@ static qm_code f_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const
     return f->iops->copy_peer(f->ictx, dst_dev, dst, src_dev, src, bytes, s, st);
 }
 
-static qm_code f_sumsq(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a,
+static qm_code f_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
+                       void *s, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
+    return rc != QM_OK ? rc : f->iops->stash(f->ictx, dev, state, in, a, s, st);
+}
+
+static qm_code f_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
                        qm_status *st)
 {
     fault_ctx *f = ctx;
     qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
-    return rc != QM_OK ? rc : f->iops->sumsq(f->ictx, dev, in, a, st);
+    return rc != QM_OK ? rc : f->iops->sumsq(f->ictx, dev, state, a, st);
 }
 
-static qm_code f_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+static qm_code f_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                       uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
     fault_ctx *f = ctx;
     qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
-    return rc != QM_OK ? rc : f->iops->scan(f->ictx, dev, in, in_dtype, in_off, n, out, st);
+    return rc != QM_OK ? rc : f->iops->scan(f->ictx, dev, state, state_dtype, off, n, out, st);
 }
 
-static qm_code f_amp_write(void *ctx, int dev, void *out, const void *in,
-                           const qm_hal_amp_write_args *a, void *s, qm_status *st)
+static qm_code f_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
+                           qm_status *st)
 {
     fault_ctx *f = ctx;
     qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
-    return rc != QM_OK ? rc : f->iops->amp_write(f->ictx, dev, out, in, a, s, st);
+    return rc != QM_OK ? rc : f->iops->amp_scale(f->ictx, dev, state, a, s, st);
 }
 
 static qm_code f_allgather(void *ctx, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,
@@ -179,9 +187,10 @@ static const qm_hal_ops fault_ops = {
     .copy_d2h = f_copy_d2h,
     .copy_d2d = f_copy_d2d,
     .copy_peer = f_copy_peer,
+    .stash = f_stash,
     .sumsq = f_sumsq,
     .scan = f_scan,
-    .amp_write = f_amp_write,
+    .amp_scale = f_amp_scale,
     .allgather_f64 = f_allgather,
     .destroy = f_destroy,
 };

@@ -13,7 +13,7 @@
 typedef enum qm_fault_point {
     QM_FAULT_ALLOC = 1u << 0,
     QM_FAULT_COPY = 1u << 1,       /* h2d, d2h, d2d and peer copies */
-    QM_FAULT_LAUNCH = 1u << 2,     /* sumsq, scan, amp_write */
+    QM_FAULT_LAUNCH = 1u << 2,     /* stash, sumsq, scan, amp_scale */
     QM_FAULT_COLLECTIVE = 1u << 3, /* allgather */
     QM_FAULT_ALL = 0xFu,
 } qm_fault_point;

@@ -116,36 +116,48 @@ static qm_code sim_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, con
     return QM_OK;
 }
 
-static qm_code sim_sumsq(void *ctx, int dev, const void *in, const qm_hal_sumsq_args *a,
+static qm_code sim_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
+                         void *s, qm_status *st)
+{
+    (void)dev;
+    (void)s;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "stash");
+    qm_cpu_stash(state, a->out_dtype, a->slot_g0, a->period, a->period_valid, in, a->in_dtype,
+                 a->in_off, a->in_first, a->n);
+    return QM_OK;
+}
+
+static qm_code sim_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
                          qm_status *st)
 {
     (void)dev;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
         return phantom_refusal(st, "sumsq");
-    qm_cpu_sumsq_blocks(in, a->in_dtype, a->in_off, a->n_valid, a->log2_block, a->n_blocks,
-                        a->scale, a->out_sums);
+    qm_cpu_sumsq_blocks(state, a->state_dtype, a->off, a->g0, a->period, a->period_valid,
+                        a->log2_block, a->n_blocks, a->scale, a->out_sums);
     return QM_OK;
 }
 
-static qm_code sim_scan(void *ctx, int dev, const void *in, qm_dtype in_dtype, uint64_t in_off,
+static qm_code sim_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                         uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
     (void)dev;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
         return phantom_refusal(st, "scan");
-    qm_cpu_scan(in, in_dtype, in_off, n, &out->max_abs, &out->first_nonfinite);
+    qm_cpu_scan(state, state_dtype, off, n, &out->max_abs, &out->first_nonfinite);
     return QM_OK;
 }
 
-static qm_code sim_amp_write(void *ctx, int dev, void *out, const void *in,
-                             const qm_hal_amp_write_args *a, void *s, qm_status *st)
+static qm_code sim_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a,
+                             void *s, qm_status *st)
 {
     (void)dev;
     (void)s;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "amp_write");
-    qm_cpu_amp_write(out, a->out_dtype, a->out_off, a->n_out, in, a->in_dtype, a->in_off,
-                     a->n_valid, a->coeff);
+        return phantom_refusal(st, "amp_scale");
+    qm_cpu_amp_scale(state, a->state_dtype, a->off, a->n, a->g0, a->period, a->period_valid,
+                     a->first_state, a->coeffs);
     return QM_OK;
 }
 
@@ -171,9 +183,10 @@ static const qm_hal_ops sim_ops = {
     .copy_d2h = sim_copy,
     .copy_d2d = sim_copy,
     .copy_peer = sim_copy_peer,
+    .stash = sim_stash,
     .sumsq = sim_sumsq,
     .scan = sim_scan,
-    .amp_write = sim_amp_write,
+    .amp_scale = sim_amp_scale,
     .destroy = sim_destroy,
 };
 

@@ -1,0 +1,175 @@
+/* cli_topo.c — `qmesh topo validate|show|dump`.
+ *
+ * validate FILE...        strict load of each file (scenario_loader.c does the work)
+ * show [FILE] [--json|--dot]
+ *                         devices with usable capacity, the path matrix (class and bandwidth of
+ *                         every pair), the best-connected device, ranks; JSON via jansson; DOT
+ * dump [FILE]             the scenario (or the built-in default) written back as qmesh/1 YAML
+ * A scenario path the user names that cannot be read is an error, never a silent default.
+ */
+#include "cli_internal.h"
+#include "mesh.h"
+#include "scenario_loader.h"
+#include "status_internal.h"
+#include "topology.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int topo_show(int argc, char **argv)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    const char *file = NULL;
+    bool json = false, dot = false;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "--dot") == 0)
+            dot = true;
+        else if (argv[i][0] == '-')
+            return qm_cli_usage_error("topo show", "unknown option '%s'", argv[i]);
+        else if (!file)
+            file = argv[i];
+        else
+            return qm_cli_usage_error("topo show", "one file at a time (extra '%s')", argv[i]);
+    }
+    if (json && dot)
+        return qm_cli_usage_error("topo show", "%s", "--json and --dot exclude each other");
+    qm_topology *t = NULL;
+    qm_topo_graph *g = NULL;
+    qm_mesh *mesh = NULL;
+    int *nodes = NULL, rc_exit = 1;
+    if (qm_cli_load_scenario(file, &t, &st) != QM_OK)
+        return qm_cli_error(&st);
+    if (qm_topo_graph_create(t, &g, &st) != QM_OK || qm_mesh_create(t, g, 0, &mesh, &st) != QM_OK) {
+        rc_exit = qm_cli_error(&st);
+        goto done;
+    }
+    if (dot) {
+        rc_exit = qm_topo_graph_dot(g, stdout, &st) == QM_OK ? 0 : qm_cli_error(&st);
+        goto done;
+    }
+    nodes = malloc((size_t)mesh->n_devices * sizeof *nodes);
+    if (!nodes) {
+        qm_fail(&st, QM_E_NOMEM, "topo show: out of host memory");
+        rc_exit = qm_cli_error(&st);
+        goto done;
+    }
+    for (int i = 0; i < mesh->n_devices; ++i)
+        nodes[i] = mesh->devices[i].node;
+    int best = -1;
+    if (qm_topo_graph_best_connected(g, nodes, mesh->n_devices, &best, &st) != QM_OK) {
+        rc_exit = qm_cli_error(&st);
+        goto done;
+    }
+    if (json) {
+        json_t *o = json_object(), *devs = json_array(), *ranks = json_array(), *m = NULL;
+        if (qm_topo_graph_matrix_json(g, nodes, mesh->n_devices, &m, &st) != QM_OK) {
+            json_decref(o);
+            json_decref(devs);
+            json_decref(ranks);
+            rc_exit = qm_cli_error(&st);
+            goto done;
+        }
+        for (int i = 0; i < mesh->n_devices; ++i) {
+            const qm_mesh_device *d = &mesh->devices[i];
+            json_t *j = json_object();
+            json_object_set_new(j, "id", json_string(d->id));
+            json_object_set_new(j, "rank", json_integer(d->rank));
+            json_object_set_new(j, "host", json_string(t->hosts[d->host].id));
+            json_object_set_new(j, "memory_bytes", json_integer((json_int_t)d->memory_bytes));
+            json_object_set_new(j, "usable_bytes", json_integer((json_int_t)d->usable_bytes));
+            json_object_set_new(j, "hbm_bandwidth_bytes_per_s", json_real(d->hbm_bw_bytes_per_s));
+            json_array_append_new(devs, j);
+        }
+        for (int r = 0; r < mesh->n_ranks; ++r) {
+            json_t *j = json_object(), *ids = json_array();
+            for (int i = mesh->rank_first[r]; i < mesh->rank_first[r + 1]; ++i)
+                json_array_append_new(ids, json_string(mesh->devices[i].id));
+            json_object_set_new(j, "rank", json_integer(r));
+            json_object_set_new(j, "devices", ids);
+            json_array_append_new(ranks, j);
+        }
+        json_object_set_new(o, "scenario", json_string(t->file[0] ? t->file : t->name));
+        json_object_set_new(o, "name", json_string(t->name));
+        json_object_set_new(o, "devices", devs);
+        json_object_set_new(o, "ranks", ranks);
+        json_object_set_new(o, "best_connected", json_string(t->nodes[best].id));
+        json_object_set_new(o, "paths", m);
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(o);
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        rc_exit = s ? 0 : 1;
+        goto done;
+    }
+    char a[32], b[32], c[32];
+    printf("scenario: %s (%s)\n", t->name, t->file[0] ? t->file : "built-in");
+    printf("%-14s %-5s %-10s %12s %12s %12s\n", "device", "rank", "host", "memory", "usable", "hbm");
+    for (int i = 0; i < mesh->n_devices; ++i) {
+        const qm_mesh_device *d = &mesh->devices[i];
+        printf("%-14s %-5d %-10s %12s %12s %12s\n", d->id, d->rank, t->hosts[d->host].id,
+               qm_format_bytes(d->memory_bytes, a, sizeof a),
+               qm_format_bytes(d->usable_bytes, b, sizeof b),
+               qm_format_rate(d->hbm_bw_bytes_per_s, c, sizeof c));
+    }
+    printf("\n");
+    if (mesh->n_devices <= 64) {
+        qm_topo_matrix *m = NULL;
+        if (qm_topo_matrix_create(g, nodes, mesh->n_devices, &m, &st) != QM_OK ||
+            qm_topo_matrix_print(m, stdout, &st) != QM_OK) {
+            qm_topo_matrix_destroy(m);
+            rc_exit = qm_cli_error(&st);
+            goto done;
+        }
+        qm_topo_matrix_destroy(m);
+    } else {
+        printf("(path matrix omitted: %d devices; use --json)\n", mesh->n_devices);
+    }
+    printf("\nbest-connected device: %s\n", t->nodes[best].id);
+    for (int r = 0; r < mesh->n_ranks && r < 16; ++r) {
+        printf("rank %d:", r);
+        for (int i = mesh->rank_first[r]; i < mesh->rank_first[r + 1]; ++i)
+            printf(" %s", mesh->devices[i].id);
+        printf("\n");
+    }
+    if (mesh->n_ranks > 16)
+        printf("... %d ranks in all\n", mesh->n_ranks);
+    rc_exit = 0;
+done:
+    free(nodes);
+    qm_mesh_destroy(mesh);
+    qm_topo_graph_destroy(g);
+    qm_topology_destroy(t);
+    return rc_exit;
+}
+
+static int topo_dump(int argc, char **argv)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    if (argc > 2)
+        return qm_cli_usage_error("topo dump", "one file at a time (extra '%s')", argv[2]);
+    qm_topology *t = NULL;
+    if (qm_cli_load_scenario(argc == 2 ? argv[1] : NULL, &t, &st) != QM_OK)
+        return qm_cli_error(&st);
+    int rc = qm_scenario_dump(t, stdout, &st) == QM_OK ? 0 : qm_cli_error(&st);
+    qm_topology_destroy(t);
+    return rc;
+}
+
+int qm_cli_topo(int argc, char **argv)
+{
+    if (argc < 2)
+        return qm_cli_usage_error("topo", "%s", "usage: qmesh topo validate|show|dump ...");
+    if (strcmp(argv[1], "validate") == 0)
+        return qm_cli_topo_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "show") == 0)
+        return topo_show(argc - 1, argv + 1);
+    if (strcmp(argv[1], "dump") == 0)
+        return topo_dump(argc - 1, argv + 1);
+    return qm_cli_usage_error("topo", "unknown subcommand '%s'; use validate, show or dump", argv[1]);
+}

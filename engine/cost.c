@@ -1,0 +1,207 @@
+/* cost.c — the cost model (DESIGN.md section 6): estimates for ingest, local norm, norm
+ * all-reduce, encode write and gather, from the scenario's figures.
+ *
+ * In: a plan with shards and device accounting, the mesh and its topology graph. Out:
+ * plan->estimates_s (seconds) with estimate_set flags (a phase without the figures it needs, e.g.
+ * no HBM bandwidth or no host path, is left unset and prints as null).
+ * Model (docs/planner.md):
+ *  - transfers (ingest host->device over each device's NUMA->GPU path; gather device->target or
+ *    device->host): every flow is charged to every link (and direction) on its path; the phase
+ *    takes max over links of (bytes crossing / bandwidth x class efficiency) plus the largest path
+ *    latency. Shared links (a switch uplink, a socket link) are thus charged for all their flows;
+ *  - local norm: max over devices of shard bytes / (HBM bandwidth x hbm efficiency) (one read);
+ *  - encode: max over devices of 2 x shard bytes / (HBM x efficiency) (read the stash, write the
+ *    amplitudes in place);
+ *  - norm all-reduce of 8 bytes, NCCL's ring model: 6.6 us base + (2(p-1) - s) intra-host steps at
+ *    the per-step latency of the worst intra-host class on the ring + s = 2(hosts-1) inter-host
+ *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; 0 for one device, for batches
+ *    (each sample's norm is local) and for replicated states.
+ * Must not: allocate device memory or change the layout.
+ */
+#include "plan.h"
+#include "status_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define QM_NCCL_BASE_LATENCY_S 6.6e-6
+
+typedef struct link_loads {
+    int n_links;
+    double *bytes;      /* 2 * n_links: [2l] a->b, [2l+1] b->a */
+    double max_latency;
+    bool any;
+    bool broken;        /* a flow without a path */
+} link_loads;
+
+static qm_code loads_init(link_loads *L, const qm_topo_graph *g, qm_status *st)
+{
+    L->n_links = qm_topo_graph_link_count(g);
+    L->bytes = calloc((size_t)(L->n_links > 0 ? L->n_links : 1) * 2, sizeof *L->bytes);
+    L->max_latency = 0;
+    L->any = L->broken = false;
+    if (!L->bytes)
+        return qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+    return QM_OK;
+}
+
+static void loads_add(link_loads *L, const qm_topo_path *p, uint64_t bytes)
+{
+    if (!p->found) {
+        L->broken = true;
+        return;
+    }
+    L->any = true;
+    for (int k = 0; k < p->hops; ++k)
+        L->bytes[2 * p->links[k] + (p->a_to_b[k] ? 0 : 1)] += (double)bytes;
+    if (p->latency_s > L->max_latency)
+        L->max_latency = p->latency_s;
+}
+
+/* max over link directions of load / bandwidth, plus the largest latency; <0 when unusable */
+static double loads_time(const link_loads *L, const qm_topo_graph *g)
+{
+    if (L->broken)
+        return -1;
+    if (!L->any)
+        return 0;
+    double t = 0;
+    for (int l = 0; l < L->n_links; ++l)
+        for (int dir = 0; dir < 2; ++dir) {
+            double b = L->bytes[2 * l + dir];
+            if (b <= 0)
+                continue;
+            double bw = qm_topo_graph_link_bw(g, l, dir == 0);
+            if (!(bw > 0))
+                return -1;
+            if (b / bw > t)
+                t = b / bw;
+        }
+    return t + L->max_latency;
+}
+
+double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes)
+{
+    if (n <= 1)
+        return 0;
+    const qm_topology *t = mesh->topo;
+    int hosts = 1;
+    qm_link_class intra = QM_LINK_NVLINK;
+    double ring_bw = INFINITY;
+    for (int i = 0; i < n; ++i) {
+        const qm_mesh_device *a = &mesh->devices[devices[i]];
+        const qm_mesh_device *b = &mesh->devices[devices[(i + 1) % n]];
+        qm_topo_path p;
+        qm_status st;
+        if (i + 1 < n && b->host != a->host)
+            hosts++;
+        if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK || !p.found)
+            return -1;
+        if (p.bw_bytes_per_s < ring_bw)
+            ring_bw = p.bw_bytes_per_s;
+        if (a->host == b->host && p.cls > intra)
+            intra = p.cls;
+    }
+    const int steps = 2 * (n - 1), inter = 2 * (hosts - 1);
+    double lat = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
+                 (double)inter * t->latency_s[QM_LINK_NET];
+    return lat + 2.0 * (double)(n - 1) / (double)n * (double)bytes / ring_bw;
+}
+
+qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    qm_code rc = QM_OK;
+    link_loads L = {0};
+    int *holders = malloc((size_t)mesh->n_devices * sizeof *holders);
+    if (!holders)
+        return qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+    const double heff = mesh->topo->hbm_efficiency > 0 ? mesh->topo->hbm_efficiency : 1.0;
+    for (int k = 0; k < QM_PHASE_COUNT_; ++k) {
+        p->estimates_s[k] = 0;
+        p->estimate_set[k] = false;
+    }
+    /* on-device passes */
+    double norm = 0, enc = 0;
+    bool hbm_known = true;
+    int n_holders = 0;
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        const qm_plan_device *pd = &p->devices[d];
+        if (pd->shard_bytes == 0)
+            continue;
+        holders[n_holders++] = d;
+        double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
+        if (!(bw > 0)) {
+            hbm_known = false;
+            continue;
+        }
+        double tn = (double)pd->shard_bytes / bw, te = 2.0 * (double)pd->shard_bytes / bw;
+        if (tn > norm)
+            norm = tn;
+        if (te > enc)
+            enc = te;
+    }
+    if (hbm_known) {
+        p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
+        p->estimates_s[QM_PHASE_ENCODE] = enc;
+        p->estimate_set[QM_PHASE_LOCAL_NORM] = p->estimate_set[QM_PHASE_ENCODE] = true;
+    }
+    /* norm all-reduce */
+    if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1) {
+        p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
+    } else {
+        double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
+        if (t >= 0) {
+            p->estimates_s[QM_PHASE_NORM_ALLREDUCE] = t;
+            p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
+        }
+    }
+    /* ingest: host -> each device over its NUMA -> GPU path */
+    if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
+        goto done;
+    for (int i = 0; i < n_holders; ++i) {
+        const int d = holders[i];
+        if (p->devices[d].input_bytes == 0)
+            continue;
+        qm_topo_path path;
+        if ((rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, true, &path, st)) != QM_OK)
+            goto done;
+        loads_add(&L, &path, p->devices[d].input_bytes);
+    }
+    double t = loads_time(&L, mesh->graph);
+    if (t >= 0) {
+        p->estimates_s[QM_PHASE_INGEST] = t;
+        p->estimate_set[QM_PHASE_INGEST] = true;
+    }
+    /* gather: every other holder's shard to the target */
+    if (p->gather.requested) {
+        for (int k = 0; k < 2 * L.n_links; ++k)
+            L.bytes[k] = 0;
+        L.max_latency = 0;
+        L.any = L.broken = false;
+        const bool to_host = p->gather.device < 0;
+        for (int i = 0; i < n_holders && p->policy != QM_POLICY_REPLICATED; ++i) {
+            const int d = holders[i];
+            if (d == p->gather.device)
+                continue;
+            qm_topo_path path;
+            if (to_host)
+                rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, false, &path, st);
+            else
+                rc = qm_topo_graph_path(mesh->graph, mesh->devices[d].node,
+                                        mesh->devices[p->gather.device].node, &path, st);
+            if (rc != QM_OK)
+                goto done;
+            loads_add(&L, &path, p->devices[d].shard_bytes);
+        }
+        t = loads_time(&L, mesh->graph);
+        if (t >= 0) {
+            p->estimates_s[QM_PHASE_GATHER] = t;
+            p->estimate_set[QM_PHASE_GATHER] = true;
+        }
+    }
+    p->has_estimates = true;
+done:
+    free(L.bytes);
+    free(holders);
+    return rc;
+}

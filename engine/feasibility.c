@@ -1,0 +1,124 @@
+/* feasibility.c — the feasibility stage: per device, planned shard bytes + staging <= usable.
+ *
+ * In: a plan with shards. Out: per-device accounting (shard, staging, planned, usable, input
+ * bytes) and, when a device is over, E-CAPACITY naming the shard, the device, the bytes needed and
+ * usable (the frontier hint is added by plan.c). Also the gather target and its feasibility.
+ * Must not: allocate device memory.
+ */
+#include "plan.h"
+#include "status_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
+qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
+
+qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    const uint64_t is = qm_dtype_size(p->request.dtype) / 2; /* float32 for complex64, float64 */
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        p->devices[d] = (qm_plan_device){.usable_bytes = mesh->devices[d].usable_bytes};
+    }
+    for (int i = 0; i < p->n_shards; ++i) {
+        qm_plan_device *pd = &p->devices[p->shards[i].device];
+        pd->shard_bytes += p->shards[i].bytes;
+        pd->input_bytes += p->shards[i].input_elems * is;
+    }
+    int worst = -1, worst_shard = -1;
+    uint64_t worst_over = 0;
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        qm_plan_device *pd = &p->devices[d];
+        const uint64_t stage_cap = 2 * QM_STAGING_CHUNK_BYTES;
+        pd->staging_bytes = pd->input_bytes < stage_cap ? pd->input_bytes : stage_cap;
+        pd->planned_bytes = pd->shard_bytes + pd->staging_bytes;
+        if (pd->planned_bytes > pd->usable_bytes) {
+            uint64_t over = pd->planned_bytes - pd->usable_bytes;
+            if (worst < 0 || over > worst_over) {
+                worst = d;
+                worst_over = over;
+            }
+        }
+    }
+    p->feasible = worst < 0;
+    if (p->feasible)
+        return QM_OK;
+    for (int i = 0; i < p->n_shards; ++i)
+        if (p->shards[i].device == worst) {
+            worst_shard = i;
+            break;
+        }
+    const qm_plan_device *pd = &p->devices[worst];
+    char need[32], stage[32], usable[32];
+    p->error.code = QM_E_CAPACITY;
+    snprintf(p->error.msg, sizeof p->error.msg,
+             "feasibility: shard %d needs %s (+ %s staging) on %s but %s is usable", worst_shard,
+             qm_format_bytes(pd->shard_bytes, need, sizeof need),
+             qm_format_bytes(pd->staging_bytes, stage, sizeof stage), mesh->devices[worst].id,
+             qm_format_bytes(pd->usable_bytes, usable, sizeof usable));
+    if (st)
+        *st = p->error;
+    return QM_E_CAPACITY;
+}
+
+/* Host memory of rank 0's host; 0 when the scenario does not give it. */
+static uint64_t host_memory(const qm_mesh *mesh)
+{
+    int h = mesh->devices[0].host;
+    return h >= 0 && h < mesh->topo->n_hosts ? mesh->topo->hosts[h].memory_bytes : 0;
+}
+
+qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    qm_plan_gather *g = &p->gather;
+    const char *want = p->request.gather[0] ? p->request.gather : "auto";
+    char need[32], have[32];
+    g->device = -1;
+    g->requested = strcmp(want, "none") != 0;
+    if (!g->requested) {
+        g->feasible = false;
+        snprintf(g->target, sizeof g->target, "none");
+        snprintf(g->reason, sizeof g->reason, "not requested");
+        return QM_OK;
+    }
+    if (strcmp(want, "host") == 0) {
+        uint64_t mem = host_memory(mesh);
+        snprintf(g->target, sizeof g->target, "host");
+        g->feasible = mem >= p->state_bytes;
+        if (mem == 0)
+            snprintf(g->reason, sizeof g->reason, "the scenario gives no memory for host %s",
+                     mesh->topo->hosts[mesh->devices[0].host].id);
+        else
+            snprintf(g->reason, sizeof g->reason, "%s state %s %s of host memory",
+                     qm_format_bytes(p->state_bytes, need, sizeof need),
+                     g->feasible ? "fits in" : "exceeds", qm_format_bytes(mem, have, sizeof have));
+        return QM_OK;
+    }
+    int dev;
+    if (strcmp(want, "auto") == 0) {
+        /* the best-connected device of rank 0 */
+        qm_code rc = qm_mesh_best_connected(mesh, 0, mesh->rank_first[1], &dev, st);
+        if (rc != QM_OK)
+            return rc;
+    } else {
+        dev = qm_mesh_find(mesh, want);
+        if (dev < 0)
+            return qm_fail(st, QM_E_NO_GATHER, "gather: target '%s' is not a device of this mesh "
+                           "(%d devices, first '%s'); use auto, host, none or a device id", want,
+                           mesh->n_devices, mesh->devices[0].id);
+    }
+    g->device = dev;
+    snprintf(g->target, sizeof g->target, "%s", mesh->devices[dev].id);
+    const qm_plan_device *pd = &p->devices[dev];
+    /* the device keeps its own shard and needs room for the rest of the state */
+    uint64_t extra = p->state_bytes > pd->shard_bytes ? p->state_bytes - pd->shard_bytes : 0;
+    if (p->policy == QM_POLICY_REPLICATED)
+        extra = 0;
+    uint64_t free_b = pd->usable_bytes > pd->planned_bytes ? pd->usable_bytes - pd->planned_bytes : 0;
+    g->feasible = extra <= free_b;
+    snprintf(g->reason, sizeof g->reason, "%s beyond its own shard %s %s free on %s",
+             qm_format_bytes(extra, need, sizeof need), g->feasible ? "fits in" : "exceeds",
+             qm_format_bytes(free_b, have, sizeof have), g->target);
+    return QM_OK;
+}

@@ -1,0 +1,28 @@
+/* layout.h — the layout stage: a plan projected onto one rank of a world of ranks.
+ *
+ * In: a feasible plan (made for some number of ranks), this process's rank and the world size.
+ * Out: the shards this rank owns (ids, devices, global ranges) and the rank's one contiguous global
+ * range. Must not: allocate device memory.
+ */
+#ifndef QM_LAYOUT_H
+#define QM_LAYOUT_H
+
+#include "plan.h"
+
+typedef struct qm_layout {
+    int rank, world_size;
+    int n_local;
+    int *local_shards;          /* shard ids (indices into plan->shards) owned by this rank */
+    uint64_t start, end;        /* this rank's contiguous global range ([0, 0) when it owns none) */
+} qm_layout;
+
+/* E-RANK when world_size < 1 ("world size must be at least 1"), rank >= world_size (naming both),
+ * or world_size differs from the plan's rank count. */
+qm_code qm_layout_create(const qm_plan *plan, const qm_mesh *mesh, int rank, int world_size,
+                         qm_layout **out, qm_status *st);
+void qm_layout_destroy(qm_layout *layout);
+
+/* One shard of the plan by id: E-ARG ("out of range") for an id outside 0..n_shards-1. */
+qm_code qm_layout_shard(const qm_plan *plan, int shard, qm_plan_shard *out, qm_status *st);
+
+#endif

@@ -1,0 +1,54 @@
+/* mesh.h — the mesh stage: the devices this request may use, in global index order.
+ *
+ * In: a topology (scenario.h) and its graph (topology.h), the number of ranks to use. Out: the
+ * mesh: each rank's GPUs in affinity order, ranks in order (rank r's devices precede rank r+1's, so
+ * ranks own contiguous global ranges and the high index bits), each device with usable capacity
+ * (memory - reserve), HBM bandwidth and its host. Also the simulated backend built from a mesh.
+ * Must not: allocate device memory (qm_mesh_open_sim does, on demand, in the backend it creates).
+ */
+#ifndef QM_MESH_H
+#define QM_MESH_H
+
+#include "hal.h"
+#include "scenario.h"
+#include "sim.h"
+#include "topology.h"
+
+typedef struct qm_mesh_device {
+    int node;                       /* GPU node index in the topology */
+    char id[QM_ID_BYTES];
+    int rank;
+    int host;                       /* host index */
+    uint64_t memory_bytes;
+    uint64_t usable_bytes;          /* memory - reserve */
+    double hbm_bw_bytes_per_s;      /* declared figure (efficiency not applied) */
+} qm_mesh_device;
+
+typedef struct qm_mesh {
+    const qm_topology *topo;        /* borrowed */
+    qm_topo_graph *graph;           /* borrowed */
+    int n_ranks;
+    int *rank_first;                /* n_ranks + 1 entries: rank r owns devices [first[r], first[r+1]) */
+    int n_devices;
+    qm_mesh_device *devices;
+} qm_mesh;
+
+/* Build the mesh of the first `ranks` ranks (0 = all). E-RANK when more ranks are asked for than
+ * the scenario has, or a rank has no device; E-DISCONNECTED when two devices of one rank have no
+ * path. `topo` and `graph` must outlive the mesh. */
+qm_code qm_mesh_create(const qm_topology *topo, qm_topo_graph *graph, int ranks, qm_mesh **out,
+                       qm_status *st);
+void qm_mesh_destroy(qm_mesh *mesh);
+
+/* The best-connected device (topology.h's rule) among mesh devices [first, first + n), as a mesh
+ * index in *out. */
+qm_code qm_mesh_best_connected(const qm_mesh *mesh, int first, int n, int *out, qm_status *st);
+
+/* Index of a device id in the mesh, or -1. */
+int qm_mesh_find(const qm_mesh *mesh, const char *id);
+
+/* A simulated backend whose devices are the mesh's, in mesh order, with peers wherever the topology
+ * has a path between two devices of one host. */
+qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out, qm_status *st);
+
+#endif

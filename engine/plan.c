@@ -1,0 +1,635 @@
+/* plan.c — the plan stage: policies turn (mesh, request) into shards; then feasibility, gather,
+ * frontier and estimates are attached (feasibility.c, cost.c).
+ *
+ * In: a mesh (devices in global index order: ranks in order, each rank's devices by affinity) and
+ * a validated request. Out: a qm_plan. Pure and deterministic: no device memory, no randomness, ties
+ * broken by mesh order.
+ * Policies (DESIGN.md section 2; choices where it is silent are in docs/planner.md):
+ *  - single: the whole state on one device: the best-connected device of rank 0 if it fits, else
+ *    the first device in mesh order that fits;
+ *  - equal: one page per device, device count a power of two, ranks holding equal device counts;
+ *  - weighted: the smallest power-of-two page count P (>= the device count, a multiple of the rank
+ *    count) for which the pages, apportioned by largest remainder in proportion to usable capacity
+ *    (per rank: P / ranks pages each), give every device at least one page and keep it within
+ *    capacity; each device a contiguous run of pages;
+ *  - balanced: nearly equal contiguous ranges, the first N mod D devices one amplitude longer;
+ *  - replicated: every device holds the whole state;
+ *  - auto: the cheapest feasible of single, equal, weighted by the cost model (ties: that order).
+ * Batch requests (batch > 1) deal whole samples: equal/balanced with equal weights, weighted/auto by
+ * usable capacity; single and replicated as above.
+ * Must not: allocate device memory, print, or report devices by anything but mesh index / id.
+ */
+#include "plan.h"
+#include "status_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
+qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
+
+void qm_plan_destroy(qm_plan *plan)
+{
+    if (!plan)
+        return;
+    free(plan->shards);
+    free(plan->devices);
+    free(plan);
+}
+
+static qm_code plan_alloc(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
+{
+    qm_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return qm_fail(st, QM_E_NOMEM, "plan: out of host memory");
+    p->devices = calloc((size_t)mesh->n_devices, sizeof *p->devices);
+    /* at most one shard per device (replicated: one each) */
+    p->shards = calloc((size_t)mesh->n_devices, sizeof *p->shards);
+    if (!p->devices || !p->shards) {
+        qm_plan_destroy(p);
+        return qm_fail(st, QM_E_NOMEM, "plan: out of host memory for %d devices", mesh->n_devices);
+    }
+    p->request = *r;
+    p->n_amps = (uint64_t)1 << r->qubits;
+    if (p->request.features == 0)
+        p->request.features = p->n_amps;
+    p->global_amplitudes = p->n_amps * r->batch;
+    p->state_bytes = p->global_amplitudes * qm_dtype_size(r->dtype);
+    p->n_devices = mesh->n_devices;
+    p->policy = r->policy;
+    p->gather.device = -1;
+    qm_status_clear(&p->error);
+    *out = p;
+    return QM_OK;
+}
+
+/* Largest-remainder apportionment of `total` units over n weights (ties by index), each share at
+ * most cap[i] (NULL: no caps). Returns false when the caps cannot hold the total. */
+static bool apportion(uint64_t total, int n, const double *w, const uint64_t *cap, uint64_t *out)
+{
+    bool *fixed = calloc((size_t)n, sizeof *fixed);
+    double *frac = malloc((size_t)n * sizeof *frac);
+    bool ok = fixed && frac;
+    uint64_t left = total;
+    for (int round = 0; ok && round <= n; ++round) {
+        double wsum = 0;
+        for (int i = 0; i < n; ++i)
+            if (!fixed[i])
+                wsum += w[i];
+        if (wsum <= 0) {
+            ok = left == 0;
+            break;
+        }
+        uint64_t given = 0;
+        for (int i = 0; i < n; ++i) {
+            if (fixed[i])
+                continue;
+            double exact = (double)left * (w[i] / wsum);
+            out[i] = (uint64_t)floor(exact);
+            frac[i] = exact - (double)out[i];
+            given += out[i];
+        }
+        while (given < left) { /* hand out the remainder, largest fraction first */
+            int best = -1;
+            for (int i = 0; i < n; ++i)
+                if (!fixed[i] && frac[i] >= 0 && (best < 0 || frac[i] > frac[best]))
+                    best = i;
+            if (best < 0)
+                break;
+            out[best]++;
+            frac[best] = -1;
+            given++;
+        }
+        while (given > left) { /* floating-point excess: take from the smallest fractions */
+            for (int i = n - 1; i >= 0 && given > left; --i)
+                if (!fixed[i] && out[i] > 0) {
+                    out[i]--;
+                    given--;
+                }
+        }
+        bool over = false;
+        for (int i = 0; cap && i < n; ++i) {
+            if (!fixed[i] && out[i] > cap[i]) {
+                out[i] = cap[i];
+                fixed[i] = true;
+                left -= cap[i];
+                over = true;
+            }
+        }
+        if (!over)
+            break;
+        if (round == n)
+            ok = false;
+    }
+    free(fixed);
+    free(frac);
+    return ok;
+}
+
+/* Shards from per-device unit counts (mesh order), each unit `unit_amps` amplitudes long. */
+static void shards_from_units(const qm_mesh *mesh, qm_plan *p, const uint64_t *units,
+                              uint64_t unit_amps)
+{
+    uint64_t pos = 0;
+    p->n_shards = 0;
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        if (units[d] == 0)
+            continue;
+        qm_plan_shard *s = &p->shards[p->n_shards++];
+        s->rank = mesh->devices[d].rank;
+        s->device = d;
+        s->start = pos;
+        pos += units[d] * unit_amps;
+        s->end = pos;
+    }
+}
+
+/* Input values inside [start, end) of the concatenated states. */
+static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
+{
+    const uint64_t N = p->n_amps, F = p->request.features;
+    uint64_t total = 0;
+    if (start >= end)
+        return 0;
+    uint64_t s0 = start / N, s1 = (end - 1) / N;
+    for (uint64_t s = s0; s <= s1; ++s) {
+        uint64_t lo = s == s0 ? start - s * N : 0, hi = s == s1 ? end - s * N : N;
+        if (s > s0 + 1 && s < s1) { /* whole samples in between */
+            total += (s1 - s0 - 1) * F;
+            s = s1 - 1;
+            continue;
+        }
+        if (lo < F)
+            total += (hi < F ? hi : F) - lo;
+    }
+    return total;
+}
+
+static void finish_shards(qm_plan *p)
+{
+    const uint64_t es = qm_dtype_size(p->request.dtype);
+    for (int i = 0; i < p->n_shards; ++i) {
+        qm_plan_shard *s = &p->shards[i];
+        s->bytes = (s->end - s->start) * es;
+        s->input_elems = input_in(p, s->start, s->end);
+    }
+}
+
+static qm_code infeasible(qm_plan *p, qm_code code, qm_status *st, const char *fmt, ...)
+    QM_PRINTF(4, 5);
+static qm_code infeasible(qm_plan *p, qm_code code, qm_status *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    p->feasible = false;
+    p->error.code = code;
+    vsnprintf(p->error.msg, sizeof p->error.msg, fmt, ap);
+    va_end(ap);
+    if (st)
+        *st = p->error;
+    return code;
+}
+
+static bool is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
+
+static int best_single_device(const qm_mesh *mesh)
+{
+    int best = 0;
+    qm_status st;
+    (void)qm_mesh_best_connected(mesh, 0, mesh->rank_first[1], &best, &st);
+    return best;
+}
+
+static qm_code layout_single(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    if (mesh->n_ranks > 1)
+        return infeasible(p, QM_E_POLICY, st, "plan: single places the whole state on one device "
+                          "but %d ranks were requested; use --ranks 1 or another policy",
+                          mesh->n_ranks);
+    const uint64_t need = p->state_bytes;
+    int dev = best_single_device(mesh);
+    if (mesh->devices[dev].usable_bytes < need)
+        for (int d = 0; d < mesh->n_devices; ++d)
+            if (mesh->devices[d].usable_bytes >= need) {
+                dev = d;
+                break;
+            }
+    p->n_shards = 1;
+    p->shards[0] = (qm_plan_shard){.rank = 0, .device = dev, .start = 0, .end = p->global_amplitudes};
+    p->pages = 1;
+    return QM_OK;
+}
+
+/* Ranks must own equal power-of-two shares of the index space (the high bits). */
+static qm_code check_rank_split(const qm_mesh *mesh, qm_plan *p, const char *policy, qm_status *st)
+{
+    if (mesh->n_ranks > 1 && !is_pow2((uint64_t)mesh->n_ranks))
+        return infeasible(p, QM_E_POLICY, st, "plan: %s: %d ranks cannot own the high index bits; "
+                          "the rank count must be a power of two", policy, mesh->n_ranks);
+    return QM_OK;
+}
+
+static qm_code layout_equal(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    const int D = mesh->n_devices;
+    if (p->request.batch > 1)
+        return QM_OK; /* dealt as samples by the caller */
+    if (!is_pow2((uint64_t)D))
+        return infeasible(p, QM_E_NOT_POW2, st, "plan: equal needs a power-of-two device count, "
+                          "but the mesh has %d devices; use weighted or auto", D);
+    if ((uint64_t)D > p->n_amps)
+        return infeasible(p, QM_E_SHARDS, st, "plan: equal: %d shards for %llu amplitudes (%u "
+                          "qubits): more shards than amplitudes", D,
+                          (unsigned long long)p->n_amps, p->request.qubits);
+    qm_code rc = check_rank_split(mesh, p, "equal", st);
+    if (rc != QM_OK)
+        return rc;
+    for (int r = 1; r < mesh->n_ranks; ++r)
+        if (mesh->rank_first[r + 1] - mesh->rank_first[r] != mesh->rank_first[1])
+            return infeasible(p, QM_E_POLICY, st, "plan: equal: rank 0 has %d devices but rank %d "
+                              "has %d; ranks must own equal ranges; use weighted", mesh->rank_first[1],
+                              r, mesh->rank_first[r + 1] - mesh->rank_first[r]);
+    uint64_t *units = malloc((size_t)D * sizeof *units);
+    if (!units)
+        return infeasible(p, QM_E_NOMEM, st, "plan: out of host memory");
+    for (int d = 0; d < D; ++d)
+        units[d] = 1;
+    shards_from_units(mesh, p, units, p->n_amps / (uint64_t)D);
+    free(units);
+    p->pages = (uint64_t)D;
+    return QM_OK;
+}
+
+static uint64_t staging_for(uint64_t input_bytes)
+{
+    return input_bytes < 2 * QM_STAGING_CHUNK_BYTES ? input_bytes : 2 * QM_STAGING_CHUNK_BYTES;
+}
+
+/* Deal `total` units (pages or samples) over the mesh: per rank total/ranks units (the first
+ * total mod ranks ranks one more),
+ * within a rank by weight; units per device capped by what fits. */
+static bool deal_units(const qm_mesh *mesh, uint64_t total, uint64_t unit_bytes,
+                       uint64_t unit_input_bytes, bool by_capacity, bool need_all, uint64_t *units)
+{
+    const int D = mesh->n_devices, R = mesh->n_ranks;
+    double *w = malloc((size_t)D * sizeof *w);
+    uint64_t *cap = malloc((size_t)D * sizeof *cap);
+    bool ok = w && cap;
+    for (int d = 0; ok && d < D; ++d) {
+        const qm_mesh_device *md = &mesh->devices[d];
+        w[d] = by_capacity ? (double)md->usable_bytes : 1.0;
+        /* the largest unit count whose bytes plus staging fit */
+        uint64_t u = md->usable_bytes / unit_bytes;
+        while (u > 0 && u * unit_bytes + staging_for(u * unit_input_bytes) > md->usable_bytes)
+            --u;
+        cap[d] = u;
+    }
+    for (int r = 0; ok && r < R; ++r) {
+        int f = mesh->rank_first[r], n = mesh->rank_first[r + 1] - f;
+        uint64_t share = total / (uint64_t)R + ((uint64_t)r < total % (uint64_t)R ? 1 : 0);
+        ok = apportion(share, n, w + f, cap + f, units + f);
+        for (int i = 0; ok && need_all && i < n; ++i)
+            ok = units[f + i] > 0;
+    }
+    free(w);
+    free(cap);
+    return ok;
+}
+
+/* The same deal without capacity caps (per rank, by weight): the layout an infeasible plan shows. */
+static void deal_uncapped(const qm_mesh *mesh, uint64_t total, bool by_capacity, uint64_t *units)
+{
+    const int D = mesh->n_devices, R = mesh->n_ranks;
+    double *w = malloc((size_t)D * sizeof *w);
+    for (int d = 0; d < D; ++d)
+        units[d] = 0;
+    if (!w) {
+        units[0] = total;
+        return;
+    }
+    for (int d = 0; d < D; ++d)
+        w[d] = by_capacity ? (double)mesh->devices[d].usable_bytes : 1.0;
+    for (int r = 0; r < R; ++r) {
+        int f = mesh->rank_first[r];
+        uint64_t share = total / (uint64_t)R + ((uint64_t)r < total % (uint64_t)R ? 1 : 0);
+        apportion(share, mesh->rank_first[r + 1] - f, w + f, NULL, units + f);
+    }
+    free(w);
+}
+
+static qm_code layout_weighted(const qm_mesh *mesh, qm_plan *p, bool by_capacity, qm_status *st)
+{
+    const int D = mesh->n_devices;
+    const uint64_t es = qm_dtype_size(p->request.dtype), is = es / 2;
+    qm_code rc = check_rank_split(mesh, p, qm_policy_name(p->request.policy), st);
+    if (rc != QM_OK)
+        return rc;
+    uint64_t *units = calloc((size_t)D, sizeof *units);
+    if (!units)
+        return infeasible(p, QM_E_NOMEM, st, "plan: out of host memory");
+    if (p->request.batch > 1) { /* whole samples */
+        const uint64_t F = p->request.features;
+        if (!deal_units(mesh, p->request.batch, p->n_amps * es, F * is, by_capacity, false, units))
+            deal_uncapped(mesh, p->request.batch, by_capacity, units); /* feasibility names the overflow */
+        shards_from_units(mesh, p, units, p->n_amps);
+        p->pages = p->request.batch;
+        free(units);
+        return QM_OK;
+    }
+    uint64_t P = 1;
+    while (P < (uint64_t)D || P % (uint64_t)mesh->n_ranks)
+        P *= 2;
+    bool found = false;
+    for (; P <= p->n_amps && P <= QM_MAX_PAGES; P *= 2) {
+        const uint64_t page_amps = p->n_amps / P;
+        if (deal_units(mesh, P, page_amps * es, page_amps * is, by_capacity, true, units)) {
+            found = true;
+            break;
+        }
+    }
+    if (!found) {
+        if ((uint64_t)D > p->n_amps) {
+            free(units);
+            return infeasible(p, QM_E_SHARDS, st, "plan: %s: %d devices for %llu amplitudes (%u "
+                              "qubits): more shards than amplitudes", qm_policy_name(p->request.policy),
+                              D, (unsigned long long)p->n_amps, p->request.qubits);
+        }
+        /* nothing fits: lay out the finest proportional deal without caps so that feasibility
+         * names the device that overflows */
+        P = (uint64_t)1 << 62;
+        while (P > p->n_amps || P > QM_MAX_PAGES)
+            P /= 2;
+        deal_uncapped(mesh, P, by_capacity, units);
+    }
+    shards_from_units(mesh, p, units, p->n_amps / P);
+    p->pages = P;
+    free(units);
+    return QM_OK;
+}
+
+static qm_code layout_balanced(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    const int D = mesh->n_devices;
+    if (p->request.batch > 1)
+        return layout_weighted(mesh, p, false, st);
+    if ((uint64_t)D > p->n_amps)
+        return infeasible(p, QM_E_SHARDS, st, "plan: balanced: %d shards for %llu amplitudes (%u "
+                          "qubits): more shards than amplitudes (no shard may be empty)", D,
+                          (unsigned long long)p->n_amps, p->request.qubits);
+    const uint64_t base = p->n_amps / (uint64_t)D, extra = p->n_amps % (uint64_t)D;
+    uint64_t pos = 0;
+    for (int d = 0; d < D; ++d) {
+        qm_plan_shard *s = &p->shards[d];
+        s->rank = mesh->devices[d].rank;
+        s->device = d;
+        s->start = pos;
+        pos += base + ((uint64_t)d < extra ? 1 : 0);
+        s->end = pos;
+    }
+    p->n_shards = D;
+    p->pages = 0; /* not page-aligned */
+    return QM_OK;
+}
+
+static qm_code layout_replicated(const qm_mesh *mesh, qm_plan *p)
+{
+    for (int d = 0; d < mesh->n_devices; ++d)
+        p->shards[d] = (qm_plan_shard){.rank = mesh->devices[d].rank, .device = d, .start = 0,
+                                       .end = p->global_amplitudes};
+    p->n_shards = mesh->n_devices;
+    p->pages = 1;
+    return QM_OK;
+}
+
+static uint64_t plan_hash(const qm_plan *p)
+{
+    uint64_t h = 1469598103934665603ull;
+#define MIX(v)                                                                                     \
+    do {                                                                                           \
+        uint64_t v_ = (uint64_t)(v);                                                               \
+        for (int b_ = 0; b_ < 8; ++b_) {                                                           \
+            h ^= (v_ >> (8 * b_)) & 0xFF;                                                          \
+            h *= 1099511628211ull;                                                                 \
+        }                                                                                          \
+    } while (0)
+    MIX(p->request.qubits);
+    MIX(p->request.dtype);
+    MIX(p->policy);
+    MIX(p->request.batch);
+    MIX(p->request.features);
+    MIX(p->request.encoding);
+    MIX(p->n_shards);
+    for (int i = 0; i < p->n_shards; ++i) {
+        MIX(p->shards[i].rank);
+        MIX(p->shards[i].device);
+        MIX(p->shards[i].start);
+        MIX(p->shards[i].end);
+    }
+#undef MIX
+    return h;
+}
+
+/* Layout for one concrete policy (not auto), then feasibility. */
+static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_status *st)
+{
+    qm_code rc;
+    p->policy = pol;
+    p->feasible = true;
+    qm_status_clear(&p->error);
+    p->n_shards = 0;
+    switch (pol) {
+    case QM_POLICY_SINGLE: rc = layout_single(mesh, p, st); break;
+    case QM_POLICY_EQUAL:
+        rc = p->request.batch > 1 ? layout_weighted(mesh, p, false, st) : layout_equal(mesh, p, st);
+        break;
+    case QM_POLICY_WEIGHTED: rc = layout_weighted(mesh, p, true, st); break;
+    case QM_POLICY_BALANCED: rc = layout_balanced(mesh, p, st); break;
+    case QM_POLICY_REPLICATED: rc = layout_replicated(mesh, p); break;
+    default: rc = infeasible(p, QM_E_POLICY, st, "plan: policy %d has no layout", (int)pol);
+    }
+    if (rc != QM_OK)
+        return rc;
+    finish_shards(p);
+    return qm_feasibility_check(mesh, p, st);
+}
+
+static double plan_cost(const qm_plan *p)
+{
+    return p->estimates_s[QM_PHASE_INGEST] + p->estimates_s[QM_PHASE_LOCAL_NORM] +
+           p->estimates_s[QM_PHASE_NORM_ALLREDUCE] + p->estimates_s[QM_PHASE_ENCODE];
+}
+
+/* auto: try single, equal, weighted; keep the cheapest feasible (with estimates when asked). */
+static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_status *st)
+{
+    static const qm_policy cands[3] = {QM_POLICY_SINGLE, QM_POLICY_EQUAL, QM_POLICY_WEIGHTED};
+    qm_plan *best = NULL, *trial = NULL;
+    qm_status first_err;
+    qm_status_clear(&first_err);
+    qm_code rc = QM_OK;
+    double best_cost = INFINITY;
+    for (int c = 0; c < 3; ++c) {
+        if ((rc = plan_alloc(mesh, &p->request, &trial, st)) != QM_OK)
+            goto done;
+        qm_status tst;
+        if (layout_policy(mesh, trial, cands[c], &tst) == QM_OK) {
+            double cost = 0;
+            if (with_cost) {
+                if ((rc = qm_cost_estimate(mesh, trial, st)) != QM_OK)
+                    goto done;
+                cost = plan_cost(trial);
+            }
+            if (!best || cost < best_cost) {
+                qm_plan_destroy(best);
+                best = trial;
+                best_cost = cost;
+                trial = NULL;
+                if (!with_cost)
+                    break; /* feasibility is all the frontier asks */
+            }
+        } else if (cands[c] != QM_POLICY_SINGLE && (first_err.code == QM_OK ||
+                   first_err.code == QM_E_NOT_POW2 || first_err.code == QM_E_POLICY)) {
+            first_err = tst; /* report equal's or weighted's reason, not single's */
+        }
+        qm_plan_destroy(trial);
+        trial = NULL;
+    }
+    if (best) {
+        /* adopt the best layout into p */
+        memcpy(p->shards, best->shards, (size_t)best->n_shards * sizeof *p->shards);
+        memcpy(p->devices, best->devices, (size_t)best->n_devices * sizeof *p->devices);
+        p->n_shards = best->n_shards;
+        p->pages = best->pages;
+        p->policy = best->policy;
+        p->feasible = true;
+        qm_status_clear(&p->error);
+        memcpy(p->estimates_s, best->estimates_s, sizeof p->estimates_s);
+        memcpy(p->estimate_set, best->estimate_set, sizeof p->estimate_set);
+        p->has_estimates = best->has_estimates;
+        rc = QM_OK;
+    } else {
+        /* nothing fits: show weighted's layout and error */
+        rc = layout_policy(mesh, p, QM_POLICY_WEIGHTED, st);
+        if (rc == QM_OK || first_err.code == QM_OK)
+            first_err = p->error;
+        p->policy = QM_POLICY_AUTO;
+        rc = infeasible(p, first_err.code ? first_err.code : QM_E_CAPACITY, st, "%s", first_err.msg);
+    }
+done:
+    qm_plan_destroy(best);
+    qm_plan_destroy(trial);
+    return rc;
+}
+
+qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
+{
+    qm_plan *p = NULL;
+    if (out)
+        *out = NULL;
+    if (!mesh || !r || !out)
+        return qm_fail(st, QM_E_ARG, "plan: mesh, request and out must not be NULL");
+    qm_code rc = qm_request_validate(r, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, st);
+    if (rc != QM_OK)
+        return rc;
+    if ((rc = plan_alloc(mesh, r, &p, st)) != QM_OK)
+        return rc;
+    if (r->policy == QM_POLICY_AUTO)
+        rc = layout_auto(mesh, p, false, st);
+    else
+        rc = layout_policy(mesh, p, r->policy, st);
+    if (rc == QM_E_NOMEM) {
+        qm_plan_destroy(p);
+        return rc;
+    }
+    *out = p;
+    return p->feasible ? QM_OK : p->error.code;
+}
+
+void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
+{
+    static const qm_dtype dts[2] = {QM_DTYPE_COMPLEX64, QM_DTYPE_COMPLEX128};
+    for (int k = 0; k < 2; ++k) {
+        out[k] = 0;
+        qm_request q = *r;
+        q.dtype = dts[k];
+        q.features = 0;
+        for (unsigned n = 62; n >= 1; --n) {
+            q.qubits = n;
+            qm_status st;
+            if (qm_request_validate(&q, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, &st) != QM_OK)
+                continue;
+            qm_plan *p = NULL;
+            qm_code rc = qm_plan_layout(mesh, &q, &p, &st);
+            qm_plan_destroy(p);
+            if (rc == QM_OK) {
+                out[k] = n;
+                break;
+            }
+        }
+    }
+}
+
+qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
+{
+    qm_plan *p = NULL;
+    if (out)
+        *out = NULL;
+    if (!mesh || !r || !out)
+        return qm_fail(st, QM_E_ARG, "plan: mesh, request and out must not be NULL");
+    qm_code rc = qm_request_validate(r, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, st);
+    if (rc != QM_OK)
+        return rc;
+    if ((rc = plan_alloc(mesh, r, &p, st)) != QM_OK)
+        return rc;
+    qm_status lst;
+    qm_status_clear(&lst);
+    if (r->policy == QM_POLICY_AUTO)
+        rc = layout_auto(mesh, p, true, &lst);
+    else
+        rc = layout_policy(mesh, p, r->policy, &lst);
+    if (rc == QM_E_NOMEM || rc == QM_E_INTERNAL) {
+        if (st)
+            *st = lst;
+        qm_plan_destroy(p);
+        return rc;
+    }
+    qm_plan_frontier(mesh, &p->request, p->max_qubits);
+    p->has_max_qubits = true;
+    if (!p->feasible && p->error.code == QM_E_CAPACITY) {
+        /* the hint: the largest state that fits */
+        const int k = r->dtype == QM_DTYPE_COMPLEX128 ? 1 : 0;
+        size_t len = strlen(p->error.msg);
+        if (p->max_qubits[k])
+            snprintf(p->error.msg + len, sizeof p->error.msg - len,
+                     "; largest state that fits is %u qubits (%s)", p->max_qubits[k],
+                     qm_dtype_name(r->dtype));
+        else
+            snprintf(p->error.msg + len, sizeof p->error.msg - len,
+                     "; no %s state fits under this policy", qm_dtype_name(r->dtype));
+    }
+    if (p->n_shards > 0) {
+        qm_status cst;
+        if ((rc = qm_gather_plan(mesh, p, &cst)) == QM_OK && !p->has_estimates)
+            rc = qm_cost_estimate(mesh, p, &cst);
+        if (rc == QM_OK && p->gather.requested && !p->estimate_set[QM_PHASE_GATHER])
+            rc = qm_cost_estimate(mesh, p, &cst);
+        if (rc != QM_OK) {
+            if (st)
+                *st = cst;
+            qm_plan_destroy(p);
+            return rc;
+        }
+    }
+    if (p->feasible && p->gather.requested && !p->gather.feasible &&
+        strcmp(p->request.gather, "auto") != 0)
+        infeasible(p, QM_E_NO_GATHER, NULL, "plan: gather to %s: %s", p->gather.target,
+                   p->gather.reason);
+    p->hash = plan_hash(p);
+    if (st)
+        *st = p->error;
+    *out = p;
+    return p->feasible ? QM_OK : p->error.code;
+}

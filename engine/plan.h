@@ -1,0 +1,89 @@
+/* plan.h — the plan, feasibility and cost stages (engine-internal).
+ *
+ * A plan is a pure function of (mesh, request): which device holds which global amplitude range,
+ * whether it fits (per device: shard bytes + staging <= usable), where a gather could go, the
+ * largest state that fits, and what each phase is estimated to cost. Planning allocates no device
+ * memory and is deterministic.
+ */
+#ifndef QM_PLAN_H
+#define QM_PLAN_H
+
+#include "mesh.h"
+#include "scenario.h"
+
+/* Device-side staging for ingest: two chunks of this size (double-buffered), or less when a device's
+ * input slice is smaller. Counted by feasibility, used by the materializer. */
+#define QM_STAGING_CHUNK_BYTES ((uint64_t)32 << 20)
+/* Upper bound on pages when searching a weighted layout. */
+#define QM_MAX_PAGES ((uint64_t)1 << 24)
+
+typedef struct qm_plan_shard {
+    int rank;
+    int device;               /* mesh device index */
+    uint64_t start, end;      /* global amplitude range (batch: of the concatenated states) */
+    uint64_t bytes;
+    uint64_t input_elems;     /* input values that land in this shard (the rest is padding) */
+} qm_plan_shard;
+
+typedef struct qm_plan_device {
+    uint64_t shard_bytes;     /* sum over its shards */
+    uint64_t staging_bytes;
+    uint64_t planned_bytes;   /* shard + staging */
+    uint64_t usable_bytes;
+    uint64_t input_bytes;     /* host input it receives */
+} qm_plan_device;
+
+typedef struct qm_plan_gather {
+    bool requested;           /* false for "none" */
+    bool feasible;
+    int device;               /* mesh index of the target device, -1 for host or none */
+    char target[QM_ID_BYTES]; /* device id, "host" or "none" */
+    char reason[256];
+} qm_plan_gather;
+
+typedef struct qm_plan {
+    qm_request request;       /* as asked (features resolved: never 0) */
+    qm_policy policy;         /* the policy used (auto resolved) */
+    bool feasible;
+    qm_status error;          /* code QM_OK when feasible */
+    uint64_t n_amps;          /* per state: 2^qubits */
+    uint64_t global_amplitudes;
+    uint64_t state_bytes;
+    uint64_t pages;
+    int n_shards;
+    qm_plan_shard *shards;
+    int n_devices;            /* = mesh devices */
+    qm_plan_device *devices;
+    qm_plan_gather gather;
+    bool has_max_qubits;
+    unsigned max_qubits[2];   /* [0] complex64, [1] complex128; 0 when nothing fits */
+    bool has_estimates;
+    double estimates_s[QM_PHASE_COUNT_];
+    bool estimate_set[QM_PHASE_COUNT_];
+    uint64_t hash;            /* FNV-1a of the request and the layout (multi-rank agreement) */
+} qm_plan;
+
+/* Validate a request against what needs no mesh (qubits, dtype, policy, batch, features,
+ * encoding, ranks against the scenario). E-QUBITS, E-DTYPE, E-POLICY, E-ARG, E-INPUT, E-RANK. */
+qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *st);
+
+/* Plan a request on a mesh: layout, feasibility, gather, frontier and estimates. A plan is always
+ * returned for a valid request (*out non-NULL) — infeasible ones with feasible=false and error set —
+ * and the return code is the plan's error code (QM_OK when feasible). Invalid requests return their
+ * code with *out NULL. */
+qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st);
+void qm_plan_destroy(qm_plan *plan);
+
+/* Layout and feasibility only (no gather, frontier or estimates): the frontier's inner step. */
+qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st);
+
+/* Largest qubit count that fits under the request's policy, batch and ranks, per dtype. */
+void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2]);
+
+/* The cost model (cost.c): fills plan->estimates_s. */
+qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
+
+/* NCCL-style ring all-reduce time of `bytes` over the devices with shards (mesh order). */
+double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes);
+
+#endif

@@ -1,0 +1,151 @@
+/* plan_json.c — a plan as the JSON object of DESIGN.md section 7, and as a readable table.
+ *
+ * In: a plan, its mesh and the scenario name. Out: a jansson object (never assembled by hand) or
+ * text on a FILE. Byte counts are JSON integers; start/end are half-open global amplitude indices;
+ * estimates are seconds (null when the scenario lacks the figures for a phase).
+ * Must not: change the plan.
+ */
+#include "plan_output.h"
+#include "status_internal.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static json_t *jint(uint64_t v) { return json_integer((json_int_t)v); }
+
+static json_t *estimates_json(const qm_plan *p)
+{
+    json_t *e = json_object();
+    for (int k = 0; k < QM_PHASE_COUNT_; ++k)
+        json_object_set_new(e, qm_phase_name((qm_phase)k),
+                            p->has_estimates && p->estimate_set[k] ? json_real(p->estimates_s[k])
+                                                                   : json_null());
+    return e;
+}
+
+qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scenario, json_t **out,
+                        qm_status *st)
+{
+    json_t *o = json_object(), *req = json_object(), *shards = json_array(), *devs = json_array(),
+           *gather = json_object(), *mq = json_object();
+    if (!o || !req || !shards || !devs || !gather || !mq) {
+        json_decref(o);
+        json_decref(req);
+        json_decref(shards);
+        json_decref(devs);
+        json_decref(gather);
+        json_decref(mq);
+        return qm_fail(st, QM_E_NOMEM, "plan json: out of host memory");
+    }
+    json_object_set_new(o, "scenario", json_string(scenario ? scenario : ""));
+    json_object_set_new(req, "qubits", jint(p->request.qubits));
+    json_object_set_new(req, "dtype", json_string(qm_dtype_name(p->request.dtype)));
+    json_object_set_new(req, "policy", json_string(qm_policy_name(p->request.policy)));
+    json_object_set_new(req, "batch", jint(p->request.batch));
+    json_object_set_new(req, "features", jint(p->request.features));
+    json_object_set_new(req, "encoding", json_string(qm_encoding_name(p->request.encoding)));
+    json_object_set_new(req, "gather", json_string(p->request.gather));
+    json_object_set_new(req, "ranks", jint((uint64_t)mesh->n_ranks));
+    json_object_set_new(o, "request", req);
+    json_object_set_new(o, "policy", json_string(qm_policy_name(p->policy)));
+    json_object_set_new(o, "feasible", json_boolean(p->feasible));
+    if (p->feasible) {
+        json_object_set_new(o, "error", json_null());
+    } else {
+        json_t *err = json_object();
+        json_object_set_new(err, "code", json_string(qm_code_name(p->error.code)));
+        json_object_set_new(err, "message", json_string(p->error.msg));
+        json_object_set_new(o, "error", err);
+    }
+    json_object_set_new(o, "global_amplitudes", jint(p->global_amplitudes));
+    json_object_set_new(o, "state_bytes", jint(p->state_bytes));
+    json_object_set_new(o, "pages", p->pages ? jint(p->pages) : json_null());
+    for (int i = 0; i < p->n_shards; ++i) {
+        const qm_plan_shard *s = &p->shards[i];
+        json_t *j = json_object();
+        json_object_set_new(j, "shard", jint((uint64_t)i));
+        json_object_set_new(j, "rank", jint((uint64_t)s->rank));
+        json_object_set_new(j, "device", json_string(mesh->devices[s->device].id));
+        json_object_set_new(j, "start", jint(s->start));
+        json_object_set_new(j, "end", jint(s->end));
+        json_object_set_new(j, "bytes", jint(s->bytes));
+        json_array_append_new(shards, j);
+    }
+    json_object_set_new(o, "shards", shards);
+    for (int d = 0; d < p->n_devices; ++d) {
+        const qm_plan_device *pd = &p->devices[d];
+        json_t *j = json_object();
+        json_object_set_new(j, "device", json_string(mesh->devices[d].id));
+        json_object_set_new(j, "rank", jint((uint64_t)mesh->devices[d].rank));
+        json_object_set_new(j, "usable_bytes", jint(pd->usable_bytes));
+        json_object_set_new(j, "planned_bytes", jint(pd->planned_bytes));
+        json_object_set_new(j, "shard_bytes", jint(pd->shard_bytes));
+        json_object_set_new(j, "staging_bytes", jint(pd->staging_bytes));
+        json_object_set_new(j, "headroom_bytes",
+                            json_integer((json_int_t)pd->usable_bytes - (json_int_t)pd->planned_bytes));
+        json_array_append_new(devs, j);
+    }
+    json_object_set_new(o, "devices", devs);
+    json_object_set_new(gather, "feasible", json_boolean(p->gather.feasible));
+    json_object_set_new(gather, "target", json_string(p->gather.target));
+    json_object_set_new(gather, "reason", json_string(p->gather.reason));
+    json_object_set_new(o, "gather", gather);
+    json_object_set_new(mq, "complex64", p->max_qubits[0] ? jint(p->max_qubits[0]) : json_null());
+    json_object_set_new(mq, "complex128", p->max_qubits[1] ? jint(p->max_qubits[1]) : json_null());
+    json_object_set_new(o, "max_qubits", mq);
+    json_object_set_new(o, "estimates_s", estimates_json(p));
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
+    json_object_set_new(o, "plan_hash", json_string(hash));
+    *out = o;
+    return QM_OK;
+}
+
+void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, FILE *f)
+{
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "scenario: %s\n", scenario ? scenario : "");
+    fprintf(f, "request:  %u qubits, %s, policy %s (used: %s), batch %llu, features %llu, %d ranks\n",
+            p->request.qubits, qm_dtype_name(p->request.dtype), qm_policy_name(p->request.policy),
+            qm_policy_name(p->policy), (unsigned long long)p->request.batch,
+            (unsigned long long)p->request.features, mesh->n_ranks);
+    fprintf(f, "state:    %llu amplitudes, %s, %s pages\n",
+            (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
+            p->pages ? (snprintf(b, sizeof b, "%llu", (unsigned long long)p->pages), b) : "no");
+    fprintf(f, "feasible: %s\n", p->feasible ? "yes" : "no");
+    if (!p->feasible)
+        fprintf(f, "error[%s]: %s\n", qm_code_name(p->error.code), p->error.msg);
+    fprintf(f, "\n%-6s %-5s %-14s %22s %22s %12s\n", "shard", "rank", "device", "start", "end",
+            "bytes");
+    for (int i = 0; i < p->n_shards; ++i) {
+        const qm_plan_shard *s = &p->shards[i];
+        fprintf(f, "%-6d %-5d %-14s %22llu %22llu %12s\n", i, s->rank, mesh->devices[s->device].id,
+                (unsigned long long)s->start, (unsigned long long)s->end,
+                qm_format_bytes(s->bytes, a, sizeof a));
+    }
+    fprintf(f, "\n%-14s %12s %12s %12s %12s\n", "device", "usable", "shard", "staging", "headroom");
+    for (int i = 0; i < p->n_devices; ++i) {
+        const qm_plan_device *pd = &p->devices[i];
+        long long head = (long long)pd->usable_bytes - (long long)pd->planned_bytes;
+        fprintf(f, "%-14s %12s %12s %12s %s%11s\n", mesh->devices[i].id,
+                qm_format_bytes(pd->usable_bytes, a, sizeof a),
+                qm_format_bytes(pd->shard_bytes, b, sizeof b),
+                qm_format_bytes(pd->staging_bytes, c, sizeof c), head < 0 ? "-" : " ",
+                qm_format_bytes((uint64_t)(head < 0 ? -head : head), d, sizeof d));
+    }
+    fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
+            p->gather.target, p->gather.reason);
+    fprintf(f, "frontier: complex64 up to %u qubits, complex128 up to %u qubits (policy %s)\n",
+            p->max_qubits[0], p->max_qubits[1], qm_policy_name(p->request.policy));
+    fprintf(f, "estimates:");
+    for (int k = 0; k < QM_PHASE_COUNT_; ++k) {
+        if (p->has_estimates && p->estimate_set[k])
+            fprintf(f, " %s %s%s", qm_phase_name((qm_phase)k),
+                    qm_format_seconds(p->estimates_s[k], a, sizeof a), k + 1 < QM_PHASE_COUNT_ ? "," : "");
+        else
+            fprintf(f, " %s n/a%s", qm_phase_name((qm_phase)k), k + 1 < QM_PHASE_COUNT_ ? "," : "");
+    }
+    fprintf(f, "\n");
+}
