@@ -15,6 +15,16 @@ static void usage(FILE *f)
             "usage: qmesh <command> [options]\n"
             "\n"
             "commands:\n"
+            "  encode --input FILE [--qubits N] [--dtype D] [--policy P] [--scenario FILE]\n"
+            "       [--backend sim|cuda] [--out FILE.npy | --out-dir DIR] [--drop-column C] [--json]\n"
+            "                                 amplitude-encode .npy or CSV (.gz) data into a sharded state\n"
+            "  plan [--scenario FILE] --qubits N [--dtype complex64|complex128] [--policy P]\n"
+            "       [--batch B --features F] [--gather auto|host|none|DEVICE] [--ranks R] [--json]\n"
+            "                                 plan a state: layout, fit, gather, frontier, estimates\n"
+            "  scenario run|check FILE...     run every case of scenario files (check: misses only)\n"
+            "  topo validate FILE...          strict check of scenario files\n"
+            "  topo show [FILE] [--json|--dot] devices, path matrix, best-connected device, ranks\n"
+            "  topo dump [FILE]               write the scenario back as qmesh/1 YAML\n"
             "  devices [--backend sim|cuda]   list the devices of the mesh qmesh would use\n"
             "  version                        print the version\n"
             "  help                           this text\n"
@@ -38,6 +48,12 @@ int main(int argc, char **argv)
         printf("qmesh %d.%d.%d\n", QM_VERSION_MAJOR, QM_VERSION_MINOR, QM_VERSION_PATCH);
         return 0;
     }
+    if (strcmp(cmd, "plan") == 0)
+        return qm_cli_plan(argc - 1, argv + 1);
+    if (strcmp(cmd, "scenario") == 0)
+        return qm_cli_scenario(argc - 1, argv + 1);
+    if (strcmp(cmd, "topo") == 0)
+        return qm_cli_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "devices") == 0)
         return qm_cli_devices(argc - 1, argv + 1);
     fprintf(stderr, "error[E-ARG]: qmesh: unknown command '%s'; run 'qmesh help'\n", cmd);

@@ -8,16 +8,18 @@
 #include <stdio.h>
 
 #include "scenario.h"
+#include "status_internal.h"
 
 #include <stdbool.h>
 
 int qm_cli_devices(int argc, char **argv);
 int qm_cli_plan(int argc, char **argv);
+int qm_cli_encode(int argc, char **argv);
 int qm_cli_scenario(int argc, char **argv);
 int qm_cli_topo(int argc, char **argv);
 
-/* Print "error[E-ARG]: CMD: <fmt with arg>; run 'qmesh help'" and return 2. */
-int qm_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
+/* Print "error[E-ARG]: CMD: <message>; run 'qmesh help'" and return 2. */
+int qm_cli_usage_error(const char *cmd, const char *fmt, ...) QM_PRINTF(2, 3);
 /* Load --scenario FILE, or the built-in default (said on stderr) when path is NULL; every
  * diagnostic of the file is printed to stderr. */
 qm_code qm_cli_load_scenario(const char *path, qm_topology **out, qm_status *st);

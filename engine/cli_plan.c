@@ -11,13 +11,17 @@
 #include "units.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-int qm_cli_usage_error(const char *cmd, const char *fmt, const char *arg)
+int qm_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+    va_list ap;
     fprintf(stderr, "error[E-ARG]: %s: ", cmd);
-    fprintf(stderr, fmt, arg);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "; run 'qmesh help'\n");
     return 2;
 }

@@ -275,8 +275,9 @@ static bool close_enough(const char *typed, const char *cand, int *best)
 /* ---- the loader context ------------------------------------------------------------------------ */
 
 typedef struct attach_ref {
-    int node;        /* the NIC */
-    int yaml_node;   /* the attach value */
+    int node;                /* the NIC */
+    int yaml_node;           /* the attach value */
+    int host_pos, nic_pos;   /* positions in hosts and in the host's nics, for messages */
 } attach_ref;
 
 typedef struct ld {
@@ -289,8 +290,10 @@ typedef struct ld {
     qm_diags *diags;
     qm_status *st;
     int n_err;
-    qm_code first_code;          /* the first error's code (st may be NULL) */
+    qm_diag *errs;               /* this load's errors (QM_DIAGS_PER_LOAD + 1), sorted at the end */
+    qm_diag first;               /* the first error, kept even when errs cannot be allocated */
     bool stop;
+    int host_pos, item_pos;      /* positions of the host and list entry being loaded */
     int n_ref_hints;             /* "did you mean" searches over all ids are limited per load */
     /* the subject of messages: a YAML path, kept as segments and rendered only for an error */
     struct {
@@ -298,7 +301,6 @@ typedef struct ld {
         int index;
     } segs[32];
     size_t n_segs;
-    char custom[QM_ID_BYTES + 16]; /* a subject that is not a path ("NIC 'n0.ib0'") */
     map ids, types;
     int cap_types, cap_hosts, cap_nodes, cap_links, cap_fabrics, cap_gpus;
     attach_ref *attach;
@@ -311,23 +313,53 @@ static void add_diag(ld *L, qm_code code, int line, int col, const char *msg)
 {
     if (L->stop)
         return;
-    if (L->n_err == 0)
-        L->first_code = code;
-    if (L->n_err == 0 && L->st) {
-        qm_fail(L->st, code, "%s", msg);
-        if (line > 0)
-            qm_status_locate(L->st, L->file, line, col);
-    }
-    L->n_err++;
-    if (L->n_err > QM_DIAGS_PER_LOAD) {
-        char more[128];
-        snprintf(more, sizeof more, "too many errors: stopping after %d (fix the ones above first)",
+    qm_diag d = {.code = code, .line = line, .col = col};
+    snprintf(d.file, sizeof d.file, "%s", L->file);
+    snprintf(d.msg, sizeof d.msg, "%s", msg);
+    if (L->n_err == QM_DIAGS_PER_LOAD) {
+        snprintf(d.msg, sizeof d.msg, "too many errors: stopping after %d (fix the ones above first)",
                  QM_DIAGS_PER_LOAD);
-        qm_diags_add(L->diags, code, L->file, line, col, more);
         L->stop = true;
-        return;
     }
-    qm_diags_add(L->diags, code, L->file, line, col, msg);
+    if (L->n_err == 0)
+        L->first = d;
+    if (!L->errs)
+        L->errs = malloc((QM_DIAGS_PER_LOAD + 1) * sizeof *L->errs);
+    if (L->errs)
+        L->errs[L->n_err] = d;
+    L->n_err++;
+}
+
+/* Hand the errors over: sorted by location (the "too many errors" entry stays last), the first
+ * one into st, all of them into diags. */
+static void finish_diags(ld *L)
+{
+    if (L->n_err == 0)
+        return;
+    if (L->errs) {
+        int n = L->stop ? L->n_err - 1 : L->n_err;
+        for (int i = 1; i < n; ++i) { /* insertion sort: stable, and n <= 50 */
+            qm_diag d = L->errs[i];
+            int j = i;
+            for (; j > 0 && (L->errs[j - 1].line > d.line ||
+                             (L->errs[j - 1].line == d.line && L->errs[j - 1].col > d.col));
+                 --j)
+                L->errs[j] = L->errs[j - 1];
+            L->errs[j] = d;
+        }
+        L->first = L->errs[0];
+        for (int i = 0; i < L->n_err; ++i)
+            qm_diags_add(L->diags, L->errs[i].code, L->errs[i].file, L->errs[i].line,
+                         L->errs[i].col, L->errs[i].msg);
+    } else {
+        qm_diags_add(L->diags, L->first.code, L->first.file, L->first.line, L->first.col,
+                     L->first.msg);
+    }
+    if (L->st) {
+        qm_fail(L->st, L->first.code, "%s", L->first.msg);
+        if (L->first.line > 0)
+            qm_status_locate(L->st, L->file, L->first.line, L->first.col);
+    }
 }
 
 /* An error at (line, col) with the current path as subject. */
@@ -689,8 +721,8 @@ static bool get_time(ld *L, yaml_node_t *n, const char *key, double *out)
 }
 
 /* One of names[0..count); E-ENUM with a "did you mean" and the list otherwise. */
-static bool get_enum(ld *L, yaml_node_t *n, const char *key, const char *const *names, int count,
-                     const char *what, int *out)
+static bool get_enum_list(ld *L, yaml_node_t *n, const char *key, const char *const *names,
+                          int count, const char *what, const char *shown, int *out)
 {
     size_t old = path_key(L, key);
     bool ok = false;
@@ -714,15 +746,24 @@ static bool get_enum(ld *L, yaml_node_t *n, const char *key, const char *const *
                 if (close_enough(s, names[i], &best))
                     hint = names[i];
             }
+            if (shown)
+                snprintf(list, sizeof list, "%s", shown);
             if (hint)
-                err(L, n, QM_E_ENUM, "'%.40s' is not a valid %s; did you mean '%s'? (one of %s)",
-                    s, what, hint, list);
+                err(L, n, QM_E_ENUM, "'%.40s' is not a valid %s; did you mean '%s'? (%s%s)", s,
+                    what, hint, shown ? "" : "one of ", list);
             else
-                err(L, n, QM_E_ENUM, "'%.40s' is not a valid %s (one of %s)", s, what, list);
+                err(L, n, QM_E_ENUM, "'%.40s' is not a valid %s (%s%s)", s, what,
+                    shown ? "" : "one of ", list);
         }
     }
     path_pop(L, old);
     return ok;
+}
+
+static bool get_enum(ld *L, yaml_node_t *n, const char *key, const char *const *names, int count,
+                     const char *what, int *out)
+{
+    return get_enum_list(L, n, key, names, count, what, NULL, out);
 }
 
 /* ---- ids ---------------------------------------------------------------------------------------- */
@@ -1184,7 +1225,8 @@ static void load_nic(ld *L, yaml_node_t *it, const host_ctx *h)
             nomem(L);
             return;
         }
-        L->attach[L->n_attach++] = (attach_ref){ni, (int)(v[3] - L->doc.nodes.start) + 1};
+        L->attach[L->n_attach++] =
+            (attach_ref){ni, (int)(v[3] - L->doc.nodes.start) + 1, L->host_pos, L->item_pos};
     }
 }
 
@@ -1196,6 +1238,7 @@ static void host_list(ld *L, yaml_node_t *n, const char *key, const char *of, co
     if (want_seq(L, n, of)) {
         for (int i = 0; i < seq_count(n) && !L->stop; ++i) {
             size_t o2 = path_index(L, i);
+            L->item_pos = i;
             fn(L, seq_item(L, n, i), h);
             path_pop(L, o2);
         }
@@ -1269,9 +1312,10 @@ static void resolve_attach(ld *L)
     for (int i = 0; i < L->n_attach && !L->stop; ++i) {
         int nic = L->attach[i].node;
         yaml_node_t *v = node_at(L, L->attach[i].yaml_node);
-        /* the path of the NIC is gone by now: name it */
-        snprintf(L->custom, sizeof L->custom, "NIC '%s'", t->nodes[nic].id);
-        path_key(L, L->custom);
+        path_key(L, "hosts");
+        path_index(L, L->attach[i].host_pos);
+        path_key(L, "nics");
+        path_index(L, L->attach[i].nic_pos);
         int target = resolve(L, v, "attach", WANT_NODE);
         if (target >= 0) {
             const qm_node *a = &t->nodes[target];
@@ -1776,7 +1820,10 @@ static void load_expect(ld *L, yaml_node_t *n, qm_case_expect *x)
         for (int c = 1; c < QM_CODE_COUNT_; ++c)
             names[c - 1] = qm_code_name((qm_code)c);
         int e;
-        if (get_enum(L, v[F_ERROR], "error", names, QM_CODE_COUNT_ - 1, "error code", &e)) {
+        if (get_enum_list(L, v[F_ERROR], "error", names, QM_CODE_COUNT_ - 1, "error code",
+                          "planner codes: E-QUBITS, E-CAPACITY, E-NOT-POW2, E-SHARDS, "
+                          "E-NO-GATHER, E-POLICY, E-INPUT",
+                          &e)) {
             x->has_error = true;
             x->error = (qm_code)(e + 1);
         }
@@ -1972,7 +2019,7 @@ static void load_root(ld *L, yaml_node_t *root)
     load_schema(L, root, &go_on);
     if (!go_on)
         return;
-    if (!fields(L, root, spec, 11, v, "the scenario"))
+    if (!fields(L, root, spec, 11, v, "the top level"))
         return;
     if (v[F_NAME]) {
         const char *s = scalar(L, v[F_NAME], "a name");
@@ -2002,6 +2049,7 @@ static void load_root(ld *L, yaml_node_t *root)
         if (want_seq(L, v[F_HOSTS], "hosts")) {
             for (int i = 0; i < seq_count(v[F_HOSTS]) && !L->stop; ++i) {
                 size_t o2 = path_index(L, i);
+                L->host_pos = i;
                 load_host(L, seq_item(L, v[F_HOSTS], i));
                 path_pop(L, o2);
             }
@@ -2022,9 +2070,11 @@ static void load_root(ld *L, yaml_node_t *root)
         default_ranks(L);
     if (v[F_CASES])
         load_cases(L, v[F_CASES]);
-    if (L->n_err == 0 && t->n_gpus == 0 && v[F_HOSTS])
-        err(L, v[F_HOSTS], QM_E_MISSING_FIELD,
-            "the scenario declares no devices; add hosts[].devices");
+    if (L->n_err == 0 && t->n_gpus == 0 && v[F_HOSTS]) {
+        size_t old = path_key(L, "hosts");
+        err(L, v[F_HOSTS], QM_E_MISSING_FIELD, "no host declares a device; add hosts[].devices");
+        path_pop(L, old);
+    }
     if (L->n_err == 0)
         check_connected(L);
 }
@@ -2184,8 +2234,8 @@ static bool prepass(ld *L)
         }
         if (!bad && count > QM_SCENARIO_MAX_NODES) {
             char msg[200];
-            snprintf(msg, sizeof msg, "YAML: the document has more than %d nodes after alias "
-                     "expansion (%ld at this point); aliases this large are refused",
+            snprintf(msg, sizeof msg, "YAML: the document has more than %d nodes, counting "
+                     "every alias expansion (%ld at this point); documents this large are refused",
                      QM_SCENARIO_MAX_NODES, count);
             add_diag(L, QM_E_RANGE, line, col, msg);
             bad = true;
@@ -2276,9 +2326,11 @@ done:
     free(L.attach);
     free(L.fabric_yaml);
     free(L.fabric_pos);
+    finish_diags(&L);
+    free(L.errs);
     if (L.n_err > 0) {
         qm_topology_destroy(L.t);
-        return L.first_code;
+        return L.first.code;
     }
     *out = L.t;
     return QM_OK;

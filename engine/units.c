@@ -303,9 +303,12 @@ qm_code qm_units_parse_size_ex(const char *text, unsigned flags, uint64_t *out, 
     }
     if (n.exp10 + u->dec + n.n_sig > 20) /* >= 10^20 before any binary scaling */
         goto overflow;
-    if (n.n_sig > 19)
-        return qm_fail(st, QM_E_RANGE, "'%.64s' has more than 19 significant digits", text);
+    if (n.n_sig > 20)
+        return qm_fail(st, QM_E_RANGE, "'%.64s' has more than 20 significant digits", text);
+    errno = 0;
     uint64_t r = strtoull(n.sig, NULL, 10);
+    if (errno == ERANGE)
+        goto overflow;
     long e = n.exp10 + u->dec;
     int bin = u->bin;
     if (e >= 0) {
@@ -490,7 +493,8 @@ static const char *format_double(double v, qm_unit_dim dim, const char *last, ch
                 if (parse_double(tmp, dim, QM_UNITS_ALLOW_ZERO, &back, NULL) == QM_OK &&
                     back == v) {
                     double m = v / scale;
-                    size_t score = 2 * strlen(tmp) + (m < 1 || m >= 1000);
+                    size_t score = 2 * strlen(tmp) + (m < 1 || m >= 1000) +
+                                   3 * (units[i].bin < 0); /* bits only when clearly shorter */
                     if (score < best_score) {
                         best_score = score;
                         memcpy(best, tmp, sizeof best);

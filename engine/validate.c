@@ -19,18 +19,6 @@ static unsigned max_qubits_for(qm_dtype dt, uint64_t batch)
     return n;
 }
 
-void qm_request_init(qm_request *r)
-{
-    if (!r)
-        return;
-    memset(r, 0, sizeof *r);
-    r->dtype = QM_DTYPE_COMPLEX64;
-    r->policy = QM_POLICY_AUTO;
-    r->batch = 1;
-    r->encoding = QM_ENCODING_AMPLITUDE;
-    snprintf(r->gather, sizeof r->gather, "auto");
-}
-
 qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *st)
 {
     if (!r)

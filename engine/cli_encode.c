@@ -1,0 +1,163 @@
+/* cli_encode.c — `qmesh encode`: the main job.
+ *
+ * qmesh encode --input FILE [--qubits N] [--dtype complex64|complex128] [--policy P]
+ *              [--scenario FILE] [--backend sim|cuda] [--out FILE.npy | --out-dir DIR]
+ *              [--drop-column NAME|INDEX] [--header auto|yes|no] [--json]
+ * Prints the plan used, per-phase times and the norm check (a table, or one JSON object);
+ * errors as one line `error[CODE]: ...` with exit 1 (2 for usage errors).
+ */
+#include "cli_internal.h"
+#include "encode.h"
+#include "plan_output.h"
+#include "status_internal.h"
+#include "units.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int print_json(const qm_encode_result *r, const char *out, const char *out_dir)
+{
+    qm_status st;
+    json_t *o = json_object(), *plan = NULL, *times = json_object(), *check = json_object();
+    if (qm_plan_to_json(r->plan, r->mesh, r->scenario_name, &plan, &st) != QM_OK) {
+        json_decref(o);
+        json_decref(times);
+        json_decref(check);
+        return qm_cli_error(&st);
+    }
+    json_object_set_new(o, "input", json_pack("{s:s, s:I, s:I}", "dtype",
+                                              qm_dtype_name(r->input_dtype), "samples",
+                                              (json_int_t)r->batch, "features",
+                                              (json_int_t)r->features));
+    json_object_set_new(o, "plan", plan);
+    json_object_set_new(times, "read_and_plan", json_real(r->seconds_read_plan));
+    json_object_set_new(times, "materialize", json_real(r->seconds_materialize));
+    json_object_set_new(times, "check_and_output", json_real(r->seconds_output));
+    json_object_set_new(o, "seconds", times);
+    json_object_set_new(check, "max_abs_error", json_real(r->norm_max_error));
+    json_object_set_new(check, "worst_state", json_integer((json_int_t)r->norm_worst_state));
+    json_object_set_new(o, "norm_check", check);
+    json_object_set_new(o, "output", out ? json_string(out) : out_dir ? json_string(out_dir) : json_null());
+    json_object_set_new(o, "files", json_integer(r->n_files));
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s)
+        return 1;
+    printf("%s\n", s);
+    free(s);
+    return 0;
+}
+
+int qm_cli_encode(int argc, char **argv)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    qm_encode_job job;
+    qm_encode_job_init(&job);
+    bool json = false, failed = false;
+    for (int i = 1; i < argc && !failed; ++i) {
+        const char *a = argv[i];
+        const bool has_value = i + 1 < argc;
+        if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--input") == 0 || strcmp(a, "--scenario") == 0 ||
+                   strcmp(a, "--out") == 0 || strcmp(a, "--out-dir") == 0 ||
+                   strcmp(a, "--drop-column") == 0 || strcmp(a, "--backend") == 0 ||
+                   strcmp(a, "--header") == 0 || strcmp(a, "--chunk-bytes") == 0) {
+            if (!has_value)
+                return qm_cli_usage_error("encode", "option %s needs a value", a);
+            const char *v = argv[++i];
+            if (strcmp(a, "--input") == 0)
+                job.input = v;
+            else if (strcmp(a, "--scenario") == 0)
+                job.scenario = v;
+            else if (strcmp(a, "--out") == 0)
+                job.out = v;
+            else if (strcmp(a, "--out-dir") == 0)
+                job.out_dir = v;
+            else if (strcmp(a, "--drop-column") == 0)
+                job.csv.drop_column = v;
+            else if (strcmp(a, "--backend") == 0) {
+                if (strcmp(v, "sim") == 0)
+                    job.backend = QM_BACKEND_SIM;
+                else if (strcmp(v, "cuda") == 0)
+                    job.backend = QM_BACKEND_CUDA;
+                else
+                    return qm_cli_usage_error("encode", "unknown backend '%s'; use sim or cuda", v);
+            } else if (strcmp(a, "--header") == 0) {
+                if (strcmp(v, "auto") == 0)
+                    job.csv.header = QM_CSV_HEADER_AUTO;
+                else if (strcmp(v, "yes") == 0)
+                    job.csv.header = QM_CSV_HEADER_YES;
+                else if (strcmp(v, "no") == 0)
+                    job.csv.header = QM_CSV_HEADER_NO;
+                else
+                    return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
+            } else {
+                uint64_t u;
+                if (qm_units_parse_size(v, &u, &st) != QM_OK) {
+                    qm_status_prefix(&st, "encode --chunk-bytes");
+                    return qm_cli_error(&st);
+                }
+                job.chunk_bytes = u;
+            }
+        } else {
+            if (strcmp(a, "--dtype") == 0)
+                job.dtype_given = true;
+            int k = qm_cli_request_option("encode", argc, argv, &i, &job.request, &st, &failed);
+            if (k == 1)
+                return qm_cli_usage_error("encode", "unknown option '%s'", a);
+            if (k == 2)
+                return 2;
+        }
+    }
+    if (failed)
+        return qm_cli_error(&st);
+    if (!job.input)
+        return qm_cli_usage_error("encode", "%s is required", "--input FILE");
+    if (!job.scenario && job.backend != QM_BACKEND_CUDA)
+        fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
+    job.progress = stderr;
+    qm_encode_result r;
+    qm_code rc = qm_encode_run(&job, &r, &st);
+    int exit_code = 0;
+    if (rc != QM_OK) {
+        if (r.plan && !r.plan->feasible && json) {
+            json_t *o = NULL;
+            qm_status jst;
+            if (qm_plan_to_json(r.plan, r.mesh, r.scenario_name, &o, &jst) == QM_OK) {
+                char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                if (s)
+                    printf("%s\n", s);
+                free(s);
+                json_decref(o);
+            }
+        }
+        exit_code = qm_cli_error(&st);
+        qm_encode_result_fini(&r);
+        return exit_code;
+    }
+    if (json) {
+        exit_code = print_json(&r, job.out, job.out_dir);
+    } else {
+        char a[32], b[32], c[32];
+        printf("input:    %s: %llu sample%s x %llu features, %s\n", job.input,
+               (unsigned long long)r.batch, r.batch == 1 ? "" : "s", (unsigned long long)r.features,
+               qm_dtype_name(r.input_dtype));
+        qm_plan_print(r.plan, r.mesh, r.scenario_name, stdout);
+        printf("\ntimes:    read+plan %s, materialize %s, check+output %s\n",
+               qm_format_seconds(r.seconds_read_plan, a, sizeof a),
+               qm_format_seconds(r.seconds_materialize, b, sizeof b),
+               qm_format_seconds(r.seconds_output, c, sizeof c));
+        printf("norm:     max |sum |psi|^2 - 1| = %.3e over %llu state%s (worst: state %llu)\n",
+               r.norm_max_error, (unsigned long long)r.batch, r.batch == 1 ? "" : "s",
+               (unsigned long long)r.norm_worst_state);
+        if (job.out)
+            printf("output:   %s\n", job.out);
+        else if (job.out_dir)
+            printf("output:   %s/ (%d files)\n", job.out_dir, r.n_files);
+    }
+    qm_encode_result_fini(&r);
+    return exit_code;
+}
