@@ -48,6 +48,8 @@ int main(int argc, char **argv)
         printf("qmesh %d.%d.%d\n", QM_VERSION_MAJOR, QM_VERSION_MINOR, QM_VERSION_PATCH);
         return 0;
     }
+    if (strcmp(cmd, "encode") == 0)
+        return qm_cli_encode(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0)
         return qm_cli_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "scenario") == 0)

@@ -105,6 +105,8 @@ int qm_cli_encode(int argc, char **argv)
         } else {
             if (strcmp(a, "--dtype") == 0)
                 job.dtype_given = true;
+            if (strcmp(a, "--qubits") == 0)
+                job.qubits_given = true;
             int k = qm_cli_request_option("encode", argc, argv, &i, &job.request, &st, &failed);
             if (k == 1)
                 return qm_cli_usage_error("encode", "unknown option '%s'", a);

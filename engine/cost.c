@@ -86,26 +86,53 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
         return 0;
     const qm_topology *t = mesh->topo;
     int hosts = 1;
+    bool inter_seen = false;
     qm_link_class intra = QM_LINK_NVLINK;
     double ring_bw = INFINITY;
     for (int i = 0; i < n; ++i) {
         const qm_mesh_device *a = &mesh->devices[devices[i]];
         const qm_mesh_device *b = &mesh->devices[devices[(i + 1) % n]];
+        const bool same_host = a->host == b->host;
+        if (i + 1 < n && !same_host)
+            hosts++;
+        /* every intra-host step is looked at; of the host-to-host steps one stands for all (the
+         * ring's inter-host hops cross the same kind of NIC and fabric), so a 1024-host ring costs
+         * one cross-cluster search, not 1024 */
+        if (!same_host && inter_seen)
+            continue;
+        inter_seen = inter_seen || !same_host;
         qm_topo_path p;
         qm_status st;
-        if (i + 1 < n && b->host != a->host)
-            hosts++;
         if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK || !p.found)
             return -1;
         if (p.bw_bytes_per_s < ring_bw)
             ring_bw = p.bw_bytes_per_s;
-        if (a->host == b->host && p.cls > intra)
+        if (same_host && p.cls > intra)
             intra = p.cls;
     }
     const int steps = 2 * (n - 1), inter = 2 * (hosts - 1);
     double lat = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
                  (double)inter * t->latency_s[QM_LINK_NET];
     return lat + 2.0 * (double)(n - 1) / (double)n * (double)bytes / ring_bw;
+}
+
+/* The path target -> src turned around: the same links crossed the other way (the search runs
+ * once from the target, not once per source). */
+static void reverse_path(qm_topo_path *p)
+{
+    for (int i = 0, j = p->hops - 1; i < j; ++i, --j) {
+        int l = p->links[i];
+        bool d = p->a_to_b[i];
+        p->links[i] = p->links[j];
+        p->a_to_b[i] = p->a_to_b[j];
+        p->links[j] = l;
+        p->a_to_b[j] = d;
+    }
+    for (int k = 0; k < p->hops; ++k)
+        p->a_to_b[k] = !p->a_to_b[k];
+    int s = p->src;
+    p->src = p->dst;
+    p->dst = s;
 }
 
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
@@ -186,9 +213,9 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
             qm_topo_path path;
             if (to_host)
                 rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, false, &path, st);
-            else
-                rc = qm_topo_graph_path(mesh->graph, mesh->devices[d].node,
-                                        mesh->devices[p->gather.device].node, &path, st);
+            else if ((rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->gather.device].node,
+                                              mesh->devices[d].node, &path, st)) == QM_OK)
+                reverse_path(&path);
             if (rc != QM_OK)
                 goto done;
             loads_add(&L, &path, p->devices[d].shard_bytes);

@@ -103,7 +103,7 @@ static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
 static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
                              void *buf, double *sums, qm_status *st)
 {
-    qm_code rc = qm_output_dir_ensure(job->out_dir, st);
+    qm_code rc = qm_out_dir_create(job->out_dir, st);
     if (rc != QM_OK)
         return rc;
     const int n = s->n_shards;
@@ -236,7 +236,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     r->input_dtype = in.dtype;
     /* request */
     qm_request req = job->request;
-    if (req.qubits == 0)
+    if (req.qubits == 0 && !job->qubits_given)
         req.qubits = qubits_for(in.n);
     if (!job->dtype_given)
         req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;

@@ -26,6 +26,7 @@ typedef struct qm_encode_job {
     qm_request request;       /* qubits 0: smallest n with 2^n >= features; dtype as set by
                                  dtype_given, else from the input */
     bool dtype_given;
+    bool qubits_given;        /* --qubits was given (then 0 is an error, not the default) */
     qm_csv_options csv;
     qm_backend_choice backend;
     const char *out;          /* gathered .npy, or NULL */

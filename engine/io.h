@@ -66,7 +66,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
 typedef struct qm_npy_reader qm_npy_reader;
 
 /* Open a `.npy` file and read its header only (no data). *out is NULL on failure. E-IO when the
- * file cannot be opened, is not a regular file or cannot be read; E-INPUT as qm_npy_header_parse. */
+ * file cannot be opened, is not a regular file or cannot be read; E-INPUT as
+ * qm_npy_header_parse. */
 qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st);
 /* The header's facts. Cannot fail; the pointer lives as long as the reader. */
 const qm_npy_info *qm_npy_reader_info(const qm_npy_reader *reader);

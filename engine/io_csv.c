@@ -89,7 +89,7 @@ static qm_code read_all(const char *path, char **text_out, size_t *len_out, int 
     fd = -1; /* owned by gz now */
     gzbuffer(gz, 1u << 17);
     /* plain files: one allocation of the right size; gzip: grow by doubling */
-    cap = *gzip_out ? ((size_t)1 << 16) : (size_t)sb.st_size + 1;
+    cap = *gzip_out ? ((size_t)1 << 16) : (size_t)sb.st_size + 2; /* + EOF probe + spare */
     if (cap < 2)
         cap = 2;
     for (;;) {
@@ -162,7 +162,7 @@ fail_fd:
     return rc;
 }
 
-/* ---- fields ----------------------------------------------------------------------------------- */
+/* ---- fields ---------------------------------------------------------------------------------- */
 
 /* Printable copy of s (at most 32 characters, then "..."), for messages. */
 static const char *printable(const char *s, char *buf, size_t buf_bytes)
@@ -258,7 +258,7 @@ static int decimal_index(const char *s, size_t *out)
     return 1;
 }
 
-/* ---- the load --------------------------------------------------------------------------------- */
+/* ---- the load -------------------------------------------------------------------------------- */
 
 /* A line of text: [s, e) without its line end; its 1-based number in the file. */
 typedef struct csv_line {
@@ -312,6 +312,10 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
         qm_csv_options_init(&defaults);
         opt = &defaults;
     }
+    if (opt->header != QM_CSV_HEADER_AUTO && opt->header != QM_CSV_HEADER_YES &&
+        opt->header != QM_CSV_HEADER_NO)
+        return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
+                       (int)opt->header);
     int gzip = 0;
     if ((rc = read_all(path, &text, &len, &gzip, st)) != QM_OK)
         return rc;

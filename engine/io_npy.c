@@ -25,7 +25,7 @@
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__)
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#error "qmesh I/O reads and writes little-endian .npy bytes as they are: big-endian hosts are not supported (io.h)"
+#error "qmesh I/O copies little-endian .npy bytes as they are: big-endian hosts are unsupported"
 #endif
 #endif
 
@@ -34,7 +34,7 @@ static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 #define NPY_MAX_DIMS 32 /* more than NumPy's own limit, so any real header parses */
 #define NPY_STR_CAP 64  /* keys and dtype strings we keep (longer ones are reported truncated) */
 
-/* ---- small helpers ---------------------------------------------------------------------------- */
+/* ---- small helpers --------------------------------------------------------------------------- */
 
 /* Read up to n bytes at offset off, retrying on EINTR and short reads; *got is what was read
  * (short only at end of file). Returns 0 or an errno value. */
@@ -98,7 +98,7 @@ static const char *shape_text(const uint64_t *dims, int ndim, char *buf, size_t 
     return buf;
 }
 
-/* ---- the header dict -------------------------------------------------------------------------- */
+/* ---- the header dict ------------------------------------------------------------------------- */
 
 typedef struct npy_parser {
     const char *subject;
@@ -162,7 +162,8 @@ static qm_code parse_string(npy_parser *ps, char *buf, size_t *len)
 static qm_code parse_bool(npy_parser *ps, int *out)
 {
     const unsigned char *w = ps->p;
-    while (ps->p < ps->end && ((*ps->p >= 'A' && *ps->p <= 'Z') || (*ps->p >= 'a' && *ps->p <= 'z')))
+    while (ps->p < ps->end &&
+           ((*ps->p >= 'A' && *ps->p <= 'Z') || (*ps->p >= 'a' && *ps->p <= 'z')))
         ps->p++;
     const size_t n = (size_t)(ps->p - w);
     if (n == 4 && memcmp(w, "True", 4) == 0)
@@ -246,7 +247,8 @@ static qm_code parse_dict(npy_parser *ps, npy_dict *d)
     int seen_descr = 0, seen_fortran = 0, seen_shape = 0;
     qm_code rc;
     if (ps->p >= ps->end)
-        return qm_fail(ps->st, QM_E_INPUT, "%s: malformed .npy header: header is empty", ps->subject);
+        return qm_fail(ps->st, QM_E_INPUT, "%s: malformed .npy header: header is empty",
+                       ps->subject);
     if (*ps->p != '{') {
         char c[8];
         const unsigned char b = *ps->p;
@@ -287,12 +289,13 @@ static qm_code parse_dict(npy_parser *ps, npy_dict *d)
             ps->p = key_at;
             snprintf(what, sizeof what,
                      "unexpected key '%s' (expected 'descr', 'fortran_order', 'shape')",
-                     printable(key, key_len < NPY_STR_CAP ? key_len : NPY_STR_CAP - 1, pk, sizeof pk));
+                     printable(key, key_len < NPY_STR_CAP ? key_len : NPY_STR_CAP - 1, pk,
+                               sizeof pk));
             return malformed(ps, what);
         }
         if (*seen) {
             ps->p = key_at;
-            char what[64];
+            char what[96];
             snprintf(what, sizeof what, "duplicate key '%s'", key);
             return malformed(ps, what);
         }
@@ -330,7 +333,8 @@ static qm_code parse_dict(npy_parser *ps, npy_dict *d)
         return qm_fail(ps->st, QM_E_INPUT,
                        "%s: malformed .npy header: missing key '%s' (a header holds 'descr', "
                        "'fortran_order' and 'shape')",
-                       ps->subject, !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape");
+                       ps->subject,
+                       !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape");
     return QM_OK;
 }
 
@@ -362,7 +366,7 @@ static const char *descr_problem(const char *s, size_t len)
     }
 }
 
-/* ---- the preamble and the checks -------------------------------------------------------------- */
+/* ---- the preamble and the checks ------------------------------------------------------------- */
 
 qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, size_t n_bytes,
                             uint64_t file_bytes, qm_npy_info *out, qm_status *st)
@@ -372,7 +376,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
     if (!subject)
         subject = "npy";
     if (!out || (!bytes && n_bytes))
-        return qm_fail(st, QM_E_ARG, "%s: npy header parse: out and bytes must not be NULL", subject);
+        return qm_fail(st, QM_E_ARG, "%s: npy header parse: out and bytes must not be NULL",
+                       subject);
     const size_t avail = (uint64_t)n_bytes < file_bytes ? n_bytes : (size_t)file_bytes;
 
     /* magic */
@@ -383,8 +388,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
         for (size_t i = 0; i < nm; ++i)
             o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", bytes[i]);
         return qm_fail(st, QM_E_INPUT,
-                       "%s: not a .npy file: bad magic (first bytes: %s; expected 93 4e 55 4d 50 59, "
-                       "\"\\x93NUMPY\")",
+                       "%s: not a .npy file: bad magic (first bytes: %s; expected "
+                       "93 4e 55 4d 50 59, \"\\x93NUMPY\")",
                        subject, nm ? hex : "none, the file is empty");
     }
     if (avail < 8)
@@ -393,13 +398,13 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
     const unsigned major = bytes[6], minor = bytes[7];
     if ((major != 1 && major != 2 && major != 3) || minor != 0)
         return qm_fail(st, QM_E_INPUT,
-                       "%s: unsupported .npy format version %u.%u (accepted: 1.0, 2.0, 3.0)", subject,
-                       major, minor);
+                       "%s: unsupported .npy format version %u.%u (accepted: 1.0, 2.0, 3.0)",
+                       subject, major, minor);
     const size_t pre = major == 1 ? 10 : 12;
     if (avail < pre)
         return qm_fail(st, QM_E_INPUT,
-                       "%s: truncated .npy preamble (%zu bytes, need %zu for version %u.0)", subject,
-                       avail, pre, major);
+                       "%s: truncated .npy preamble (%zu bytes, need %zu for version %u.0)",
+                       subject, avail, pre, major);
     uint64_t hlen = (uint64_t)bytes[8] | ((uint64_t)bytes[9] << 8);
     if (major != 1)
         hlen |= ((uint64_t)bytes[10] << 16) | ((uint64_t)bytes[11] << 24);
@@ -444,7 +449,9 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
         return qm_fail(st, QM_E_INPUT,
                        "%s: unsupported dtype '%s' (%s; accepted: '<f4' float32, '<f8' float64); "
                        "convert with a.astype('<f8')",
-                       subject, printable(d.descr, d.descr_len < NPY_STR_CAP ? d.descr_len : NPY_STR_CAP - 1, pd, sizeof pd),
+                       subject,
+                       printable(d.descr, d.descr_len < NPY_STR_CAP ? d.descr_len : NPY_STR_CAP - 1,
+                                 pd, sizeof pd),
                        descr_problem(d.descr, d.descr_len));
     }
     if (d.ndim != 1 && d.ndim != 2)
@@ -500,13 +507,28 @@ too_big:
                    subject, shp);
 }
 
-/* ---- the reader ------------------------------------------------------------------------------- */
+/* ---- the reader ------------------------------------------------------------------------------ */
 
 struct qm_npy_reader {
     int fd;
     qm_npy_info info;
     char path[]; /* for messages */
 };
+
+/* Preamble + header length announced by the first n bytes (0 when they do not announce one that
+ * qm_npy_header_parse could accept; it then reports why from the preamble alone). */
+static uint64_t header_extent(const unsigned char *b, size_t n)
+{
+    if (n < 10 || memcmp(b, npy_magic, 6) != 0 || b[7] != 0 || b[6] < 1 || b[6] > 3)
+        return 0;
+    const size_t pre = b[6] == 1 ? 10 : 12;
+    if (n < pre)
+        return 0;
+    uint64_t hlen = (uint64_t)b[8] | ((uint64_t)b[9] << 8);
+    if (pre == 12)
+        hlen |= ((uint64_t)b[10] << 16) | ((uint64_t)b[11] << 24);
+    return hlen > QM_NPY_MAX_HEADER_BYTES ? 0 : pre + hlen;
+}
 
 static qm_code open_regular(const char *path, int *fd_out, uint64_t *size_out, qm_status *st)
 {
@@ -544,18 +566,33 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
 
     if ((rc = open_regular(path, &fd, &size, st)) != QM_OK)
         goto done;
-    const size_t want_max = QM_NPY_PREAMBLE_MAX + QM_NPY_MAX_HEADER_BYTES;
-    const size_t want = size < want_max ? (size_t)size : want_max;
-    head = malloc(want ? want : 1);
-    if (!head) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for the .npy header", path, want);
-        goto done;
-    }
+    /* the preamble first, then exactly the header it announces (never the data) */
+    unsigned char pre[QM_NPY_PREAMBLE_MAX];
     size_t got = 0;
-    int e = pread_full(fd, head, want, 0, &got);
+    int e = pread_full(fd, pre, size < sizeof pre ? (size_t)size : sizeof pre, 0, &got);
     if (e) {
         rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(e));
         goto done;
+    }
+    size_t want = got;
+    const uint64_t extent = header_extent(pre, got);
+    if (extent > got && extent <= size)
+        want = (size_t)extent;
+    head = malloc(want ? want : 1);
+    if (!head) {
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for the .npy header", path,
+                     want);
+        goto done;
+    }
+    memcpy(head, pre, got);
+    if (want > got) {
+        size_t more = 0;
+        e = pread_full(fd, head + got, want - got, got, &more);
+        if (e) {
+            rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(e));
+            goto done;
+        }
+        got += more;
     }
     /* a file that shrank since fstat is parsed as the size actually read */
     qm_npy_info info;
@@ -630,7 +667,7 @@ void qm_npy_close(qm_npy_reader *reader)
     free(reader);
 }
 
-/* ---- which reader a file needs ----------------------------------------------------------------- */
+/* ---- which reader a file needs --------------------------------------------------------------- */
 
 qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status *st)
 {

@@ -24,7 +24,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* ---- the temporary file and the rename -------------------------------------------------------- */
+/* ---- the temporary file and the rename ------------------------------------------------------- */
 
 static char *tmp_name(const char *path)
 {
@@ -46,8 +46,8 @@ static qm_code tmp_open(const char *path, char **tmp_out, FILE **f_out, qm_statu
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
         const int e = errno;
-        qm_code rc = qm_fail(st, QM_E_IO, "%s: cannot create the temporary file %s: %s%s", path, tmp,
-                             strerror(e),
+        qm_code rc = qm_fail(st, QM_E_IO, "%s: cannot create the temporary file %s: %s%s", path,
+                             tmp, strerror(e),
                              e == ENOENT ? "; the directory must exist (create it first, or use "
                                            "--out-dir, which does)"
                                          : "");
@@ -59,7 +59,8 @@ static qm_code tmp_open(const char *path, char **tmp_out, FILE **f_out, qm_statu
         const int e = errno;
         close(fd);
         unlink(tmp);
-        qm_code rc = qm_fail(st, QM_E_IO, "%s: cannot open a stream on %s: %s", path, tmp, strerror(e));
+        qm_code rc =
+            qm_fail(st, QM_E_IO, "%s: cannot open a stream on %s: %s", path, tmp, strerror(e));
         free(tmp);
         return rc;
     }
@@ -118,7 +119,7 @@ remove_tmp:
     return rc;
 }
 
-/* ---- the .npy writer -------------------------------------------------------------------------- */
+/* ---- the .npy writer ------------------------------------------------------------------------- */
 
 struct qm_npy_writer {
     FILE *f;
@@ -138,8 +139,9 @@ static size_t npy_header(char *buf, size_t cap, const char *descr, int ndim, con
     char dict[256];
     int k;
     if (ndim == 1)
-        k = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%llu,), }",
-                     descr, (unsigned long long)shape[0]);
+        k = snprintf(dict, sizeof dict,
+                     "{'descr': '%s', 'fortran_order': False, 'shape': (%llu,), }", descr,
+                     (unsigned long long)shape[0]);
     else
         k = snprintf(dict, sizeof dict,
                      "{'descr': '%s', 'fortran_order': False, 'shape': (%llu, %llu), }", descr,
@@ -180,8 +182,8 @@ qm_code qm_npy_writer_open(const char *path, qm_dtype dtype, int ndim, const uin
     uint64_t n = 1;
     for (int i = 0; i < ndim; ++i) {
         if (shape[i] == 0)
-            return qm_fail(st, QM_E_ARG, "%s: the npy writer got an empty shape (dimension %d is 0)",
-                           path, i);
+            return qm_fail(st, QM_E_ARG,
+                           "%s: the npy writer got an empty shape (dimension %d is 0)", path, i);
         if (n > UINT64_MAX / item / shape[i])
             return qm_fail(st, QM_E_ARG, "%s: the npy writer's shape overflows 64-bit byte counts",
                            path);
@@ -222,7 +224,8 @@ qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_
         return qm_fail(st, QM_E_ARG, "npy writer: writer must not be NULL");
     if (n_elems > writer->n_total - writer->n_written)
         return qm_fail(st, QM_E_BOUNDS,
-                       "%s: writing %llu more elements would exceed the shape's %llu (%llu written)",
+                       "%s: writing %llu more elements would exceed the shape's %llu "
+                       "(%llu written)",
                        writer->path, (unsigned long long)n_elems,
                        (unsigned long long)writer->n_total, (unsigned long long)writer->n_written);
     if (n_elems == 0)
@@ -274,7 +277,7 @@ void qm_npy_writer_abort(qm_npy_writer *writer)
     free(writer);
 }
 
-/* ---- small text files ------------------------------------------------------------------------- */
+/* ---- small text files ------------------------------------------------------------------------ */
 
 qm_code qm_atomic_write_text(const char *path, const char *text, qm_status *st)
 {
@@ -299,7 +302,7 @@ done:
     return rc;
 }
 
-/* ---- --out-dir -------------------------------------------------------------------------------- */
+/* ---- --out-dir ------------------------------------------------------------------------------- */
 
 qm_code qm_out_dir_create(const char *path, qm_status *st)
 {

@@ -65,6 +65,9 @@ struct qm_topo_graph {
     int n_heap, cap_heap;
     int *best;             /* per node: first permanent label, -1 when unreached */
     int *perm;             /* per node: head of its permanent labels */
+    int *touched;          /* nodes whose best/perm were set by the cached search */
+    int n_touched;
+    bool search_done;      /* the cached source's search ran until its heap was empty */
 };
 
 static const char *const class_names[QM_LINK_CLASS_COUNT_] = {"nvlink", "c2c", "pcie", "sys", "net"};
@@ -199,9 +202,12 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
     g->out = calloc(nl ? 2 * nl : 1, sizeof *g->out);
     g->best = calloc(nn ? nn : 1, sizeof *g->best);
     g->perm = calloc(nn ? nn : 1, sizeof *g->perm);
+    g->touched = calloc(nn ? nn : 1, sizeof *g->touched);
     if (!g->links || !g->bw_ab || !g->bw_ba || !g->latency_s || !g->out_start || !g->out ||
-        !g->best || !g->perm)
+        !g->best || !g->perm || !g->touched)
         goto nomem;
+    for (size_t v = 0; v < nn; ++v)
+        g->best[v] = g->perm[v] = -1;
 
     if (topo->n_links > 0)
         memcpy(g->links, topo->links, (size_t)topo->n_links * sizeof *g->links);
@@ -273,6 +279,7 @@ void qm_topo_graph_destroy(qm_topo_graph *g)
     free(g->heap);
     free(g->best);
     free(g->perm);
+    free(g->touched);
     free(g);
 }
 
@@ -432,53 +439,68 @@ nomem:
                    g->topo->nodes[src].id, g->n_labels);
 }
 
-/* One source's search; leaves best[] and the labels for fill_path. */
-static qm_code search(qm_topo_graph *g, int src, qm_status *st)
+/* One source's search, run until `dst` (-1: every node) has its best label; it resumes where it
+ * stopped when the next query has the same source. Labels are popped in the order of the path
+ * rule (class, -bandwidth, hops), so the first permanent label of a node is its best path and the
+ * search can stop there: a query inside a host never expands the rest of a large cluster.
+ * Leaves best[] and the labels for fill_path. */
+static qm_code search(qm_topo_graph *g, int src, int dst, qm_status *st)
 {
     qm_code rc;
-    if (g->cached_src == src)
+    if (g->cached_src != src) {
+        for (int i = 0; i < g->n_touched; ++i)
+            g->best[g->touched[i]] = g->perm[g->touched[i]] = -1;
+        g->n_touched = 0;
+        g->n_labels = 0;
+        g->n_heap = 0;
+        g->search_done = false;
+        if ((rc = reserve_label(g, src, st)) != QM_OK)
+            return rc;
+        g->labels[0] = (topo_label){.node = src, .pred = -1, .edge = -1, .hops = 0,
+                                    .cls = QM_LINK_NVLINK, .bw = INFINITY, .latency_s = 0,
+                                    .next_perm = -1};
+        g->n_labels = 1;
+        heap_push(g, 0);
+        g->cached_src = src;
+    }
+    if (g->search_done || (dst >= 0 && g->best[dst] >= 0))
         return QM_OK;
-    g->cached_src = -1;
-    g->n_labels = 0;
-    g->n_heap = 0;
-    for (int v = 0; v < g->n_nodes; ++v)
-        g->best[v] = g->perm[v] = -1;
-    if ((rc = reserve_label(g, src, st)) != QM_OK)
-        return rc;
-    g->labels[0] = (topo_label){.node = src, .pred = -1, .edge = -1, .hops = 0,
-                                .cls = QM_LINK_NVLINK, .bw = INFINITY, .latency_s = 0,
-                                .next_perm = -1};
-    g->n_labels = 1;
-    heap_push(g, 0);
     while (g->n_heap > 0) {
         int li = heap_pop(g);
         topo_label lab = g->labels[li];
         if (dominated(g, lab.node, lab.cls, lab.bw, lab.hops))
             continue;
+        if (g->perm[lab.node] < 0)
+            g->touched[g->n_touched++] = lab.node;
         g->labels[li].next_perm = g->perm[lab.node];
         g->perm[lab.node] = li;
         if (g->best[lab.node] < 0)
             g->best[lab.node] = li;
-        if (lab.node != src && g->topo->nodes[lab.node].kind == QM_NODE_GPU)
-            continue; /* GPUs are endpoints, never transit */
-        for (int e = g->out_start[lab.node]; e < g->out_start[lab.node + 1]; ++e) {
-            const topo_edge *ed = &g->out[e];
-            qm_link_class cls = ed->cls > lab.cls ? ed->cls : lab.cls;
-            double bw = ed->bw < lab.bw ? ed->bw : lab.bw;
-            int hops = lab.hops + 1;
-            if (dominated(g, ed->to, cls, bw, hops))
-                continue;
-            if ((rc = reserve_label(g, src, st)) != QM_OK)
-                return rc;
-            int ni = g->n_labels++;
-            g->labels[ni] = (topo_label){.node = ed->to, .pred = li, .edge = e, .hops = hops,
-                                         .cls = cls, .bw = bw,
-                                         .latency_s = lab.latency_s + ed->latency_s,
-                                         .next_perm = -1};
-            heap_push(g, ni);
+        if (lab.node == src || g->topo->nodes[lab.node].kind != QM_NODE_GPU) {
+            /* GPUs are endpoints, never transit */
+            for (int e = g->out_start[lab.node]; e < g->out_start[lab.node + 1]; ++e) {
+                const topo_edge *ed = &g->out[e];
+                qm_link_class cls = ed->cls > lab.cls ? ed->cls : lab.cls;
+                double bw = ed->bw < lab.bw ? ed->bw : lab.bw;
+                int hops = lab.hops + 1;
+                if (dominated(g, ed->to, cls, bw, hops))
+                    continue;
+                if ((rc = reserve_label(g, src, st)) != QM_OK) {
+                    g->cached_src = -1;
+                    return rc;
+                }
+                int ni = g->n_labels++;
+                g->labels[ni] = (topo_label){.node = ed->to, .pred = li, .edge = e, .hops = hops,
+                                             .cls = cls, .bw = bw,
+                                             .latency_s = lab.latency_s + ed->latency_s,
+                                             .next_perm = -1};
+                heap_push(g, ni);
+            }
         }
+        if (lab.node == dst)
+            return QM_OK; /* its first permanent label is its best: the rest can wait */
     }
-    g->cached_src = src;
+    g->search_done = true;
     return QM_OK;
 }
 
@@ -522,7 +544,7 @@ qm_code qm_topo_graph_path(qm_topo_graph *g, int src, int dst, qm_topo_path *out
     if (src < 0 || src >= g->n_nodes || dst < 0 || dst >= g->n_nodes)
         return qm_fail(st, QM_E_ARG, "topology: path %d -> %d: node out of range (%d nodes)", src, dst,
                        g->n_nodes);
-    if ((rc = search(g, src, st)) != QM_OK)
+    if ((rc = search(g, src, dst, st)) != QM_OK)
         return rc;
     return fill_path(g, src, dst, out, st);
 }
@@ -597,6 +619,14 @@ void qm_topo_matrix_destroy(qm_topo_matrix *m)
     free(m);
 }
 
+static int cmp_int_pair(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
 qm_code qm_topo_matrix_create(qm_topo_graph *g, const int *devices, int n_devices,
                               qm_topo_matrix **out, qm_status *st)
 {
@@ -620,21 +650,24 @@ qm_code qm_topo_matrix_create(qm_topo_graph *g, const int *devices, int n_device
             return rc;
     }
 
-    seen = malloc((size_t)g->n_nodes * sizeof *seen);
+    /* duplicates: sort (node, entry) pairs; linear in the set, not in the graph */
+    seen = malloc((size_t)n_devices * 2 * sizeof *seen);
     m = calloc(1, sizeof *m);
     if (!seen || !m)
         goto nomem;
-    for (int v = 0; v < g->n_nodes; ++v)
-        seen[v] = -1;
     for (int i = 0; i < n_devices; ++i) {
-        if (seen[devices[i]] >= 0) {
+        seen[2 * i] = devices[i];
+        seen[2 * i + 1] = i;
+    }
+    qsort(seen, (size_t)n_devices, 2 * sizeof *seen, cmp_int_pair);
+    for (int i = 1; i < n_devices; ++i) {
+        if (seen[2 * i] == seen[2 * i - 2]) {
             rc = qm_fail(st, QM_E_ARG,
                          "topology: device %.64s (node %d) appears twice in the device set (entries "
                          "%d and %d)",
-                         g->topo->nodes[devices[i]].id, devices[i], seen[devices[i]], i);
+                         g->topo->nodes[seen[2 * i]].id, seen[2 * i], seen[2 * i - 1], seen[2 * i + 1]);
             goto fail;
         }
-        seen[devices[i]] = i;
     }
     m->n = n_devices;
     m->nodes = malloc((size_t)n_devices * sizeof *m->nodes);

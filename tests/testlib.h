@@ -5,8 +5,16 @@
 
 #include "qmesh.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/wait.h>
+
+#if defined(__GNUC__)
+#define QM_TEST_PRINTF __attribute__((format(printf, 3, 4)))
+#else
+#define QM_TEST_PRINTF
+#endif
 
 extern int qm_test_failures;
 extern int qm_test_checks;

@@ -1,0 +1,278 @@
+#define _POSIX_C_SOURCE 200809L
+/* test_encode_cli.c — `qmesh encode` end to end: the digits data set against an independent
+ * reference computed here (zlib + long double, not qmesh), output formats, and every bad input
+ * leaving no output file. Arguments: the qmesh binary, the source dir. Exit 77 when the digits
+ * file has not been fetched (scripts/fetch-digits.sh). */
+#include "testlib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static const char *qmesh, *srcdir;
+static char tmpdir[256];
+
+/* Run a command line; capture stderr+stdout into out (truncated); return the exit status. */
+static int run(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF;
+static int run(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (!p)
+        return -1;
+    while (n + 1 < cap) {
+        size_t k = fread(out + n, 1, cap - 1 - n, p);
+        if (k == 0)
+            break;
+        n += k;
+    }
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Read a complex .npy written by qmesh: returns the data (malloc'd) and its element count. */
+static void *read_npy(const char *path, const char *descr, uint64_t *n_elems, size_t es)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char pre[10];
+    void *data = NULL;
+    if (fread(pre, 1, 10, f) == 10 && memcmp(pre, "\x93NUMPY\x01\x00", 8) == 0) {
+        unsigned hl = pre[8] | (pre[9] << 8);
+        char *hdr = calloc(1, hl + 1);
+        if (hdr && fread(hdr, 1, hl, f) == hl && strstr(hdr, descr) && (10 + hl) % 64 == 0) {
+            long pos = ftell(f);
+            fseek(f, 0, SEEK_END);
+            long end = ftell(f);
+            fseek(f, pos, SEEK_SET);
+            *n_elems = (uint64_t)(end - pos) / (2 * es);
+            data = malloc((size_t)(end - pos));
+            if (data && fread(data, 1, (size_t)(end - pos), f) != (size_t)(end - pos)) {
+                free(data);
+                data = NULL;
+            }
+        }
+        free(hdr);
+    }
+    fclose(f);
+    return data;
+}
+
+static void test_digits(const char *digits)
+{
+    char out[8192], path[1024];
+    snprintf(path, sizeof path, "%s/digits.npy", tmpdir);
+    int rc = run(out, sizeof out, "%s encode --input %s --drop-column 64 --out %s", qmesh, digits, path);
+    CHECK(rc == 0);
+    CHECK(strstr(out, "1797 samples x 64 features, float64") != NULL);
+    CHECK(strstr(out, "request:  6 qubits, complex128") != NULL);
+    CHECK(strstr(out, "norm:     max |sum |psi|^2 - 1| =") != NULL);
+    if (rc != 0)
+        fprintf(stderr, "%s\n", out);
+    uint64_t n = 0;
+    double *amp = read_npy(path, "'descr': '<c16', 'fortran_order': False, 'shape': (1797, 64)", &n, 8);
+    CHECK(amp != NULL);
+    CHECK_EQ_U64(n, 1797 * 64);
+    /* the reference: read the gzip CSV here, drop the label, normalise in long double */
+    gzFile gz = gzopen(digits, "rb");
+    CHECK(gz != NULL);
+    char line[4096];
+    uint64_t row = 0;
+    double maxerr = 0, maxnorm = 0;
+    while (gz && amp && gzgets(gz, line, sizeof line) && row < 1797) {
+        double v[65];
+        int k = 0;
+        for (char *s = line, *e; k < 65; s = e + 1, ++k) {
+            v[k] = strtod(s, &e);
+            if (*e != ',')
+                break;
+        }
+        long double s2 = 0;
+        for (int j = 0; j < 64; ++j)
+            s2 += (long double)v[j] * v[j];
+        double t = 0;
+        for (int j = 0; j < 64; ++j) {
+            double want = (double)(v[j] / sqrtl(s2));
+            double got = amp[2 * (row * 64 + j)];
+            double err = fabs(got - want);
+            if (err > maxerr)
+                maxerr = err;
+            if (amp[2 * (row * 64 + j) + 1] != 0.0)
+                maxerr = 1;
+            t += got * got;
+        }
+        if (fabs(t - 1) > maxnorm)
+            maxnorm = fabs(t - 1);
+        row++;
+    }
+    if (gz)
+        gzclose(gz);
+    CHECK_EQ_U64(row, 1797);
+    CHECK(maxerr < 1e-12);
+    CHECK(maxnorm < 1e-12);
+    printf("digits: %llu states, max |amp - reference| = %.3e, max |norm - 1| = %.3e\n",
+           (unsigned long long)row, maxerr, maxnorm);
+    free(amp);
+
+    /* complex64, per-shard output with a manifest, on a library scenario */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/shards", tmpdir);
+    rc = run(out, sizeof out, "%s encode --input %s --drop-column 64 --dtype complex64 --scenario "
+             "%s/scenarios/dgx-h100.yaml --out-dir %s --json", qmesh, digits, srcdir, dir);
+    CHECK(rc == 0);
+    CHECK(strstr(out, "\"max_abs_error\"") != NULL);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *m = fopen(path, "r");
+    CHECK(m != NULL);
+    if (m) {
+        size_t k = fread(out, 1, sizeof out - 1, m);
+        out[k] = '\0';
+        fclose(m);
+        CHECK(strstr(out, "\"format\": \"qmesh-shards/1\"") != NULL);
+        CHECK(strstr(out, "\"batch\": 1797") != NULL);
+        CHECK(strstr(out, "\"dtype\": \"complex64\"") != NULL);
+        CHECK(strstr(out, "\"device\": \"n0.g7\"") != NULL);
+        CHECK(strstr(out, "\"file\": \"shard-0007.npy\"") != NULL);
+    }
+    snprintf(path, sizeof path, "%s/shard-0000.npy", dir);
+    float *f = read_npy(path, "'descr': '<c8'", &n, 4);
+    CHECK(f != NULL && n > 0 && n % 64 == 0);
+    free(f);
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void test_errors(void)
+{
+    char out[8192], in[512], dst[512];
+    snprintf(dst, sizeof dst, "%s/out.npy", tmpdir);
+    /* NaN in sample 2, feature 3 */
+    snprintf(in, sizeof in, "%s/nan.csv", tmpdir);
+    const char *csv = "1,2,3,4\n5,6,7,8\n1,2,3,nan\n";
+    write_file(in, csv, strlen(csv));
+    int rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    CHECK(rc == 1);
+    CHECK(strstr(out, "error[E-INPUT]: encode: zero or non-finite norm: sample 2, feature 3 is NaN") != NULL);
+    CHECK(!exists(dst));
+    /* a zero sample */
+    const char *zero = "1,2\n0,0\n";
+    write_file(in, zero, strlen(zero));
+    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    CHECK(rc == 1 && strstr(out, "sample 1 has all 2 values zero") != NULL);
+    CHECK(!exists(dst));
+    /* more features than the qubits hold */
+    rc = run(out, sizeof out, "%s encode --input %s --qubits 0 --out %s", qmesh, in, dst);
+    CHECK(rc == 1 && strstr(out, "error[E-QUBITS]") != NULL);
+    const char *wide = "1,2,3,4,5\n";
+    write_file(in, wide, strlen(wide));
+    rc = run(out, sizeof out, "%s encode --input %s --qubits 2 --out %s", qmesh, in, dst);
+    CHECK(rc == 1);
+    CHECK(strstr(out, "error[E-INPUT]: request: 5 features exceed the state vector size 4 (2 qubits); use at least 3 qubits") != NULL);
+    CHECK(!exists(dst));
+    /* a state that does not fit the scenario: refused by the plan, before any allocation */
+    rc = run(out, sizeof out, "%s encode --input %s --qubits 40 --scenario %s/scenarios/gh200.yaml --out %s",
+             qmesh, in, srcdir, dst);
+    CHECK(rc == 1);
+    CHECK(strstr(out, "error[E-CAPACITY]: feasibility:") != NULL);
+    CHECK(!exists(dst));
+    /* a truncated .npy */
+    snprintf(in, sizeof in, "%s/trunc.npy", tmpdir);
+    char hdr[128] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': (8,), }";
+    size_t hl = strlen(hdr + 10) + 10;
+    while (hl < 127)
+        hdr[hl++] = ' ';
+    hdr[127] = '\n';
+    unsigned char buf[128 + 16];
+    memcpy(buf, hdr, 128);
+    memset(buf + 128, 0, 16);
+    write_file(in, buf, sizeof buf);
+    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    CHECK(rc == 1);
+    CHECK(strstr(out, "error[E-INPUT]") != NULL && strstr(out, "truncated: expected 64 data bytes, found 16") != NULL);
+    CHECK(!exists(dst));
+    /* a scenario the user names that cannot be read is an error, not a default */
+    snprintf(in, sizeof in, "%s/ok.csv", tmpdir);
+    write_file(in, "1,2\n", 4);
+    rc = run(out, sizeof out, "%s encode --input %s --scenario /nonexistent.yaml", qmesh, in);
+    CHECK(rc == 1 && strstr(out, "error[E-IO]") != NULL && strstr(out, "/nonexistent.yaml") != NULL);
+    /* usage */
+    rc = run(out, sizeof out, "%s encode --out x.npy", qmesh);
+    CHECK(rc == 2 && strstr(out, "--input FILE is required") != NULL);
+}
+
+static void test_float32_npy(void)
+{
+    char out[8192], in[512], dst[512];
+    snprintf(in, sizeof in, "%s/f32.npy", tmpdir);
+    snprintf(dst, sizeof dst, "%s/f32-out.npy", tmpdir);
+    char hdr[128];
+    int k = snprintf(hdr, sizeof hdr, "\x93NUMPY\x01%c%c%c{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                     0, 118, 0);
+    while (k < 127)
+        hdr[k++] = ' ';
+    hdr[127] = '\n';
+    unsigned char buf[128 + 12];
+    memcpy(buf, hdr, 128);
+    const float v[3] = {3, 0, 4};
+    memcpy(buf + 128, v, sizeof v);
+    write_file(in, buf, sizeof buf);
+    int rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    CHECK(rc == 0);
+    uint64_t n = 0;
+    float *a = read_npy(dst, "'descr': '<c8', 'fortran_order': False, 'shape': (4,)", &n, 4);
+    CHECK(a != NULL && n == 4);
+    if (a && n == 4)
+        CHECK(a[0] == 0.6f && a[2] == 0.0f && a[4] == 0.8f && a[6] == 0.0f && a[7] == 0.0f);
+    free(a);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_encode_cli QMESH SRCDIR\n");
+        return 2;
+    }
+    qmesh = argv[1];
+    srcdir = argv[2];
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qmesh-test-encode-%d", (int)getpid());
+    mkdir(tmpdir, 0700);
+    char digits[512];
+    snprintf(digits, sizeof digits, "%s/data/digits.csv.gz", srcdir);
+    test_errors();
+    test_float32_npy();
+    if (exists(digits)) {
+        test_digits(digits);
+    } else {
+        printf("test_encode_cli: %s missing (run scripts/fetch-digits.sh): digits part skipped\n", digits);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    int r = qm_test_end("test_encode_cli");
+    return r ? r : (exists(digits) ? 0 : 77);
+}
