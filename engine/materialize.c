@@ -45,6 +45,8 @@ typedef struct enc {
     uint64_t cap_blocks;
     double *sums;              /* per state */
     double *coeffs;            /* per state */
+    qm_hal_buf **mapped;       /* per shard: its input read in place (NULL: stashed) */
+    uint64_t *mapped_first;    /* per shard: the input element of mapped[i]'s element 0 */
 } enc;
 
 /* Largest k such that pos is aligned to 2^k, 2^k fits in [pos, end) and k <= cap. */
@@ -203,7 +205,9 @@ static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, 
         qm_hal_sumsq_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
                                .off = pos - s->start, .g0 = pos, .period = e->N,
                                .period_valid = e->F, .log2_block = lb, .n_blocks = nb,
-                               .scale = scale, .out_sums = e->block_sums};
+                               .scale = scale, .out_sums = e->block_sums,
+                               .input = e->mapped[i], .in_dtype = e->in->dtype,
+                               .in_first = e->mapped_first[i]};
         if ((rc = qm_hal_sumsq_sync(e->hal, &a, st)) != QM_OK)
             return qm_status_prefix(st, "encode: shard %d", i);
         if (e->n_pieces + (int)run > e->cap_pieces) {
@@ -249,6 +253,25 @@ static qm_code merge_pieces(enc *e, qm_status *st)
     return QM_OK;
 }
 
+/* The slow-path scan of an input that is already in host memory (read in place): the largest
+ * magnitude and the first NaN/Inf among n values from input element `first`. */
+static void host_scan(const enc *e, uint64_t first, uint64_t n, qm_hal_scan_result *r)
+{
+    r->max_abs = 0.0;
+    r->first_nonfinite = UINT64_MAX;
+    for (uint64_t i = 0; i < n; ++i) {
+        const double v = e->in->dtype == QM_DTYPE_FLOAT64
+                             ? ((const double *)e->in->data)[first + i]
+                             : (double)((const float *)e->in->data)[first + i];
+        if (!isfinite(v)) {
+            r->first_nonfinite = i;
+            return;
+        }
+        if (fabs(v) > r->max_abs)
+            r->max_abs = fabs(v);
+    }
+}
+
 #define QM_FAST_SUM_MIN 0x1p-968 /* below this the fast sum may have lost bits to underflow */
 
 /* Slow path for one state: name the first bad value, or rescale and sum again. */
@@ -262,8 +285,12 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         if (a >= b)
             continue;
         qm_hal_scan_result r;
-        qm_code rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a,
-                                      &r, st);
+        qm_code rc = QM_OK;
+        if (e->mapped[i])
+            host_scan(e, sidx * e->F + (a - lo), b - a, &r); /* host memory */
+        else
+            rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a, &r,
+                                  st);
         if (rc != QM_OK)
             return qm_status_prefix(st, "encode: shard %d", i);
         if (r.first_nonfinite != UINT64_MAX) {
@@ -352,8 +379,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     const uint64_t chunk_elems = chunk_bytes / is ? chunk_bytes / is : 1;
     e.sums = malloc((size_t)e.B * sizeof *e.sums);
     e.coeffs = malloc((size_t)e.B * sizeof *e.coeffs);
+    e.mapped = calloc((size_t)n_shards, sizeof *e.mapped);
+    e.mapped_first = calloc((size_t)n_shards, sizeof *e.mapped_first);
     bounce = malloc((size_t)(chunk_elems * is));
-    if (!e.sums || !e.coeffs || !bounce) {
+    if (!e.sums || !e.coeffs || !e.mapped || !e.mapped_first || !bounce) {
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
         goto done;
@@ -378,7 +407,18 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         }
         uint64_t e_lo, e_hi;
         input_range(&e, s->start, s->end, &e_lo, &e_hi);
-        if (e_hi > e_lo) {
+        if (e_hi > e_lo && in->data) {
+            /* input in host memory: read in place where the backend can (no staging copy) */
+            rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
+                                      (e_hi - e_lo) * is, &e.mapped[i], st);
+            if (rc == QM_OK)
+                e.mapped_first[i] = e_lo;
+            else if (rc != QM_E_UNSUPPORTED) {
+                qm_status_prefix(st, "encode: shard %d", i);
+                goto done;
+            }
+        }
+        if (e_hi > e_lo && !e.mapped[i]) {
             const uint64_t n_in = e_hi - e_lo;
             const uint64_t stage = n_in < 2 * chunk_elems ? n_in : 2 * chunk_elems;
             if ((rc = qm_hal_buf_alloc(hal, s->device, stage * is, &staging, st)) == QM_OK)
@@ -409,7 +449,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                                    .off = 0, .n = s->end - s->start, .g0 = s->start, .period = e.N,
                                    .period_valid = e.F, .first_state = first,
                                    .n_coeffs = (s->end - 1) / e.N - first + 1,
-                                   .coeffs = e.coeffs + first};
+                                   .coeffs = e.coeffs + first, .input = e.mapped[i],
+                                   .in_dtype = in->dtype, .in_first = e.mapped_first[i]};
         if ((rc = qm_hal_amp_scale(hal, &a, NULL, st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
             goto done;
@@ -419,6 +460,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     rc = QM_OK;
 
 done:
+    for (int i = 0; e.mapped && i < n_shards; ++i)
+        qm_hal_buf_free(hal, e.mapped[i]);
+    free(e.mapped);
+    free(e.mapped_first);
     free(bounce);
     free(e.pieces);
     free(e.block_sums);

@@ -53,12 +53,22 @@ static void put_str(FILE *f, const char *s)
     }
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)s; *c; ++c) {
-        if (*c == '"' || *c == '\\')
+        if (*c == '"' || *c == '\\') {
             fprintf(f, "\\%c", *c);
-        else if (*c < 0x20 || *c == 0x7f)
+        } else if (*c < 0x20 || *c == 0x7f) {
             fprintf(f, "\\x%02X", *c);
-        else
+        } else if (c[0] == 0xC2 && c[1] == 0x85) { /* NEL would be a line break inside quotes */
+            fputs("\\N", f);
+            c += 1;
+        } else if (c[0] == 0xE2 && c[1] == 0x80 && (c[2] == 0xA8 || c[2] == 0xA9)) { /* LS, PS */
+            fputs(c[2] == 0xA8 ? "\\L" : "\\P", f);
+            c += 2;
+        } else if (c[0] == 0xEF && c[1] == 0xBB && c[2] == 0xBF) { /* BOM */
+            fputs("\\uFEFF", f);
+            c += 2;
+        } else {
             fputc(*c, f);
+        }
     }
     fputc('"', f);
 }

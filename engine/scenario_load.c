@@ -2016,7 +2016,8 @@ static int uf_find(int *parent, int x)
     return x;
 }
 
-/* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and NIC attachments. */
+/* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and the implicit link of
+ * each NIC (to its `attach` node, else to its NUMA node: as topology.c builds the graph). */
 static void check_connected(ld *L)
 {
     qm_topology *t = L->t;
@@ -2031,9 +2032,12 @@ static void check_connected(ld *L)
         parent[i] = i;
     for (int i = 0; i < t->n_links; ++i)
         parent[uf_find(parent, t->links[i].a)] = uf_find(parent, t->links[i].b);
-    for (int i = 0; i < t->n_nodes; ++i)
-        if (t->nodes[i].attach >= 0)
-            parent[uf_find(parent, i)] = uf_find(parent, t->nodes[i].attach);
+    for (int i = 0; i < t->n_nodes; ++i) { /* the implicit NIC link of topology.c */
+        const qm_node *n = &t->nodes[i];
+        int to = n->kind != QM_NODE_NIC ? -1 : n->attach >= 0 ? n->attach : n->numa;
+        if (to >= 0)
+            parent[uf_find(parent, i)] = uf_find(parent, to);
+    }
     int root = uf_find(parent, t->gpus[0]);
     size_t old = path_key(L, "connectivity");
     for (int g = 1; g < t->n_gpus && !L->stop; ++g) {

@@ -148,23 +148,35 @@ static qm_code check_topology(const qm_topology *t, qm_status *st)
     return QM_OK;
 }
 
-static bool has_link(const qm_topology *t, int x, int y)
-{
-    for (int i = 0; i < t->n_links; ++i)
-        if ((t->links[i].a == x && t->links[i].b == y) || (t->links[i].a == y && t->links[i].b == x))
-            return true;
-    return false;
-}
-
-/* The node an implicit NIC link goes to, or -1 when the NIC gets none. */
-static int nic_attach_target(const qm_topology *t, int i)
+/* The node an implicit NIC link could go to (its attach node, else its NUMA node), or -1. */
+static int nic_target(const qm_topology *t, int i)
 {
     const qm_node *n = &t->nodes[i];
     if (n->kind != QM_NODE_NIC || !(n->nic_bw_bytes_per_s > 0))
         return -1;
     int target = n->attach >= 0 ? n->attach : n->numa;
-    if (target < 0 || target == i || has_link(t, i, target))
-        return -1;
+    return target == i ? -1 : target;
+}
+
+/* Per node: the node its implicit NIC link goes to, or -1 (not a NIC, no target, or the scenario
+ * already links the two). One pass over the links, so a 8192-NIC cluster stays linear. */
+static int *implicit_nic_targets(const qm_topology *t, int *n_implicit)
+{
+    int *target = malloc((size_t)(t->n_nodes ? t->n_nodes : 1) * sizeof *target);
+    *n_implicit = 0;
+    if (!target)
+        return NULL;
+    for (int i = 0; i < t->n_nodes; ++i)
+        target[i] = nic_target(t, i);
+    for (int i = 0; i < t->n_links; ++i) {
+        const int a = t->links[i].a, b = t->links[i].b;
+        if (target[a] == b)
+            target[a] = -1;
+        if (target[b] == a)
+            target[b] = -1;
+    }
+    for (int i = 0; i < t->n_nodes; ++i)
+        *n_implicit += target[i] >= 0;
     return target;
 }
 
@@ -172,6 +184,7 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
 {
     qm_code rc = QM_OK;
     qm_topo_graph *g = NULL;
+    int *nic_targets = NULL;
     if (out)
         *out = NULL;
     if (!topo || !out)
@@ -180,11 +193,14 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
         return rc;
 
     int n_implicit = 0;
-    for (int i = 0; i < topo->n_nodes; ++i)
-        n_implicit += nic_attach_target(topo, i) >= 0;
-    if (topo->n_links > INT_MAX / 4 - n_implicit || topo->n_nodes > INT_MAX / 4)
+    nic_targets = implicit_nic_targets(topo, &n_implicit);
+    if (!nic_targets)
+        goto nomem;
+    if (topo->n_links > INT_MAX / 4 - n_implicit || topo->n_nodes > INT_MAX / 4) {
+        free(nic_targets);
         return qm_fail(st, QM_E_ARG, "topology: too large (%d nodes, %d links)", topo->n_nodes,
                        topo->n_links);
+    }
 
     g = calloc(1, sizeof *g);
     if (!g)
@@ -212,7 +228,7 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
     if (topo->n_links > 0)
         memcpy(g->links, topo->links, (size_t)topo->n_links * sizeof *g->links);
     for (int i = 0, k = topo->n_links; i < topo->n_nodes; ++i) {
-        int target = nic_attach_target(topo, i);
+        int target = nic_targets[i];
         if (target < 0)
             continue;
         g->links[k] = (qm_link){.a = i, .b = target, .cls = QM_LINK_PCIE,
@@ -256,10 +272,12 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
         long long bound = 64LL * ((long long)g->n_nodes + g->out_start[g->n_nodes]) + 1024;
         g->max_labels = bound > INT_MAX / 2 ? INT_MAX / 2 : (int)bound;
     }
+    free(nic_targets);
     *out = g;
     return QM_OK;
 
 nomem:
+    free(nic_targets);
     qm_topo_graph_destroy(g);
     return qm_fail(st, QM_E_NOMEM, "topology: out of host memory building the graph (%d nodes, %d links)",
                    topo->n_nodes, topo->n_links);

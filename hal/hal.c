@@ -10,8 +10,10 @@
  */
 #include "hal_impl.h"
 #include "status_internal.h"
+#include "qm_math.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 struct qm_hal {
@@ -27,6 +29,7 @@ struct qm_hal_buf {
     uint64_t bytes;
     void *ptr;
     void *host_ptr;
+    bool wrapped; /* over caller-owned host memory: not counted, not freed */
 };
 
 struct qm_hal_stream {
@@ -207,10 +210,42 @@ qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out,
     return QM_OK;
 }
 
+qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, qm_hal_buf **out,
+                             qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    qm_code rc = check_dev(hal, dev, "wrap_host", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out || !ptr || bytes == 0)
+        return qm_fail(st, QM_E_ARG, "wrap_host: out, pointer and a size > 0 are required");
+    if (!hal->ops->wrap_host)
+        return qm_fail(st, QM_E_UNSUPPORTED, "wrap_host on %s: the %s backend cannot read host "
+                       "memory in place", hal->info[dev].id, qm_hal_kind_name(hal->ops->kind));
+    qm_hal_buf *b = calloc(1, sizeof *b);
+    if (!b)
+        return qm_fail(st, QM_E_NOMEM, "wrap_host: out of host memory");
+    if ((rc = hal->ops->wrap_host(hal->ctx, dev, ptr, bytes, &b->ptr, st)) != QM_OK) {
+        free(b);
+        return qm_status_prefix(st, "wrap_host on %s", hal->info[dev].id);
+    }
+    b->dev = dev;
+    b->bytes = bytes;
+    b->host_ptr = (void *)(uintptr_t)ptr;
+    b->wrapped = true;
+    *out = b;
+    return QM_OK;
+}
+
 void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf)
 {
     if (!hal || !buf)
         return;
+    if (buf->wrapped) {
+        free(buf);
+        return;
+    }
     hal->ops->buf_free(hal->ctx, buf->dev, buf->ptr, buf->bytes);
     hal->usage[buf->dev].in_use_bytes -= buf->bytes;
     hal->usage[buf->dev].n_frees++;
@@ -405,6 +440,29 @@ static qm_code check_period(uint64_t period, uint64_t valid, const char *op, qm_
     return QM_OK;
 }
 
+/* The input elements that global slots [g_lo, g_hi) read must lie in the input buffer, whose
+ * element 0 is input element in_first. */
+static qm_code check_input_slots(const qm_hal *hal, const qm_hal_buf *in, qm_dtype dt,
+                                 uint64_t in_first, uint64_t g_lo, uint64_t g_hi, uint64_t period,
+                                 uint64_t period_valid, const char *op, qm_status *st)
+{
+    if (!is_input_dtype(dt))
+        return qm_fail(st, QM_E_DTYPE, "%s: input dtype must be float32 or float64 (got %s)", op,
+                       dtn(dt));
+    if (g_hi <= g_lo)
+        return QM_OK;
+    uint64_t e_lo, e_hi;
+    qm_input_range(g_lo, g_hi, period, period_valid, &e_lo, &e_hi);
+    if (e_hi <= e_lo)
+        return QM_OK;
+    if (e_lo < in_first)
+        return qm_fail(st, QM_E_BOUNDS, "%s: slots [%llu, %llu) read input element %llu, before "
+                       "the buffer's first element %llu", op, (unsigned long long)g_lo,
+                       (unsigned long long)g_hi, (unsigned long long)e_lo,
+                       (unsigned long long)in_first);
+    return check_elems(hal, in, dt, e_lo - in_first, e_hi - e_lo, op, "input", st);
+}
+
 qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st)
 {
     if (!hal || !a)
@@ -459,13 +517,23 @@ qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st
         return qm_fail(st, QM_E_ARG, "sumsq: blocks of %llu slots must divide the period %llu and "
                        "align with global index %llu", (unsigned long long)bs,
                        (unsigned long long)a->period, (unsigned long long)a->g0);
-    rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n_blocks << a->log2_block, "sumsq",
-                     "state", st);
+    int dev;
+    if (a->input) {
+        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->g0,
+                               a->g0 + (a->n_blocks << a->log2_block), a->period, a->period_valid,
+                               "sumsq", st);
+        dev = a->input->dev;
+    } else {
+        rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n_blocks << a->log2_block,
+                         "sumsq", "state", st);
+        dev = a->state ? a->state->dev : 0;
+    }
     if (rc != QM_OK)
         return rc;
-    rc = hal->ops->sumsq(hal->ctx, a->state->dev, a->state->ptr, a, st);
+    rc = hal->ops->sumsq(hal->ctx, dev, a->input ? NULL : a->state->ptr,
+                         a->input ? a->input->ptr : NULL, a, st);
     if (rc != QM_OK)
-        return qm_status_prefix(st, "sumsq on %s", hal->info[a->state->dev].id);
+        return qm_status_prefix(st, "sumsq on %s", hal->info[dev].id);
     return QM_OK;
 }
 
@@ -509,8 +577,17 @@ qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_str
                        "cover %llu..%llu", (unsigned long long)first, (unsigned long long)last,
                        (unsigned long long)a->first_state,
                        (unsigned long long)(a->first_state + a->n_coeffs - 1));
-    rc = hal->ops->amp_scale(hal->ctx, a->state->dev, a->state->ptr, a, stream_of(s, a->state->dev),
-                             st);
+    if (a->input) {
+        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->g0, a->g0 + a->n,
+                               a->period, a->period_valid, "amp_scale", st);
+        if (rc == QM_OK && a->input->dev != a->state->dev)
+            rc = qm_fail(st, QM_E_ARG, "amp_scale: input on %s but state on %s",
+                         hal->info[a->input->dev].id, hal->info[a->state->dev].id);
+        if (rc != QM_OK)
+            return rc;
+    }
+    rc = hal->ops->amp_scale(hal->ctx, a->state->dev, a->state->ptr,
+                             a->input ? a->input->ptr : NULL, a, stream_of(s, a->state->dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "amp_scale on %s", hal->info[a->state->dev].id);
     return QM_OK;

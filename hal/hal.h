@@ -67,6 +67,12 @@ qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out,
 void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf); /* NULL is a no-op; cannot fail */
 uint64_t qm_hal_buf_bytes(const qm_hal_buf *buf);
 int qm_hal_buf_device(const qm_hal_buf *buf);
+/* A buffer over caller-owned host memory that the device's kernels can read in place (the
+ * simulated backend: its device memory is host memory). Not counted against capacity; freeing it
+ * releases the wrapper, never the memory. E-UNSUPPORTED on backends that cannot (then stream the
+ * data through a staging buffer instead). */
+qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, qm_hal_buf **out,
+                             qm_status *st);
 /* Host-addressable pointer to the buffer's bytes: sim materialized only; NULL for device memory
  * and phantom buffers. Valid until the buffer is freed. */
 void *qm_hal_buf_host_ptr(const qm_hal_buf *buf);
@@ -117,10 +123,11 @@ typedef struct qm_hal_stash_args {
 } qm_hal_stash_args;
 qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st);
 
-/* Block sums over stashed slots [off, off + n_blocks * 2^log2_block) of `state`: block j's tree
- * sum of (scale * x)^2 over its data slots (padding counts as +0) goes to out_sums[j] (host array).
- * Blocks never straddle states (2^log2_block divides period; off is block-aligned in g0 terms).
- * Blocking. */
+/* Block sums over slots [off, off + n_blocks * 2^log2_block) of `state`: block j's tree sum of
+ * (scale * x)^2 over its data slots (padding counts as +0) goes to out_sums[j] (host array).
+ * Blocks never straddle states (2^log2_block divides period; g0 is block-aligned). The values are
+ * the stash in `state`, or, when `input` is set, read in place from an input buffer whose element
+ * 0 is input element in_first (then `state` is not read). Blocking. */
 typedef struct qm_hal_sumsq_args {
     const qm_hal_buf *state;
     qm_dtype state_dtype;
@@ -131,6 +138,9 @@ typedef struct qm_hal_sumsq_args {
     uint64_t n_blocks;
     double scale;          /* 1 on the fast path; a power of two on the rescaled retry */
     double *out_sums;
+    const qm_hal_buf *input; /* NULL: the stash */
+    qm_dtype in_dtype;
+    uint64_t in_first;
 } qm_hal_sumsq_args;
 qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
 
@@ -143,9 +153,11 @@ typedef struct qm_hal_scan_result {
 qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
                          uint64_t n, qm_hal_scan_result *out, qm_status *st);
 
-/* In place over slots [off, off + n): data slots become (x * coeff[k], 0) in state_dtype, where
+/* Over slots [off, off + n): data slots become (x * coeff[k], 0) in state_dtype, where
  * k = (g0 + i) / period - first_state indexes `coeffs` (one per state); padding slots become
- * (0, 0). coeffs is a host array. Enqueued on s (its coefficients are copied before return). */
+ * (0, 0). x is the slot's stash (in place), or, when `input` is set, the value read from an input
+ * buffer whose element 0 is input element in_first. coeffs is a host array. Enqueued on s (its
+ * coefficients are copied before return). */
 typedef struct qm_hal_amp_scale_args {
     qm_hal_buf *state;
     qm_dtype state_dtype;
@@ -155,6 +167,9 @@ typedef struct qm_hal_amp_scale_args {
     uint64_t first_state;  /* state index of coeffs[0] */
     uint64_t n_coeffs;
     const double *coeffs;
+    const qm_hal_buf *input; /* NULL: the stash */
+    qm_dtype in_dtype;
+    uint64_t in_first;
 } qm_hal_amp_scale_args;
 qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
                          qm_status *st);

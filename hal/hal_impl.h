@@ -58,11 +58,17 @@ typedef struct qm_hal_ops {
      * are enqueued on s; sumsq and scan block. */
     qm_code (*stash)(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
                      void *s, qm_status *st);
-    qm_code (*sumsq)(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
-                     qm_status *st);
+    /* sumsq and amp_scale: `in` is the backend pointer of a->input (NULL when the stash is used). */
+    qm_code (*sumsq)(void *ctx, int dev, const void *state, const void *in,
+                     const qm_hal_sumsq_args *a, qm_status *st);
     qm_code (*scan)(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                     uint64_t n, qm_hal_scan_result *out, qm_status *st);
-    qm_code (*amp_scale)(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
+    qm_code (*amp_scale)(void *ctx, int dev, void *state, const void *in,
+                         const qm_hal_amp_scale_args *a, void *s, qm_status *st);
+
+    /* Optional (NULL: qm_hal_buf_wrap_host answers E-UNSUPPORTED). The backend pointer under which
+     * kernels read caller-owned host memory [ptr, ptr + bytes) in place. Cannot allocate. */
+    qm_code (*wrap_host)(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
                          qm_status *st);
 
     /* Optional (NULL: d2h of each buffer). */

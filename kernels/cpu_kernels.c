@@ -51,17 +51,27 @@ void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t 
 
 void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
                          uint64_t period, uint64_t period_valid, unsigned log2_block,
-                         uint64_t n_blocks, double scale, double *out_sums)
+                         uint64_t n_blocks, double scale, double *out_sums, const void *in,
+                         qm_dtype in_dtype, uint64_t in_first)
 {
     const uint64_t bs = (uint64_t)1 << log2_block, k = stride_of(state_dtype);
     const int64_t nb = (int64_t)n_blocks;
     const int par = (n_blocks << log2_block) >= QM_OMP_MIN_ELEMS;
-    const double *x = (const double *)state + off * k;
+    const double *x = state ? (const double *)state + off * k : NULL;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < nb; ++b) {
-        const uint64_t lo = (uint64_t)b * bs;
-        const uint64_t valid = qm_block_valid(g0 + lo, bs, period, period_valid);
-        out_sums[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
+        const uint64_t lo = (uint64_t)b * bs, gs = g0 + lo;
+        const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
+        if (!in) {
+            out_sums[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
+            continue;
+        }
+        /* the block's data values are contiguous in the input */
+        const uint64_t e = (gs / period) * period_valid + gs % period - in_first;
+        out_sums[b] = valid == 0 ? 0.0
+                      : in_dtype == QM_DTYPE_FLOAT64
+                          ? qm_tree_sumsq((const double *)in + e, 1, valid, log2_block, scale)
+                          : qm_tree_sumsq_f32((const float *)in + e, 1, valid, log2_block, scale);
     }
 }
 
@@ -88,29 +98,66 @@ void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t
     *first_nonfinite = first;
 }
 
-/* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. */
+/* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. x (when not NULL) holds the
+ * input values of the data slots, x[0] for slot i0; otherwise the values are the stash. */
 static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint64_t i0,
-                          uint64_t data_end, uint64_t i1, double coeff, int par)
+                          uint64_t data_end, uint64_t i1, double coeff, const void *x,
+                          qm_dtype in_dtype, int par)
 {
     const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
     if (state_dtype == QM_DTYPE_COMPLEX128) {
         double *o = (double *)state + 2 * off;
+        if (!x) {
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t i = a; i < d; ++i) {
-            o[2 * i] = qm_amp(o[2 * i], coeff);
-            o[2 * i + 1] = 0.0;
+            for (int64_t i = a; i < d; ++i) {
+                o[2 * i] = qm_amp(o[2 * i], coeff);
+                o[2 * i + 1] = 0.0;
+            }
+        } else if (in_dtype == QM_DTYPE_FLOAT64) {
+            const double *xi = (const double *)x - a;
+#pragma omp parallel for schedule(static) if (par)
+            for (int64_t i = a; i < d; ++i) {
+                o[2 * i] = qm_amp(xi[i], coeff);
+                o[2 * i + 1] = 0.0;
+            }
+        } else {
+            const float *xi = (const float *)x - a;
+#pragma omp parallel for schedule(static) if (par)
+            for (int64_t i = a; i < d; ++i) {
+                o[2 * i] = qm_amp((double)xi[i], coeff);
+                o[2 * i + 1] = 0.0;
+            }
         }
         if (b > d)
             memset(o + 2 * d, 0, (size_t)(b - d) * 16);
     } else {
-        /* complex64: the slot's 8 bytes hold the stashed double; read it, write two floats */
         char *base = (char *)state + 8 * off;
+        if (!x) {
+            /* the slot's 8 bytes hold the stashed double; read it, write two floats */
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t i = a; i < d; ++i) {
-            double x;
-            memcpy(&x, base + 8 * i, sizeof x);
-            const float amp[2] = {(float)qm_amp(x, coeff), 0.0f};
-            memcpy(base + 8 * i, amp, sizeof amp);
+            for (int64_t i = a; i < d; ++i) {
+                double v;
+                memcpy(&v, base + 8 * i, sizeof v);
+                const float amp[2] = {(float)qm_amp(v, coeff), 0.0f};
+                memcpy(base + 8 * i, amp, sizeof amp);
+            }
+        } else {
+            float *o = (float *)base;
+            if (in_dtype == QM_DTYPE_FLOAT64) {
+                const double *xi = (const double *)x - a;
+#pragma omp parallel for schedule(static) if (par)
+                for (int64_t i = a; i < d; ++i) {
+                    o[2 * i] = (float)qm_amp(xi[i], coeff);
+                    o[2 * i + 1] = 0.0f;
+                }
+            } else {
+                const float *xi = (const float *)x - a;
+#pragma omp parallel for schedule(static) if (par)
+                for (int64_t i = a; i < d; ++i) {
+                    o[2 * i] = (float)qm_amp((double)xi[i], coeff);
+                    o[2 * i + 1] = 0.0f;
+                }
+            }
         }
         if (b > d)
             memset(base + 8 * d, 0, (size_t)(b - d) * 8);
@@ -119,12 +166,13 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
 
 void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
-                      const double *coeffs)
+                      const double *coeffs, const void *in, qm_dtype in_dtype, uint64_t in_first)
 {
     /* segments = the parts of the range inside one state each */
     const uint64_t s0 = g0 / period, s1 = (g0 + n - 1) / period;
     const int64_t ns = (int64_t)(s1 - s0 + 1);
     const int many = ns >= 16 && n >= QM_OMP_MIN_ELEMS;
+    const size_t is = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
 #pragma omp parallel for schedule(static) if (many)
     for (int64_t k = 0; k < ns; ++k) {
         const uint64_t sidx = s0 + (uint64_t)k;
@@ -134,7 +182,10 @@ void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
         uint64_t data_end = lo;
         if (local < period_valid)
             data_end = lo + (period_valid - local < hi - lo ? period_valid - local : hi - lo);
-        scale_segment(state, state_dtype, off, lo, data_end, hi, coeffs[sidx - first_state],
-                      !many && hi - lo >= QM_OMP_MIN_ELEMS);
+        const void *x = NULL;
+        if (in && data_end > lo)
+            x = (const char *)in + (sidx * period_valid + local - in_first) * is;
+        scale_segment(state, state_dtype, off, lo, data_end, hi, coeffs[sidx - first_state], x,
+                      in_dtype, !many && hi - lo >= QM_OMP_MIN_ELEMS);
     }
 }

@@ -16,15 +16,18 @@ void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t 
                   uint64_t period_valid, const void *in, qm_dtype in_dtype, uint64_t in_off,
                   uint64_t in_first, uint64_t n);
 
+/* From the stash of `state` (in == NULL), or from input `in` (in_dtype; element 0 = input element
+ * in_first) when in is not NULL. */
 void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
                          uint64_t period, uint64_t period_valid, unsigned log2_block,
-                         uint64_t n_blocks, double scale, double *out_sums);
+                         uint64_t n_blocks, double scale, double *out_sums, const void *in,
+                         qm_dtype in_dtype, uint64_t in_first);
 
 void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite);
 
 void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
-                      const double *coeffs);
+                      const double *coeffs, const void *in, qm_dtype in_dtype, uint64_t in_first);
 
 #endif

@@ -34,14 +34,22 @@ __global__ void stash_kernel(double *o, uint64_t k, uint64_t slot_g0, uint64_t p
 
 __global__ void sumsq_kernel(const double *x, uint64_t k, uint64_t g0, uint64_t period,
                              uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
-                             double scale, double *out)
+                             double scale, double *out, const void *in, int in_f64,
+                             uint64_t in_first)
 {
     const uint64_t bs = (uint64_t)1 << log2_block;
     for (uint64_t b = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; b < n_blocks;
          b += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t lo = b * bs;
-        const uint64_t valid = qm_block_valid(g0 + lo, bs, period, period_valid);
-        out[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
+        const uint64_t lo = b * bs, gs = g0 + lo;
+        const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
+        if (!in) {
+            out[b] = qm_tree_sumsq(x + lo * k, k, valid, log2_block, scale);
+            continue;
+        }
+        const uint64_t e = (gs / period) * period_valid + gs % period - in_first;
+        out[b] = valid == 0 ? 0.0
+                 : in_f64 ? qm_tree_sumsq((const double *)in + e, 1, valid, log2_block, scale)
+                          : qm_tree_sumsq_f32((const float *)in + e, 1, valid, log2_block, scale);
     }
 }
 
@@ -58,22 +66,31 @@ __global__ void scan_kernel(const double *x, uint64_t k, uint64_t n, unsigned lo
 }
 
 __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
-                                 uint64_t period_valid, uint64_t first_state, const double *coeffs)
+                                 uint64_t period_valid, uint64_t first_state, const double *coeffs,
+                                 const void *in, int in_f64, uint64_t in_first)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t g = g0 + i;
-        const bool data = g % period < period_valid;
+        const uint64_t g = g0 + i, sidx = g / period, local = g % period;
+        const bool data = local < period_valid;
+        double x = 0.0;
+        if (data) {
+            if (in) {
+                const uint64_t e = sidx * period_valid + local - in_first;
+                x = in_f64 ? ((const double *)in)[e] : (double)((const float *)in)[e];
+            } else {
+                x = c128 ? ((const double *)state)[2 * i] : ((const double *)state)[i];
+            }
+        }
         if (c128) {
             double *o = (double *)state;
-            o[2 * i] = data ? qm_amp(o[2 * i], coeffs[g / period - first_state]) : 0.0;
+            o[2 * i] = data ? qm_amp(x, coeffs[sidx - first_state]) : 0.0;
             o[2 * i + 1] = 0.0;
         } else {
-            double *slot = (double *)state + i;
             float2 amp = make_float2(0.0f, 0.0f);
             if (data)
-                amp.x = (float)qm_amp(*slot, coeffs[g / period - first_state]);
-            *(float2 *)slot = amp;
+                amp.x = (float)qm_amp(x, coeffs[sidx - first_state]);
+            ((float2 *)state)[i] = amp;
         }
     }
 }
@@ -111,11 +128,12 @@ extern "C" int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uin
 
 extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
                                     uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
-                                    double scale, double *out_sums, void *stream)
+                                    double scale, double *out_sums, const void *in, int in_f64,
+                                    uint64_t in_first, void *stream)
 {
     sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, (cudaStream_t)stream>>>(
         (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
-        out_sums);
+        out_sums, in, in_f64, in_first);
     return (int)cudaGetLastError();
 }
 
@@ -129,9 +147,10 @@ extern "C" int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsi
 
 extern "C" int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0,
                                         uint64_t period, uint64_t period_valid,
-                                        uint64_t first_state, const double *coeffs, void *stream)
+                                        uint64_t first_state, const double *coeffs, const void *in,
+                                        int in_f64, uint64_t in_first, void *stream)
 {
     amp_scale_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
-        state, c128, n, g0, period, period_valid, first_state, coeffs);
+        state, c128, n, g0, period, period_valid, first_state, coeffs, in, in_f64, in_first);
     return (int)cudaGetLastError();
 }

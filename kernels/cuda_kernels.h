@@ -19,18 +19,21 @@ int qm_cuda_launch_fill(void *dst, unsigned char value, uint64_t n, void *stream
 int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uint64_t period,
                          uint64_t period_valid, const void *in, int f64, uint64_t in_first,
                          uint64_t n, void *stream);
-/* Block sums (see qm_math.h) into out_sums, a device array of n_blocks doubles. */
+/* Block sums (see qm_math.h) into out_sums, a device array of n_blocks doubles; from the stash, or
+ * from input `in` (device pointer of its element 0 = input element in_first) when in != NULL. */
 int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
                          uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
-                         double scale, double *out_sums, void *stream);
+                         double scale, double *out_sums, const void *in, int in_f64,
+                         uint64_t in_first, void *stream);
 /* Max |x| (as the bits of a non-negative double) and first non-finite slot, accumulated with
  * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
 int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,
                         void *stream);
-/* In-place amplitudes; coeffs is a device array indexed by state - first_state. */
+/* Amplitudes (in place from the stash, or from input `in`); coeffs is a device array indexed by
+ * state - first_state. */
 int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
                              uint64_t period_valid, uint64_t first_state, const double *coeffs,
-                             void *stream);
+                             const void *in, int in_f64, uint64_t in_first, void *stream);
 
 #ifdef __cplusplus
 }

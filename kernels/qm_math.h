@@ -33,48 +33,56 @@ QM_HD double qm_sq(double x, double scale)
     return v * v;
 }
 
-/* Tree sum of the 8 squares of an aligned leaf whose first `valid` (0..8) elements are data;
- * element i is x[i * stride] (stride 1: complex64 slots; 2: the real parts of complex128 slots). */
-QM_HD double qm_leaf8(const double *x, uint64_t stride, unsigned valid, double s)
-{
-    double q[8];
-    for (unsigned i = 0; i < 8; ++i)
-        q[i] = i < valid ? qm_sq(x[i * stride], s) : 0.0;
-    return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
-}
-
-/* Tree sum over a block of 2^log2n elements whose first n_valid are data (log2n < 3: a smaller
- * tree of the same shape). */
-QM_HD double qm_tree_sumsq(const double *x, uint64_t stride, uint64_t n_valid, unsigned log2n,
-                           double s)
-{
-    if (log2n < 3) {
-        double q[4] = {0, 0, 0, 0};
-        const uint64_t n = (uint64_t)1 << log2n;
-        for (uint64_t i = 0; i < n && i < n_valid; ++i)
-            q[i] = qm_sq(x[i * stride], s);
-        if (log2n == 0)
-            return q[0];
-        if (log2n == 1)
-            return q[0] + q[1];
-        return (q[0] + q[1]) + (q[2] + q[3]);
+/* Tree sums over a block of 2^log2n elements whose first n_valid are data; element i is
+ * x[i * stride] (stride 1: contiguous input or complex64 stash slots; 2: the real parts of
+ * complex128 slots). Leaves of 8 are ((q0+q1)+(q2+q3))+((q4+q5)+(q6+q7)); leaves merge level by
+ * level; blocks of fewer than 8 elements are smaller trees of the same shape. One definition per
+ * element type (float input, double input or stash). */
+#define QM_DEFINE_TREE_SUMSQ(NAME, T)                                                              \
+    QM_HD double NAME##_leaf8(const T *x, uint64_t stride, unsigned valid, double s)               \
+    {                                                                                              \
+        double q[8];                                                                               \
+        if (valid == 8 && stride == 1) {                                                           \
+            for (unsigned i = 0; i < 8; ++i)                                                       \
+                q[i] = qm_sq((double)x[i], s);                                                     \
+        } else {                                                                                   \
+            for (unsigned i = 0; i < 8; ++i)                                                       \
+                q[i] = i < valid ? qm_sq((double)x[i * stride], s) : 0.0;                          \
+        }                                                                                          \
+        return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));                  \
+    }                                                                                              \
+    QM_HD double NAME(const T *x, uint64_t stride, uint64_t n_valid, unsigned log2n, double s)     \
+    {                                                                                              \
+        if (log2n < 3) {                                                                           \
+            double q[4] = {0, 0, 0, 0};                                                            \
+            const uint64_t n = (uint64_t)1 << log2n;                                               \
+            for (uint64_t i = 0; i < n && i < n_valid; ++i)                                        \
+                q[i] = qm_sq((double)x[i * stride], s);                                            \
+            if (log2n == 0)                                                                        \
+                return q[0];                                                                       \
+            if (log2n == 1)                                                                        \
+                return q[0] + q[1];                                                                \
+            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
+        }                                                                                          \
+        double stack[64];                                                                          \
+        int top = 0;                                                                               \
+        const uint64_t n_leaves = (n_valid + 7) / 8, full = n_valid / 8;                           \
+        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
+            double acc = NAME##_leaf8(x + 8 * g * stride, stride,                                  \
+                                      g < full ? 8u : (unsigned)(n_valid - 8 * g), s);             \
+            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
+                acc = stack[--top] + acc;                                                          \
+            stack[top++] = acc;                                                                    \
+        }                                                                                          \
+        if (top == 0)                                                                              \
+            return 0.0;                                                                            \
+        double acc = stack[--top];                                                                 \
+        while (top > 0)                                                                            \
+            acc = stack[--top] + acc;                                                              \
+        return acc;                                                                                \
     }
-    double stack[64];
-    int top = 0;
-    const uint64_t n_leaves = (n_valid + 7) / 8, full = n_valid / 8;
-    for (uint64_t g = 0; g < n_leaves; ++g) {
-        double acc = qm_leaf8(x + 8 * g * stride, stride, g < full ? 8u : (unsigned)(n_valid - 8 * g), s);
-        for (uint64_t c = g; c & 1; c >>= 1)
-            acc = stack[--top] + acc;
-        stack[top++] = acc;
-    }
-    if (top == 0)
-        return 0.0;
-    double acc = stack[--top];
-    while (top > 0)
-        acc = stack[--top] + acc;
-    return acc;
-}
+QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq, double)
+QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq_f32, float)
 
 /* Data slots in the block of bs slots starting at global index gs (within one state). */
 QM_HD uint64_t qm_block_valid(uint64_t gs, uint64_t bs, uint64_t period, uint64_t period_valid)
@@ -83,6 +91,16 @@ QM_HD uint64_t qm_block_valid(uint64_t gs, uint64_t bs, uint64_t period, uint64_
     if (local >= period_valid)
         return 0;
     return period_valid - local < bs ? period_valid - local : bs;
+}
+
+/* Input elements (row-major batch x period_valid indices) whose slots lie in global slots
+ * [lo, hi), hi > lo: [*e_lo, *e_hi). */
+QM_HD void qm_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t period_valid,
+                          uint64_t *e_lo, uint64_t *e_hi)
+{
+    const uint64_t s0 = lo / period, l0 = lo % period, s1 = (hi - 1) / period, l1 = (hi - 1) % period;
+    *e_lo = s0 * period_valid + (l0 < period_valid ? l0 : period_valid);
+    *e_hi = s1 * period_valid + (l1 + 1 < period_valid ? l1 + 1 : period_valid);
 }
 
 /* The amplitude of a stashed value. */

@@ -472,6 +472,23 @@ static void test_sink(void)
 
     check_roundtrip(t, "sink (dumped)");
     qm_topology_destroy(t);
+
+    /* texts that need escapes survive a dump: tab, newline, NEL, LS, PS, BOM, UTF-8, quotes */
+    static const char odd[] = "schema: qmesh/1\nname: 'odd name: yes'\n"
+                              "description: \"tab\\there\\nline \\N\\L\\P\\uFEFF caf\xc3\xa9 'q' \\\"\\\\\"\n"
+                              "sources: ['  leading and trailing  ', 'true', '0x10', '- a', '#c']\n"
+                              "hosts:\n  - id: '@h'\n    devices:\n"
+                              "      - {id: 'h:g0', memory: 1 GiB, hbm_bandwidth: 1 TB/s}\n";
+    t = load_ok(odd, "odd.yaml");
+    if (t) {
+        CHECK_STR(t->name, "odd name: yes");
+        CHECK_STR(t->description, "tab\there\nline \xc2\x85\xe2\x80\xa8\xe2\x80\xa9\xef\xbb\xbf caf\xc3\xa9 'q' \"\\");
+        CHECK(t->n_sources == 5);
+        CHECK_STR(t->sources[0], "  leading and trailing  ");
+        CHECK_STR(t->nodes[0].id, "h:g0");
+        check_roundtrip(t, "odd (dumped)");
+    }
+    qm_topology_destroy(t);
 }
 
 /* ---- the built-in default mesh ------------------------------------------------------------------- */
@@ -763,14 +780,17 @@ static void test_big(void)
     qm_status st;
     qm_status_clear(&st);
     double t0 = now_s();
+    clock_t c0 = clock();
     qm_code rc = qm_scenario_load_string(b.s, b.n, "big.yaml", &t, NULL, &st);
+    double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC; /* not inflated by parallel tests */
     double dt = now_s() - t0;
     CHECK(rc == QM_OK);
     if (rc != QM_OK)
         fprintf(stderr, "big: %s:%d:%d %s\n", st.file, st.line, st.col, st.msg);
-    printf("test_scenario_load: %d hosts x 8 GPUs (%zu bytes) loaded in %.3f s\n", hosts, b.n, dt);
+    printf("test_scenario_load: %d hosts x 8 GPUs (%zu bytes) loaded in %.3f s (%.3f s CPU)\n",
+           hosts, b.n, dt, cpu);
 #if !defined(__SANITIZE_ADDRESS__)
-    CHECK(dt < 1.0);
+    CHECK(cpu < 1.0);
 #endif
     if (t) {
         CHECK(t->n_hosts == hosts && t->n_gpus == 8 * hosts && t->n_ranks == hosts);

@@ -172,8 +172,8 @@ static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm
     return QM_OK;
 }
 
-static qm_code c_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
-                       qm_status *st)
+static qm_code c_sumsq(void *ctx, int dev, const void *state, const void *in,
+                       const qm_hal_sumsq_args *a, qm_status *st)
 {
     (void)ctx;
     double *d_sums = NULL;
@@ -182,9 +182,11 @@ static qm_code c_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq
     cudaError_t e = cudaMalloc((void **)&d_sums, (size_t)a->n_blocks * sizeof(double));
     if (e != cudaSuccess)
         return cuda_err(st, e, "cudaMalloc (sumsq partials)", dev);
-    int le = qm_cuda_launch_sumsq((const char *)state + a->off * slot_bytes(a->state_dtype),
+    int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
+                                        : NULL,
                                   a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
-                                  a->period_valid, a->log2_block, a->n_blocks, a->scale, d_sums, NULL);
+                                  a->period_valid, a->log2_block, a->n_blocks, a->scale, d_sums, in,
+                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, NULL);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
         goto done;
@@ -228,8 +230,8 @@ done:
     return rc;
 }
 
-static qm_code c_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
-                           qm_status *st)
+static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
+                           const qm_hal_amp_scale_args *a, void *s, qm_status *st)
 {
     (void)ctx;
     double *d_coeffs = NULL;
@@ -245,7 +247,8 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_sca
     }
     int le = qm_cuda_launch_amp_scale((char *)state + a->off * slot_bytes(a->state_dtype),
                                       a->state_dtype == QM_DTYPE_COMPLEX128, a->n, a->g0, a->period,
-                                      a->period_valid, a->first_state, d_coeffs, s);
+                                      a->period_valid, a->first_state, d_coeffs, in,
+                                      a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, s);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
         goto done;

@@ -127,12 +127,12 @@ static qm_code f_stash(void *ctx, int dev, void *state, const void *in, const qm
     return rc != QM_OK ? rc : f->iops->stash(f->ictx, dev, state, in, a, s, st);
 }
 
-static qm_code f_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
-                       qm_status *st)
+static qm_code f_sumsq(void *ctx, int dev, const void *state, const void *in,
+                       const qm_hal_sumsq_args *a, qm_status *st)
 {
     fault_ctx *f = ctx;
     qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
-    return rc != QM_OK ? rc : f->iops->sumsq(f->ictx, dev, state, a, st);
+    return rc != QM_OK ? rc : f->iops->sumsq(f->ictx, dev, state, in, a, st);
 }
 
 static qm_code f_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
@@ -143,12 +143,24 @@ static qm_code f_scan(void *ctx, int dev, const void *state, qm_dtype state_dtyp
     return rc != QM_OK ? rc : f->iops->scan(f->ictx, dev, state, state_dtype, off, n, out, st);
 }
 
-static qm_code f_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a, void *s,
-                           qm_status *st)
+static qm_code f_amp_scale(void *ctx, int dev, void *state, const void *in,
+                           const qm_hal_amp_scale_args *a, void *s, qm_status *st)
 {
     fault_ctx *f = ctx;
     qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
-    return rc != QM_OK ? rc : f->iops->amp_scale(f->ictx, dev, state, a, s, st);
+    return rc != QM_OK ? rc : f->iops->amp_scale(f->ictx, dev, state, in, a, s, st);
+}
+
+/* Wrapping host memory allocates nothing: counted as an allocation point all the same, so the
+ * sweep proves its failure path too. */
+static qm_code f_wrap_host(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                           qm_status *st)
+{
+    fault_ctx *f = ctx;
+    if (!f->iops->wrap_host)
+        return qm_fail(st, QM_E_UNSUPPORTED, "the wrapped backend cannot read host memory in place");
+    qm_code rc = fault_tick(f, QM_FAULT_ALLOC, st);
+    return rc != QM_OK ? rc : f->iops->wrap_host(f->ictx, dev, ptr, bytes, out, st);
 }
 
 static qm_code f_allgather(void *ctx, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,
@@ -191,6 +203,7 @@ static const qm_hal_ops fault_ops = {
     .sumsq = f_sumsq,
     .scan = f_scan,
     .amp_scale = f_amp_scale,
+    .wrap_host = f_wrap_host,
     .allgather_f64 = f_allgather,
     .destroy = f_destroy,
 };

@@ -9,6 +9,7 @@
 #include "hal_impl.h"
 #include "status_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,19 @@ typedef struct sim_link {
     uint64_t bytes[2];   /* [0]: a -> b, [1]: b -> a */
 } sim_link;
 
+/* Freed blocks kept for reuse (like a device caching allocator), so that repeated encodes do not
+ * pay the host's page faults again. Only whole blocks of the same size are reused. */
+#define SIM_CACHE_BLOCKS 16
+typedef struct sim_block {
+    void *ptr;
+    size_t bytes;
+} sim_block;
+
 typedef struct sim_ctx {
     int n_dev;
+    qm_sim_poison poison;
+    sim_block cache[SIM_CACHE_BLOCKS];
+    int n_cache;
     qm_hal_device_info *info;
     int n_links;
     sim_link *links;     /* sorted by (a, b) */
@@ -64,23 +76,41 @@ static qm_code sim_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, voi
     if (bytes > SIZE_MAX - 63)
         return qm_fail(st, QM_E_NOMEM, "%llu bytes cannot be held in host memory",
                        (unsigned long long)bytes);
-    void *p = aligned_alloc(64, (size_t)((bytes + 63) & ~(uint64_t)63));
+    const size_t size = (size_t)((bytes + 63) & ~(uint64_t)63);
+    void *p = NULL;
+    for (int i = 0; i < c->n_cache; ++i) {
+        if (c->cache[i].bytes == size) {
+            p = c->cache[i].ptr;
+            c->cache[i] = c->cache[--c->n_cache];
+            break;
+        }
+    }
+    if (!p)
+        p = aligned_alloc(64, size);
     if (!p)
         return qm_fail(st, QM_E_NOMEM, "out of host memory for %llu simulated device bytes",
                        (unsigned long long)bytes);
-    memset(p, SIM_POISON, (size_t)bytes);
+    if (c->poison == QM_SIM_POISON_ON)
+        memset(p, SIM_POISON, (size_t)bytes);
     *ptr = *host_ptr = p;
     return QM_OK;
 }
 
 static void sim_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
 {
-    (void)ctx;
+    sim_ctx *c = ctx;
     (void)dev;
     if (!ptr)
         return;
-    memset(ptr, SIM_POISON, (size_t)bytes);
-    free(ptr);
+    if (c->poison == QM_SIM_POISON_ON)
+        memset(ptr, SIM_POISON, (size_t)bytes);
+    const size_t size = (size_t)((bytes + 63) & ~(uint64_t)63);
+    if (c->n_cache == SIM_CACHE_BLOCKS) { /* evict the oldest */
+        free(c->cache[0].ptr);
+        memmove(c->cache, c->cache + 1, (SIM_CACHE_BLOCKS - 1) * sizeof *c->cache);
+        c->n_cache--;
+    }
+    c->cache[c->n_cache++] = (sim_block){.ptr = ptr, .bytes = size};
 }
 
 static qm_code phantom_refusal(qm_status *st, const char *what)
@@ -128,14 +158,15 @@ static qm_code sim_stash(void *ctx, int dev, void *state, const void *in, const 
     return QM_OK;
 }
 
-static qm_code sim_sumsq(void *ctx, int dev, const void *state, const qm_hal_sumsq_args *a,
-                         qm_status *st)
+static qm_code sim_sumsq(void *ctx, int dev, const void *state, const void *in,
+                         const qm_hal_sumsq_args *a, qm_status *st)
 {
     (void)dev;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
         return phantom_refusal(st, "sumsq");
     qm_cpu_sumsq_blocks(state, a->state_dtype, a->off, a->g0, a->period, a->period_valid,
-                        a->log2_block, a->n_blocks, a->scale, a->out_sums);
+                        a->log2_block, a->n_blocks, a->scale, a->out_sums, in, a->in_dtype,
+                        a->in_first);
     return QM_OK;
 }
 
@@ -149,15 +180,27 @@ static qm_code sim_scan(void *ctx, int dev, const void *state, qm_dtype state_dt
     return QM_OK;
 }
 
-static qm_code sim_amp_scale(void *ctx, int dev, void *state, const qm_hal_amp_scale_args *a,
-                             void *s, qm_status *st)
+static qm_code sim_amp_scale(void *ctx, int dev, void *state, const void *in,
+                             const qm_hal_amp_scale_args *a, void *s, qm_status *st)
 {
     (void)dev;
     (void)s;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
         return phantom_refusal(st, "amp_scale");
     qm_cpu_amp_scale(state, a->state_dtype, a->off, a->n, a->g0, a->period, a->period_valid,
-                     a->first_state, a->coeffs);
+                     a->first_state, a->coeffs, in, a->in_dtype, a->in_first);
+    return QM_OK;
+}
+
+/* Simulated device memory is host memory: kernels read the caller's buffer where it is. */
+static qm_code sim_wrap_host(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                             qm_status *st)
+{
+    (void)dev;
+    (void)bytes;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "wrap_host");
+    *out = (void *)(uintptr_t)ptr;
     return QM_OK;
 }
 
@@ -166,6 +209,8 @@ static void sim_destroy(void *ctx)
     sim_ctx *c = ctx;
     if (!c)
         return;
+    for (int i = 0; i < c->n_cache; ++i)
+        free(c->cache[i].ptr);
     free(c->info);
     free(c->links);
     free(c);
@@ -187,6 +232,7 @@ static const qm_hal_ops sim_ops = {
     .sumsq = sim_sumsq,
     .scan = sim_scan,
     .amp_scale = sim_amp_scale,
+    .wrap_host = sim_wrap_host,
     .destroy = sim_destroy,
 };
 
@@ -216,6 +262,7 @@ qm_code qm_hal_sim_create(const qm_sim_desc *desc, qm_hal **out, qm_status *st)
         return qm_fail(st, QM_E_NOMEM, "sim: out of host memory");
     c->n_dev = desc->n_devices;
     c->memory = desc->memory;
+    c->poison = desc->poison;
     c->info = calloc((size_t)c->n_dev, sizeof *c->info);
     c->links = calloc((size_t)desc->n_peers + 1, sizeof *c->links);
     if (!c->info || !c->links) {

@@ -34,12 +34,20 @@ typedef struct qm_sim_peer_desc {
     int a, b;
 } qm_sim_peer_desc;
 
+/* Poisoning costs one write pass per allocation and free; benchmarks that measure the kernels
+ * rather than the simulator's checks turn it off (and say so). */
+typedef enum qm_sim_poison {
+    QM_SIM_POISON_ON = 0, /* default: 0xFF on alloc and free */
+    QM_SIM_POISON_OFF = 1,
+} qm_sim_poison;
+
 typedef struct qm_sim_desc {
     int n_devices;
     const qm_sim_device_desc *devices;
     int n_peers;
     const qm_sim_peer_desc *peers;
     qm_sim_memory memory;
+    qm_sim_poison poison;
 } qm_sim_desc;
 
 /* Build a simulated mesh. Errors: E-ARG for a NULL or empty description, a duplicate device id,
