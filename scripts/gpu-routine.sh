@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole GPU routine for the lent machine (see ../shared/docs/DEVICE.md), in one call:
+#   unpack the carried Debian packages (.devdeps), configure with CUDA for sm_90, build, run the
+#   cuda/diff tests and the whole suite, run the CUDA encode of the digits set and a 30-qubit
+#   state, and leave logs under $OUT (or out/gpu when OUT is unset).
+# Usage: scripts/gpu-routine.sh [extra ctest args]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+if [ -d .devdeps ]; then
+  mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
+  L=/tmp/devroot/usr/lib/x86_64-linux-gnu
+  sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
+  export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include
+fi
+export NCCL_NVLS_ENABLE=0
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+log "configure"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DQM_WITH_MPI=OFF -DQM_BUILD_BENCH=ON -DQM_WERROR=ON > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+log "build"
+cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+log "ctest (all labels, GPU present)"
+(cd build-gpu && ctest --output-on-failure "$@") > "$OUT/ctest.log" 2>&1
+tail -25 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
+log "qmesh devices --backend cuda"
+build-gpu/qmesh devices --backend cuda 2>&1 | tee -a "$OUT/summary.txt"
+if [ -s data/digits.csv.gz ]; then
+  log "qmesh encode --backend cuda (digits)"
+  build-gpu/qmesh encode --backend cuda --scenario scenarios/gh200.yaml --input data/digits.csv.gz \
+      --drop-column 64 --out "$OUT/digits-cuda.npy" 2>&1 | tail -6 | tee -a "$OUT/summary.txt"
+  build-gpu/qmesh encode --backend sim --scenario scenarios/gh200.yaml --input data/digits.csv.gz \
+      --drop-column 64 --out /tmp/digits-sim.npy > /dev/null 2>&1
+  cmp "$OUT/digits-cuda.npy" /tmp/digits-sim.npy && log "digits: cuda and sim outputs are byte-identical"
+fi
+exit 0
