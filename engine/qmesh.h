@@ -151,6 +151,30 @@ unsigned qm_state_qubits(const qm_state *state);          /* 0 for NULL */
 qm_dtype qm_state_dtype(const qm_state *state);
 /* E-ARG ("out of range") for a shard id outside 0..count-1. */
 qm_code qm_state_shard_query(const qm_state *state, int shard, qm_shard_info *out, qm_status *st);
+/* A zero-copy view of one shard. The data pointer is the shard's own memory: host memory on the
+ * simulated backend (host_accessible), a device pointer on CUDA. A view must not outlive its state:
+ * qm_shard_view_valid says whether the state it came from still exists. */
+typedef struct qm_shard_view {
+    int shard, rank, device;
+    char device_id[64];
+    uint64_t start, end, length;  /* global range and its length in amplitudes */
+    qm_dtype dtype;
+    void *data;
+    int host_accessible;          /* 1 when data can be read by the CPU */
+    int device_kind;              /* 1 simulated (CPU memory), 2 CUDA */
+    uint64_t state_serial;        /* the state it belongs to */
+} qm_shard_view;
+
+/* E-ARG ("out of range") for a shard id outside 0..count-1; E-UNSUPPORTED for phantom memory. */
+qm_code qm_state_shard_view(const qm_state *state, int shard, qm_shard_view *out, qm_status *st);
+/* Whether the state the view came from has not been destroyed. Cannot fail. */
+int qm_shard_view_valid(const qm_shard_view *view);
+
+/* Gather the whole state onto one device of the same mesh: a new state with one shard
+ * [0, amplitudes) on `device`, copied shard by shard (peer copies where the devices have a path,
+ * staged through the host otherwise). E-CAPACITY when it does not fit; the source is unchanged. */
+qm_code qm_state_gather(const qm_state *state, int device, qm_state **out, qm_status *st);
+
 /* Copy amplitudes [start, start + count) to host memory dst (interleaved re, im in `dtype`, which
  * must be the state's dtype: E-DTYPE names both otherwise). Crosses shard boundaries. */
 qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_dtype dtype,

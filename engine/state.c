@@ -6,8 +6,60 @@
 #include "state_internal.h"
 #include "status_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Live states, so that a view can tell whether its state still exists without touching freed
+ * memory. A small open list under a mutex: states are few and long-lived. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t live_next = 1;
+static uint64_t *live;
+static size_t live_n, live_cap;
+
+static uint64_t live_add(void)
+{
+    pthread_mutex_lock(&live_mu);
+    uint64_t serial = 0;
+    if (live_n == live_cap) {
+        size_t cap = live_cap ? 2 * live_cap : 64;
+        uint64_t *g = realloc(live, cap * sizeof *g);
+        if (g) {
+            live = g;
+            live_cap = cap;
+        }
+    }
+    if (live_n < live_cap) {
+        serial = live_next++;
+        live[live_n++] = serial;
+    }
+    pthread_mutex_unlock(&live_mu);
+    return serial;
+}
+
+static void live_remove(uint64_t serial)
+{
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < live_n; ++i)
+        if (live[i] == serial) {
+            live[i] = live[--live_n];
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+}
+
+int qm_shard_view_valid(const qm_shard_view *view)
+{
+    if (!view || view->state_serial == 0)
+        return 0;
+    int found = 0;
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < live_n && !found; ++i)
+        found = live[i] == view->state_serial;
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
 
 qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int n_shards,
                               qm_state **out, qm_status *st)
@@ -20,6 +72,7 @@ qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int 
         free(sh);
         return qm_fail(st, QM_E_NOMEM, "state: out of host memory for %d shards", n_shards);
     }
+    s->serial = live_add(); /* 0 when the registry is out of memory: views then report invalid */
     s->hal = hal;
     s->qubits = qubits;
     s->dtype = dtype;
@@ -35,6 +88,7 @@ void qm_state_destroy(qm_state *state)
 {
     if (!state)
         return;
+    live_remove(state->serial);
     for (int i = 0; i < state->n_shards; ++i)
         qm_hal_buf_free(state->hal, state->shards[i].buf);
     free(state->shards);
@@ -97,4 +151,73 @@ qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_
         return qm_fail(st, QM_E_INTERNAL, "state read: shards do not cover [%llu, %llu)",
                        (unsigned long long)pos, (unsigned long long)end);
     return QM_OK;
+}
+
+qm_code qm_state_shard_view(const qm_state *state, int shard, qm_shard_view *out, qm_status *st)
+{
+    qm_shard_info info;
+    qm_code rc = qm_state_shard_query(state, shard, &info, st);
+    if (rc != QM_OK)
+        return rc;
+    const qm_state_shard *s = &state->shards[shard];
+    void *data = qm_hal_buf_raw(s->buf);
+    if (!data)
+        return qm_fail(st, QM_E_UNSUPPORTED, "state: shard %d on %s has no data (phantom memory)",
+                       shard, info.device_id);
+    memset(out, 0, sizeof *out);
+    out->shard = shard;
+    out->rank = s->rank;
+    out->device = s->device;
+    memcpy(out->device_id, info.device_id, sizeof out->device_id);
+    out->start = s->start;
+    out->end = s->end;
+    out->length = s->end - s->start;
+    out->dtype = state->dtype;
+    out->data = data;
+    out->host_accessible = qm_hal_buf_host_ptr(s->buf) != NULL;
+    qm_hal_kind kind = qm_hal_kind_get(state->hal);
+    out->device_kind = kind == QM_HAL_CUDA ? 2 : 1;
+    out->state_serial = state->serial;
+    return QM_OK;
+}
+
+qm_code qm_state_gather(const qm_state *state, int device, qm_state **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!state || !out)
+        return qm_fail(st, QM_E_ARG, "gather: state and out must not be NULL");
+    if (device < 0 || device >= qm_hal_device_count(state->hal))
+        return qm_fail(st, QM_E_ARG, "gather: device %d is out of range (the mesh has %d devices)",
+                       device, qm_hal_device_count(state->hal));
+    const uint64_t total = state->n_amps * state->batch, es = qm_dtype_size(state->dtype);
+    qm_state *g = NULL;
+    qm_code rc = qm_state_create_empty(state->hal, state->qubits, state->dtype, 1, &g, st);
+    if (rc != QM_OK)
+        return rc;
+    g->batch = state->batch;
+    g->norm = state->norm;
+    g->shards[0] = (qm_state_shard){.rank = 0, .device = device, .start = 0, .end = total};
+    if ((rc = qm_hal_buf_alloc(state->hal, device, total * es, &g->shards[0].buf, st)) != QM_OK) {
+        qm_status_prefix(st, "gather");
+        goto fail;
+    }
+    uint64_t pos = 0;
+    for (int i = 0; i < state->n_shards && pos < total; ++i) {
+        const qm_state_shard *s = &state->shards[i];
+        if (s->end <= pos)
+            continue; /* replicated copies after the first */
+        rc = qm_hal_copy_d2d(state->hal, g->shards[0].buf, pos * es, s->buf, (pos - s->start) * es,
+                             (s->end - pos) * es, NULL, st);
+        if (rc != QM_OK) {
+            qm_status_prefix(st, "gather of shard %d", i);
+            goto fail;
+        }
+        pos = s->end;
+    }
+    *out = g;
+    return QM_OK;
+fail:
+    qm_state_destroy(g);
+    return rc;
 }

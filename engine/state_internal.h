@@ -22,6 +22,7 @@ struct qm_state {
     double norm;          /* the input's 2-norm (batch 1; 0 in batch mode) */
     int n_shards;
     qm_state_shard *shards;
+    uint64_t serial;      /* unique per state; registered while the state lives */
 };
 
 /* An empty state with n_shards zeroed shards (buffers NULL). */

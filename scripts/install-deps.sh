@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages qmesh builds and tests with, when any is missing. Needs root (or
 # sudo). The CUDA toolkit (nvcc, NCCL) is not a Debian package here: when it is absent, qmesh
-# builds without its CUDA backend.
+# builds without its CUDA backend. Open MPI (libopenmpi-dev, openmpi-bin) turns on the MPI
+# communicator and its `mpi` tests (QM_WITH_MPI defaults to ON when CMake finds MPI).
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev zlib1g-dev libdlpack-dev
-      libbenchmark-dev python3)
+      libbenchmark-dev python3 libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
