@@ -88,15 +88,15 @@ int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_req
         rc = qm_units_parse_uint(v, 0, 1000, &u, st);
         r->qubits = (unsigned)u;
         break;
-    case 1: {
-        qm_dtype d;
-        rc = qm_dtype_parse(v, &d, st);
-        if (rc == QM_OK && d != QM_DTYPE_COMPLEX64 && d != QM_DTYPE_COMPLEX128)
-            rc = qm_fail(st, QM_E_DTYPE, "%s: --dtype must be complex64 or complex128 (got %s)",
+    case 1:
+        if (strcmp(v, "complex64") == 0)
+            r->dtype = QM_DTYPE_COMPLEX64;
+        else if (strcmp(v, "complex128") == 0)
+            r->dtype = QM_DTYPE_COMPLEX128;
+        else
+            rc = qm_fail(st, QM_E_DTYPE, "%s: --dtype must be complex64 or complex128 (got '%.64s')",
                          cmd, v);
-        r->dtype = d;
         break;
-    }
     case 2:
         rc = parse_enum("policy", v, policy_name_i, QM_POLICY_COUNT_, &e, QM_E_POLICY, st);
         r->policy = (qm_policy)e;

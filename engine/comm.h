@@ -69,8 +69,9 @@ qm_code qm_comm_threads_create(int n, qm_comm **out, qm_status *st);
  * -DQM_WITH_MPI=ON. Create and destroy from the thread that drives MPI. */
 qm_code qm_comm_mpi_create(int *argc, char ***argv, qm_comm **out, qm_status *st);
 
-/* NULL is a no-op. Cannot fail. Not a collective (but the last MPI comm may call MPI_Finalize,
- * which is one). */
+/* NULL is a no-op. Cannot fail. Not a collective, but destroying the last MPI comm may call
+ * MPI_Finalize, which is one: a rank that fails alone (outside any collective) should exit nonzero
+ * without destroying its MPI comm, and mpirun then ends the job (docs/comm.md). */
 void qm_comm_destroy(qm_comm *c);
 
 /* --- queries (cannot fail) -------------------------------------------------------------------- */

@@ -78,6 +78,8 @@ static qm_code vfail(qm_status *st, qm_code code, int backend_code, const char *
         return code;
     st->code = code;
     st->backend_code = backend_code;
+    st->file[0] = '\0'; /* a new failure: any location is attached afterwards (qm_status_locate) */
+    st->line = st->col = 0;
     vsnprintf(st->msg, sizeof st->msg, fmt, ap);
     one_line(st->msg);
     return code;

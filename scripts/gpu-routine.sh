@@ -14,6 +14,7 @@ if [ -d .devdeps ]; then
   L=/tmp/devroot/usr/lib/x86_64-linux-gnu
   sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
   export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include
+  export CMAKE_PREFIX_PATH=/tmp/devroot/usr
 fi
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"

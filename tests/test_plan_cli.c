@@ -1,0 +1,142 @@
+/* test_plan_cli.c — `qmesh plan` from the command line: the JSON object of DESIGN.md section 7, the
+ * tracker's acceptance cases, and every bad request as a one-line error with its code.
+ * Arguments: the qmesh binary, the source dir. */
+#define _POSIX_C_SOURCE 200809L
+#include "testlib.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *qmesh, *srcdir;
+
+static int run(char *out, size_t cap, const char *args, int want_stderr)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s plan --scenario %s/scenarios/%s %s", qmesh, srcdir, args,
+             want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (!p)
+        return -1;
+    while (n + 1 < cap) {
+        size_t k = fread(out + n, 1, cap - 1 - n, p);
+        if (k == 0)
+            break;
+        n += k;
+    }
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_json(void)
+{
+    static char out[1 << 20];
+    int rc = run(out, sizeof out, "hgx-h200.yaml --qubits 36 --json", 0);
+    CHECK(rc == 0);
+    json_error_t err;
+    json_t *o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (!o)
+        return;
+    CHECK(json_is_true(json_object_get(o, "feasible")));
+    CHECK(json_is_null(json_object_get(o, "error")));
+    CHECK(json_integer_value(json_object_get(o, "global_amplitudes")) == (json_int_t)1 << 36);
+    CHECK(json_integer_value(json_object_get(o, "state_bytes")) == (json_int_t)1 << 39);
+    CHECK(json_integer_value(json_object_get(o, "pages")) == 8);
+    json_t *req = json_object_get(o, "request");
+    CHECK(json_integer_value(json_object_get(req, "qubits")) == 36);
+    CHECK_STR(json_string_value(json_object_get(req, "dtype")), "complex64");
+    CHECK_STR(json_string_value(json_object_get(req, "policy")), "auto");
+    CHECK(json_integer_value(json_object_get(req, "batch")) == 1);
+    json_t *shards = json_object_get(o, "shards");
+    CHECK(json_array_size(shards) == 8);
+    for (size_t i = 0; i < json_array_size(shards); ++i) {
+        json_t *s = json_array_get(shards, i);
+        char id[32];
+        snprintf(id, sizeof id, "n0.g%zu", i);
+        CHECK_STR(json_string_value(json_object_get(s, "device")), id);
+        CHECK(json_integer_value(json_object_get(s, "start")) == (json_int_t)i << 33);
+        CHECK(json_integer_value(json_object_get(s, "end")) == (json_int_t)(i + 1) << 33);
+        CHECK(json_integer_value(json_object_get(s, "bytes")) == (json_int_t)64 << 30);
+        CHECK(json_integer_value(json_object_get(s, "rank")) == 0);
+    }
+    json_t *d0 = json_array_get(json_object_get(o, "devices"), 0);
+    /* 143771 MiB - 1 GiB reserve; planned = 64 GiB + 64 MiB staging */
+    CHECK(json_integer_value(json_object_get(d0, "usable_bytes")) == (json_int_t)(143771 - 1024) << 20);
+    CHECK(json_integer_value(json_object_get(d0, "planned_bytes")) == ((json_int_t)64 << 30) + (64 << 20));
+    CHECK(json_integer_value(json_object_get(d0, "headroom_bytes")) ==
+          ((json_int_t)(143771 - 1024) << 20) - ((json_int_t)64 << 30) - (64 << 20));
+    json_t *g = json_object_get(o, "gather");
+    CHECK(json_is_false(json_object_get(g, "feasible")));
+    CHECK_STR(json_string_value(json_object_get(g, "target")), "n0.g0");
+    json_t *mq = json_object_get(o, "max_qubits");
+    CHECK(json_integer_value(json_object_get(mq, "complex64")) == 37);
+    CHECK(json_integer_value(json_object_get(mq, "complex128")) == 36);
+    json_t *e = json_object_get(o, "estimates_s");
+    static const char *const phases[5] = {"ingest", "local_norm", "norm_allreduce", "encode", "gather"};
+    for (int k = 0; k < 5; ++k)
+        CHECK(json_is_real(json_object_get(e, phases[k])));
+    /* 8-byte all-reduce on 8 NVLink GPUs: NCCL's 6.6 + 14 x 0.6 us */
+    CHECK(fabs(json_real_value(json_object_get(e, "norm_allreduce")) - 15.0e-6) < 0.05e-6);
+    json_decref(o);
+
+    /* an infeasible request still prints the object, with feasible false and the error, exit 1 */
+    rc = run(out, sizeof out, "hgx-h200.yaml --qubits 37 --dtype complex128 --json", 0);
+    CHECK(rc == 1);
+    o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (o) {
+        CHECK(json_is_false(json_object_get(o, "feasible")));
+        json_t *er = json_object_get(o, "error");
+        CHECK_STR(json_string_value(json_object_get(er, "code")), "E-CAPACITY");
+        CHECK(strstr(json_string_value(json_object_get(er, "message")), "needs 256.00 GiB") != NULL);
+        CHECK(strstr(json_string_value(json_object_get(er, "message")),
+                     "largest state that fits is 36 qubits (complex128)") != NULL);
+        json_decref(o);
+    }
+}
+
+static void test_bad_requests(void)
+{
+    static const struct {
+        const char *args, *line;
+    } cases[] = {
+        {"six-gpu.yaml --qubits 0", "error[E-QUBITS]: request: qubits must be at least 1 (got 0)\n"},
+        {"six-gpu.yaml --qubits 64", "error[E-QUBITS]: request: 64 qubits of complex64 overflow 64-bit byte counts (2^64 amplitudes x 8 B); at most 60 qubits\n"},
+        {"six-gpu.yaml --qubits 10 --dtype complex32", "error[E-DTYPE]: plan: --dtype must be complex64 or complex128 (got 'complex32')\n"},
+        {"six-gpu.yaml --qubits 10 --policy foo", "error[E-POLICY]: plan: unknown policy 'foo'; use one of auto, single, equal, weighted, balanced, replicated\n"},
+        {"six-gpu.yaml --qubits 10 --batch 0", "error[E-ARG]: request: batch must be at least 1 (got 0)\n"},
+        {"six-gpu.yaml --qubits 3 --features 9", "error[E-INPUT]: request: 9 features exceed the state vector size 8 (3 qubits); use at least 4 qubits\n"},
+        {"six-gpu.yaml --qubits 10 --gather n9.g9", "error[E-NO-GATHER]: gather: target 'n9.g9' is not a device of this mesh (6 devices, first 'n0.g0'); use auto, host, none or a device id\n"},
+        {"six-gpu.yaml --qubits 10 --ranks 5", "error[E-RANK]: request: 5 ranks requested but the scenario has 1\n"},
+        {"six-gpu.yaml --qubits 36 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; use weighted or auto\n"},
+    };
+    char out[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+        int rc = run(out, sizeof out, cases[i].args, 1);
+        CHECK(rc == 1);
+        if (strcmp(out, cases[i].line) != 0)
+            fprintf(stderr, "args: %s\n got: %s want: %s", cases[i].args, out, cases[i].line);
+        CHECK_STR(out, cases[i].line); /* exactly one line, exactly this text */
+    }
+    /* six GPUs: auto finds a layout where equal cannot */
+    int rc = run(out, sizeof out, "six-gpu.yaml --qubits 35", 0);
+    CHECK(rc == 0 && strstr(out, "feasible: yes") != NULL && strstr(out, "(used: weighted)") != NULL);
+    /* usage errors exit 2 */
+    rc = run(out, sizeof out, "six-gpu.yaml", 1);
+    CHECK(rc == 2 && strstr(out, "--qubits N is required") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    qmesh = argv[1];
+    srcdir = argv[2];
+    test_json();
+    test_bad_requests();
+    return qm_test_end("test_plan_cli");
+}
