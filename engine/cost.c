@@ -14,8 +14,10 @@
  *    amplitudes in place);
  *  - norm all-reduce of 8 bytes, NCCL's ring model: 6.6 us base + (2(p-1) - s) intra-host steps at
  *    the per-step latency of the worst intra-host class on the ring + s = 2(hosts-1) inter-host
- *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; 0 for one device, for batches
- *    (each sample's norm is local) and for replicated states.
+ *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
+ *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
+ *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
+ *    replicated states.
  * Must not: allocate device memory or change the layout.
  */
 #include "plan.h"
@@ -111,9 +113,20 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
             intra = p.cls;
     }
     const int steps = 2 * (n - 1), inter = 2 * (hosts - 1);
-    double lat = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
-                 (double)inter * t->latency_s[QM_LINK_NET];
-    return lat + 2.0 * (double)(n - 1) / (double)n * (double)bytes / ring_bw;
+    const double ring = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
+                        (double)inter * t->latency_s[QM_LINK_NET] +
+                        2.0 * (double)(n - 1) / (double)n * (double)bytes / ring_bw;
+    if (hosts == 1)
+        return ring; /* NCCL runs rings inside a node */
+    /* across hosts NCCL also has trees: a chain inside each host and a binary tree between hosts,
+     * up and down: 2 (per-host devices - 1) intra steps + 2 ceil(log2 hosts) net steps */
+    int per_host = (n + hosts - 1) / hosts, levels = 0;
+    while ((1 << levels) < hosts)
+        ++levels;
+    const double tree = QM_NCCL_BASE_LATENCY_S + 2.0 * (double)(per_host - 1) * t->latency_s[intra] +
+                        2.0 * (double)levels * t->latency_s[QM_LINK_NET] +
+                        2.0 * (double)bytes / ring_bw;
+    return tree < ring ? tree : ring;
 }
 
 /* The path target -> src turned around: the same links crossed the other way (the search runs
