@@ -15,6 +15,7 @@
  * device. The distributed (MPI) combination of piece sums comes with the comm module.
  */
 #include "materialize_internal.h"
+#include "comm.h"
 #include "plan.h"
 #include "qm_math.h"
 #include "state_internal.h"
@@ -45,6 +46,8 @@ typedef struct enc {
     uint64_t cap_blocks;
     double *sums;              /* per state */
     double *coeffs;            /* per state */
+    qm_comm *comm;             /* NULL: one process */
+    bool distributed;          /* pieces and scans are exchanged between ranks */
     qm_hal_buf **mapped;       /* per shard: its input read in place (NULL: stashed) */
     uint64_t *mapped_first;    /* per shard: the input element of mapped[i]'s element 0 */
 } enc;
@@ -91,7 +94,7 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
 }
 
 static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int n_shards, int n_dev,
-                               bool *replicated, qm_status *st)
+                               bool part, bool *replicated, qm_status *st)
 {
     if (n_shards < 1 || !shards)
         return qm_fail(st, QM_E_ARG, "encode: a layout needs at least 1 shard (got %d)", n_shards);
@@ -99,7 +102,8 @@ static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int 
     for (int i = 0; i < n_shards; ++i)
         if (shards[i].start != 0 || shards[i].end != total)
             *replicated = false;
-    uint64_t pos = 0;
+    /* one rank of several holds a contiguous part of the index space, not all of it */
+    uint64_t pos = part && !*replicated ? shards[0].start : 0;
     for (int i = 0; i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
         if (s->device < 0 || s->device >= n_dev)
@@ -117,7 +121,7 @@ static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int 
             pos = s->end;
         }
     }
-    if (!*replicated && pos != total)
+    if (!*replicated && !part && pos != total)
         return qm_fail(st, QM_E_SHARDS, "encode: shards cover [0, %llu) of [0, %llu)",
                        (unsigned long long)pos, (unsigned long long)total);
     return QM_OK;
@@ -253,6 +257,85 @@ static qm_code merge_pieces(enc *e, qm_status *st)
     return QM_OK;
 }
 
+/* Every rank's verdict on a phase: all ranks return the lowest failing rank's status (a rank with
+ * bad data still takes part, so nobody waits forever). One process: rc unchanged. */
+static qm_code sync_phase(const enc *e, qm_code rc, qm_status *st)
+{
+    if (!e->comm || qm_comm_size(e->comm) == 1)
+        return rc;
+    qm_status mine, xst;
+    if (rc == QM_OK)
+        qm_status_clear(&mine);
+    else
+        mine = *st;
+    qm_status_clear(&xst);
+    qm_code r = qm_comm_allgather_status(e->comm, &mine, NULL, &xst);
+    if (r != QM_OK)
+        *st = xst;
+    return r;
+}
+
+typedef struct piece_rec {
+    uint64_t off, log2n;
+    double sum;
+} piece_rec;
+
+/* Replace each rank's pieces by every rank's, in rank order (= global index order, since ranks
+ * own increasing ranges): two all-gathers (the counts, then the pieces padded to the largest
+ * count). Collective: every rank calls it the same number of times. */
+static qm_code exchange_pieces(enc *e, qm_status *st)
+{
+    if (!e->distributed)
+        return QM_OK;
+    const int R = qm_comm_size(e->comm);
+    qm_code rc;
+    uint64_t mine = (uint64_t)e->n_pieces, *counts = calloc((size_t)R, sizeof *counts), max = 0;
+    piece_rec *recs = NULL, *all = NULL;
+    if (!counts)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d ranks' piece counts", R);
+    if ((rc = qm_comm_allgather(e->comm, &mine, sizeof mine, counts, st)) != QM_OK)
+        goto done;
+    uint64_t total = 0;
+    for (int r = 0; r < R; ++r) {
+        max = counts[r] > max ? counts[r] : max;
+        total += counts[r];
+    }
+    recs = calloc((size_t)(max ? max : 1), sizeof *recs);
+    all = calloc((size_t)(max ? max : 1) * (size_t)R, sizeof *all);
+    if (!recs || !all || total > INT32_MAX) {
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu piece sums",
+                     (unsigned long long)total);
+        goto done;
+    }
+    for (int k = 0; k < e->n_pieces; ++k)
+        recs[k] = (piece_rec){.off = e->pieces[k].off, .log2n = e->pieces[k].log2n,
+                              .sum = e->pieces[k].sum};
+    if (max > 0 && (rc = qm_comm_allgather(e->comm, recs, (size_t)max * sizeof *recs, all, st)) != QM_OK)
+        goto done;
+    if ((int)total > e->cap_pieces) {
+        piece *p = realloc(e->pieces, (size_t)total * sizeof *p);
+        if (!p) {
+            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu piece sums",
+                         (unsigned long long)total);
+            goto done;
+        }
+        e->pieces = p;
+        e->cap_pieces = (int)total;
+    }
+    e->n_pieces = 0;
+    for (int r = 0; r < R; ++r)
+        for (uint64_t k = 0; k < counts[r]; ++k) {
+            const piece_rec *q = &all[(size_t)r * max + k];
+            e->pieces[e->n_pieces++] = (piece){.off = q->off, .log2n = (unsigned)q->log2n, .sum = q->sum};
+        }
+    rc = QM_OK;
+done:
+    free(counts);
+    free(recs);
+    free(all);
+    return rc;
+}
+
 /* The slow-path scan of an input that is already in host memory (read in place): the largest
  * magnitude and the first NaN/Inf among n values from input element `first`. */
 static void host_scan(const enc *e, uint64_t first, uint64_t n, qm_hal_scan_result *r)
@@ -274,47 +357,77 @@ static void host_scan(const enc *e, uint64_t first, uint64_t n, qm_hal_scan_resu
 
 #define QM_FAST_SUM_MIN 0x1p-968 /* below this the fast sum may have lost bits to underflow */
 
-/* Slow path for one state: name the first bad value, or rescale and sum again. */
+/* What one rank found in its part of a state on the slow path. */
+typedef struct scan_rec {
+    uint64_t first_bad; /* feature index within the state of the first NaN/Inf; UINT64_MAX: none */
+    double bad_value;
+    double max_abs;
+} scan_rec;
+
+/* Slow path for one state (entered by every rank alike, since every rank holds the same sums):
+ * name the first bad value, or report a zero norm, or rescale and sum again. */
 static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
 {
     const uint64_t lo = sidx * e->N, hi_data = lo + e->F;
-    double max_abs = 0.0;
-    for (int i = 0; i < e->n_norm; ++i) {
+    scan_rec mine = {.first_bad = UINT64_MAX, .bad_value = 0.0, .max_abs = 0.0};
+    qm_code rc = QM_OK;
+    for (int i = 0; i < e->n_norm && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t a = s->start > lo ? s->start : lo, b = s->end < hi_data ? s->end : hi_data;
         if (a >= b)
             continue;
         qm_hal_scan_result r;
-        qm_code rc = QM_OK;
         if (e->mapped[i])
             host_scan(e, sidx * e->F + (a - lo), b - a, &r); /* host memory */
-        else
-            rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a, &r,
-                                  st);
-        if (rc != QM_OK)
-            return qm_status_prefix(st, "encode: shard %d", i);
-        if (r.first_nonfinite != UINT64_MAX) {
-            const uint64_t feature = a + r.first_nonfinite - lo;
-            /* the value itself, from the host input (one element) */
+        else if ((rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a,
+                                        &r, st)) != QM_OK) {
+            qm_status_prefix(st, "encode: shard %d", i);
+            break;
+        }
+        if (r.first_nonfinite != UINT64_MAX && mine.first_bad == UINT64_MAX) {
+            mine.first_bad = a + r.first_nonfinite - lo;
             union {
                 double d;
                 float f;
-            } raw;
-            qm_code rc2 = read_input(e, sidx * e->F + feature, 1, &raw, st);
-            if (rc2 != QM_OK)
-                return rc2;
-            const double v = e->in->dtype == QM_DTYPE_FLOAT64 ? raw.d : (double)raw.f;
-            const char *what = isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
-            if (e->B == 1)
-                return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: input[%llu] is %s",
-                               (unsigned long long)feature, what);
-            return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu, feature "
-                           "%llu is %s", (unsigned long long)sidx, (unsigned long long)feature, what);
+            } raw; /* the value itself, from the input (one element) */
+            if ((rc = read_input(e, sidx * e->F + mine.first_bad, 1, &raw, st)) == QM_OK)
+                mine.bad_value = e->in->dtype == QM_DTYPE_FLOAT64 ? raw.d : (double)raw.f;
         }
-        if (r.max_abs > max_abs)
-            max_abs = r.max_abs;
+        if (r.max_abs > mine.max_abs)
+            mine.max_abs = r.max_abs;
     }
-    if (max_abs == 0.0) {
+    if ((rc = sync_phase(e, rc, st)) != QM_OK)
+        return rc;
+    scan_rec all = mine;
+    if (e->distributed) {
+        const int R = qm_comm_size(e->comm);
+        scan_rec *recs = calloc((size_t)R, sizeof *recs);
+        if (!recs)
+            return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+        rc = qm_comm_allgather(e->comm, &mine, sizeof mine, recs, st);
+        for (int r = 0; rc == QM_OK && r < R; ++r) { /* ranks own increasing ranges */
+            if (recs[r].first_bad < all.first_bad) {
+                all.first_bad = recs[r].first_bad;
+                all.bad_value = recs[r].bad_value;
+            }
+            if (recs[r].max_abs > all.max_abs)
+                all.max_abs = recs[r].max_abs;
+        }
+        free(recs);
+        if (rc != QM_OK)
+            return rc;
+    }
+    if (all.first_bad != UINT64_MAX) {
+        const double v = all.bad_value;
+        const char *what = isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+        if (e->B == 1)
+            return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: input[%llu] is %s",
+                           (unsigned long long)all.first_bad, what);
+        return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu, feature "
+                       "%llu is %s", (unsigned long long)sidx, (unsigned long long)all.first_bad,
+                       what);
+    }
+    if (all.max_abs == 0.0) {
         if (e->B == 1)
             return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: all %llu input values "
                            "are zero", (unsigned long long)e->F);
@@ -322,19 +435,16 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
                        "values zero", (unsigned long long)sidx, (unsigned long long)e->F);
     }
     int ex;
-    (void)frexp(max_abs, &ex);
+    (void)frexp(all.max_abs, &ex);
     const double scale = ldexp(1.0, -ex > 1023 ? 1023 : -ex);
-    for (int i = 0; i < e->n_norm; ++i) {
+    for (int i = 0; i < e->n_norm && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t a = s->start > lo ? s->start : lo, b = s->end < lo + e->N ? s->end : lo + e->N;
-        if (a >= b)
-            continue;
-        qm_code rc = sum_range(e, i, a, b, scale, st);
-        if (rc != QM_OK)
-            return rc;
+        if (a < b)
+            rc = sum_range(e, i, a, b, scale, st);
     }
-    qm_code rc = merge_pieces(e, st);
-    if (rc != QM_OK)
+    if ((rc = sync_phase(e, rc, st)) != QM_OK || (rc = exchange_pieces(e, st)) != QM_OK ||
+        (rc = merge_pieces(e, st)) != QM_OK)
         return rc;
     const double sum = e->sums[sidx];
     if (!(isfinite(sum) && sum > 0.0))
@@ -346,19 +456,23 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
 
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
-                                 const qm_materialize_opts *opts, qm_state **out, qm_status *st)
+                                 const qm_materialize_opts *opts, qm_state **out, qm_status *ust)
 {
     qm_code rc;
     enc e = {0};
     void *bounce = NULL;
     bool replicated = false;
+    qm_status lst, *st = &lst; /* always a status to exchange between ranks */
+    qm_status_clear(st);
 
     if (out)
         *out = NULL;
-    if (!hal || !out)
-        return qm_fail(st, QM_E_ARG, "encode: hal and out must not be NULL");
+    if (!hal || !out) {
+        rc = qm_fail(st, QM_E_ARG, "encode: hal and out must not be NULL");
+        goto early;
+    }
     if ((rc = validate_input(qubits, out_dtype, in, st)) != QM_OK)
-        return rc;
+        goto early;
     e.hal = hal;
     e.qubits = qubits;
     e.N = (uint64_t)1 << qubits;
@@ -368,10 +482,13 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.in = in;
     e.shards = shards;
     e.n_shards = n_shards;
-    if ((rc = validate_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), &replicated,
-                              st)) != QM_OK)
-        return rc;
+    e.comm = opts ? opts->comm : NULL;
+    const bool part = e.comm && qm_comm_size(e.comm) > 1;
+    if ((rc = validate_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), part,
+                              &replicated, st)) != QM_OK)
+        goto early;
     e.n_norm = replicated ? 1 : n_shards;
+    e.distributed = part && !replicated;
 
     /* host bookkeeping first: a failure here touches no device */
     const size_t is = qm_dtype_size(in->dtype);
@@ -382,17 +499,15 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.mapped = calloc((size_t)n_shards, sizeof *e.mapped);
     e.mapped_first = calloc((size_t)n_shards, sizeof *e.mapped_first);
     bounce = malloc((size_t)(chunk_elems * is));
-    if (!e.sums || !e.coeffs || !e.mapped || !e.mapped_first || !bounce) {
+    if (!e.sums || !e.coeffs || !e.mapped || !e.mapped_first || !bounce)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
-        goto done;
-    }
-    if ((rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) != QM_OK)
-        goto done;
-    e.state->batch = e.B;
+    if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
+        e.state->batch = e.B;
 
-    /* allocate, ingest and sum shard by shard; staging lives only while its shard is ingested */
-    for (int i = 0; i < n_shards; ++i) {
+    /* phase A (local): allocate, ingest and sum shard by shard; staging lives only while its shard
+     * is ingested */
+    for (int i = 0; rc == QM_OK && i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
         qm_state_shard *sh = &e.state->shards[i];
         qm_hal_buf *staging = NULL;
@@ -403,7 +518,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if ((rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * qm_dtype_size(out_dtype),
                                    &sh->buf, st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
-            goto done;
+            break;
         }
         uint64_t e_lo, e_hi;
         input_range(&e, s->start, s->end, &e_lo, &e_hi);
@@ -411,11 +526,14 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             /* input in host memory: read in place where the backend can (no staging copy) */
             rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
                                       (e_hi - e_lo) * is, &e.mapped[i], st);
-            if (rc == QM_OK)
+            if (rc == QM_OK) {
                 e.mapped_first[i] = e_lo;
-            else if (rc != QM_E_UNSUPPORTED) {
+            } else if (rc == QM_E_UNSUPPORTED) {
+                rc = QM_OK;
+                qm_status_clear(st);
+            } else {
                 qm_status_prefix(st, "encode: shard %d", i);
-                goto done;
+                break;
             }
         }
         if (e_hi > e_lo && !e.mapped[i]) {
@@ -425,16 +543,19 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                 rc = ingest_shard(&e, i, staging, chunk_elems, bounce, st);
             qm_hal_buf_free(hal, staging);
             if (rc != QM_OK) {
-                if (strncmp(st ? st->msg : "", "encode", 6) != 0)
+                if (strncmp(st->msg, "encode", 6) != 0)
                     qm_status_prefix(st, "encode: shard %d", i);
-                goto done;
+                break;
             }
         }
-        if (i < e.n_norm && (rc = sum_range(&e, i, s->start, s->end, 1.0, st)) != QM_OK)
-            goto done;
+        if (i < e.n_norm)
+            rc = sum_range(&e, i, s->start, s->end, 1.0, st);
     }
-    if ((rc = merge_pieces(&e, st)) != QM_OK)
+    /* phase B (collective): every rank's piece sums, merged per state in index order */
+    if ((rc = sync_phase(&e, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
+        (rc = merge_pieces(&e, st)) != QM_OK)
         goto done;
+    /* phase C: coefficients; the slow path is collective and every rank takes it alike */
     for (uint64_t k = 0; k < e.B; ++k) {
         const double sum = e.sums[k];
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
@@ -442,6 +563,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         else if ((rc = retry_state(&e, k, st)) != QM_OK)
             goto done;
     }
+    /* phase D (local): amplitudes */
     for (int i = 0; i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
         const uint64_t first = s->start / e.N;
@@ -453,11 +575,12 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                                    .in_dtype = in->dtype, .in_first = e.mapped_first[i]};
         if ((rc = qm_hal_amp_scale(hal, &a, NULL, st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
-            goto done;
+            break;
         }
     }
-    e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
-    rc = QM_OK;
+    rc = sync_phase(&e, rc, st); /* every rank returns the same verdict */
+    if (rc == QM_OK)
+        e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
 
 done:
     for (int i = 0; e.mapped && i < n_shards; ++i)
@@ -473,6 +596,14 @@ done:
         qm_state_destroy(e.state);
         e.state = NULL;
     }
-    *out = e.state;
+    if (out)
+        *out = e.state;
+    if (ust)
+        *ust = lst;
+    return rc;
+early:
+    /* argument and input errors: the same on every rank (they depend on the request alone) */
+    if (ust)
+        *ust = lst;
     return rc;
 }

@@ -26,9 +26,17 @@ typedef struct qm_amp_input {
     void *read_ctx;
 } qm_amp_input;
 
+struct qm_comm;
+
 /* Options; a zeroed struct gives the defaults. */
 typedef struct qm_materialize_opts {
     uint64_t chunk_bytes;   /* staging chunk (default QM_STAGING_CHUNK_BYTES of plan.h: 32 MiB) */
+    /* Ranks of a multi-process run (NULL: one process). Then `shards` are this rank's shards only
+     * (a contiguous part of the index space, devices of this rank's backend): each rank sums its
+     * own part, piece sums are all-gathered and merged in index order, and every rank learns the
+     * same norms, the same slow-path decisions and the same verdict (a rank with bad data still
+     * takes part in every exchange). */
+    struct qm_comm *comm;
 } qm_materialize_opts;
 
 /* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as
