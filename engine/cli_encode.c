@@ -7,6 +7,7 @@
  * errors as one line `error[CODE]: ...` with exit 1 (2 for usage errors).
  */
 #include "cli_internal.h"
+#include "comm.h"
 #include "encode.h"
 #include "plan_output.h"
 #include "status_internal.h"
@@ -121,9 +122,31 @@ int qm_cli_encode(int argc, char **argv)
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
     job.progress = stderr;
+    /* under mpirun (Open MPI, or a PMI/PMIx launcher): one rank per process */
+    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!ws)
+        ws = getenv("PMI_SIZE");
+    qm_comm *comm = NULL;
+    if (ws && atoi(ws) > 1) {
+        if (qm_comm_mpi_create(NULL, NULL, &comm, &st) != QM_OK)
+            return qm_cli_error(&st);
+        job.comm = comm;
+    }
+    const bool root = !comm || qm_comm_rank(comm) == 0;
     qm_encode_result r;
     qm_code rc = qm_encode_run(&job, &r, &st);
     int exit_code = 0;
+    if (rc != QM_OK && !root) {
+        /* every rank failed with the same message: rank 0 prints it */
+        qm_encode_result_fini(&r);
+        qm_comm_destroy(comm);
+        return 1;
+    }
+    if (rc == QM_OK && !root) {
+        qm_encode_result_fini(&r);
+        qm_comm_destroy(comm);
+        return 0;
+    }
     if (rc != QM_OK) {
         if (r.plan && !r.plan->feasible && json) {
             json_t *o = NULL;
@@ -138,6 +161,7 @@ int qm_cli_encode(int argc, char **argv)
         }
         exit_code = qm_cli_error(&st);
         qm_encode_result_fini(&r);
+        qm_comm_destroy(comm);
         return exit_code;
     }
     if (json) {
@@ -160,6 +184,9 @@ int qm_cli_encode(int argc, char **argv)
         else if (job.out_dir)
             printf("output:   %s/ (%d files)\n", job.out_dir, r.n_files);
     }
+    if (comm)
+        printf("ranks:    %d (MPI), each reading and encoding its own range\n", qm_comm_size(comm));
     qm_encode_result_fini(&r);
+    qm_comm_destroy(comm);
     return exit_code;
 }

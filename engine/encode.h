@@ -33,6 +33,7 @@ typedef struct qm_encode_job {
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
     FILE *progress;           /* progress lines (NULL: none) */
+    struct qm_comm *comm;     /* ranks of an mpirun job (NULL: one process); borrowed */
 } qm_encode_job;
 
 typedef struct qm_encode_result {

@@ -151,15 +151,25 @@ int qm_mesh_find(const qm_mesh *mesh, const char *id)
 
 qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out, qm_status *st)
 {
+    return qm_mesh_open_sim_rank(mesh, -1, memory, out, st);
+}
+
+qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memory, qm_hal **out,
+                              qm_status *st)
+{
     qm_code rc = QM_OK;
-    const int n = mesh->n_devices;
+    if (rank >= mesh->n_ranks)
+        return qm_fail(st, QM_E_RANK, "mesh: rank %d is not below the %d ranks of the mesh", rank,
+                       mesh->n_ranks);
+    const int first = rank < 0 ? 0 : mesh->rank_first[rank];
+    const int n = rank < 0 ? mesh->n_devices : mesh->rank_first[rank + 1] - first;
     qm_sim_device_desc *dd = calloc((size_t)n, sizeof *dd);
     qm_sim_peer_desc *pp = NULL;
     int np = 0, cap = 0;
     if (!dd)
         return qm_fail(st, QM_E_NOMEM, "mesh: out of host memory");
     for (int i = 0; i < n; ++i) {
-        const qm_mesh_device *d = &mesh->devices[i];
+        const qm_mesh_device *d = &mesh->devices[first + i];
         qm_topo_path p;
         double host_bw = 0;
         if (qm_topo_graph_ingest_path(mesh->graph, d->node, true, &p, st) == QM_OK && p.found)
@@ -172,10 +182,11 @@ qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out
     }
     /* peers: devices of one host with a path (per host, so big meshes stay linear) */
     for (int i = 0; i < n; ++i) {
-        for (int j = i + 1; j < n && mesh->devices[j].host == mesh->devices[i].host; ++j) {
+        const qm_mesh_device *di = &mesh->devices[first + i];
+        for (int j = i + 1; j < n && mesh->devices[first + j].host == di->host; ++j) {
             qm_topo_path p;
-            if ((rc = qm_topo_graph_path(mesh->graph, mesh->devices[i].node, mesh->devices[j].node,
-                                         &p, st)) != QM_OK)
+            if ((rc = qm_topo_graph_path(mesh->graph, di->node, mesh->devices[first + j].node, &p,
+                                         st)) != QM_OK)
                 goto done;
             if (!p.found)
                 continue;

@@ -50,5 +50,9 @@ int qm_mesh_find(const qm_mesh *mesh, const char *id);
 /* A simulated backend whose devices are the mesh's, in mesh order, with peers wherever the topology
  * has a path between two devices of one host. */
 qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out, qm_status *st);
+/* The same for one rank's devices only (device i of the backend = mesh device
+ * mesh->rank_first[rank] + i). */
+qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memory, qm_hal **out,
+                              qm_status *st);
 
 #endif

@@ -324,7 +324,9 @@ static qm_code layout_weighted(const qm_mesh *mesh, qm_plan *p, bool by_capacity
 {
     const int D = mesh->n_devices;
     const uint64_t es = qm_dtype_size(p->request.dtype), is = es / 2;
-    qm_code rc = check_rank_split(mesh, p, qm_policy_name(p->request.policy), st);
+    /* single states: ranks own the high index bits; batches deal whole samples to any rank count */
+    qm_code rc = p->request.batch > 1 ? QM_OK
+                                      : check_rank_split(mesh, p, qm_policy_name(p->request.policy), st);
     if (rc != QM_OK)
         return rc;
     uint64_t *units = calloc((size_t)D, sizeof *units);

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# test_mpi_encode.sh MPIEXEC QMESH SRCDIR -- `qmesh encode` under mpiexec (label mpi):
+#  - 1, 2, 3 and 4 ranks write the same bytes as the one-process run (single state; batch);
+#  - --out-dir: every rank writes its shards, rank 0 the manifest;
+#  - a NaN on one rank's range: every rank fails, one message naming the index, no output file;
+#  - ranks given different arguments: every rank fails naming the ranks that differ;
+#  - a rank killed mid-run: the job ends (no hang) within the timeout.
+# Every mpiexec runs under `timeout`. Inputs are written with python3 (struct, no numpy).
+set -u
+MPIEXEC=$1; QMESH=$2; SRC=$3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="$MPIEXEC --oversubscribe --allow-run-as-root"
+S=$SRC/scenarios/a100-4node-hdr.yaml
+T=$(mktemp -d /tmp/qmesh-mpi-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass+1)); echo "ok: $*"; }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+python3 - "$T" <<'PY'
+import math, struct, sys
+t = sys.argv[1]
+def npy(path, descr, shape, values, fmt):
+    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    hdr += ' ' * (64 - (10 + len(hdr) + 1) % 64) + '\n'
+    with open(path, 'wb') as f:
+        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr.encode())
+        f.write(struct.pack('<%d%s' % (len(values), fmt), *values))
+n = 200000
+x = [math.sin(i * 0.001) * (1 + i % 7) for i in range(n)]
+npy(t + '/single.npy', '<f8', '(%d,)' % n, x, 'd')
+x[150000] = float('nan')
+npy(t + '/nan.npy', '<f8', '(%d,)' % n, x, 'd')
+B, F = 30, 100
+npy(t + '/batch.npy', '<f4', '(%d, %d)' % (B, F), [math.cos(i * 0.01) + 0.001 * (i % 13) for i in range(B * F)], 'f')
+PY
+run() { timeout 60 "$@"; }
+
+# one-process references (the scenario's 4 ranks simulated in one process)
+run "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out "$T/ref.npy" > /dev/null 2>&1 || bad "reference single"
+run "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --out "$T/refb.npy" > /dev/null 2>&1 || bad "reference batch"
+for np in 1 2 4; do
+  run $MPI -np $np "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out "$T/s$np.npy" > "$T/log" 2>&1
+  if cmp -s "$T/ref.npy" "$T/s$np.npy"; then ok "single state, $np ranks: same bytes"; else bad "single state, $np ranks"; cat "$T/log"; fi
+done
+for np in 3 4; do
+  run $MPI -np $np "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --out "$T/b$np.npy" > "$T/log" 2>&1
+  if cmp -s "$T/refb.npy" "$T/b$np.npy"; then ok "batch, $np ranks: same bytes"; else bad "batch, $np ranks"; cat "$T/log"; fi
+done
+run $MPI -np 4 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out-dir "$T/dir" > "$T/log" 2>&1
+if [ -f "$T/dir/manifest.json" ] && [ "$(ls "$T/dir"/shard-*.npy | wc -l)" -eq 16 ] && \
+   grep -q '"ranks": 4' "$T/dir/manifest.json" && grep -q '"rank": 3' "$T/dir/manifest.json"; then
+  ok "out-dir with 4 ranks: 16 shard files and the manifest"
+else bad "out-dir with 4 ranks"; cat "$T/log"; ls "$T/dir"; fi
+
+run $MPI -np 4 "$QMESH" encode --input "$T/nan.npy" --scenario "$S" --out "$T/nan-out.npy" > "$T/log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && \
+   grep -q "error\[E-INPUT\]: encode: zero or non-finite norm: input\[150000\] is NaN" "$T/log" && \
+   [ "$(grep -c 'error\[' "$T/log")" -eq 1 ] && ! ls "$T"/nan-out.npy* > /dev/null 2>&1; then
+  ok "NaN on rank 3's range: one error for all ranks, no output"
+else bad "NaN on one rank (rc $rc)"; cat "$T/log"; fi
+
+run $MPI -np 1 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --qubits 18 : \
+    -np 1 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --qubits 19 > "$T/log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error\[E-RANK\]: comm: ranks disagree on the plan hash: rank 0 has [0-9a-f]*, rank 1 has" "$T/log"; then
+  ok "mismatched arguments: every rank fails naming the differing rank"
+else bad "mismatched arguments (rc $rc)"; cat "$T/log"; fi
+
+# rank 1 is killed while the job runs: mpiexec must end the job, not hang
+run $MPI -np 1 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --ranks 2 : \
+    -np 1 sh -c "\"$QMESH\" encode --input \"$T/single.npy\" --scenario \"$S\" --ranks 2 & p=\$!; sleep 0.3; kill -9 \$p; wait \$p" \
+    > "$T/log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then ok "killed rank: the job ended (exit $rc)"; else bad "killed rank (rc $rc)"; cat "$T/log"; fi
+
+echo "test_mpi_encode: $pass passed, $fail failed"
+[ $fail -eq 0 ]
