@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → materialize → check →
  * write.
  *
