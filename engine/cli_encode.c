@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static int print_json(const qm_encode_result *r, const char *out, const char *out_dir)
@@ -122,6 +123,7 @@ int qm_cli_encode(int argc, char **argv)
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
     job.progress = stderr;
+    job.show_progress = isatty(2);
     /* under mpirun (Open MPI, or a PMI/PMIx launcher): one rank per process */
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     if (!ws)

@@ -51,6 +51,16 @@ void qm_encode_result_fini(qm_encode_result *r)
     memset(r, 0, sizeof *r);
 }
 
+static void progress_line(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    fprintf(stderr, "\rencode: %3.0f%% (%s %llu of %llu shards)%s", 100.0 * (double)done / (double)total,
+            done * 2 <= total ? "ingested" : "written",
+            (unsigned long long)(done * 2 <= total ? done : done - total / 2),
+            (unsigned long long)(total / 2), done == total ? "\n" : "");
+    fflush(stderr);
+}
+
 static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
     return qm_npy_read_range(ctx, first, count, dst, st);
@@ -392,6 +402,10 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     double t1 = now_s();
     qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm};
+    /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
+    if (job->show_progress && me == 0 &&
+        r->plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
+        mo.progress = progress_line;
     if ((rc = qm_materialize_amplitude(hal, req.qubits, req.dtype, specs, n_local, &in, &mo, &state,
                                        st)) != QM_OK)
         goto done; /* the same verdict on every rank */

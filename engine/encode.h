@@ -32,7 +32,8 @@ typedef struct qm_encode_job {
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
-    FILE *progress;           /* progress lines (NULL: none) */
+    FILE *progress;           /* diagnostics of a failed scenario load (NULL: none) */
+    bool show_progress;       /* a progress line on stderr while materializing (a terminal) */
     struct qm_comm *comm;     /* ranks of an mpirun job (NULL: one process); borrowed */
 } qm_encode_job;
 

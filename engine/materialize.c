@@ -550,6 +550,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         }
         if (i < e.n_norm)
             rc = sum_range(&e, i, s->start, s->end, 1.0, st);
+        if (rc == QM_OK && opts && opts->progress)
+            opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)n_shards);
     }
     /* phase B (collective): every rank's piece sums, merged per state in index order */
     if ((rc = sync_phase(&e, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
@@ -577,6 +579,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             qm_status_prefix(st, "encode: shard %d", i);
             break;
         }
+        if (opts && opts->progress)
+            opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
     rc = sync_phase(&e, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)

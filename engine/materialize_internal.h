@@ -37,6 +37,10 @@ typedef struct qm_materialize_opts {
      * same norms, the same slow-path decisions and the same verdict (a rank with bad data still
      * takes part in every exchange). */
     struct qm_comm *comm;
+    /* Called after each shard's ingest and after each shard's amplitudes (may be NULL):
+     * done / total work units (two per local shard). */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } qm_materialize_opts;
 
 /* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as
