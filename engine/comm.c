@@ -532,3 +532,23 @@ qm_code qm_comm_recv(qm_comm *c, int src, void *buf, uint64_t bytes, int tag, qm
     c->usage.bytes_received += bytes;
     return QM_OK;
 }
+
+qm_code qm_comm_verdict(qm_comm *c, qm_code rc, qm_status *st)
+{
+    if (!c || qm_comm_size(c) == 1)
+        return rc;
+    qm_status mine, xst;
+    if (rc == QM_OK || !st)
+        qm_status_clear(&mine);
+    if (rc != QM_OK) {
+        if (st)
+            mine = *st;
+        else
+            qm_fail(&mine, rc, "comm: rank %d failed (no message)", qm_comm_rank(c));
+    }
+    qm_status_clear(&xst);
+    qm_code r = qm_comm_allgather_status(c, &mine, NULL, &xst);
+    if (r != QM_OK && st)
+        *st = xst;
+    return r;
+}

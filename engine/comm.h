@@ -138,6 +138,11 @@ qm_code qm_comm_allgather_status(qm_comm *c, const qm_status *mine, qm_status *f
  * (E-BACKEND naming both counts otherwise). dst/src must be another rank (not this one);
  * 0 <= tag <= QM_COMM_TAG_MAX. Do not rely on send buffering: under MPI a send may wait for its
  * receive (the threads comm always does). */
+/* A phase's verdict on every rank: each rank passes its own result (rc, and st when rc failed);
+ * all ranks return the lowest failing rank's code and message (see qm_comm_allgather_status), or
+ * QM_OK. c NULL or a world of one: rc is returned unchanged. Collective. */
+qm_code qm_comm_verdict(qm_comm *c, qm_code rc, qm_status *st);
+
 qm_code qm_comm_send(qm_comm *c, int dst, const void *buf, uint64_t bytes, int tag, qm_status *st);
 qm_code qm_comm_recv(qm_comm *c, int src, void *buf, uint64_t bytes, int tag, qm_status *st);
 

@@ -111,23 +111,6 @@ static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
     return qm_npy_writer_write(ctx, amps, n, st);
 }
 
-/* Every rank's verdict (one process: rc unchanged). */
-static qm_code sync_all(qm_comm *comm, qm_code rc, qm_status *st)
-{
-    if (!comm || qm_comm_size(comm) == 1)
-        return rc;
-    qm_status mine, xst;
-    if (rc == QM_OK)
-        qm_status_clear(&mine);
-    else
-        mine = *st;
-    qm_status_clear(&xst);
-    qm_code r = qm_comm_allgather_status(comm, &mine, NULL, &xst);
-    if (r != QM_OK)
-        *st = xst;
-    return r;
-}
-
 /* manifest.json of a plan (written by rank 0): every shard's rank, device, range, dtype, file. */
 static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_status *st)
 {
@@ -200,7 +183,7 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
     if (rc == QM_OK && root && !(text = manifest_text(r, r->plan, st)))
         rc = st->code;
     /* all ranks have their files ready: commit */
-    if ((rc = sync_all(job->comm, rc, st)) == QM_OK) {
+    if ((rc = qm_comm_verdict(job->comm, rc, st)) == QM_OK) {
         for (int i = 0; i < n && rc == QM_OK; ++i) {
             rc = qm_npy_writer_commit(w[i], st);
             w[i] = NULL;
@@ -211,7 +194,7 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
             snprintf(mpath, sizeof mpath, "%s/manifest.json", job->out_dir);
             rc = qm_atomic_write_text(mpath, text, st);
         }
-        rc = sync_all(job->comm, rc, st);
+        rc = qm_comm_verdict(job->comm, rc, st);
     }
     if (rc == QM_OK) {
         r->n_files = n + (root ? 1 : 0);
@@ -243,7 +226,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         rc = qm_npy_writer_open(job->out, s->dtype, p->request.batch > 1 ? 2 : 1,
                                 p->request.batch > 1 ? shape : shape + 1, &w, st);
     }
-    if ((rc = sync_all(c, rc, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(c, rc, st)) != QM_OK)
         return rc;
     /* every rank reads its own range (and adds to the norm check); rank 0 writes, the others send */
     if (me == 0) {
@@ -276,7 +259,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         else
             qm_npy_writer_abort(w);
     }
-    rc = sync_all(c, rc, st);
+    rc = qm_comm_verdict(c, rc, st);
     if (rc == QM_OK && me == 0)
         r->n_files = 1;
     return rc;
@@ -357,7 +340,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_fail(st, QM_E_RANK, "encode: the plan uses %d ranks but mpirun started %d",
                      r->mesh->n_ranks, R);
     /* every rank has the same plan, or every rank stops with the same message */
-    if ((rc = sync_all(comm, rc, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     if (R > 1) {
         uint64_t h = r->plan->hash ^ (r->batch * 0x9E3779B97F4A7C15ull) ^ (r->features << 17) ^
@@ -398,7 +381,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     }
     if (rc == QM_OK && n_local == 0)
         rc = qm_fail(st, QM_E_RANK, "encode: rank %d has no shard in the plan", me);
-    if ((rc = sync_all(comm, rc, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     double t1 = now_s();
     qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm};
@@ -419,7 +402,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     else if (job->out_dir)
         rc = write_out_dir(job, r, state, global_ids, buf, sums, st);
     else
-        rc = sync_all(comm, read_back(state, lo, replicated ? state->n_amps * state->batch : hi,
+        rc = qm_comm_verdict(comm, read_back(state, lo, replicated ? state->n_amps * state->batch : hi,
                                       sums, buf, NULL, NULL, st), st);
     if (rc != QM_OK)
         goto done;

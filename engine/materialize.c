@@ -257,24 +257,6 @@ static qm_code merge_pieces(enc *e, qm_status *st)
     return QM_OK;
 }
 
-/* Every rank's verdict on a phase: all ranks return the lowest failing rank's status (a rank with
- * bad data still takes part, so nobody waits forever). One process: rc unchanged. */
-static qm_code sync_phase(const enc *e, qm_code rc, qm_status *st)
-{
-    if (!e->comm || qm_comm_size(e->comm) == 1)
-        return rc;
-    qm_status mine, xst;
-    if (rc == QM_OK)
-        qm_status_clear(&mine);
-    else
-        mine = *st;
-    qm_status_clear(&xst);
-    qm_code r = qm_comm_allgather_status(e->comm, &mine, NULL, &xst);
-    if (r != QM_OK)
-        *st = xst;
-    return r;
-}
-
 typedef struct piece_rec {
     uint64_t off, log2n;
     double sum;
@@ -396,7 +378,7 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         if (r.max_abs > mine.max_abs)
             mine.max_abs = r.max_abs;
     }
-    if ((rc = sync_phase(e, rc, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(e->comm, rc, st)) != QM_OK)
         return rc;
     scan_rec all = mine;
     if (e->distributed) {
@@ -443,7 +425,7 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         if (a < b)
             rc = sum_range(e, i, a, b, scale, st);
     }
-    if ((rc = sync_phase(e, rc, st)) != QM_OK || (rc = exchange_pieces(e, st)) != QM_OK ||
+    if ((rc = qm_comm_verdict(e->comm, rc, st)) != QM_OK || (rc = exchange_pieces(e, st)) != QM_OK ||
         (rc = merge_pieces(e, st)) != QM_OK)
         return rc;
     const double sum = e->sums[sidx];
@@ -554,7 +536,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)n_shards);
     }
     /* phase B (collective): every rank's piece sums, merged per state in index order */
-    if ((rc = sync_phase(&e, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
+    if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
         (rc = merge_pieces(&e, st)) != QM_OK)
         goto done;
     /* phase C: coefficients; the slow path is collective and every rank takes it alike */
@@ -582,7 +564,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
-    rc = sync_phase(&e, rc, st); /* every rank returns the same verdict */
+    rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)
         e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
 
