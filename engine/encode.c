@@ -353,7 +353,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     const int dev0 = R > 1 ? r->mesh->rank_first[me] : 0;
     if (job->backend == QM_BACKEND_CUDA) {
         const int need = R > 1 ? r->mesh->rank_first[me + 1] - dev0 : r->mesh->n_devices;
-        if ((rc = qm_hal_cuda_open(&hal, st)) == QM_OK && qm_hal_device_count(hal) < need)
+        if ((rc = qm_hal_cuda_open_logical(need, &hal, st)) == QM_OK && qm_hal_device_count(hal) < need)
             rc = qm_fail(st, QM_E_ARG, "encode: the plan gives this process %d devices but %d CUDA "
                          "devices are visible; use a scenario with at most that many", need,
                          qm_hal_device_count(hal));

@@ -160,9 +160,12 @@ static qm_code ingest_shard(const enc *e, int i, qm_hal_buf *staging, uint64_t c
     for (uint64_t pos = e_lo; pos < e_hi; pos += chunk_elems, half ^= 1) {
         const uint64_t c = e_hi - pos < chunk_elems ? e_hi - pos : chunk_elems;
         const uint64_t in_off = qm_hal_buf_bytes(staging) >= 2 * chunk_elems * is ? half * chunk_elems : 0;
-        qm_code rc = read_input(e, pos, c, bounce, st);
+        /* input already in host memory goes to the device as it is (pinned memory stays pinned);
+         * a reader fills the bounce buffer first */
+        const void *src = e->in->data ? (const char *)e->in->data + pos * is : bounce;
+        qm_code rc = e->in->data ? QM_OK : read_input(e, pos, c, bounce, st);
         if (rc == QM_OK)
-            rc = qm_hal_copy_h2d(e->hal, staging, in_off * is, bounce, c * is, NULL, st);
+            rc = qm_hal_copy_h2d(e->hal, staging, in_off * is, src, c * is, NULL, st);
         if (rc == QM_OK) {
             qm_hal_stash_args a = {.out = e->state->shards[i].buf, .out_dtype = e->sdt,
                                    .slot_g0 = s->start, .period = e->N, .period_valid = e->F,

@@ -53,6 +53,61 @@ __global__ void sumsq_kernel(const double *x, uint64_t k, uint64_t g0, uint64_t 
     }
 }
 
+// ---- the fast path: block sums read straight from an input buffer ------------------------------
+// One CUDA block of 256 threads per reduction block of 2^lb elements (9 <= lb <= 14). Warp w owns
+// the aligned quarter... eighth W = 2^lb / 8 of it, in chunks of 64 consecutive elements that the
+// warp loads coalesced (two per lane). Inside a chunk, lane l holds elements 2l and 2l+1: their
+// squares summed, then xor-shuffles with offsets 1, 2, 4, 8, 16 combine neighbouring subtrees, which
+// is exactly the pairwise tree of qm_math.h (a + b and b + a round alike). Chunk c's sum is kept by
+// lane c; the same shuffles then combine the chunk sums, and thread 0 combines the 8 warp sums
+// pairwise. Elements past the block's data count as 0, as on the CPU.
+template <typename T>
+__device__ __forceinline__ double qm_load_sq(const T *p, uint64_t e, uint64_t valid, double scale)
+{
+    return e < valid ? qm_sq((double)p[e], scale) : 0.0;
+}
+
+__device__ __forceinline__ double warp_tree(double v)
+{
+    for (int off = 1; off < 32; off <<= 1)
+        v = v + __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t in_first,
+                                                          uint64_t g0, uint64_t period,
+                                                          uint64_t period_valid, unsigned lb,
+                                                          double scale, double *out)
+{
+    __shared__ double warp_sums[8];
+    const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
+    const uint64_t gs = g0 + b * bs;
+    const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint64_t W = bs >> 3, chunks = W >> 6;
+    double mine = 0.0;
+    if (valid > 0) {
+        const T *base = in + ((gs / period) * period_valid + gs % period - in_first);
+        for (uint64_t c = 0; c < chunks; ++c) {
+            const uint64_t e = (uint64_t)warp * W + c * 64 + 2 * (uint64_t)lane;
+            double v = qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
+            for (int off = 1; off < 32; off <<= 1) /* levels 2..6 of the chunk's tree */
+                v = v + __shfl_xor_sync(0xffffffffu, v, off);
+            if ((uint64_t)lane == c)
+                mine = v;
+        }
+    }
+    const double wsum = warp_tree(mine); /* chunk sums of this warp, pairwise */
+    if (lane == 0)
+        warp_sums[warp] = wsum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const double *w = warp_sums;
+        out[b] = ((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]));
+    }
+}
+
 __global__ void scan_kernel(const double *x, uint64_t k, uint64_t n, unsigned long long *out)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
@@ -95,6 +150,32 @@ __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0,
     }
 }
 
+// The fast write path: every slot of one state, from an input buffer; two slots per thread with
+// 16-byte stores (complex128: two double2; complex64: one float4) when aligned.
+template <typename T>
+__global__ void amp_one_state_kernel(void *state, int c128, uint64_t n, uint64_t local0,
+                                     uint64_t period_valid, double coeff, const T *x)
+{
+    const uint64_t pairs = (n + 1) / 2;
+    for (uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; t < pairs;
+         t += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t i = 2 * t;
+        const uint64_t l0 = local0 + i;
+        const double a0 = l0 < period_valid ? qm_amp((double)x[i], coeff) : 0.0;
+        const double a1 = i + 1 < n && l0 + 1 < period_valid ? qm_amp((double)x[i + 1], coeff) : 0.0;
+        if (c128) {
+            double2 *o = (double2 *)state + i;
+            o[0] = make_double2(a0, 0.0);
+            if (i + 1 < n)
+                o[1] = make_double2(a1, 0.0);
+        } else if (i + 1 < n) {
+            *(float4 *)((float2 *)state + i) = make_float4((float)a0, 0.0f, (float)a1, 0.0f);
+        } else {
+            ((float2 *)state)[i] = make_float2((float)a0, 0.0f);
+        }
+    }
+}
+
 unsigned grid_for(uint64_t n, unsigned threads)
 {
     uint64_t g = (n + threads - 1) / threads;
@@ -131,7 +212,17 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
                                     double scale, double *out_sums, const void *in, int in_f64,
                                     uint64_t in_first, void *stream)
 {
-    sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, (cudaStream_t)stream>>>(
+    cudaStream_t s = (cudaStream_t)stream;
+    if (in && log2_block >= 9 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
+        if (in_f64)
+            sumsq_input_kernel<double><<<(unsigned)n_blocks, 256, 0, s>>>(
+                (const double *)in, in_first, g0, period, period_valid, log2_block, scale, out_sums);
+        else
+            sumsq_input_kernel<float><<<(unsigned)n_blocks, 256, 0, s>>>(
+                (const float *)in, in_first, g0, period, period_valid, log2_block, scale, out_sums);
+        return (int)cudaGetLastError();
+    }
+    sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, s>>>(
         (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
         out_sums, in, in_f64, in_first);
     return (int)cudaGetLastError();
@@ -152,5 +243,20 @@ extern "C" int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint6
 {
     amp_scale_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
         state, c128, n, g0, period, period_valid, first_state, coeffs, in, in_f64, in_first);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t local0,
+                                            uint64_t period_valid, double coeff, const void *x,
+                                            int in_f64, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned g = grid_for((n + 1) / 2, 256);
+    if (in_f64)
+        amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
+                                                       (const double *)x);
+    else
+        amp_one_state_kernel<float><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
+                                                      (const float *)x);
     return (int)cudaGetLastError();
 }

@@ -35,6 +35,13 @@ int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0, uin
                              uint64_t period_valid, uint64_t first_state, const double *coeffs,
                              const void *in, int in_f64, uint64_t in_first, void *stream);
 
+/* The same for slots [0, n) that all belong to one state whose slot 0 is local index local0, with
+ * one coefficient, from input x (device pointer of the value of slot 0, or of the first data slot
+ * when local0 >= period_valid: then nothing is read). 16-byte stores. */
+int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t local0,
+                                 uint64_t period_valid, double coeff, const void *x, int in_f64,
+                                 void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,4 +36,9 @@ if [ -s data/digits.csv.gz ]; then
       --drop-column 64 --out /tmp/digits-sim.npy > /dev/null 2>&1
   cmp "$OUT/digits-cuda.npy" /tmp/digits-sim.npy && log "digits: cuda and sim outputs are byte-identical"
 fi
+if [ -x build-gpu/bench/bench_cuda ]; then
+  log "bench_cuda"
+  build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+      2>&1 | tee "$OUT/bench_cuda.txt" | grep -E "median|Benchmark" | tee -a "$OUT/summary.txt"
+fi
 exit 0

@@ -19,10 +19,36 @@
 #include <string.h>
 
 typedef struct cuda_ctx {
-    int n_dev;
+    int n_dev;               /* logical devices */
+    int *phys;               /* logical -> physical CUDA device */
     qm_hal_device_info *info;
-    unsigned char *peer; /* n_dev * n_dev: peer access enabled */
+    unsigned char *peer;     /* n_dev * n_dev: peer access enabled (or the same GPU) */
+    double *scratch[64];     /* per physical GPU: block sums of sumsq, kept between calls */
+    size_t scratch_n[64];
 } cuda_ctx;
+
+static qm_code cuda_err(qm_status *st, cudaError_t e, const char *op, int dev);
+
+/* Device room for n doubles of block sums on logical device dev (grown, never shrunk). */
+static qm_code scratch_get(cuda_ctx *c, int dev, size_t n, double **out, qm_status *st)
+{
+    const int p = c->phys[dev] < 64 ? c->phys[dev] : 63;
+    if (c->scratch_n[p] < n) {
+        if (c->scratch[p])
+            (void)cudaFree(c->scratch[p]);
+        c->scratch[p] = NULL;
+        c->scratch_n[p] = 0;
+        cudaError_t e = cudaMalloc((void **)&c->scratch[p], n * sizeof(double));
+        if (e != cudaSuccess)
+            return cuda_err(st, e, "cudaMalloc (sumsq partials)", dev);
+        c->scratch_n[p] = n;
+    }
+    *out = c->scratch[p];
+    return QM_OK;
+}
+
+/* The physical CUDA device of a logical device. */
+static int PH(void *ctx, int dev) { return ((cuda_ctx *)ctx)->phys[dev]; }
 
 static qm_code cuda_err(qm_status *st, cudaError_t e, const char *op, int dev)
 {
@@ -69,7 +95,7 @@ static qm_code c_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, void 
 {
     (void)ctx;
     *ptr = *host_ptr = NULL;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, (size_t)bytes);
     if (e != cudaSuccess)
@@ -82,7 +108,7 @@ static void c_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
 {
     (void)ctx;
     (void)bytes;
-    if (cudaSetDevice(dev) != cudaSuccess || cudaFree(ptr) != cudaSuccess)
+    if (cudaSetDevice(PH(ctx, dev)) != cudaSuccess || cudaFree(ptr) != cudaSuccess)
         (void)cudaGetLastError();
 }
 
@@ -90,7 +116,7 @@ static qm_code c_stream_create(void *ctx, int dev, void **out, qm_status *st)
 {
     (void)ctx;
     cudaStream_t s = NULL;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     CU(st, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", dev);
     *out = s;
     return QM_OK;
@@ -99,22 +125,22 @@ static qm_code c_stream_create(void *ctx, int dev, void **out, qm_status *st)
 static void c_stream_destroy(void *ctx, int dev, void *s)
 {
     (void)ctx;
-    if (cudaSetDevice(dev) != cudaSuccess || cudaStreamDestroy((cudaStream_t)s) != cudaSuccess)
+    if (cudaSetDevice(PH(ctx, dev)) != cudaSuccess || cudaStreamDestroy((cudaStream_t)s) != cudaSuccess)
         (void)cudaGetLastError();
 }
 
 static qm_code c_stream_sync(void *ctx, int dev, void *s, qm_status *st)
 {
     (void)ctx;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     CU(st, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize", dev);
     return QM_OK;
 }
 
-static qm_code c_copy(int dev, void *dst, const void *src, uint64_t bytes, void *s,
+static qm_code c_copy(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
                       enum cudaMemcpyKind kind, const char *op, qm_status *st)
 {
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     CU(st, cudaMemcpyAsync(dst, src, (size_t)bytes, kind, (cudaStream_t)s), op, dev);
     if (!s)
         CU(st, cudaStreamSynchronize(NULL), op, dev);
@@ -124,31 +150,32 @@ static qm_code c_copy(int dev, void *dst, const void *src, uint64_t bytes, void 
 static qm_code c_copy_h2d(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
                           qm_status *st)
 {
-    (void)ctx;
-    return c_copy(dev, dst, src, bytes, s, cudaMemcpyHostToDevice, "cudaMemcpy H2D", st);
+    return c_copy(ctx, dev, dst, src, bytes, s, cudaMemcpyHostToDevice, "cudaMemcpy H2D", st);
 }
 
 static qm_code c_copy_d2h(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
                           qm_status *st)
 {
-    (void)ctx;
-    return c_copy(dev, dst, src, bytes, s, cudaMemcpyDeviceToHost, "cudaMemcpy D2H", st);
+    return c_copy(ctx, dev, dst, src, bytes, s, cudaMemcpyDeviceToHost, "cudaMemcpy D2H", st);
 }
 
 static qm_code c_copy_d2d(void *ctx, int dev, void *dst, const void *src, uint64_t bytes, void *s,
                           qm_status *st)
 {
-    (void)ctx;
-    return c_copy(dev, dst, src, bytes, s, cudaMemcpyDeviceToDevice, "cudaMemcpy D2D", st);
+    return c_copy(ctx, dev, dst, src, bytes, s, cudaMemcpyDeviceToDevice, "cudaMemcpy D2D", st);
 }
 
 static qm_code c_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
                            uint64_t bytes, void *s, qm_status *st)
 {
-    (void)ctx;
-    CU(st, cudaSetDevice(dst_dev), "cudaSetDevice", dst_dev);
-    CU(st, cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, (size_t)bytes, (cudaStream_t)s),
-       "cudaMemcpyPeer", dst_dev);
+    const int pd = PH(ctx, dst_dev), ps = PH(ctx, src_dev);
+    CU(st, cudaSetDevice(pd), "cudaSetDevice", dst_dev);
+    if (pd == ps) /* two logical devices on one GPU */
+        CU(st, cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)s),
+           "cudaMemcpy D2D", dst_dev);
+    else
+        CU(st, cudaMemcpyPeerAsync(dst, pd, src, ps, (size_t)bytes, (cudaStream_t)s),
+           "cudaMemcpyPeer", dst_dev);
     if (!s)
         CU(st, cudaStreamSynchronize(NULL), "cudaMemcpyPeer", dst_dev);
     return QM_OK;
@@ -161,7 +188,7 @@ static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm
 {
     (void)ctx;
     const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_stash(state, a->out_dtype == QM_DTYPE_COMPLEX128, a->slot_g0, a->period,
                                   a->period_valid, (const char *)in + a->in_off * es,
                                   a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, a->n, s);
@@ -175,28 +202,21 @@ static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm
 static qm_code c_sumsq(void *ctx, int dev, const void *state, const void *in,
                        const qm_hal_sumsq_args *a, qm_status *st)
 {
-    (void)ctx;
     double *d_sums = NULL;
-    qm_code rc = QM_OK;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
-    cudaError_t e = cudaMalloc((void **)&d_sums, (size_t)a->n_blocks * sizeof(double));
-    if (e != cudaSuccess)
-        return cuda_err(st, e, "cudaMalloc (sumsq partials)", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    qm_code rc = scratch_get(ctx, dev, (size_t)a->n_blocks, &d_sums, st);
+    if (rc != QM_OK)
+        return rc;
     int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
                                         : NULL,
                                   a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
                                   a->period_valid, a->log2_block, a->n_blocks, a->scale, d_sums, in,
                                   a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, NULL);
-    if (le != cudaSuccess) {
-        rc = cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
-        goto done;
-    }
-    e = cudaMemcpy(a->out_sums, d_sums, (size_t)a->n_blocks * sizeof(double), cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess)
-        rc = cuda_err(st, e, "sumsq result copy", dev);
-done:
-    cudaFree(d_sums);
-    return rc;
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
+    CU(st, cudaMemcpy(a->out_sums, d_sums, (size_t)a->n_blocks * sizeof(double),
+                      cudaMemcpyDeviceToHost), "sumsq result copy", dev);
+    return QM_OK;
 }
 
 static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
@@ -205,7 +225,7 @@ static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtyp
     (void)ctx;
     unsigned long long h[2] = {0, UINT64_MAX}, *d = NULL;
     qm_code rc = QM_OK;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     cudaError_t e = cudaMalloc((void **)&d, sizeof h);
     if (e != cudaSuccess)
         return cuda_err(st, e, "cudaMalloc (scan)", dev);
@@ -236,7 +256,25 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
     (void)ctx;
     double *d_coeffs = NULL;
     qm_code rc = QM_OK;
-    CU(st, cudaSetDevice(dev), "cudaSetDevice", dev);
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    const uint64_t s0 = a->g0 / a->period, s1 = (a->g0 + a->n - 1) / a->period;
+    if (in && s0 == s1) {
+        /* all slots in one state, read from an input buffer: the vectorized kernel, one
+         * coefficient passed by value (no device copy, nothing to wait for) */
+        const uint64_t local0 = a->g0 - s0 * a->period;
+        const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+        const uint64_t e0 = s0 * a->period_valid + (local0 < a->period_valid ? local0 : a->period_valid);
+        int le = qm_cuda_launch_amp_one_state((char *)state + a->off * slot_bytes(a->state_dtype),
+                                              a->state_dtype == QM_DTYPE_COMPLEX128, a->n, local0,
+                                              a->period_valid, a->coeffs[s0 - a->first_state],
+                                              (const char *)in + (e0 - a->in_first) * es,
+                                              a->in_dtype == QM_DTYPE_FLOAT64, s);
+        if (le != cudaSuccess)
+            return cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
+        if (!s)
+            CU(st, cudaStreamSynchronize(NULL), "amp_scale", dev);
+        return QM_OK;
+    }
     cudaError_t e = cudaMalloc((void **)&d_coeffs, (size_t)a->n_coeffs * sizeof(double));
     if (e != cudaSuccess)
         return cuda_err(st, e, "cudaMalloc (coefficients)", dev);
@@ -266,8 +304,13 @@ static void c_destroy(void *ctx)
     cuda_ctx *c = ctx;
     if (!c)
         return;
+    for (int p = 0; p < 64; ++p)
+        if (c->scratch[p] && cudaSetDevice(p) == cudaSuccess)
+            (void)cudaFree(c->scratch[p]);
+    (void)cudaGetLastError();
     free(c->info);
     free(c->peer);
+    free(c->phys);
     free(c);
 }
 
@@ -293,7 +336,9 @@ static const qm_hal_ops cuda_ops = {
     .destroy = c_destroy,
 };
 
-qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st)
+qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st) { return qm_hal_cuda_open_logical(0, out, st); }
+
+qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
 {
     if (out)
         *out = NULL;
@@ -306,45 +351,71 @@ qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st)
         return qm_fail_backend(st, QM_E_UNSUPPORTED, (int)e, "cuda: no CUDA device (%s)",
                                e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
     }
+    if (n_logical < 0 || n_logical > 4096)
+        return qm_fail(st, QM_E_ARG, "cuda: %d logical devices is not a mesh (0 to 4096)", n_logical);
+    const int nl = n_logical ? n_logical : n;
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory");
-    c->n_dev = n;
-    c->info = calloc((size_t)n, sizeof *c->info);
-    c->peer = calloc((size_t)n * (size_t)n, 1);
-    if (!c->info || !c->peer) {
+    c->n_dev = nl;
+    c->phys = calloc((size_t)nl, sizeof *c->phys);
+    c->info = calloc((size_t)nl, sizeof *c->info);
+    c->peer = calloc((size_t)nl * (size_t)nl, 1);
+    if (!c->phys || !c->info || !c->peer) {
         c_destroy(c);
-        return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory for %d devices", n);
+        return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory for %d devices", nl);
+    }
+    unsigned char *phys_peer = calloc((size_t)n * (size_t)n, 1);
+    if (!phys_peer) {
+        c_destroy(c);
+        return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory");
     }
     for (int d = 0; d < n; ++d) {
+        if ((e = cudaSetDevice(d)) != cudaSuccess)
+            break;
+        for (int o = 0; o < n; ++o) {
+            int can = 0;
+            if (o != d && cudaDeviceCanAccessPeer(&can, d, o) == cudaSuccess && can) {
+                cudaError_t pe = cudaDeviceEnablePeerAccess(o, 0);
+                if (pe == cudaSuccess || pe == cudaErrorPeerAccessAlreadyEnabled)
+                    phys_peer[d * n + o] = 1;
+                (void)cudaGetLastError();
+            }
+        }
+    }
+    for (int i = 0; i < nl; ++i) {
+        const int d = i % n;
+        const int shares = nl / n + (d < nl % n ? 1 : 0); /* logical devices on GPU d */
         struct cudaDeviceProp p;
         size_t free_b = 0, total_b = 0;
+        c->phys[i] = d;
         if ((e = cudaGetDeviceProperties(&p, d)) != cudaSuccess ||
             (e = cudaSetDevice(d)) != cudaSuccess ||
             (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
+            free(phys_peer);
             c_destroy(c);
             return cuda_err(st, e, "device discovery", d);
         }
-        qm_hal_device_info *in = &c->info[d];
-        snprintf(in->id, sizeof in->id, "cuda:%d", d);
+        qm_hal_device_info *in = &c->info[i];
+        if (nl == n)
+            snprintf(in->id, sizeof in->id, "cuda:%d", d);
+        else
+            snprintf(in->id, sizeof in->id, "cuda:%d.%d", d, i / n);
         snprintf(in->name, sizeof in->name, "%.95s", p.name);
-        in->memory_bytes = total_b;
-        in->usable_bytes = free_b;
+        /* a GPU shared by several logical devices: each gets an equal slice */
+        in->memory_bytes = total_b / (size_t)shares;
+        in->usable_bytes = free_b / (size_t)shares;
         int mem_clock_khz = 0, bus_bits = p.memoryBusWidth;
         (void)cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, d);
         in->hbm_bw_bytes_per_s = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0);
         in->host_bw_bytes_per_s = 0;
         in->numa = -1;
         in->sm_count = p.multiProcessorCount;
-        for (int o = 0; o < n; ++o) {
-            int can = 0;
-            if (o != d && cudaDeviceCanAccessPeer(&can, d, o) == cudaSuccess && can) {
-                cudaError_t pe = cudaDeviceEnablePeerAccess(o, 0);
-                if (pe == cudaSuccess || pe == cudaErrorPeerAccessAlreadyEnabled)
-                    c->peer[d * n + o] = 1;
-                (void)cudaGetLastError();
-            }
-        }
     }
+    for (int i = 0; i < nl; ++i)
+        for (int j = 0; j < nl; ++j)
+            c->peer[i * nl + j] = i != j && (c->phys[i] == c->phys[j] ||
+                                             phys_peer[c->phys[i] * n + c->phys[j]]);
+    free(phys_peer);
     return qm_hal_create(&cuda_ops, c, out, st);
 }

@@ -10,4 +10,10 @@ qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st)
                    "-DQM_WITH_CUDA=ON (needs the CUDA toolkit)");
 }
 
+qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
+{
+    (void)n_logical;
+    return qm_hal_cuda_open(out, st);
+}
+
 int qm_cuda_device_count(void) { return 0; }

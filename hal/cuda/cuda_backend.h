@@ -10,6 +10,10 @@
 #include "hal.h"
 
 qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st);
+/* n_logical devices (0: one per GPU) dealt round-robin onto the GPUs; logical devices that share a
+ * GPU each get an equal slice of its memory and reach each other by device-to-device copies, so a
+ * multi-device mesh runs (and is tested) on a one-GPU machine. Ids "cuda:G.K". */
+qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st);
 /* Number of CUDA devices visible (0 without a driver, a GPU, or CUDA support). Cannot fail. */
 int qm_cuda_device_count(void);
 

@@ -1,0 +1,132 @@
+/* discover.h — describe the machine this process runs on as a qm_topology (`qmesh topo dump`).
+ *
+ * Role: the "discovered" side of DESIGN.md's mesh stage: a real host becomes the same in-memory
+ * description a `qmesh/1` file loads into, so that qm_scenario_dump can write it and any machine
+ * can replay it in the simulator (docs/discover.md).
+ * How, in three steps:
+ *   1. facts: a plain struct (qm_discover_facts) filled by the gatherers: the CUDA runtime and NVML
+ *      (hal/cuda/cuda_discover.h: names, memory, HBM bandwidth, PCI bus ids, peer access, NVLink
+ *      pairs), sysfs (qm_discover_facts_from_sysfs: NUMA node of each GPU, its PCIe link, the NUMA
+ *      nodes of the host) and /proc (qm_discover_facts_from_host: host name, memory, the date);
+ *      tests fill it by hand or point the readers at a fake tree.
+ *   2. build: qm_discover_build, a pure function from facts to a topology (no I/O, no clock).
+ *   3. dump: qm_scenario_dump (scenario_loader.h).
+ * Must not: include CUDA or NVML headers (the CUDA part lives in hal/cuda), or guess silently:
+ * every assumed figure (the socket link, the NVLink per-link rate) is named in `sources`.
+ * Known warts: one host only; no PCIe switches (GPUs hang off their NUMA node directly, so peer
+ * traffic over PCIe is modelled through the NUMA nodes); every pair of NUMA nodes gets a direct
+ * `sys` link at one assumed figure.
+ */
+#ifndef QM_DISCOVER_H
+#define QM_DISCOVER_H
+
+#include "qmesh.h"
+#include "scenario.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define QM_DISCOVER_MAX_GPUS 64
+#define QM_DISCOVER_MAX_NUMA 64
+#define QM_DISCOVER_BUS_ID_BYTES 24 /* "0000:17:00.0" and a NUL, with room for wider domains */
+#define QM_DISCOVER_NOTE_BYTES 160
+
+/* Assumed figures, written into every discovered scenario's sources. */
+#define QM_DISCOVER_SYS_BW_BYTES_PER_S 40e9 /* socket link per direction (HARDWARE.md: Emerald Rapids) */
+
+/* What the facts say about NVLink. */
+typedef enum qm_discover_nvlink_state {
+    QM_DISCOVER_NVLINK_NOT_READ = 0, /* nobody looked (nvlink_note says why when set) */
+    QM_DISCOVER_NVLINK_READ,         /* NVML answered: nvlinks and nvswitch_links are facts */
+    QM_DISCOVER_NVLINK_NO_LIBRARY,   /* dlopen("libnvidia-ml.so.1") failed */
+    QM_DISCOVER_NVLINK_FAILED,       /* the library loaded but a call failed (see nvlink_note) */
+} qm_discover_nvlink_state;
+
+/* Which gatherers contributed (bits of qm_discover_facts.sources); each becomes a `sources` line. */
+#define QM_DISCOVER_SRC_CUDA 1u       /* CUDA runtime */
+#define QM_DISCOVER_SRC_SYSFS_PCI 2u  /* /sys/bus/pci/devices/<bus id>/... */
+#define QM_DISCOVER_SRC_SYSFS_NODE 4u /* /sys/devices/system/node/node<k> */
+#define QM_DISCOVER_SRC_MEMINFO 8u    /* /proc/meminfo MemTotal */
+#define QM_DISCOVER_SRC_NVML 16u      /* libnvidia-ml through dlopen */
+
+typedef struct qm_discover_gpu {
+    /* CUDA runtime */
+    char name[96];                 /* cudaDeviceProp.name, e.g. "NVIDIA H200" */
+    uint64_t memory_bytes;         /* totalGlobalMem */
+    uint64_t free_bytes;           /* cudaMemGetInfo free when discovered; 0 = unknown. The
+                                      difference to memory_bytes becomes the device's reserve */
+    double hbm_bw_bytes_per_s;     /* 2 x memory clock x bus width / 8 (as hal/cuda/cuda.c) */
+    int sm_count;                  /* multiProcessorCount */
+    int cc_major, cc_minor;        /* compute capability */
+    char bus_id[QM_DISCOVER_BUS_ID_BYTES]; /* "0000:17:00.0": lower case, as sysfs names it */
+    /* sysfs (qm_discover_facts_from_sysfs) */
+    int numa;                      /* numa_node; -1 = no affinity (placed on node 0) */
+    double link_cur_gts;           /* current_link_speed in GT/s (32.0 for "32.0 GT/s PCIe") */
+    int link_cur_width;            /* current_link_width in lanes */
+    double link_max_gts;           /* what the link trains to under load: the smaller of the GPU's */
+    int link_max_width;            /*   and its upstream port's max_link_*; 0 = unknown */
+    /* NVML */
+    int nvswitch_links;            /* active NVLinks that end at an NVSwitch */
+} qm_discover_gpu;
+
+typedef struct qm_discover_facts {
+    char hostname[64];             /* "" = unknown ("localhost" is used) */
+    char date[40];                 /* "2026-12-02 14:03 UTC"; "" = unknown */
+    uint64_t host_memory_bytes;    /* 0 = unknown (the host gets no memory:) */
+    int n_numa;                    /* NUMA node numbers found; 0 = none read (node 0 is used) */
+    int numa_ids[QM_DISCOVER_MAX_NUMA]; /* ascending */
+    int n_gpus;
+    qm_discover_gpu gpus[QM_DISCOVER_MAX_GPUS];
+    unsigned char peer[QM_DISCOVER_MAX_GPUS][QM_DISCOVER_MAX_GPUS];    /* [i][j]: i can access j */
+    unsigned char nvlinks[QM_DISCOVER_MAX_GPUS][QM_DISCOVER_MAX_GPUS]; /* active links i <-> j */
+    qm_discover_nvlink_state nvlink_state;
+    char nvlink_note[QM_DISCOVER_NOTE_BYTES]; /* why NVLink was not read; "" when it was */
+    unsigned sources;              /* QM_DISCOVER_SRC_* bits */
+} qm_discover_facts;
+
+/* Empty facts: no GPUs, every GPU's numa -1, NVLink not read. Cannot fail. */
+void qm_discover_facts_init(qm_discover_facts *f);
+
+/* Host name (gethostname), the current date (UTC) and the host memory from
+ * "<proc_root>/meminfo" (MemTotal, in kB). E-IO naming the file when it cannot be read, E-INPUT
+ * when it has no MemTotal line. */
+qm_code qm_discover_facts_from_host(const char *proc_root, qm_discover_facts *f, qm_status *st);
+
+/* The PCI and NUMA facts under sysfs_root ("/sys", or a fake tree in tests):
+ *   for every GPU of f (bus ids already set): bus/pci/devices/<bus id>/numa_node,
+ *   current_link_speed ("32.0 GT/s PCIe"), current_link_width ("16"), and, when present,
+ *   max_link_speed / max_link_width of the GPU and of its upstream port (the parent directory of
+ *   the device's real path);
+ *   the NUMA nodes: the node<k> entries of devices/system/node (none: node 0 only).
+ * E-IO naming the path for a missing or unreadable required file, E-INPUT naming the path and the
+ * text for one that does not parse, E-RANGE for more than QM_DISCOVER_MAX_NUMA nodes. */
+qm_code qm_discover_facts_from_sysfs(const char *sysfs_root, qm_discover_facts *f, qm_status *st);
+
+/* The topology of the facts: one host "n0" (memory, NUMA nodes "n0.numa<k>"), GPUs "n0.g<i>" of
+ * device types named after the GPU model, a pcie link from each GPU to its NUMA node, an nvlink
+ * link between GPUs with peer access and active NVLinks (links x qm_discover_nvlink_bw_per_link),
+ * an nvlink link from each GPU with NVSwitch links to one logical switch "n0.nvs", sys links
+ * between every two NUMA nodes (QM_DISCOVER_SYS_BW_BYTES_PER_S), one rank owning every GPU,
+ * class defaults as the loader's, name "discovered-<hostname>", a one-line description with the
+ * date and the NVLink note, and sources naming what was read and what was assumed.
+ * Pure: no I/O. E-ARG for NULL arguments, no GPU, more than QM_DISCOVER_MAX_GPUS, a GPU without
+ * memory, HBM bandwidth, a PCIe link, or with free > memory (naming the GPU); E-NOMEM. *out is
+ * NULL on failure; free the result with qm_topology_destroy. */
+qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_status *st);
+
+/* Per-direction PCIe bandwidth of a link: GT/s x lanes x 128/130 / 8 bytes/s for 8 GT/s and up
+ * (gen3+), x 8/10 below (gen1/2). 32 GT/s x 16 = 63.015 GB/s. 0 for non-positive input. */
+double qm_discover_pcie_bw(double gts, int width);
+
+/* NVLink per-link, per-direction bandwidth of a GPU generation (compute capability): 20 GB/s
+ * (6.x, NVLink1), 14.0625 GB/s (8.6/8.7/8.9, the GA10x bridge), 50 GB/s (10.x and up, NVLink5),
+ * else 25 GB/s (NVLink2-4). */
+double qm_discover_nvlink_bw_per_link(int cc_major, int cc_minor);
+
+/* Parse a PCI bus id "DOMAIN:BUS:DEVICE.FUNCTION" (hex, any case; CUDA writes "0000:1B:00.0",
+ * NVML "00000000:1B:00.0") and write sysfs's form "0000:1b:00.0" into out. E-INPUT naming the text
+ * when it does not parse. */
+qm_code qm_discover_bus_id_normalize(const char *text, char out[QM_DISCOVER_BUS_ID_BYTES],
+                                     qm_status *st);
+
+#endif

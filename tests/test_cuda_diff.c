@@ -1,0 +1,147 @@
+/* test_cuda_diff.c — the same requests on the simulated and the CUDA backends give the same bytes
+ * (label diff): multi-device layouts on logical devices of one GPU, batches, complex64/complex128,
+ * and the fast kernels that read device-resident input (block sums and amplitudes) against the
+ * CPU kernels. Exit 77 without a GPU. */
+#include "cuda_backend.h"
+#include "materialize_internal.h"
+#include "sim_fixtures.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static bool same_state(qm_hal *a_hal, qm_hal *b_hal, unsigned q, qm_dtype dt,
+                       const qm_shard_spec *sh, int nsh, const qm_amp_input *in)
+{
+    qm_status st;
+    qm_state *a = NULL, *b = NULL;
+    CHECK_OK(qm_materialize_amplitude(a_hal, q, dt, sh, nsh, in, NULL, &a, &st));
+    if (st.code)
+        fprintf(stderr, "%s\n", st.msg);
+    CHECK_OK(qm_materialize_amplitude(b_hal, q, dt, sh, nsh, in, NULL, &b, &st));
+    const uint64_t total = (in->batch ? in->batch : 1) << q, es = qm_dtype_size(dt);
+    void *x = malloc(total * es), *y = malloc(total * es);
+    bool same = false;
+    if (a && b && x && y && qm_state_read(a, 0, total, dt, x, &st) == QM_OK &&
+        qm_state_read(b, 0, total, dt, y, &st) == QM_OK)
+        same = memcmp(x, y, total * es) == 0;
+    free(x);
+    free(y);
+    qm_state_destroy(a);
+    qm_state_destroy(b);
+    return same;
+}
+
+int main(void)
+{
+    qm_status st;
+    qm_hal *gpu = NULL, *sim = NULL;
+    if (qm_hal_cuda_open_logical(4, &gpu, &st) != QM_OK) {
+        printf("test_cuda_diff: skipped: %s\n", st.msg);
+        return st.code == QM_E_UNSUPPORTED ? 77 : 1;
+    }
+    CHECK_EQ_U64(qm_hal_device_count(gpu), 4);
+    CHECK(qm_hal_peer_get(gpu, 0, 3));
+    CHECK_OK(fixture_mesh(4, (uint64_t)1 << 31, true, QM_SIM_MATERIALIZED, &sim, &st));
+    srand(5);
+    /* one state over 4 logical devices, several layouts and dtypes */
+    const unsigned q = 22;
+    const uint64_t N = (uint64_t)1 << q, n = 3000001;
+    double *x = malloc(n * sizeof *x);
+    float *xf = malloc(n * sizeof *xf);
+    for (uint64_t i = 0; i < n; ++i) {
+        x[i] = ((double)rand() / RAND_MAX - 0.5) * pow(10.0, (double)(rand() % 9) - 4);
+        xf[i] = (float)x[i];
+    }
+    qm_shard_spec equal4[4], uneven[3] = {{0, 2, 0, N / 4}, {0, 0, N / 4, 3 * N / 4}, {0, 3, 3 * N / 4, N}};
+    for (int d = 0; d < 4; ++d)
+        equal4[d] = (qm_shard_spec){0, d, N / 4 * d, N / 4 * (d + 1)};
+    qm_amp_input in64 = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
+    qm_amp_input in32 = {.dtype = QM_DTYPE_FLOAT32, .data = xf, .n = n};
+    CHECK(same_state(gpu, sim, q, QM_DTYPE_COMPLEX128, equal4, 4, &in64));
+    CHECK(same_state(gpu, sim, q, QM_DTYPE_COMPLEX128, uneven, 3, &in64));
+    CHECK(same_state(gpu, sim, q, QM_DTYPE_COMPLEX64, equal4, 4, &in32));
+    CHECK(same_state(gpu, sim, q, QM_DTYPE_COMPLEX64, uneven, 3, &in64));
+    /* a batch: 1000 samples of 1021 features into 10 qubits, dealt 250 per device */
+    const uint64_t B = 1000, F = 1021, Nb = 1024;
+    double *xb = malloc(B * F * sizeof *xb);
+    for (uint64_t i = 0; i < B * F; ++i)
+        xb[i] = cos((double)i * 0.37) * (double)(1 + i % 3);
+    qm_shard_spec bsh[4];
+    for (int d = 0; d < 4; ++d)
+        bsh[d] = (qm_shard_spec){0, d, 250 * Nb * d, 250 * Nb * (d + 1)};
+    qm_amp_input inb = {.dtype = QM_DTYPE_FLOAT64, .data = xb, .n = F, .batch = B};
+    CHECK(same_state(gpu, sim, 10, QM_DTYPE_COMPLEX128, bsh, 4, &inb));
+    /* the fast kernels on device-resident input: block sums, bit for bit. The buffers hold input
+     * elements 3.. (in_first 3: every block starts at an odd element, unaligned for 16-byte loads),
+     * and the sums start at the second block. */
+    for (unsigned lb = 9; lb <= 14; lb += 5) {
+        const uint64_t bs = (uint64_t)1 << lb, nb = (N >> lb) - 1;
+        double *ga = malloc(nb * 8), *sa = malloc(nb * 8);
+        qm_hal_buf *dv = NULL, *sv = NULL;
+        CHECK_OK(qm_hal_buf_alloc(gpu, 1, (n - 3) * 8, &dv, &st));
+        CHECK_OK(qm_hal_buf_alloc(sim, 1, (n - 3) * 8, &sv, &st));
+        CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, x + 3, (n - 3) * 8, NULL, &st));
+        CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, x + 3, (n - 3) * 8, NULL, &st));
+        qm_hal_sumsq_args a = {.state_dtype = QM_DTYPE_COMPLEX128, .off = 0, .g0 = bs, .period = N,
+                               .period_valid = n, .log2_block = lb, .n_blocks = nb, .scale = 1.0,
+                               .out_sums = ga, .input = dv, .in_dtype = QM_DTYPE_FLOAT64,
+                               .in_first = 3};
+        qm_hal_sumsq_args b = a;
+        b.input = sv;
+        b.out_sums = sa;
+        CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
+        CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
+        CHECK(memcmp(ga, sa, nb * 8) == 0);
+        a.scale = b.scale = 0x1p-600; /* the rescaled path */
+        CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
+        CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
+        CHECK(memcmp(ga, sa, nb * 8) == 0);
+        qm_hal_buf_free(gpu, dv);
+        qm_hal_buf_free(sim, sv);
+        free(ga);
+        free(sa);
+    }
+    qm_hal_buf *dst = NULL, *sst = NULL;
+    /* amplitudes of one state from device-resident input, complex128 and complex64 */
+    for (int c = 0; c < 2; ++c) {
+        const qm_dtype dt = c ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
+        const uint64_t es = qm_dtype_size(dt), cnt = N / 2 + 3; /* odd count */
+        CHECK_OK(qm_hal_buf_alloc(gpu, 2, cnt * es, &dst, &st));
+        CHECK_OK(qm_hal_buf_alloc(sim, 2, cnt * es, &sst, &st));
+        qm_hal_buf *dv = NULL, *sv = NULL;
+        CHECK_OK(qm_hal_buf_alloc(gpu, 2, n * 8, &dv, &st));
+        CHECK_OK(qm_hal_buf_alloc(sim, 2, n * 8, &sv, &st));
+        CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, x, n * 8, NULL, &st));
+        CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, x, n * 8, NULL, &st));
+        const double coeff = 0.123456789;
+        /* slots [2999990, 2999990 + cnt) of the state: data, then padding */
+        qm_hal_amp_scale_args a = {.state = dst, .state_dtype = dt, .off = 0, .n = cnt,
+                                   .g0 = 2999990, .period = N, .period_valid = n,
+                                   .first_state = 0, .n_coeffs = 1, .coeffs = &coeff,
+                                   .input = dv, .in_dtype = QM_DTYPE_FLOAT64, .in_first = 0};
+        qm_hal_amp_scale_args b = a;
+        b.state = sst;
+        b.input = sv;
+        CHECK_OK(qm_hal_amp_scale(gpu, &a, NULL, &st));
+        CHECK_OK(qm_hal_amp_scale(sim, &b, NULL, &st));
+        void *ha = malloc(cnt * es), *hb = malloc(cnt * es);
+        CHECK_OK(qm_hal_copy_d2h(gpu, ha, dst, 0, cnt * es, NULL, &st));
+        CHECK_OK(qm_hal_copy_d2h(sim, hb, sst, 0, cnt * es, NULL, &st));
+        CHECK(memcmp(ha, hb, cnt * es) == 0);
+        free(ha);
+        free(hb);
+        qm_hal_buf_free(gpu, dv);
+        qm_hal_buf_free(sim, sv);
+        qm_hal_buf_free(gpu, dst);
+        qm_hal_buf_free(sim, sst);
+    }
+    CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
+    free(x);
+    free(xf);
+    free(xb);
+    qm_hal_destroy(sim);
+    qm_hal_destroy(gpu);
+    return qm_test_end("test_cuda_diff");
+}
