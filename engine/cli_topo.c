@@ -4,10 +4,17 @@
  * show [FILE] [--json|--dot]
  *                         devices with usable capacity, the path matrix (class and bandwidth of
  *                         every pair), the best-connected device, ranks; JSON via jansson; DOT
- * dump [FILE]             the scenario (or the built-in default) written back as qmesh/1 YAML
+ * dump [FILE] [--out F]  the scenario written back as qmesh/1 YAML; without FILE this machine
+ *                         as discovered (discover.c) when a CUDA device is visible, else the
+ *                         built-in default (stderr says which); --out writes F atomically
  * A scenario path the user names that cannot be read is an error, never a silent default.
  */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
+#include "cuda_backend.h"
+#include "cuda_discover.h"
+#include "discover.h"
+#include "io.h"
 #include "mesh.h"
 #include "scenario_loader.h"
 #include "status_internal.h"
@@ -147,18 +154,90 @@ done:
     return rc_exit;
 }
 
+/* This machine: facts from /proc, the CUDA runtime (and NVML), sysfs; then the topology. */
+static qm_code discover_machine(qm_topology **out, qm_status *st)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    if (!f)
+        return qm_fail(st, QM_E_NOMEM, "topo dump: out of host memory for the discovery facts");
+    qm_discover_facts_init(f);
+    qm_code rc = qm_discover_facts_from_host("/proc", f, st);
+    if (rc == QM_OK)
+        rc = qm_cuda_discover_facts(f, st);
+    if (rc == QM_OK)
+        rc = qm_discover_facts_from_sysfs("/sys", f, st);
+    if (rc == QM_OK)
+        rc = qm_discover_build(f, out, st);
+    if (rc == QM_OK)
+        fprintf(stderr, "qmesh: dumping this machine as discovered: '%s', %d GPU%s%s%s\n",
+                (*out)->name, f->n_gpus, f->n_gpus == 1 ? "" : "s",
+                f->nvlink_state == QM_DISCOVER_NVLINK_READ ? "" : "; ",
+                f->nvlink_state == QM_DISCOVER_NVLINK_READ ? "" : f->nvlink_note);
+    else
+        qm_status_prefix(st, "topo dump: discovering this machine");
+    free(f);
+    return rc;
+}
+
+/* Write t as qmesh/1 YAML to stdout, or atomically to path (through a memory stream). */
+static qm_code dump_to(const qm_topology *t, const char *path, qm_status *st)
+{
+    if (!path)
+        return qm_scenario_dump(t, stdout, st);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return qm_fail(st, QM_E_NOMEM, "topo dump: cannot open a memory stream for %s", path);
+    qm_code rc = qm_scenario_dump(t, mem, st);
+    if (fclose(mem) != 0 && rc == QM_OK)
+        rc = qm_fail(st, QM_E_NOMEM, "topo dump: out of host memory writing %s", path);
+    if (rc == QM_OK)
+        rc = qm_atomic_write_text(path, text, st);
+    if (rc == QM_OK)
+        fprintf(stderr, "qmesh: wrote %s (%zu bytes)\n", path, len);
+    free(text);
+    return rc;
+}
+
 static int topo_dump(int argc, char **argv)
 {
     qm_status st;
     qm_status_clear(&st);
-    if (argc > 2)
-        return qm_cli_usage_error("topo dump", "one file at a time (extra '%s')", argv[2]);
+    const char *file = NULL, *out = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--out") == 0) {
+            if (i + 1 >= argc)
+                return qm_cli_usage_error("topo dump", "%s", "--out needs a file name");
+            out = argv[++i];
+        } else if (argv[i][0] == '-') {
+            return qm_cli_usage_error("topo dump", "unknown option '%s'; usage: qmesh topo dump "
+                                      "[FILE] [--out FILE]", argv[i]);
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            return qm_cli_usage_error("topo dump", "one file at a time (extra '%s')", argv[i]);
+        }
+    }
     qm_topology *t = NULL;
-    if (qm_cli_load_scenario(argc == 2 ? argv[1] : NULL, &t, &st) != QM_OK)
-        return qm_cli_error(&st);
-    int rc = qm_scenario_dump(t, stdout, &st) == QM_OK ? 0 : qm_cli_error(&st);
+    qm_code rc;
+    if (file) {
+        rc = qm_cli_load_scenario(file, &t, &st);
+    } else if (qm_cuda_device_count() > 0) {
+        rc = discover_machine(&t, &st);
+    } else {
+        qm_diags diags;
+        qm_diags_init(&diags);
+        rc = qm_scenario_load_default(&t, &diags, &st);
+        qm_diags_fini(&diags);
+        if (rc == QM_OK)
+            fprintf(stderr, "qmesh: no CUDA device: dumping the built-in simulated mesh '%s'\n",
+                    t->name);
+    }
+    if (rc == QM_OK)
+        rc = dump_to(t, out, &st);
     qm_topology_destroy(t);
-    return rc;
+    return rc == QM_OK ? 0 : qm_cli_error(&st);
 }
 
 int qm_cli_topo(int argc, char **argv)

@@ -1,0 +1,105 @@
+/* cuda_discover.c — GPU facts from the CUDA runtime for `qmesh topo dump` (cuda_discover.h).
+ *
+ * In: the devices this process can see. Out: per GPU the model name, total and free memory, HBM
+ * bandwidth (2 x memory clock x bus width / 8, as cuda.c computes it), SM count, compute
+ * capability and PCI bus id (normalized to sysfs's lower-case form), the peer access matrix, then
+ * the NVLink facts from NVML (nvml_discover.c). sysfs facts are the caller's next step.
+ * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
+ * current other than the one it found. CUDA errors are translated here with the call, the device
+ * and the error name, and the sticky error is cleared.
+ * Known wart: cudaMemGetInfo needs a context on every device, so discovery costs one context
+ * creation per GPU (and its memory shows up in the reserve, as it does for a qmesh run).
+ */
+#include "cuda_discover.h"
+#include "status_internal.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+static qm_code disc_err(qm_status *st, cudaError_t e, const char *op, int dev)
+{
+    (void)cudaGetLastError(); /* clear the sticky error of a recoverable failure */
+    return qm_fail_backend(st, QM_E_BACKEND, (int)e, "cuda discover: %s on cuda:%d failed: %s (%s)",
+                           op, dev, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static qm_code discover_device(int d, qm_discover_gpu *g, qm_status *st)
+{
+    struct cudaDeviceProp p;
+    cudaError_t e;
+    if ((e = cudaGetDeviceProperties(&p, d)) != cudaSuccess)
+        return disc_err(st, e, "cudaGetDeviceProperties", d);
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%.95s", p.name);
+    g->memory_bytes = (uint64_t)p.totalGlobalMem;
+    g->sm_count = p.multiProcessorCount;
+    g->cc_major = p.major;
+    g->cc_minor = p.minor;
+    g->numa = -1;
+    int mem_clock_khz = 0;
+    if ((e = cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, d)) != cudaSuccess)
+        return disc_err(st, e, "cudaDeviceGetAttribute(cudaDevAttrMemoryClockRate)", d);
+    g->hbm_bw_bytes_per_s = 2.0 * mem_clock_khz * 1e3 * (p.memoryBusWidth / 8.0);
+    char bus[64];
+    if ((e = cudaDeviceGetPCIBusId(bus, (int)sizeof bus, d)) != cudaSuccess)
+        return disc_err(st, e, "cudaDeviceGetPCIBusId", d);
+    qm_code rc = qm_discover_bus_id_normalize(bus, g->bus_id, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "cuda:%d", d);
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaSetDevice(d)) != cudaSuccess)
+        return disc_err(st, e, "cudaSetDevice", d);
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+        return disc_err(st, e, "cudaMemGetInfo", d);
+    /* totalGlobalMem and cudaMemGetInfo's total agree; keep free only when it is consistent */
+    g->free_bytes = free_b <= g->memory_bytes ? (uint64_t)free_b : 0;
+    return QM_OK;
+}
+
+qm_code qm_cuda_discover_facts(qm_discover_facts *f, qm_status *st)
+{
+    if (!f)
+        return qm_fail(st, QM_E_ARG, "cuda discover: facts must not be NULL");
+    int n = 0, current = -1;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return qm_fail_backend(st, QM_E_UNSUPPORTED, (int)e, "cuda: no CUDA device (%s)",
+                               e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
+    }
+    if (n > QM_DISCOVER_MAX_GPUS)
+        return qm_fail(st, QM_E_RANGE, "cuda discover: %d CUDA devices, at most %d are supported; "
+                       "narrow them with CUDA_VISIBLE_DEVICES", n, QM_DISCOVER_MAX_GPUS);
+    if (cudaGetDevice(&current) != cudaSuccess) {
+        (void)cudaGetLastError();
+        current = -1;
+    }
+    qm_code rc = QM_OK;
+    f->n_gpus = 0;
+    memset(f->peer, 0, sizeof f->peer);
+    memset(f->nvlinks, 0, sizeof f->nvlinks);
+    for (int d = 0; d < n && rc == QM_OK; ++d)
+        if ((rc = discover_device(d, &f->gpus[d], st)) == QM_OK)
+            f->n_gpus = d + 1;
+    for (int a = 0; a < n && rc == QM_OK; ++a) {
+        for (int b = 0; b < n && rc == QM_OK; ++b) {
+            int can = 0;
+            if (a == b)
+                continue;
+            if ((e = cudaDeviceCanAccessPeer(&can, a, b)) != cudaSuccess)
+                rc = disc_err(st, e, "cudaDeviceCanAccessPeer", a);
+            else
+                f->peer[a][b] = can != 0;
+        }
+    }
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess)
+        (void)cudaGetLastError();
+    if (rc != QM_OK) {
+        f->n_gpus = 0;
+        return rc;
+    }
+    f->sources |= QM_DISCOVER_SRC_CUDA;
+    qm_nvml_discover_links("libnvidia-ml.so.1", f);
+    return QM_OK;
+}
