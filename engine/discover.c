@@ -158,7 +158,9 @@ static qm_code read_int(const char *dir, const char *name, long min, long max, l
                         qm_status *st)
 {
     char path[PATH_MAX], buf[64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int k = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= sizeof path)
+        return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/%.40s' is too long", dir, name);
     qm_code rc = read_small(path, buf, sizeof buf, NULL, st);
     if (rc != QM_OK)
         return rc;
@@ -172,7 +174,9 @@ static qm_code read_int(const char *dir, const char *name, long min, long max, l
 static qm_code read_gts(const char *dir, const char *name, double *out, qm_status *st)
 {
     char path[PATH_MAX], buf[64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int k = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= sizeof path)
+        return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/%.40s' is too long", dir, name);
     qm_code rc = read_small(path, buf, sizeof buf, NULL, st);
     if (rc != QM_OK)
         return rc;
@@ -253,7 +257,10 @@ qm_code qm_discover_facts_from_sysfs(const char *sysfs_root, qm_discover_facts *
         if (!g->bus_id[0])
             return qm_fail(st, QM_E_ARG, "discover: GPU %d (%s) has no PCI bus id", i, g->name);
         char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s/bus/pci/devices/%s", sysfs_root, g->bus_id);
+        int k = snprintf(dir, sizeof dir, "%s/bus/pci/devices/%s", sysfs_root, g->bus_id);
+        if (k < 0 || (size_t)k >= sizeof dir)
+            return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/bus/pci/devices/%.32s' is too long",
+                           sysfs_root, g->bus_id);
         long numa, width;
         qm_code rc;
         if ((rc = read_int(dir, "numa_node", -1, 1000000, &numa, st)) != QM_OK ||

@@ -28,6 +28,10 @@ log "ctest (all labels, GPU present)"
 tail -25 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
 log "qmesh devices --backend cuda"
 build-gpu/qmesh devices --backend cuda 2>&1 | tee -a "$OUT/summary.txt"
+log "qmesh topo dump (this machine)"
+build-gpu/qmesh topo dump --out "$OUT/discovered.yaml" 2>&1 | tee -a "$OUT/summary.txt"
+build-gpu/qmesh topo validate "$OUT/discovered.yaml" 2>&1 | tee -a "$OUT/summary.txt"
+build-gpu/qmesh topo show "$OUT/discovered.yaml" 2>&1 | tail -8 | tee -a "$OUT/summary.txt"
 if [ -s data/digits.csv.gz ]; then
   log "qmesh encode --backend cuda (digits)"
   build-gpu/qmesh encode --backend cuda --scenario scenarios/gh200.yaml --input data/digits.csv.gz \

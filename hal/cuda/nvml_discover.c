@@ -73,7 +73,7 @@ static const char *nvml_err(const nvml_api *api, int r, char *buf, size_t cap)
 static void fail(qm_discover_facts *f, const char *fmt_call, const char *detail)
 {
     f->nvlink_state = QM_DISCOVER_NVLINK_FAILED;
-    snprintf(f->nvlink_note, sizeof f->nvlink_note, "NVLink state not read: %s failed (%s)",
+    snprintf(f->nvlink_note, sizeof f->nvlink_note, "NVLink state not read: %.40s failed (%.40s)",
              fmt_call, detail);
     memset(f->nvlinks, 0, sizeof f->nvlinks);
     for (int i = 0; i < f->n_gpus; ++i)

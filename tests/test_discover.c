@@ -1,0 +1,745 @@
+/* test_discover.c — `qmesh topo dump` of a real machine (engine/discover.h, docs/discover.md),
+ * without a GPU: hand-written facts, a fake sysfs and /proc tree under /tmp, and the CLI.
+ *
+ * Correctness: the PCIe and NVLink figures (exact doubles), bus id normalization, the sysfs
+ * readers (NUMA node, current and maximum link, the upstream port, the node list), the /proc
+ * reader, facts -> topology -> qmesh/1 text -> loaded topology with no diagnostics and every field
+ * equal (2 GPUs, exact memory and usable bytes, NUMA placement, the PCIe, NVLink and sys links,
+ * paths through the graph), NVSwitch systems, `topo validate` accepting the dump, the missing-NVML
+ * note. Validation: E-IO naming the missing sysfs or /proc file, E-INPUT for text that does not
+ * parse, E-ARG for facts the builder cannot use, the CLI's usage errors.
+ * Arguments (optional): the qmesh binary, for the CLI section. On a machine with a GPU the CLI
+ * section expects the discovered machine instead of the built-in mesh.
+ */
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw, symlink, popen, open_memstream */
+#include "cuda_backend.h"
+#include "cuda_discover.h"
+#include "discover.h"
+#include "mesh.h"
+#include "scenario_loader.h"
+#include "testlib.h"
+#include "topology.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[64]; /* the fake tree: <g_dir>/sys/..., <g_dir>/proc/meminfo */
+
+/* ---- helpers ----------------------------------------------------------------------------------- */
+
+static void put_file(const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, rel);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* mkdir -p <g_dir>/<rel> */
+static void make_dirs(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, rel);
+    for (char *p = path + strlen(g_dir) + 1; *p; ++p) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    }
+    mkdir(path, 0755);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* The fake tree of two GPUs:
+ *   0000:17:00.0  a plain directory: numa_node 1, 32.0 GT/s x16 now, no maximum files
+ *   0000:31:00.0  a link into devices/pci0000:30/0000:30:01.0/ (its upstream port): numa_node -1,
+ *                 2.5 GT/s x16 now (idle), maximum 32.0 GT/s x16, the port's maximum 16.0 GT/s x16
+ *   NUMA nodes 0 and 1, plus the files sysfs keeps next to them. */
+static void make_tree(void)
+{
+    make_dirs("sys/bus/pci/devices/0000:17:00.0");
+    put_file("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n");
+    put_file("sys/bus/pci/devices/0000:17:00.0/current_link_speed", "32.0 GT/s PCIe\n");
+    put_file("sys/bus/pci/devices/0000:17:00.0/current_link_width", "16\n");
+    make_dirs("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/max_link_speed", "16.0 GT/s PCIe\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/max_link_width", "16\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0/numa_node", "-1\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0/current_link_speed",
+             "2.5 GT/s PCIe\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0/current_link_width", "16\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0/max_link_speed", "32.0 GT/s PCIe\n");
+    put_file("sys/devices/pci0000:30/0000:30:01.0/0000:31:00.0/max_link_width", "16\n");
+    char link[512];
+    snprintf(link, sizeof link, "%s/sys/bus/pci/devices/0000:31:00.0", g_dir);
+    CHECK(symlink("../../../devices/pci0000:30/0000:30:01.0/0000:31:00.0", link) == 0);
+    make_dirs("sys/devices/system/node/node0");
+    make_dirs("sys/devices/system/node/node1");
+    put_file("sys/devices/system/node/online", "0-1\n");
+    put_file("sys/devices/system/node/has_cpu", "0-1\n");
+    make_dirs("proc");
+    put_file("proc/meminfo", "MemFree:        1000 kB\nMemTotal:       263855520 kB\n");
+}
+
+#define H200_BYTES 150754820096ull /* 143771 MiB (docs/HARDWARE.md) */
+#define H200_HBM 3352320000000.0   /* 2 x 2619000 kHz x 5120 bits / 8 */
+
+/* Two H200-like GPUs, peer access both ways, 18 NVLinks between them. */
+static void hand_facts(qm_discover_facts *f)
+{
+    qm_discover_facts_init(f);
+    snprintf(f->hostname, sizeof f->hostname, "testhost");
+    snprintf(f->date, sizeof f->date, "2026-12-02 12:00 UTC");
+    f->host_memory_bytes = 2ull << 40;
+    f->n_gpus = 2;
+    for (int i = 0; i < 2; ++i) {
+        qm_discover_gpu *g = &f->gpus[i];
+        snprintf(g->name, sizeof g->name, "NVIDIA H200");
+        g->memory_bytes = H200_BYTES;
+        g->hbm_bw_bytes_per_s = 2.0 * 2619000 * 1e3 * (5120 / 8.0);
+        g->sm_count = 132;
+        g->cc_major = 9;
+        g->cc_minor = 0;
+    }
+    f->gpus[0].free_bytes = H200_BYTES - (512ull << 20); /* the context held 512 MiB */
+    snprintf(f->gpus[0].bus_id, sizeof f->gpus[0].bus_id, "0000:17:00.0");
+    snprintf(f->gpus[1].bus_id, sizeof f->gpus[1].bus_id, "0000:31:00.0");
+    f->peer[0][1] = f->peer[1][0] = 1;
+    f->nvlinks[0][1] = f->nvlinks[1][0] = 18;
+    f->nvlink_state = QM_DISCOVER_NVLINK_READ;
+    f->sources = QM_DISCOVER_SRC_CUDA | QM_DISCOVER_SRC_MEMINFO | QM_DISCOVER_SRC_NVML;
+}
+
+/* Dump t to text (malloc'd) and load it back; CHECKs that it loads with no diagnostics. */
+static qm_topology *round_trip(const qm_topology *t, char **text_out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    qm_status st;
+    qm_status_clear(&st);
+    FILE *mem = open_memstream(&text, &len);
+    CHECK(mem != NULL);
+    if (!mem)
+        return NULL;
+    CHECK_OK(qm_scenario_dump(t, mem, &st));
+    fclose(mem);
+    qm_diags d;
+    qm_diags_init(&d);
+    qm_topology *back = NULL;
+    qm_code rc = qm_scenario_load_string(text, len, "discovered.yaml", &back, &d, &st);
+    CHECK(rc == QM_OK);
+    CHECK(d.n == 0);
+    if (rc != QM_OK || d.n) {
+        qm_diags_print(&d, stderr);
+        fputs(text, stderr);
+    }
+    qm_diags_fini(&d);
+    if (text_out)
+        *text_out = text;
+    else
+        free(text);
+    return back;
+}
+
+/* Every field the builder fills is equal in a and b. */
+static void check_same(const qm_topology *a, const qm_topology *b)
+{
+    CHECK_STR(a->name, b->name);
+    CHECK(a->description && b->description);
+    if (a->description && b->description)
+        CHECK_STR(a->description, b->description);
+    CHECK(a->n_sources == b->n_sources);
+    for (int i = 0; i < a->n_sources && i < b->n_sources; ++i)
+        CHECK_STR(a->sources[i], b->sources[i]);
+    CHECK_EQ_U64(a->default_reserve_bytes, b->default_reserve_bytes);
+    for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c) {
+        CHECK(a->efficiency[c] == b->efficiency[c]);
+        CHECK(a->latency_s[c] == b->latency_s[c]);
+    }
+    CHECK(a->hbm_efficiency == b->hbm_efficiency);
+    CHECK(a->n_device_types == b->n_device_types);
+    for (int i = 0; i < a->n_device_types && i < b->n_device_types; ++i) {
+        CHECK_STR(a->device_types[i].name, b->device_types[i].name);
+        CHECK_EQ_U64(a->device_types[i].memory_bytes, b->device_types[i].memory_bytes);
+        CHECK(a->device_types[i].hbm_bw_bytes_per_s == b->device_types[i].hbm_bw_bytes_per_s);
+        CHECK(a->device_types[i].sm_count == b->device_types[i].sm_count);
+        CHECK_STR(a->device_types[i].arch, b->device_types[i].arch);
+    }
+    CHECK(a->n_hosts == b->n_hosts);
+    for (int i = 0; i < a->n_hosts && i < b->n_hosts; ++i) {
+        CHECK_STR(a->hosts[i].id, b->hosts[i].id);
+        CHECK_EQ_U64(a->hosts[i].memory_bytes, b->hosts[i].memory_bytes);
+    }
+    CHECK(a->n_nodes == b->n_nodes);
+    for (int i = 0; i < a->n_nodes && i < b->n_nodes; ++i) {
+        const qm_node *x = &a->nodes[i], *y = &b->nodes[i];
+        CHECK_STR(x->id, y->id);
+        CHECK(x->kind == y->kind && x->host == y->host && x->numa == y->numa &&
+              x->type == y->type && x->attach == y->attach);
+        CHECK_EQ_U64(x->memory_bytes, y->memory_bytes);
+        CHECK_EQ_U64(x->reserve_bytes, y->reserve_bytes);
+        CHECK(x->hbm_bw_bytes_per_s == y->hbm_bw_bytes_per_s);
+    }
+    CHECK(a->n_links == b->n_links);
+    for (int i = 0; i < a->n_links && i < b->n_links; ++i) {
+        const qm_link *x = &a->links[i], *y = &b->links[i];
+        CHECK(x->a == y->a && x->b == y->b && x->cls == y->cls && x->fabric == y->fabric);
+        CHECK(x->bw_ab_bytes_per_s == y->bw_ab_bytes_per_s);
+        CHECK(x->bw_ba_bytes_per_s == y->bw_ba_bytes_per_s);
+        CHECK(x->latency_s == y->latency_s);
+    }
+    CHECK(a->n_gpus == b->n_gpus);
+    for (int i = 0; i < a->n_gpus && i < b->n_gpus; ++i)
+        CHECK(a->gpus[i] == b->gpus[i]);
+    CHECK(a->n_ranks == b->n_ranks && a->ranks_given == b->ranks_given);
+    for (int r = 0; r < a->n_ranks && r < b->n_ranks; ++r) {
+        CHECK(a->ranks[r].rank == b->ranks[r].rank && a->ranks[r].host == b->ranks[r].host);
+        CHECK(a->ranks[r].n_devices == b->ranks[r].n_devices);
+        for (int d = 0; d < a->ranks[r].n_devices && d < b->ranks[r].n_devices; ++d)
+            CHECK(a->ranks[r].devices[d] == b->ranks[r].devices[d]);
+    }
+}
+
+static int node_of(const qm_topology *t, const char *id)
+{
+    for (int i = 0; i < t->n_nodes; ++i)
+        if (strcmp(t->nodes[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* The link between the nodes named a and b (either order), or NULL. */
+static const qm_link *link_of(const qm_topology *t, const char *a, const char *b)
+{
+    int x = node_of(t, a), y = node_of(t, b);
+    for (int i = 0; i < t->n_links; ++i) {
+        const qm_link *l = &t->links[i];
+        if ((l->a == x && l->b == y) || (l->a == y && l->b == x))
+            return l;
+    }
+    return NULL;
+}
+
+static bool has_source(const qm_topology *t, const char *part)
+{
+    for (int i = 0; i < t->n_sources; ++i)
+        if (strstr(t->sources[i], part))
+            return true;
+    return false;
+}
+
+/* ---- pure figures ------------------------------------------------------------------------------ */
+
+static void test_figures(void)
+{
+    /* 32 GT/s x 16 lanes x 128/130 / 8 = 63.015384615... GB/s: the nearest double */
+    CHECK(qm_discover_pcie_bw(32.0, 16) == 32e9 * 16 * 128.0 / 130.0 / 8.0);
+    CHECK(qm_discover_pcie_bw(32.0, 16) == 63015384615.384615);
+    CHECK(qm_discover_pcie_bw(16.0, 16) == 31507692307.692307); /* gen4 x16 */
+    CHECK(qm_discover_pcie_bw(8.0, 16) == 8e9 * 16 * 128.0 / 130.0 / 8.0);
+    CHECK(qm_discover_pcie_bw(2.5, 16) == 4e9); /* gen1: 8b/10b */
+    CHECK(qm_discover_pcie_bw(5.0, 8) == 4e9);  /* gen2 x8 */
+    CHECK(qm_discover_pcie_bw(0, 16) == 0 && qm_discover_pcie_bw(32.0, 0) == 0);
+    CHECK(qm_discover_nvlink_bw_per_link(9, 0) == 25e9);
+    CHECK(qm_discover_nvlink_bw_per_link(8, 0) == 25e9);
+    CHECK(qm_discover_nvlink_bw_per_link(8, 6) == 14.0625e9);
+    CHECK(qm_discover_nvlink_bw_per_link(10, 0) == 50e9);
+    CHECK(qm_discover_nvlink_bw_per_link(6, 0) == 20e9);
+
+    char bus[QM_DISCOVER_BUS_ID_BYTES];
+    qm_status st;
+    qm_status_clear(&st);
+    CHECK_OK(qm_discover_bus_id_normalize("0000:1B:00.0", bus, &st));
+    CHECK_STR(bus, "0000:1b:00.0");
+    CHECK_OK(qm_discover_bus_id_normalize("00000000:1B:00.0", bus, &st)); /* NVML's form */
+    CHECK_STR(bus, "0000:1b:00.0");
+    CHECK_OK(qm_discover_bus_id_normalize("0001:c3:1f.7", bus, &st));
+    CHECK_STR(bus, "0001:c3:1f.7");
+    CHECK(qm_discover_bus_id_normalize("1b:00.0", bus, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "'1b:00.0' is not a PCI bus id");
+    CHECK(qm_discover_bus_id_normalize("0000:1b:00.0 ", bus, &st) == QM_E_INPUT);
+    CHECK(qm_discover_bus_id_normalize("0000:1b:20.0", bus, &st) == QM_E_INPUT); /* device > 31 */
+    CHECK(qm_discover_bus_id_normalize("0000:1b:00.8", bus, &st) == QM_E_INPUT);
+}
+
+/* ---- readers ----------------------------------------------------------------------------------- */
+
+static void test_readers(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    char sys[128], proc[128];
+    snprintf(sys, sizeof sys, "%s/sys", g_dir);
+    snprintf(proc, sizeof proc, "%s/proc", g_dir);
+    qm_status st;
+    qm_status_clear(&st);
+    hand_facts(f);
+    f->sources = 0;
+    CHECK_OK(qm_discover_facts_from_sysfs(sys, f, &st));
+    CHECK(f->gpus[0].numa == 1);
+    CHECK(f->gpus[0].link_cur_gts == 32.0 && f->gpus[0].link_cur_width == 16);
+    CHECK(f->gpus[0].link_max_gts == 0 && f->gpus[0].link_max_width == 0); /* no max files */
+    CHECK(f->gpus[1].numa == -1);
+    CHECK(f->gpus[1].link_cur_gts == 2.5 && f->gpus[1].link_cur_width == 16);
+    CHECK(f->gpus[1].link_max_gts == 16.0); /* min(GPU 32.0, upstream port 16.0) */
+    CHECK(f->gpus[1].link_max_width == 16);
+    CHECK(f->n_numa == 2 && f->numa_ids[0] == 0 && f->numa_ids[1] == 1);
+    CHECK(f->sources == (QM_DISCOVER_SRC_SYSFS_PCI | QM_DISCOVER_SRC_SYSFS_NODE));
+
+    CHECK_OK(qm_discover_facts_from_host(proc, f, &st));
+    CHECK_EQ_U64(f->host_memory_bytes, 263855520ull * 1024);
+    CHECK(f->hostname[0] != '\0');
+    CHECK(strlen(f->date) == strlen("2026-12-02 12:00 UTC") && strstr(f->date, " UTC"));
+    CHECK(f->sources & QM_DISCOVER_SRC_MEMINFO);
+
+    /* a missing file: E-IO naming the path */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bus/pci/devices/0000:17:00.0/current_link_width", sys);
+    char saved[600];
+    snprintf(saved, sizeof saved, "%s.saved", path);
+    CHECK(rename(path, saved) == 0);
+    CHECK(qm_discover_facts_from_sysfs(sys, f, &st) == QM_E_IO);
+    CHECK_ERR(st, QM_E_IO, path);
+    CHECK_ERR(st, QM_E_IO, "No such file or directory");
+    CHECK(rename(saved, path) == 0);
+    /* a GPU whose device directory does not exist */
+    hand_facts(f);
+    snprintf(f->gpus[1].bus_id, sizeof f->gpus[1].bus_id, "0000:99:00.0");
+    CHECK(qm_discover_facts_from_sysfs(sys, f, &st) == QM_E_IO);
+    CHECK_ERR(st, QM_E_IO, "/bus/pci/devices/0000:99:00.0/numa_node");
+    /* text that does not parse: E-INPUT naming the path and the text */
+    hand_facts(f);
+    put_file("sys/bus/pci/devices/0000:17:00.0/current_link_speed", "Unknown\n");
+    CHECK(qm_discover_facts_from_sysfs(sys, f, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "0000:17:00.0/current_link_speed: cannot read a link speed from "
+                              "'Unknown' (expected e.g. '32.0 GT/s PCIe')");
+    put_file("sys/bus/pci/devices/0000:17:00.0/current_link_speed", "32.0 GT/s PCIe\n");
+    put_file("sys/bus/pci/devices/0000:17:00.0/numa_node", "one\n");
+    CHECK(qm_discover_facts_from_sysfs(sys, f, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "0000:17:00.0/numa_node: 'one' is not an integer in [-1, 1000000]");
+    put_file("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n");
+    /* a GPU without a bus id */
+    hand_facts(f);
+    f->gpus[0].bus_id[0] = '\0';
+    CHECK(qm_discover_facts_from_sysfs(sys, f, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "GPU 0 (NVIDIA H200) has no PCI bus id");
+    /* no NUMA directory (a kernel without NUMA): no node listed, not an error */
+    hand_facts(f);
+    char fake_root[128];
+    snprintf(fake_root, sizeof fake_root, "%s/sys/devices/system", g_dir);
+    snprintf(path, sizeof path, "%s/node", fake_root);
+    snprintf(saved, sizeof saved, "%s/node.saved", fake_root);
+    CHECK(rename(path, saved) == 0);
+    CHECK_OK(qm_discover_facts_from_sysfs(sys, f, &st));
+    CHECK(f->n_numa == 0 && !(f->sources & QM_DISCOVER_SRC_SYSFS_NODE));
+    CHECK(rename(saved, path) == 0);
+
+    /* /proc: missing file, no MemTotal */
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/nowhere", g_dir);
+    CHECK(qm_discover_facts_from_host(bad, f, &st) == QM_E_IO);
+    CHECK_ERR(st, QM_E_IO, "/nowhere/meminfo");
+    put_file("proc/meminfo", "MemFree: 12 kB\n");
+    CHECK(qm_discover_facts_from_host(proc, f, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "has no 'MemTotal: N kB' line");
+    put_file("proc/meminfo", "MemTotal:       263855520 kB\n");
+    free(f);
+}
+
+/* ---- facts -> topology -> text -> topology ----------------------------------------------------- */
+
+static void test_build_round_trip(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    char sys[128];
+    snprintf(sys, sizeof sys, "%s/sys", g_dir);
+    qm_status st;
+    qm_status_clear(&st);
+    hand_facts(f);
+    CHECK_OK(qm_discover_facts_from_sysfs(sys, f, &st));
+    qm_topology *t = NULL, *back = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    if (!t) {
+        free(f);
+        return;
+    }
+    char *text = NULL;
+    back = round_trip(t, &text);
+    if (!back) {
+        qm_topology_destroy(t);
+        free(f);
+        free(text);
+        return;
+    }
+    check_same(t, back);
+
+    /* what the loaded scenario says */
+    CHECK_STR(back->name, "discovered-testhost");
+    CHECK(strstr(back->description, "qmesh topo dump of testhost at 2026-12-02 12:00 UTC: "
+                                    "2 x NVIDIA H200, 2 NUMA nodes") != NULL);
+    CHECK(strstr(back->description, "NVLink read with NVML: 1 GPU pair, 0 GPUs on NVSwitch"));
+    CHECK(strstr(back->description, "PCIe links trained down when read (idle): n0.g1 at 2.5 GT/s "
+                                    "x16 (modelled at 16 GT/s x16)"));
+    CHECK(has_source(back, "CUDA runtime: cudaGetDeviceProperties"));
+    CHECK(has_source(back, "/sys/bus/pci/devices/<bus id>/numa_node"));
+    CHECK(has_source(back, "/sys/devices/system/node/node<k>"));
+    CHECK(has_source(back, "/proc/meminfo MemTotal"));
+    CHECK(has_source(back, "NVML (libnvidia-ml.so.1 through dlopen)"));
+    CHECK(has_source(back, "assumed: sys links between NUMA nodes at 40 GB/s per direction"));
+    CHECK(has_source(back, "assumed: NVLink 25 GB/s per link per direction"));
+    CHECK(has_source(back, "(totalGlobalMem - cudaMemGetInfo free)"));
+    CHECK(back->n_hosts == 1);
+    CHECK_STR(back->hosts[0].id, "n0");
+    CHECK_EQ_U64(back->hosts[0].memory_bytes, 2ull << 40);
+    CHECK(back->n_device_types == 1);
+    CHECK_STR(back->device_types[0].name, "nvidia-h200");
+    CHECK_EQ_U64(back->device_types[0].memory_bytes, H200_BYTES);
+    CHECK(back->device_types[0].hbm_bw_bytes_per_s == H200_HBM);
+    CHECK(back->device_types[0].sm_count == 132);
+    CHECK_STR(back->device_types[0].arch, "sm_90");
+    CHECK(back->n_gpus == 2);
+    int g0 = node_of(back, "n0.g0"), g1 = node_of(back, "n0.g1");
+    CHECK(g0 >= 0 && g1 >= 0);
+    if (g0 >= 0 && g1 >= 0) {
+        CHECK(back->gpus[0] == g0 && back->gpus[1] == g1);
+        CHECK_STR(back->nodes[back->nodes[g0].numa].id, "n0.numa1"); /* numa_node 1 */
+        CHECK_STR(back->nodes[back->nodes[g1].numa].id, "n0.numa0"); /* numa_node -1 -> 0 */
+        CHECK_EQ_U64(back->nodes[g0].reserve_bytes, 512ull << 20);
+        CHECK_EQ_U64(back->nodes[g1].reserve_bytes, 0);
+    }
+    CHECK(node_of(back, "n0.numa0") >= 0 && node_of(back, "n0.numa1") >= 0);
+    CHECK(back->n_links == 4);
+    const qm_link *l = link_of(back, "n0.numa1", "n0.g0");
+    CHECK(l && l->cls == QM_LINK_PCIE && l->latency_s < 0);
+    CHECK(l && l->bw_ab_bytes_per_s == 63015384615.384615 && l->bw_ba_bytes_per_s == 63015384615.384615);
+    l = link_of(back, "n0.numa0", "n0.g1");
+    CHECK(l && l->cls == QM_LINK_PCIE && l->bw_ab_bytes_per_s == 31507692307.692307);
+    l = link_of(back, "n0.g0", "n0.g1");
+    CHECK(l && l->cls == QM_LINK_NVLINK && l->bw_ab_bytes_per_s == 450e9 &&
+          l->bw_ba_bytes_per_s == 450e9);
+    l = link_of(back, "n0.numa0", "n0.numa1");
+    CHECK(l && l->cls == QM_LINK_SYS && l->bw_ab_bytes_per_s == 40e9);
+    CHECK(back->n_ranks == 1 && back->ranks_given && back->ranks[0].n_devices == 2);
+    /* the text: the ranks section and the exact PCIe figure */
+    CHECK(strstr(text, "ranks:\n  - {rank: 0, host: n0, devices: [n0.g0, n0.g1]}") != NULL);
+
+    /* defaults are the loader's own */
+    static const char minimal[] = "schema: qmesh/1\nname: m\nhosts:\n  - id: h\n    devices:\n"
+                                  "      - {id: g, memory: 1 GiB, hbm_bandwidth: 1 TB/s}\n";
+    qm_topology *m = NULL;
+    CHECK_OK(qm_scenario_load_string(minimal, strlen(minimal), "m.yaml", &m, NULL, &st));
+    if (m) {
+        for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c) {
+            CHECK(t->latency_s[c] == m->latency_s[c]);
+            CHECK(t->efficiency[c] == m->efficiency[c]);
+        }
+        CHECK(t->hbm_efficiency == m->hbm_efficiency);
+        CHECK_EQ_U64(t->default_reserve_bytes, m->default_reserve_bytes);
+    }
+    qm_topology_destroy(m);
+
+    /* replayed: the mesh's usable bytes and the paths the planner will use */
+    qm_topo_graph *g = NULL;
+    qm_mesh *mesh = NULL;
+    CHECK_OK(qm_topo_graph_create(back, &g, &st));
+    if (g)
+        CHECK_OK(qm_mesh_create(back, g, 0, &mesh, &st));
+    if (mesh) {
+        CHECK(mesh->n_devices == 2);
+        for (int i = 0; i < mesh->n_devices; ++i) {
+            const qm_mesh_device *d = &mesh->devices[i];
+            CHECK_EQ_U64(d->memory_bytes, H200_BYTES);
+            CHECK_EQ_U64(d->usable_bytes,
+                         strcmp(d->id, "n0.g0") == 0 ? H200_BYTES - (512ull << 20) : H200_BYTES);
+        }
+        qm_topo_path p;
+        CHECK_OK(qm_topo_graph_path(g, g0, g1, &p, &st));
+        CHECK(p.found && p.cls == QM_LINK_NVLINK && p.bw_bytes_per_s == 450e9);
+        CHECK_OK(qm_topo_graph_ingest_path(g, g0, true, &p, &st));
+        CHECK(p.found && p.cls == QM_LINK_PCIE && p.bw_bytes_per_s == 63015384615.384615);
+    }
+    qm_mesh_destroy(mesh);
+    qm_topo_graph_destroy(g);
+
+    /* `qmesh topo validate` accepts the dump */
+    char path[512];
+    snprintf(path, sizeof path, "%s/discovered.yaml", g_dir);
+    FILE *fy = fopen(path, "w");
+    CHECK(fy != NULL);
+    if (fy) {
+        fputs(text, fy);
+        fclose(fy);
+        char *argv[] = {"validate", path, NULL};
+        char *outbuf = NULL, *errbuf = NULL;
+        size_t on = 0, en = 0;
+        FILE *o = open_memstream(&outbuf, &on), *e = open_memstream(&errbuf, &en);
+        CHECK(qm_cli_topo_validate_to(2, argv, o, e) == 0);
+        fclose(o);
+        fclose(e);
+        CHECK(strstr(outbuf, ": ok (1 hosts, 2 devices, 4 links, 0 cases)") != NULL);
+        CHECK(en == 0);
+        if (en)
+            fputs(errbuf, stderr);
+        free(outbuf);
+        free(errbuf);
+    }
+    free(text);
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+
+    /* no peer access: the NVLink fact alone makes no link */
+    hand_facts(f);
+    CHECK_OK(qm_discover_facts_from_sysfs(sys, f, &st));
+    f->peer[0][1] = f->peer[1][0] = 0;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    if (t) {
+        CHECK(t->n_links == 3 && !link_of(t, "n0.g0", "n0.g1"));
+        CHECK(strstr(t->description, "NVLink read with NVML: 0 GPU pairs"));
+        CHECK(!has_source(t, "assumed: NVLink"));
+    }
+    qm_topology_destroy(t);
+    free(f);
+}
+
+/* One GPU with numa_node -1 and no NUMA list: node 0 only, no sys link; NVML missing. */
+static void test_single_and_no_nvml(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    hand_facts(f);
+    f->n_gpus = 1;
+    f->gpus[0].link_cur_gts = 16.0;
+    f->gpus[0].link_cur_width = 16;
+    f->hostname[0] = '\0';
+    f->date[0] = '\0';
+    f->host_memory_bytes = 0;
+    f->sources = QM_DISCOVER_SRC_CUDA;
+    qm_nvml_discover_links("libqmesh-test-no-such-nvml.so.1", f);
+    CHECK(f->nvlink_state == QM_DISCOVER_NVLINK_NO_LIBRARY);
+    CHECK_STR(f->nvlink_note, "NVLink state not read: libnvidia-ml not available");
+    qm_topology *t = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    qm_topology *back = t ? round_trip(t, NULL) : NULL;
+    if (back) {
+        check_same(t, back);
+        CHECK_STR(back->name, "discovered-localhost");
+        CHECK(strstr(back->description, "qmesh topo dump of this host: 1 x NVIDIA H200, 1 NUMA "
+                                        "node; NVLink state not read: libnvidia-ml not available"));
+        CHECK(has_source(back, "NVLink state not read: libnvidia-ml not available"));
+        CHECK(has_source(back, "no NUMA node list read"));
+        CHECK(!has_source(back, "assumed: sys links"));
+        CHECK(back->n_nodes == 2 && back->n_links == 1);
+        CHECK_STR(back->nodes[0].id, "n0.numa0");
+        CHECK(back->nodes[1].numa == 0);
+        CHECK(back->hosts[0].memory_bytes == 0);
+        CHECK(back->links[0].bw_ab_bytes_per_s == 31507692307.692307);
+    }
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    free(f);
+}
+
+/* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
+static void test_nvswitch(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    hand_facts(f);
+    f->n_gpus = 8;
+    memset(f->nvlinks, 0, sizeof f->nvlinks);
+    for (int i = 0; i < 8; ++i) {
+        qm_discover_gpu *g = &f->gpus[i];
+        *g = f->gpus[0];
+        g->free_bytes = 0;
+        g->numa = i / 4;
+        g->link_cur_gts = 32.0;
+        g->link_cur_width = 16;
+        g->nvswitch_links = 18;
+        snprintf(g->bus_id, sizeof g->bus_id, "0000:%02x:00.0", 0x10 + i);
+        for (int j = 0; j < 8; ++j)
+            f->peer[i][j] = i != j;
+    }
+    f->gpus[7].sm_count = 114; /* another part with the same name: a second type */
+    f->n_numa = 2;
+    f->numa_ids[0] = 0;
+    f->numa_ids[1] = 1;
+    qm_topology *t = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    qm_topology *back = t ? round_trip(t, NULL) : NULL;
+    if (back) {
+        check_same(t, back);
+        int nvs = node_of(back, "n0.nvs");
+        CHECK(nvs >= 0 && back->nodes[nvs].kind == QM_NODE_NVSWITCH);
+        CHECK(back->n_links == 8 + 8 + 1);
+        const qm_link *l = link_of(back, "n0.g5", "n0.nvs");
+        CHECK(l && l->cls == QM_LINK_NVLINK && l->bw_ab_bytes_per_s == 450e9);
+        CHECK(back->n_device_types == 2);
+        CHECK_STR(back->device_types[1].name, "nvidia-h200-2");
+        CHECK(back->device_types[1].sm_count == 114);
+        CHECK(strstr(back->description, "7 x NVIDIA H200, 1 x NVIDIA H200"));
+        CHECK(strstr(back->description, "0 GPU pairs, 8 GPUs on NVSwitch"));
+        qm_topo_graph *g = NULL;
+        CHECK_OK(qm_topo_graph_create(back, &g, &st));
+        qm_topo_path p;
+        if (g) {
+            CHECK_OK(qm_topo_graph_path(g, node_of(back, "n0.g0"), node_of(back, "n0.g7"), &p, &st));
+            CHECK(p.found && p.cls == QM_LINK_NVLINK && p.bw_bytes_per_s == 450e9 && p.hops == 2);
+        }
+        qm_topo_graph_destroy(g);
+    }
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    free(f);
+}
+
+static void test_build_errors(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    qm_topology *t = (qm_topology *)&t; /* must come back NULL */
+    hand_facts(f);
+    f->gpus[0].link_cur_gts = f->gpus[1].link_cur_gts = 32.0;
+    f->gpus[0].link_cur_width = f->gpus[1].link_cur_width = 16;
+    CHECK(qm_discover_build(NULL, &t, &st) == QM_E_ARG && t == NULL);
+    CHECK(qm_discover_build(f, NULL, &st) == QM_E_ARG);
+    f->n_gpus = 0;
+    t = (qm_topology *)&t;
+    CHECK(qm_discover_build(f, &t, &st) == QM_E_ARG && t == NULL);
+    CHECK_ERR(st, QM_E_ARG, "the facts have 0 GPUs (need 1 to 64)");
+    f->n_gpus = 2;
+    f->gpus[1].link_cur_width = 0;
+    CHECK(qm_discover_build(f, &t, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "GPU 1 (NVIDIA H200, 0000:31:00.0) has no PCIe link speed and width");
+    f->gpus[1].link_cur_width = 16;
+    f->gpus[1].free_bytes = H200_BYTES + 1;
+    CHECK(qm_discover_build(f, &t, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "GPU 1 (NVIDIA H200) has more free memory than memory");
+    f->gpus[1].free_bytes = 0;
+    f->gpus[0].hbm_bw_bytes_per_s = 0;
+    CHECK(qm_discover_build(f, &t, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "GPU 0 (NVIDIA H200, 0000:17:00.0) has no memory size or HBM bandwidth");
+    f->gpus[0].hbm_bw_bytes_per_s = H200_HBM;
+    f->n_numa = 2;
+    f->numa_ids[0] = 1;
+    f->numa_ids[1] = 0;
+    CHECK(qm_discover_build(f, &t, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "NUMA node numbers must be ascending");
+    free(f);
+}
+
+/* ---- the CLI ----------------------------------------------------------------------------------- */
+
+static int run(const char *qmesh, const char *args, char *err, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s topo dump %s 2>&1 >/dev/null", qmesh, args);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(err, 1, cap - 1, p);
+    err[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_cli(const char *qmesh)
+{
+    char err[4096], args[1200], path[512];
+    snprintf(path, sizeof path, "%s/dump.yaml", g_dir);
+    snprintf(args, sizeof args, "--out %s", path);
+    CHECK(run(qmesh, args, err, sizeof err) == 0);
+    bool gpu = qm_cuda_device_count() > 0;
+    if (gpu)
+        CHECK(strstr(err, "qmesh: dumping this machine as discovered: 'discovered-") != NULL);
+    else
+        CHECK(strstr(err, "qmesh: no CUDA device: dumping the built-in simulated mesh") != NULL);
+    CHECK(strstr(err, "qmesh: wrote ") != NULL);
+    qm_topology *t = NULL;
+    qm_diags d;
+    qm_diags_init(&d);
+    qm_status st;
+    qm_status_clear(&st);
+    CHECK_OK(qm_scenario_load_file(path, &t, &d, &st));
+    CHECK(d.n == 0);
+    if (t) {
+        CHECK(t->n_gpus >= 1);
+        if (gpu) {
+            CHECK(strncmp(t->name, "discovered-", 11) == 0);
+            CHECK(t->n_gpus == qm_cuda_device_count());
+        }
+    }
+    qm_topology_destroy(t);
+    qm_diags_fini(&d);
+    /* no temporary file left next to it */
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    CHECK(access(tmp, F_OK) != 0);
+
+    CHECK(run(qmesh, "--bogus", err, sizeof err) == 2);
+    CHECK(strstr(err, "error[E-ARG]: topo dump: unknown option '--bogus'") != NULL);
+    CHECK(run(qmesh, "a.yaml b.yaml", err, sizeof err) == 2);
+    CHECK(strstr(err, "one file at a time (extra 'b.yaml')") != NULL);
+    CHECK(run(qmesh, "--out", err, sizeof err) == 2);
+    CHECK(strstr(err, "--out needs a file name") != NULL);
+    CHECK(run(qmesh, "--out /nonexistent-dir-qmesh/x.yaml", err, sizeof err) == 1);
+    CHECK(strstr(err, "error[E-IO]") != NULL && strstr(err, "/nonexistent-dir-qmesh/x.yaml"));
+    /* a named file is dumped as before (no discovery), to --out as well */
+    snprintf(args, sizeof args, "%s --out %s", path, path);
+    CHECK(run(qmesh, args, err, sizeof err) == 0);
+    CHECK(strstr(err, "dumping") == NULL && strstr(err, "qmesh: wrote ") != NULL);
+    CHECK(run(qmesh, "/nonexistent-dir-qmesh/none.yaml", err, sizeof err) == 1);
+    CHECK(strstr(err, "error[E-IO]") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/qm_test_discover.XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    make_tree();
+    test_figures();
+    test_readers();
+    test_build_round_trip();
+    test_single_and_no_nvml();
+    test_nvswitch();
+    test_build_errors();
+    if (argc > 1)
+        test_cli(argv[1]);
+    nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return qm_test_end("test_discover");
+}
