@@ -89,9 +89,26 @@ __global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t 
     double mine = 0.0;
     if (valid > 0) {
         const T *base = in + ((gs / period) * period_valid + gs % period - in_first);
+        /* two elements per lane in one 8- or 16-byte load where the pair is aligned and whole */
+        const bool aligned = ((uintptr_t)base % (2 * sizeof(T))) == 0;
         for (uint64_t c = 0; c < chunks; ++c) {
             const uint64_t e = (uint64_t)warp * W + c * 64 + 2 * (uint64_t)lane;
-            double v = qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
+            double v;
+            if (aligned && e + 1 < valid) {
+                double a0, a1;
+                if (sizeof(T) == 8) {
+                    const double2 p = __ldg((const double2 *)(base + e));
+                    a0 = p.x;
+                    a1 = p.y;
+                } else {
+                    const float2 p = __ldg((const float2 *)(base + e));
+                    a0 = (double)p.x;
+                    a1 = (double)p.y;
+                }
+                v = qm_sq(a0, scale) + qm_sq(a1, scale);
+            } else {
+                v = qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
+            }
             for (int off = 1; off < 32; off <<= 1) /* levels 2..6 of the chunk's tree */
                 v = v + __shfl_xor_sync(0xffffffffu, v, off);
             if ((uint64_t)lane == c)
@@ -157,12 +174,26 @@ __global__ void amp_one_state_kernel(void *state, int c128, uint64_t n, uint64_t
                                      uint64_t period_valid, double coeff, const T *x)
 {
     const uint64_t pairs = (n + 1) / 2;
+    const bool aligned = ((uintptr_t)x % (2 * sizeof(T))) == 0;
     for (uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; t < pairs;
          t += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t i = 2 * t;
         const uint64_t l0 = local0 + i;
-        const double a0 = l0 < period_valid ? qm_amp((double)x[i], coeff) : 0.0;
-        const double a1 = i + 1 < n && l0 + 1 < period_valid ? qm_amp((double)x[i + 1], coeff) : 0.0;
+        double a0 = 0.0, a1 = 0.0;
+        if (aligned && i + 1 < n && l0 + 1 < period_valid) { /* one 8- or 16-byte load */
+            if (sizeof(T) == 8) {
+                const double2 p = __ldg((const double2 *)((const double *)x + i));
+                a0 = qm_amp(p.x, coeff);
+                a1 = qm_amp(p.y, coeff);
+            } else {
+                const float2 p = __ldg((const float2 *)((const float *)x + i));
+                a0 = qm_amp((double)p.x, coeff);
+                a1 = qm_amp((double)p.y, coeff);
+            }
+        } else {
+            a0 = l0 < period_valid ? qm_amp((double)x[i], coeff) : 0.0;
+            a1 = i + 1 < n && l0 + 1 < period_valid ? qm_amp((double)x[i + 1], coeff) : 0.0;
+        }
         if (c128) {
             double2 *o = (double2 *)state + i;
             o[0] = make_double2(a0, 0.0);

@@ -107,7 +107,7 @@ int main(void)
     /* amplitudes of one state from device-resident input, complex128 and complex64 */
     for (int c = 0; c < 2; ++c) {
         const qm_dtype dt = c ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
-        const uint64_t es = qm_dtype_size(dt), cnt = N / 2 + 3; /* odd count */
+        const uint64_t es = qm_dtype_size(dt), cnt = 2500001; /* odd; ends at 3500002 < N */
         CHECK_OK(qm_hal_buf_alloc(gpu, 2, cnt * es, &dst, &st));
         CHECK_OK(qm_hal_buf_alloc(sim, 2, cnt * es, &sst, &st));
         qm_hal_buf *dv = NULL, *sv = NULL;
@@ -116,9 +116,10 @@ int main(void)
         CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, x, n * 8, NULL, &st));
         CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, x, n * 8, NULL, &st));
         const double coeff = 0.123456789;
-        /* slots [2999990, 2999990 + cnt) of the state: data, then padding */
+        /* slots [1000001, 1000001 + cnt) of the state: data, then padding (an odd start: the
+         * input pointer is not 16-byte aligned) */
         qm_hal_amp_scale_args a = {.state = dst, .state_dtype = dt, .off = 0, .n = cnt,
-                                   .g0 = 2999990, .period = N, .period_valid = n,
+                                   .g0 = 1000001, .period = N, .period_valid = n,
                                    .first_state = 0, .n_coeffs = 1, .coeffs = &coeff,
                                    .input = dv, .in_dtype = QM_DTYPE_FLOAT64, .in_first = 0};
         qm_hal_amp_scale_args b = a;
