@@ -74,46 +74,21 @@ __device__ __forceinline__ double warp_tree(double v)
     return v;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t in_first,
-                                                          uint64_t g0, uint64_t period,
-                                                          uint64_t period_valid, unsigned lb,
-                                                          double scale, double *out)
+// The tree of one reduction block, given pair(e) = sq(x[e]) + sq(x[e + 1]) for the block's
+// elements (0 past the data): the structure described above, shared by the input and stash kernels.
+template <typename Pair>
+__device__ __forceinline__ void block_tree(const Pair &pair, uint64_t bs, double *out_b)
 {
     __shared__ double warp_sums[8];
-    const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
-    const uint64_t gs = g0 + b * bs;
-    const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const uint64_t W = bs >> 3, chunks = W >> 6;
     double mine = 0.0;
-    if (valid > 0) {
-        const T *base = in + ((gs / period) * period_valid + gs % period - in_first);
-        /* two elements per lane in one 8- or 16-byte load where the pair is aligned and whole */
-        const bool aligned = ((uintptr_t)base % (2 * sizeof(T))) == 0;
-        for (uint64_t c = 0; c < chunks; ++c) {
-            const uint64_t e = (uint64_t)warp * W + c * 64 + 2 * (uint64_t)lane;
-            double v;
-            if (aligned && e + 1 < valid) {
-                double a0, a1;
-                if (sizeof(T) == 8) {
-                    const double2 p = __ldg((const double2 *)(base + e));
-                    a0 = p.x;
-                    a1 = p.y;
-                } else {
-                    const float2 p = __ldg((const float2 *)(base + e));
-                    a0 = (double)p.x;
-                    a1 = (double)p.y;
-                }
-                v = qm_sq(a0, scale) + qm_sq(a1, scale);
-            } else {
-                v = qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
-            }
-            for (int off = 1; off < 32; off <<= 1) /* levels 2..6 of the chunk's tree */
-                v = v + __shfl_xor_sync(0xffffffffu, v, off);
-            if ((uint64_t)lane == c)
-                mine = v;
-        }
+    for (uint64_t c = 0; c < chunks; ++c) {
+        double v = pair((uint64_t)warp * W + c * 64 + 2 * (uint64_t)lane);
+        for (int off = 1; off < 32; off <<= 1) /* levels 2..6 of the chunk's tree */
+            v = v + __shfl_xor_sync(0xffffffffu, v, off);
+        if ((uint64_t)lane == c)
+            mine = v;
     }
     const double wsum = warp_tree(mine); /* chunk sums of this warp, pairwise */
     if (lane == 0)
@@ -121,7 +96,68 @@ __global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t 
     __syncthreads();
     if (threadIdx.x == 0) {
         const double *w = warp_sums;
-        out[b] = ((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]));
+        *out_b = ((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]));
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t in_first,
+                                                          uint64_t g0, uint64_t period,
+                                                          uint64_t period_valid, unsigned lb,
+                                                          double scale, double *out)
+{
+    const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
+    const uint64_t gs = g0 + b * bs;
+    const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
+    const T *base = valid ? in + ((gs / period) * period_valid + gs % period - in_first) : in;
+    /* two elements per lane in one 8- or 16-byte load where the pair is aligned and whole */
+    const bool aligned = ((uintptr_t)base % (2 * sizeof(T))) == 0;
+    auto pair = [&](uint64_t e) -> double {
+        if (aligned && e + 1 < valid) {
+            if (sizeof(T) == 8) {
+                const double2 p = __ldg((const double2 *)(base + e));
+                return qm_sq(p.x, scale) + qm_sq(p.y, scale);
+            }
+            const float2 p = __ldg((const float2 *)(base + e));
+            return qm_sq((double)p.x, scale) + qm_sq((double)p.y, scale);
+        }
+        return qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
+    };
+    block_tree(pair, bs, out + b);
+}
+
+// The same over stashed values (stride k doubles: 1 for complex64 slots, 2 for complex128).
+__global__ void __launch_bounds__(256) sumsq_stash_kernel(const double *state, uint64_t k,
+                                                          uint64_t g0, uint64_t period,
+                                                          uint64_t period_valid, unsigned lb,
+                                                          double scale, double *out)
+{
+    const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
+    const uint64_t valid = qm_block_valid(g0 + b * bs, bs, period, period_valid);
+    const double *base = state + b * bs * k;
+    auto pair = [&](uint64_t e) -> double {
+        const double a0 = e < valid ? qm_sq(base[e * k], scale) : 0.0;
+        const double a1 = e + 1 < valid ? qm_sq(base[(e + 1) * k], scale) : 0.0;
+        return a0 + a1;
+    };
+    block_tree(pair, bs, out + b);
+}
+
+// In place over the stash of one state: slot i's double becomes its amplitude.
+__global__ void amp_stash_one_state_kernel(void *state, int c128, uint64_t n, uint64_t local0,
+                                           uint64_t period_valid, double coeff)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const bool data = local0 + i < period_valid;
+        if (c128) {
+            double2 *o = (double2 *)state + i;
+            o[0] = make_double2(data ? qm_amp(o[0].x, coeff) : 0.0, 0.0);
+        } else {
+            double *slot = (double *)state + i;
+            const float re = data ? (float)qm_amp(*slot, coeff) : 0.0f;
+            *(float2 *)slot = make_float2(re, 0.0f);
+        }
     }
 }
 
@@ -253,6 +289,11 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
                 (const float *)in, in_first, g0, period, period_valid, log2_block, scale, out_sums);
         return (int)cudaGetLastError();
     }
+    if (!in && log2_block >= 9 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
+        sumsq_stash_kernel<<<(unsigned)n_blocks, 256, 0, s>>>(
+            (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, scale, out_sums);
+        return (int)cudaGetLastError();
+    }
     sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, s>>>(
         (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
         out_sums, in, in_f64, in_first);
@@ -282,6 +323,11 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
                                             int in_f64, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
+    if (!x) {
+        amp_stash_one_state_kernel<<<grid_for(n, 256), 256, 0, s>>>(state, c128, n, local0,
+                                                                     period_valid, coeff);
+        return (int)cudaGetLastError();
+    }
     const unsigned g = grid_for((n + 1) / 2, 256);
     if (in_f64)
         amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,

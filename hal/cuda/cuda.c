@@ -258,16 +258,16 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
     qm_code rc = QM_OK;
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     const uint64_t s0 = a->g0 / a->period, s1 = (a->g0 + a->n - 1) / a->period;
-    if (in && s0 == s1) {
-        /* all slots in one state, read from an input buffer: the vectorized kernel, one
-         * coefficient passed by value (no device copy, nothing to wait for) */
+    if (s0 == s1) {
+        /* all slots in one state (from an input buffer, or the stash in place): one coefficient
+         * passed by value (no device copy, nothing to wait for) */
         const uint64_t local0 = a->g0 - s0 * a->period;
         const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
         const uint64_t e0 = s0 * a->period_valid + (local0 < a->period_valid ? local0 : a->period_valid);
         int le = qm_cuda_launch_amp_one_state((char *)state + a->off * slot_bytes(a->state_dtype),
                                               a->state_dtype == QM_DTYPE_COMPLEX128, a->n, local0,
                                               a->period_valid, a->coeffs[s0 - a->first_state],
-                                              (const char *)in + (e0 - a->in_first) * es,
+                                              in ? (const char *)in + (e0 - a->in_first) * es : NULL,
                                               a->in_dtype == QM_DTYPE_FLOAT64, s);
         if (le != cudaSuccess)
             return cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
