@@ -40,6 +40,10 @@ if [ -s data/digits.csv.gz ]; then
       --drop-column 64 --out /tmp/digits-sim.npy > /dev/null 2>&1
   cmp "$OUT/digits-cuda.npy" /tmp/digits-sim.npy && log "digits: cuda and sim outputs are byte-identical"
 fi
+if [ "${QM_CUDA_BIG:-0}" = 1 ]; then
+  log "33-qubit complex128 from host (test_cuda_big)"
+  build-gpu/tests/test_cuda_big 2>&1 | tail -4 | tee -a "$OUT/summary.txt"
+fi
 if [ -x build-gpu/bench/bench_cuda ]; then
   log "bench_cuda"
   build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
