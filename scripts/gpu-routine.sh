@@ -47,6 +47,7 @@ fi
 if [ -x build-gpu/bench/bench_cuda ]; then
   log "bench_cuda"
   build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+      --benchmark_filter="${QM_BENCH_FILTER:-.}" \
       2>&1 | tee "$OUT/bench_cuda.txt" | grep -E "median|Benchmark" | tee -a "$OUT/summary.txt"
 fi
 exit 0
