@@ -526,7 +526,11 @@ done:
     return rc;
 }
 
-qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
+/* The steps both entry points share: check arguments and request, allocate, lay out (auto: with
+ * the cost model when with_cost). Returns the layout's code; *out is NULL only for invalid
+ * requests and out-of-memory. */
+static qm_code plan_begin(const qm_mesh *mesh, const qm_request *r, bool with_cost, qm_plan **out,
+                          qm_status *st)
 {
     qm_plan *p = NULL;
     if (out)
@@ -534,20 +538,26 @@ qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
     if (!mesh || !r || !out)
         return qm_fail(st, QM_E_ARG, "plan: mesh, request and out must not be NULL");
     qm_code rc = qm_request_validate(r, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, st);
-    if (rc != QM_OK)
+    if (rc != QM_OK || (rc = plan_alloc(mesh, r, &p, st)) != QM_OK)
         return rc;
-    if ((rc = plan_alloc(mesh, r, &p, st)) != QM_OK)
-        return rc;
-    if (r->policy == QM_POLICY_AUTO)
-        rc = layout_auto(mesh, p, false, st);
-    else
-        rc = layout_policy(mesh, p, r->policy, st);
-    if (rc == QM_E_NOMEM) {
+    qm_status lst;
+    qm_status_clear(&lst);
+    rc = r->policy == QM_POLICY_AUTO ? layout_auto(mesh, p, with_cost, &lst)
+                                     : layout_policy(mesh, p, r->policy, &lst);
+    if (st)
+        *st = lst;
+    if (rc == QM_E_NOMEM || rc == QM_E_INTERNAL) {
         qm_plan_destroy(p);
         return rc;
     }
     *out = p;
-    return p->feasible ? QM_OK : p->error.code;
+    return rc;
+}
+
+qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
+{
+    qm_code rc = plan_begin(mesh, r, false, out, st);
+    return out && *out ? ((*out)->feasible ? QM_OK : (*out)->error.code) : rc;
 }
 
 void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
@@ -579,25 +589,10 @@ qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
     qm_plan *p = NULL;
     if (out)
         *out = NULL;
-    if (!mesh || !r || !out)
-        return qm_fail(st, QM_E_ARG, "plan: mesh, request and out must not be NULL");
-    qm_code rc = qm_request_validate(r, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, st);
-    if (rc != QM_OK)
+    qm_code rc = out ? plan_begin(mesh, r, true, &p, st)
+                     : qm_fail(st, QM_E_ARG, "plan: mesh, request and out must not be NULL");
+    if (!p)
         return rc;
-    if ((rc = plan_alloc(mesh, r, &p, st)) != QM_OK)
-        return rc;
-    qm_status lst;
-    qm_status_clear(&lst);
-    if (r->policy == QM_POLICY_AUTO)
-        rc = layout_auto(mesh, p, true, &lst);
-    else
-        rc = layout_policy(mesh, p, r->policy, &lst);
-    if (rc == QM_E_NOMEM || rc == QM_E_INTERNAL) {
-        if (st)
-            *st = lst;
-        qm_plan_destroy(p);
-        return rc;
-    }
     qm_plan_frontier(mesh, &p->request, p->max_qubits);
     p->has_max_qubits = true;
     if (!p->feasible && p->error.code == QM_E_CAPACITY) {
