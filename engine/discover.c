@@ -475,16 +475,7 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     }
     qsort(numa, (size_t)n_numa, sizeof numa[0], cmp_int);
 
-    /* defaults: exactly the loader's (scenario_load.c, topology_new) */
-    for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
-        t->efficiency[c] = 1.0;
-    t->hbm_efficiency = 1.0;
-    t->latency_s[QM_LINK_NVLINK] = 0.6e-6;
-    t->latency_s[QM_LINK_C2C] = 0.6e-6;
-    t->latency_s[QM_LINK_PCIE] = 1.0e-6;
-    t->latency_s[QM_LINK_SYS] = 1.0e-6;
-    t->latency_s[QM_LINK_NET] = 2.7e-6;
-    t->default_reserve_bytes = 0;
+    qm_topology_defaults_init(t); /* exactly the loader's defaults */
     snprintf(t->name, sizeof t->name, "discovered-%.52s", f->hostname[0] ? f->hostname : "localhost");
 
     /* device types: one per (name, SM count, compute capability), named after the model */

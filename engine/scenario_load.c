@@ -2387,15 +2387,21 @@ static qm_topology *topology_new(const char *name)
     if (!t)
         return NULL;
     snprintf(t->file, sizeof t->file, "%s", name);
+    qm_topology_defaults_init(t);
+    return t;
+}
+
+void qm_topology_defaults_init(qm_topology *t)
+{
     for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
         t->efficiency[c] = 1.0;
     t->hbm_efficiency = 1.0;
+    t->default_reserve_bytes = 0;
     t->latency_s[QM_LINK_NVLINK] = 0.6e-6;
     t->latency_s[QM_LINK_C2C] = 0.6e-6;
     t->latency_s[QM_LINK_PCIE] = 1.0e-6;
     t->latency_s[QM_LINK_SYS] = 1.0e-6;
     t->latency_s[QM_LINK_NET] = 2.7e-6;
-    return t;
 }
 
 qm_code qm_scenario_load_string(const char *text, size_t len, const char *name_for_messages,
