@@ -153,15 +153,22 @@ static bool parse_gts(const char *s, double *out)
     return true;
 }
 
+/* A required small file "<dir>/<name>": its text in buf, its path in path. */
+static qm_code read_required(const char *dir, const char *name, char (*path)[PATH_MAX], char *buf,
+                             size_t cap, qm_status *st)
+{
+    int k = snprintf(*path, sizeof *path, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= sizeof *path)
+        return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/%.40s' is too long", dir, name);
+    return read_small(*path, buf, cap, NULL, st);
+}
+
 /* A required file: "<dir>/<name>" parsed as an integer in [min, max]. */
 static qm_code read_int(const char *dir, const char *name, long min, long max, long *out,
                         qm_status *st)
 {
     char path[PATH_MAX], buf[64];
-    int k = snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (k < 0 || (size_t)k >= sizeof path)
-        return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/%.40s' is too long", dir, name);
-    qm_code rc = read_small(path, buf, sizeof buf, NULL, st);
+    qm_code rc = read_required(dir, name, &path, buf, sizeof buf, st);
     if (rc != QM_OK)
         return rc;
     if (!parse_long(buf, min, max, out))
@@ -174,10 +181,7 @@ static qm_code read_int(const char *dir, const char *name, long min, long max, l
 static qm_code read_gts(const char *dir, const char *name, double *out, qm_status *st)
 {
     char path[PATH_MAX], buf[64];
-    int k = snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (k < 0 || (size_t)k >= sizeof path)
-        return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/%.40s' is too long", dir, name);
-    qm_code rc = read_small(path, buf, sizeof buf, NULL, st);
+    qm_code rc = read_required(dir, name, &path, buf, sizeof buf, st);
     if (rc != QM_OK)
         return rc;
     if (!parse_gts(buf, out))

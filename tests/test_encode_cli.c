@@ -15,7 +15,7 @@
 static const char *qmesh, *srcdir;
 static char tmpdir[256];
 
-/* Run a command line; capture stderr+stdout into out (truncated); return the exit status. */
+/* Run a command line with stderr joined to stdout; return the exit status. */
 static int run(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF;
 static int run(char *out, size_t cap, const char *fmt, ...)
 {
@@ -25,19 +25,7 @@ static int run(char *out, size_t cap, const char *fmt, ...)
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    if (!p)
-        return -1;
-    while (n + 1 < cap) {
-        size_t k = fread(out + n, 1, cap - 1 - n, p);
-        if (k == 0)
-            break;
-        n += k;
-    }
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return qm_test_run(cmd, out, cap);
 }
 
 static bool exists(const char *path)

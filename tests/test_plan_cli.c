@@ -16,19 +16,7 @@ static int run(char *out, size_t cap, const char *args, int want_stderr)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s plan --scenario %s/scenarios/%s %s", qmesh, srcdir, args,
              want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    if (!p)
-        return -1;
-    while (n + 1 < cap) {
-        size_t k = fread(out + n, 1, cap - 1 - n, p);
-        if (k == 0)
-            break;
-        n += k;
-    }
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return qm_test_run(cmd, out, cap);
 }
 
 static void test_json(void)

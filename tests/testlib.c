@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* popen */
 /* testlib.c — see testlib.h. */
 #include "testlib.h"
 
@@ -35,4 +36,23 @@ uint64_t qm_test_rss_bytes(void)
         rss = 0;
     fclose(f);
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+int qm_test_run(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (!p) {
+        out[0] = '\0';
+        return -1;
+    }
+    while (n + 1 < cap) {
+        size_t k = fread(out + n, 1, cap - 1 - n, p);
+        if (k == 0)
+            break;
+        n += k;
+    }
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

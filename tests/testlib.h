@@ -62,6 +62,10 @@ void qm_test_fail(const char *file, int line, const char *fmt, ...);
 /* Print "<name>: N checks, M failed" and return the exit code. */
 int qm_test_end(const char *name);
 
+/* Run a shell command line; its output (with whatever redirections the line has) into out,
+ * truncated to cap - 1 bytes and NUL-terminated. Returns the exit status, -1 when it did not exit. */
+int qm_test_run(const char *cmd, char *out, size_t cap);
+
 /* Resident set size of this process in bytes (from /proc/self/statm; 0 if unknown). */
 uint64_t qm_test_rss_bytes(void);
 
