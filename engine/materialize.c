@@ -340,8 +340,6 @@ static void host_scan(const enc *e, uint64_t first, uint64_t n, qm_hal_scan_resu
     }
 }
 
-#define QM_FAST_SUM_MIN 0x1p-968 /* below this the fast sum may have lost bits to underflow */
-
 /* What one rank found in its part of a state on the slow path. */
 typedef struct scan_rec {
     uint64_t first_bad; /* feature index within the state of the first NaN/Inf; UINT64_MAX: none */

@@ -37,6 +37,11 @@ struct qm_hal_stream {
     void *s;
 };
 
+struct qm_hal_event {
+    int dev;
+    void *ev;
+};
+
 qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -305,6 +310,120 @@ qm_code qm_hal_stream_sync(qm_hal *hal, qm_hal_stream *s, qm_status *st)
 }
 
 static void *stream_of(const qm_hal_stream *s, int dev) { return (s && s->dev == dev) ? s->s : NULL; }
+
+/* ---- events ----------------------------------------------------------------------------------- */
+
+qm_code qm_hal_event_create(qm_hal *hal, int dev, qm_hal_event **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    qm_code rc = check_dev(hal, dev, "event_create", st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "event_create: out must not be NULL");
+    qm_hal_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return qm_fail(st, QM_E_NOMEM, "event_create: out of host memory");
+    ev->dev = dev;
+    if (hal->ops->event_create && (rc = hal->ops->event_create(hal->ctx, dev, &ev->ev, st)) != QM_OK) {
+        free(ev);
+        return qm_status_prefix(st, "event_create on %s", hal->info[dev].id);
+    }
+    *out = ev;
+    return QM_OK;
+}
+
+void qm_hal_event_destroy(qm_hal *hal, qm_hal_event *ev)
+{
+    if (!hal || !ev)
+        return;
+    if (hal->ops->event_destroy)
+        hal->ops->event_destroy(hal->ctx, ev->dev, ev->ev);
+    free(ev);
+}
+
+/* The event and the stream (if any) must belong to the same device. */
+static qm_code check_event(const qm_hal *hal, const qm_hal_event *ev, const qm_hal_stream *s,
+                           const char *op, qm_status *st)
+{
+    if (!hal || !ev)
+        return qm_fail(st, QM_E_ARG, "%s: hal and event must not be NULL", op);
+    if (s && s->dev != ev->dev)
+        return qm_fail(st, QM_E_ARG, "%s: event on %s but stream on %s", op, hal->info[ev->dev].id,
+                       hal->info[s->dev].id);
+    return QM_OK;
+}
+
+qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_status *st)
+{
+    qm_code rc = check_event(hal, ev, s, "event_record", st);
+    if (rc != QM_OK || !hal->ops->event_record)
+        return rc;
+    if ((rc = hal->ops->event_record(hal->ctx, ev->dev, ev->ev, s ? s->s : NULL, st)) != QM_OK)
+        qm_status_prefix(st, "event_record on %s", hal->info[ev->dev].id);
+    return rc;
+}
+
+qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_status *st)
+{
+    qm_code rc = check_event(hal, ev, s, "stream_wait", st);
+    if (rc != QM_OK || !hal->ops->stream_wait)
+        return rc;
+    if ((rc = hal->ops->stream_wait(hal->ctx, ev->dev, s ? s->s : NULL, ev->ev, st)) != QM_OK)
+        qm_status_prefix(st, "stream_wait on %s", hal->info[ev->dev].id);
+    return rc;
+}
+
+qm_code qm_hal_event_sync(qm_hal *hal, qm_hal_event *ev, qm_status *st)
+{
+    qm_code rc = check_event(hal, ev, NULL, "event_sync", st);
+    if (rc != QM_OK || !hal->ops->event_sync)
+        return rc;
+    if ((rc = hal->ops->event_sync(hal->ctx, ev->dev, ev->ev, st)) != QM_OK)
+        qm_status_prefix(st, "event_sync on %s", hal->info[ev->dev].id);
+    return rc;
+}
+
+/* ---- host staging memory ---------------------------------------------------------------------- */
+
+qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!hal || !out || bytes == 0)
+        return qm_fail(st, QM_E_ARG, "host_alloc: hal and out must not be NULL and bytes > 0 "
+                       "(got %llu)", (unsigned long long)bytes);
+    if (bytes > SIZE_MAX)
+        return qm_fail(st, QM_E_NOMEM, "host_alloc: %llu bytes do not fit this host's address space",
+                       (unsigned long long)bytes);
+    if (hal->ops->host_alloc) {
+        qm_code rc = hal->ops->host_alloc(hal->ctx, bytes, out, st);
+        return rc == QM_OK ? rc : qm_status_prefix(st, "host_alloc of %llu bytes",
+                                                   (unsigned long long)bytes);
+    }
+    if (!(*out = malloc((size_t)bytes)))
+        return qm_fail(st, QM_E_NOMEM, "host_alloc: out of host memory for %llu bytes",
+                       (unsigned long long)bytes);
+    return QM_OK;
+}
+
+void qm_hal_host_free(qm_hal *hal, void *p)
+{
+    if (!hal || !p)
+        return;
+    if (hal->ops->host_free)
+        hal->ops->host_free(hal->ctx, p);
+    else
+        free(p);
+}
+
+bool qm_hal_host_is_pinned(const qm_hal *hal, const void *p)
+{
+    if (!hal || !p)
+        return false;
+    return hal->ops->host_is_pinned ? hal->ops->host_is_pinned(hal->ctx, p) : true;
+}
 
 /* ---- copies ----------------------------------------------------------------------------------- */
 
@@ -590,6 +709,48 @@ qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_str
                              a->input ? a->input->ptr : NULL, a, stream_of(s, a->state->dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "amp_scale on %s", hal->info[a->state->dev].id);
+    return QM_OK;
+}
+
+qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
+                         qm_status *st)
+{
+    if (!hal || !a || !a->state || !a->input || !a->sums)
+        return qm_fail(st, QM_E_ARG, "amp_batch: hal, args, state, input and sums must not be NULL");
+    if (!is_state_dtype(a->state_dtype) || !is_input_dtype(a->in_dtype))
+        return qm_fail(st, QM_E_DTYPE, "amp_batch: %s input into a %s state is not supported",
+                       dtn(a->in_dtype), dtn(a->state_dtype));
+    qm_code rc = check_period(a->period, a->period_valid, "amp_batch", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->period > ((uint64_t)1 << QM_RED_LOG2_BLOCK) || a->period_valid == 0)
+        return qm_fail(st, QM_E_ARG, "amp_batch: states of %llu slots with %llu values are not "
+                       "small states (1 to %llu slots, at least 1 value)",
+                       (unsigned long long)a->period, (unsigned long long)a->period_valid,
+                       (unsigned long long)((uint64_t)1 << QM_RED_LOG2_BLOCK));
+    if (a->n_states == 0)
+        return QM_OK;
+    if (a->n_states > UINT64_MAX / a->period)
+        return qm_fail(st, QM_E_ARG, "amp_batch: %llu states overflow", (unsigned long long)a->n_states);
+    if ((rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n_states * a->period,
+                          "amp_batch", "state", st)) != QM_OK ||
+        (rc = check_elems(hal, a->input, a->in_dtype, a->in_off, a->n_states * a->period_valid,
+                          "amp_batch", "input", st)) != QM_OK ||
+        (rc = check_elems(hal, a->sums, QM_DTYPE_FLOAT64, a->sums_off, a->n_states, "amp_batch",
+                          "sums", st)) != QM_OK)
+        return rc;
+    const int dev = a->state->dev;
+    if (a->input->dev != dev || a->sums->dev != dev)
+        return qm_fail(st, QM_E_ARG, "amp_batch: state on %s, input on %s, sums on %s: all must be "
+                       "on one device", hal->info[dev].id, hal->info[a->input->dev].id,
+                       hal->info[a->sums->dev].id);
+    if (!hal->ops->amp_batch)
+        return qm_fail(st, QM_E_UNSUPPORTED, "amp_batch: the %s backend has no fused batch kernel",
+                       qm_hal_kind_name(hal->ops->kind));
+    rc = hal->ops->amp_batch(hal->ctx, dev, a->state->ptr, a->input->ptr, a->sums->ptr, a,
+                             stream_of(s, dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "amp_batch on %s", hal->info[dev].id);
     return QM_OK;
 }
 

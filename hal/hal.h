@@ -20,6 +20,7 @@
 typedef struct qm_hal qm_hal;
 typedef struct qm_hal_buf qm_hal_buf;
 typedef struct qm_hal_stream qm_hal_stream;
+typedef struct qm_hal_event qm_hal_event;
 
 typedef enum qm_hal_kind {
     QM_HAL_SIM = 1,   /* CPU-simulated mesh */
@@ -83,6 +84,24 @@ void *qm_hal_buf_raw(const qm_hal_buf *buf);
 qm_code qm_hal_stream_create(qm_hal *hal, int dev, qm_hal_stream **out, qm_status *st);
 void qm_hal_stream_destroy(qm_hal *hal, qm_hal_stream *s);
 qm_code qm_hal_stream_sync(qm_hal *hal, qm_hal_stream *s, qm_status *st);
+
+/* --- events: order work between streams of one device (backends without events: no-ops, since
+ * their work is synchronous). An event is recorded on a stream; a stream told to wait for it starts
+ * its later work only once the work enqueued before the record has finished. ------------------- */
+qm_code qm_hal_event_create(qm_hal *hal, int dev, qm_hal_event **out, qm_status *st);
+void qm_hal_event_destroy(qm_hal *hal, qm_hal_event *ev); /* NULL is a no-op */
+qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_status *st);
+qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_status *st);
+/* Block the host until the work before the event's last record has finished. */
+qm_code qm_hal_event_sync(qm_hal *hal, qm_hal_event *ev, qm_status *st);
+
+/* --- host staging memory: page-locked on backends whose copies run faster from it (CUDA), plain
+ * malloc elsewhere. Not counted against any device. ------------------------------------------- */
+qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st);
+void qm_hal_host_free(qm_hal *hal, void *p); /* NULL is a no-op */
+/* Whether copies read host memory at p directly at full speed (page-locked memory on CUDA; always
+ * true on backends without such a distinction). Cannot fail. */
+bool qm_hal_host_is_pinned(const qm_hal *hal, const void *p);
 
 /* --- copies: destination before source; offsets and sizes in bytes, bounds-checked ------------ */
 qm_code qm_hal_copy_h2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const void *src,
@@ -172,6 +191,29 @@ typedef struct qm_hal_amp_scale_args {
     uint64_t in_first;
 } qm_hal_amp_scale_args;
 qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
+                         qm_status *st);
+
+/* Fused encode of whole small states (period <= 2^QM_RED_LOG2_BLOCK), each read once: state k
+ * (k < n_states) occupies slots [off + k * period, off + (k + 1) * period) of `state` and its
+ * period_valid values are input elements [in_off + k * period_valid, ...) of `input` (same device).
+ * For each state: its tree sum of squares (scale 1; qm_tree_sumsq over the whole state) goes to
+ * element sums_off + k of `sums` (a float64 device buffer); when that sum is finite and at least
+ * QM_FAST_SUM_MIN the state's slots become its amplitudes, x * (1 / sqrt(sum)) with zero padding
+ * (exactly what amp_scale writes with that coefficient), otherwise its values are stashed (exactly
+ * what stash writes) for the slow path. Enqueued on s. */
+typedef struct qm_hal_amp_batch_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off;
+    uint64_t period, period_valid;
+    uint64_t n_states;
+    const qm_hal_buf *input;
+    qm_dtype in_dtype;
+    uint64_t in_off;
+    qm_hal_buf *sums;
+    uint64_t sums_off;
+} qm_hal_amp_batch_args;
+qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
                          qm_status *st);
 
 /* --- collectives (optional in backends; fallback: d2h of each buffer) -------------------------- */

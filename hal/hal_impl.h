@@ -13,7 +13,7 @@
 
 #include "hal.h"
 
-#define QM_HAL_ABI 1
+#define QM_HAL_ABI 2 /* 2: events, host staging memory, amp_batch */
 
 typedef struct qm_hal_ops {
     qm_hal_kind kind;
@@ -77,6 +77,25 @@ typedef struct qm_hal_ops {
 
     /* Required. Frees ctx. */
     void (*destroy)(void *ctx);
+
+    /* ABI 2 */
+    /* Optional (NULL: events are no-ops, the backend being synchronous). An event belongs to one
+     * device; record and wait take that device's stream (NULL: the default stream). */
+    qm_code (*event_create)(void *ctx, int dev, void **out, qm_status *st);
+    void (*event_destroy)(void *ctx, int dev, void *ev);
+    qm_code (*event_record)(void *ctx, int dev, void *ev, void *s, qm_status *st);
+    qm_code (*stream_wait)(void *ctx, int dev, void *s, void *ev, qm_status *st);
+    qm_code (*event_sync)(void *ctx, int dev, void *ev, qm_status *st);
+
+    /* Optional (NULL: malloc/free; every pointer counts as pinned). */
+    qm_code (*host_alloc)(void *ctx, uint64_t bytes, void **out, qm_status *st);
+    void (*host_free)(void *ctx, void *p);
+    bool (*host_is_pinned)(void *ctx, const void *p);
+
+    /* Optional (NULL: the wrapper answers E-UNSUPPORTED and the engine stashes instead). Buffers
+     * as backend pointers, not offset. Enqueued on s. */
+    qm_code (*amp_batch)(void *ctx, int dev, void *state, const void *in, void *sums,
+                         const qm_hal_amp_batch_args *a, void *s, qm_status *st);
 } qm_hal_ops;
 
 /* Create the wrapper object around a backend. On failure, ops->destroy(ctx) has been called. */

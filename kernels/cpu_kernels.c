@@ -189,3 +189,27 @@ void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
                       in_dtype, !many && hi - lo >= QM_OMP_MIN_ELEMS);
     }
 }
+
+void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t period,
+                      uint64_t period_valid, uint64_t n_states, const void *in, qm_dtype in_dtype,
+                      uint64_t in_off, double *sums, uint64_t sums_off)
+{
+    const unsigned lp = (unsigned)__builtin_ctzll(period);
+    const size_t is = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4, ss = state_dtype == QM_DTYPE_COMPLEX128 ? 16 : 8;
+    const int64_t ns = (int64_t)n_states;
+#pragma omp parallel for schedule(static) if (n_states * period >= QM_OMP_MIN_ELEMS)
+    for (int64_t k = 0; k < ns; ++k) {
+        const void *x = (const char *)in + (in_off + (uint64_t)k * period_valid) * is;
+        const double sum = in_dtype == QM_DTYPE_FLOAT64
+                               ? qm_tree_sumsq((const double *)x, 1, period_valid, lp, 1.0)
+                               : qm_tree_sumsq_f32((const float *)x, 1, period_valid, lp, 1.0);
+        sums[sums_off + (uint64_t)k] = sum;
+        const uint64_t slot0 = off + (uint64_t)k * period;
+        if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
+            scale_segment(state, state_dtype, slot0, 0, period_valid, period, 1.0 / sqrt(sum), x,
+                          in_dtype, 0);
+        else /* the slow path rescales from the stash */
+            qm_cpu_stash((char *)state + slot0 * ss, state_dtype, 0, period, period_valid, x,
+                         in_dtype, 0, 0, period_valid);
+    }
+}

@@ -30,4 +30,9 @@ void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
                       const double *coeffs, const void *in, qm_dtype in_dtype, uint64_t in_first);
 
+/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h). */
+void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t period,
+                      uint64_t period_valid, uint64_t n_states, const void *in, qm_dtype in_dtype,
+                      uint64_t in_off, double *sums, uint64_t sums_off);
+
 #endif

@@ -42,6 +42,12 @@ int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t loc
                                  uint64_t period_valid, double coeff, const void *x, int in_f64,
                                  void *stream);
 
+/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h): `state` is state
+ * 0's slot 0, `in` its first value, `sums` its sum's slot (device pointers). period <= 2^14. */
+int qm_cuda_launch_amp_batch(void *state, int c128, uint64_t period, uint64_t period_valid,
+                             uint64_t n_states, const void *in, int in_f64, double *sums,
+                             void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,10 @@ QM_HD double qm_sq(double x, double scale)
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq, double)
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq_f32, float)
 
+/* A fast-path sum below this may have lost bits to underflow: such states (and non-finite sums)
+ * take the rescaled slow path. */
+#define QM_FAST_SUM_MIN 0x1p-968
+
 /* Data slots in the block of bs slots starting at global index gs (within one state). */
 QM_HD uint64_t qm_block_valid(uint64_t gs, uint64_t bs, uint64_t period, uint64_t period_valid)
 {

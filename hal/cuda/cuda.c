@@ -299,6 +299,96 @@ done:
     return rc;
 }
 
+static qm_code c_amp_batch(void *ctx, int dev, void *state, const void *in, void *sums,
+                           const qm_hal_amp_batch_args *a, void *s, qm_status *st)
+{
+    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_amp_batch((char *)state + a->off * slot_bytes(a->state_dtype),
+                                      a->state_dtype == QM_DTYPE_COMPLEX128, a->period,
+                                      a->period_valid, a->n_states,
+                                      (const char *)in + a->in_off * es,
+                                      a->in_dtype == QM_DTYPE_FLOAT64,
+                                      (double *)sums + a->sums_off, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "amp_batch launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "amp_batch", dev);
+    return QM_OK;
+}
+
+/* ---- events: the device's work ordered across streams without the host waiting ---------------- */
+
+static qm_code c_event_create(void *ctx, int dev, void **out, qm_status *st)
+{
+    cudaEvent_t ev = NULL;
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    CU(st, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate", dev);
+    *out = ev;
+    return QM_OK;
+}
+
+static void c_event_destroy(void *ctx, int dev, void *ev)
+{
+    if (cudaSetDevice(PH(ctx, dev)) != cudaSuccess || cudaEventDestroy((cudaEvent_t)ev) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static qm_code c_event_record(void *ctx, int dev, void *ev, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    CU(st, cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s), "cudaEventRecord", dev);
+    return QM_OK;
+}
+
+static qm_code c_stream_wait(void *ctx, int dev, void *s, void *ev, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    CU(st, cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, 0), "cudaStreamWaitEvent", dev);
+    return QM_OK;
+}
+
+static qm_code c_event_sync(void *ctx, int dev, void *ev, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    CU(st, cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize", dev);
+    return QM_OK;
+}
+
+/* ---- page-locked host staging ------------------------------------------------------------------ */
+
+static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st)
+{
+    (void)ctx;
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return qm_fail_backend(st, QM_E_NOMEM, (int)e, "cudaHostAlloc of %llu bytes failed: %s (%s)",
+                               (unsigned long long)bytes, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    *out = p;
+    return QM_OK;
+}
+
+static void c_host_free(void *ctx, void *p)
+{
+    (void)ctx;
+    if (cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static bool c_host_is_pinned(void *ctx, const void *p)
+{
+    (void)ctx;
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return at.type == cudaMemoryTypeHost;
+}
+
 static void c_destroy(void *ctx)
 {
     cuda_ctx *c = ctx;
@@ -334,6 +424,15 @@ static const qm_hal_ops cuda_ops = {
     .scan = c_scan,
     .amp_scale = c_amp_scale,
     .destroy = c_destroy,
+    .event_create = c_event_create,
+    .event_destroy = c_event_destroy,
+    .event_record = c_event_record,
+    .stream_wait = c_stream_wait,
+    .event_sync = c_event_sync,
+    .host_alloc = c_host_alloc,
+    .host_free = c_host_free,
+    .host_is_pinned = c_host_is_pinned,
+    .amp_batch = c_amp_batch,
 };
 
 qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st) { return qm_hal_cuda_open_logical(0, out, st); }

@@ -175,6 +175,75 @@ static qm_code f_allgather(void *ctx, int n_bufs, const qm_hal_buf *const *bufs,
     return qm_hal_allgather_fallback(f->iops, f->ictx, n_bufs, bufs, count, out, st);
 }
 
+static qm_code f_amp_batch(void *ctx, int dev, void *state, const void *in, void *sums,
+                           const qm_hal_amp_batch_args *a, void *s, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    if (!f->iops->amp_batch)
+        return qm_fail(st, QM_E_UNSUPPORTED, "the wrapped backend has no fused batch kernel");
+    qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
+    return rc != QM_OK ? rc : f->iops->amp_batch(f->ictx, dev, state, in, sums, a, s, st);
+}
+
+/* Events and host staging memory pass straight through (events are no-ops on the simulator; a
+ * failed host allocation is a host-memory error, not a device fault). */
+static qm_code f_event_create(void *ctx, int dev, void **out, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    *out = NULL;
+    return f->iops->event_create ? f->iops->event_create(f->ictx, dev, out, st) : QM_OK;
+}
+
+static void f_event_destroy(void *ctx, int dev, void *ev)
+{
+    fault_ctx *f = ctx;
+    if (f->iops->event_destroy)
+        f->iops->event_destroy(f->ictx, dev, ev);
+}
+
+static qm_code f_event_record(void *ctx, int dev, void *ev, void *s, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    return f->iops->event_record ? f->iops->event_record(f->ictx, dev, ev, s, st) : QM_OK;
+}
+
+static qm_code f_stream_wait(void *ctx, int dev, void *s, void *ev, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    return f->iops->stream_wait ? f->iops->stream_wait(f->ictx, dev, s, ev, st) : QM_OK;
+}
+
+static qm_code f_event_sync(void *ctx, int dev, void *ev, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    return f->iops->event_sync ? f->iops->event_sync(f->ictx, dev, ev, st) : QM_OK;
+}
+
+static qm_code f_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    if (f->iops->host_alloc)
+        return f->iops->host_alloc(f->ictx, bytes, out, st);
+    if (!(*out = malloc((size_t)bytes)))
+        return qm_fail(st, QM_E_NOMEM, "out of host memory for %llu bytes", (unsigned long long)bytes);
+    return QM_OK;
+}
+
+static void f_host_free(void *ctx, void *p)
+{
+    fault_ctx *f = ctx;
+    if (f->iops->host_free)
+        f->iops->host_free(f->ictx, p);
+    else
+        free(p);
+}
+
+static bool f_host_is_pinned(void *ctx, const void *p)
+{
+    fault_ctx *f = ctx;
+    return f->iops->host_is_pinned ? f->iops->host_is_pinned(f->ictx, p) : true;
+}
+
 static void f_destroy(void *ctx)
 {
     fault_ctx *f = ctx;
@@ -206,6 +275,15 @@ static const qm_hal_ops fault_ops = {
     .wrap_host = f_wrap_host,
     .allgather_f64 = f_allgather,
     .destroy = f_destroy,
+    .event_create = f_event_create,
+    .event_destroy = f_event_destroy,
+    .event_record = f_event_record,
+    .stream_wait = f_stream_wait,
+    .event_sync = f_event_sync,
+    .host_alloc = f_host_alloc,
+    .host_free = f_host_free,
+    .host_is_pinned = f_host_is_pinned,
+    .amp_batch = f_amp_batch,
 };
 
 qm_code qm_hal_fault_create(qm_hal *inner, const qm_fault_config *cfg, qm_hal **out, qm_status *st)

@@ -192,6 +192,18 @@ static qm_code sim_amp_scale(void *ctx, int dev, void *state, const void *in,
     return QM_OK;
 }
 
+static qm_code sim_amp_batch(void *ctx, int dev, void *state, const void *in, void *sums,
+                             const qm_hal_amp_batch_args *a, void *s, qm_status *st)
+{
+    (void)dev;
+    (void)s;
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "amp_batch");
+    qm_cpu_amp_batch(state, a->state_dtype, a->off, a->period, a->period_valid, a->n_states, in,
+                     a->in_dtype, a->in_off, sums, a->sums_off);
+    return QM_OK;
+}
+
 /* Simulated device memory is host memory: kernels read the caller's buffer where it is. */
 static qm_code sim_wrap_host(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
                              qm_status *st)
@@ -234,6 +246,7 @@ static const qm_hal_ops sim_ops = {
     .amp_scale = sim_amp_scale,
     .wrap_host = sim_wrap_host,
     .destroy = sim_destroy,
+    .amp_batch = sim_amp_batch,
 };
 
 static int info_id_cmp(const void *x, const void *y)
