@@ -16,6 +16,7 @@
  */
 #include "materialize_internal.h"
 #include "comm.h"
+#include "ingest.h"
 #include "plan.h"
 #include "qm_math.h"
 #include "state_internal.h"
@@ -50,6 +51,9 @@ typedef struct enc {
     bool distributed;          /* pieces and scans are exchanged between ranks */
     qm_hal_buf **mapped;       /* per shard: its input read in place (NULL: stashed) */
     uint64_t *mapped_first;    /* per shard: the input element of mapped[i]'s element 0 */
+    qm_ingest_shard *ing;      /* per shard: what the ingest step needs (fused: sums land here) */
+    double *fused_sums;        /* page-locked: the sums of every fused shard's states */
+    unsigned char *slow;       /* per state: took the rescaled slow path */
 } enc;
 
 /* Largest k such that pos is aligned to 2^k, 2^k fits in [pos, end) and k <= cap. */
@@ -135,50 +139,6 @@ static void input_range(const enc *e, uint64_t lo, uint64_t hi, uint64_t *e_lo, 
     *e_hi = s1 * e->F + (l1 + 1 < e->F ? l1 + 1 : e->F);
 }
 
-static qm_code read_input(const enc *e, uint64_t first, uint64_t count, void *dst, qm_status *st)
-{
-    const size_t is = qm_dtype_size(e->in->dtype);
-    if (e->in->read) {
-        qm_code rc = e->in->read(e->in->read_ctx, first, count, dst, st);
-        return rc == QM_OK ? rc : qm_status_prefix(st, "encode: reading input [%llu, %llu)",
-                                                   (unsigned long long)first,
-                                                   (unsigned long long)(first + count));
-    }
-    memcpy(dst, (const char *)e->in->data + first * is, (size_t)(count * is));
-    return QM_OK;
-}
-
-/* Stream one shard's input through its staging buffer into its slots. */
-static qm_code ingest_shard(const enc *e, int i, qm_hal_buf *staging, uint64_t chunk_elems,
-                            void *bounce, qm_status *st)
-{
-    const qm_shard_spec *s = &e->shards[i];
-    uint64_t e_lo, e_hi;
-    input_range(e, s->start, s->end, &e_lo, &e_hi);
-    const size_t is = qm_dtype_size(e->in->dtype);
-    uint64_t half = 0; /* alternate the two halves of the staging buffer */
-    for (uint64_t pos = e_lo; pos < e_hi; pos += chunk_elems, half ^= 1) {
-        const uint64_t c = e_hi - pos < chunk_elems ? e_hi - pos : chunk_elems;
-        const uint64_t in_off = qm_hal_buf_bytes(staging) >= 2 * chunk_elems * is ? half * chunk_elems : 0;
-        /* input already in host memory goes to the device as it is (pinned memory stays pinned);
-         * a reader fills the bounce buffer first */
-        const void *src = e->in->data ? (const char *)e->in->data + pos * is : bounce;
-        qm_code rc = e->in->data ? QM_OK : read_input(e, pos, c, bounce, st);
-        if (rc == QM_OK)
-            rc = qm_hal_copy_h2d(e->hal, staging, in_off * is, src, c * is, NULL, st);
-        if (rc == QM_OK) {
-            qm_hal_stash_args a = {.out = e->state->shards[i].buf, .out_dtype = e->sdt,
-                                   .slot_g0 = s->start, .period = e->N, .period_valid = e->F,
-                                   .in = staging, .in_dtype = e->in->dtype, .in_off = in_off,
-                                   .in_first = pos, .n = c};
-            rc = qm_hal_stash(e->hal, &a, NULL, st);
-        }
-        if (rc != QM_OK)
-            return rc;
-    }
-    return QM_OK;
-}
-
 static qm_code grow_blocks(enc *e, uint64_t n, qm_status *st)
 {
     if (n <= e->cap_blocks)
@@ -189,6 +149,24 @@ static qm_code grow_blocks(enc *e, uint64_t n, qm_status *st)
                        (unsigned long long)n);
     e->block_sums = b;
     e->cap_blocks = n;
+    return QM_OK;
+}
+
+/* Room for n more pieces. */
+static qm_code grow_pieces(enc *e, uint64_t n, qm_status *st)
+{
+    const uint64_t want = (uint64_t)e->n_pieces + n;
+    if (want > (uint64_t)INT32_MAX / 2)
+        return qm_fail(st, QM_E_NOMEM, "encode: %llu piece sums are too many",
+                       (unsigned long long)want);
+    if ((int)want <= e->cap_pieces)
+        return QM_OK;
+    const int cap = e->cap_pieces * 2 > (int)want ? e->cap_pieces * 2 : (int)want;
+    piece *p = realloc(e->pieces, (size_t)cap * sizeof *p);
+    if (!p)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d piece sums", cap);
+    e->pieces = p;
+    e->cap_pieces = cap;
     return QM_OK;
 }
 
@@ -217,14 +195,8 @@ static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, 
                                .in_first = e->mapped_first[i]};
         if ((rc = qm_hal_sumsq_sync(e->hal, &a, st)) != QM_OK)
             return qm_status_prefix(st, "encode: shard %d", i);
-        if (e->n_pieces + (int)run > e->cap_pieces) {
-            int cap = e->cap_pieces * 2 + (int)run;
-            piece *p = realloc(e->pieces, (size_t)cap * sizeof *p);
-            if (!p)
-                return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d piece sums", cap);
-            e->pieces = p;
-            e->cap_pieces = cap;
-        }
+        if ((rc = grow_pieces(e, run, st)) != QM_OK)
+            return rc;
         for (uint64_t r = 0; r < run; ++r)
             e->pieces[e->n_pieces++] = (piece){.off = pos + r * len, .log2n = k,
                                                .sum = qm_tree_combine(e->block_sums + r * per, per)};
@@ -258,6 +230,33 @@ static qm_code merge_pieces(enc *e, qm_status *st)
     QM_CHECK(st, top == 0);
     e->n_pieces = 0;
     return QM_OK;
+}
+
+/* Whole-state pieces for states first .. first + n - 1 with the given sums (fused shards). */
+static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double *sums, qm_status *st)
+{
+    qm_code rc = grow_pieces(e, n, st);
+    if (rc != QM_OK)
+        return rc;
+    for (uint64_t k = 0; k < n; ++k)
+        e->pieces[e->n_pieces++] = (piece){.off = (first + k) * e->N, .log2n = e->qubits,
+                                           .sum = sums[k]};
+    return QM_OK;
+}
+
+/* Amplitudes of slots [off, off + n) of shard i (relative to the shard), in place. */
+static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_status *st)
+{
+    const qm_shard_spec *s = &e->shards[i];
+    const uint64_t g0 = s->start + off, first = g0 / e->N;
+    qm_hal_amp_scale_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
+                               .off = off, .n = n, .g0 = g0, .period = e->N,
+                               .period_valid = e->F, .first_state = first,
+                               .n_coeffs = (g0 + n - 1) / e->N - first + 1,
+                               .coeffs = e->coeffs + first, .input = e->mapped[i],
+                               .in_dtype = e->in->dtype, .in_first = e->mapped_first[i]};
+    qm_code rc = qm_hal_amp_scale(e->hal, &a, NULL, st);
+    return rc == QM_OK ? rc : qm_status_prefix(st, "encode: shard %d", i);
 }
 
 typedef struct piece_rec {
@@ -373,7 +372,7 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
                 double d;
                 float f;
             } raw; /* the value itself, from the input (one element) */
-            if ((rc = read_input(e, sidx * e->F + mine.first_bad, 1, &raw, st)) == QM_OK)
+            if ((rc = qm_input_read(e->in, sidx * e->F + mine.first_bad, 1, &raw, st)) == QM_OK)
                 mine.bad_value = e->in->dtype == QM_DTYPE_FLOAT64 ? raw.d : (double)raw.f;
         }
         if (r.max_abs > mine.max_abs)
@@ -443,7 +442,6 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
 {
     qm_code rc;
     enc e = {0};
-    void *bounce = NULL;
     bool replicated = false;
     qm_status lst, *st = &lst; /* always a status to exchange between ranks */
     qm_status_clear(st);
@@ -476,24 +474,24 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     /* host bookkeeping first: a failure here touches no device */
     const size_t is = qm_dtype_size(in->dtype);
     const uint64_t chunk_bytes = opts && opts->chunk_bytes ? opts->chunk_bytes : QM_STAGING_CHUNK_BYTES;
-    const uint64_t chunk_elems = chunk_bytes / is ? chunk_bytes / is : 1;
     e.sums = malloc((size_t)e.B * sizeof *e.sums);
     e.coeffs = malloc((size_t)e.B * sizeof *e.coeffs);
+    e.slow = calloc((size_t)e.B, 1);
     e.mapped = calloc((size_t)n_shards, sizeof *e.mapped);
     e.mapped_first = calloc((size_t)n_shards, sizeof *e.mapped_first);
-    bounce = malloc((size_t)(chunk_elems * is));
-    if (!e.sums || !e.coeffs || !e.mapped || !e.mapped_first || !bounce)
+    e.ing = calloc((size_t)n_shards, sizeof *e.ing);
+    if (!e.sums || !e.coeffs || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
     if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
         e.state->batch = e.B;
 
-    /* phase A (local): allocate, ingest and sum shard by shard; staging lives only while its shard
-     * is ingested */
+    /* phase A (local): allocate every shard; input already in memory the device can read is read
+     * in place, the rest is ingested through staging (whole small states fused: one pass) */
+    uint64_t fused_states = 0;
     for (int i = 0; rc == QM_OK && i < n_shards; ++i) {
         const qm_shard_spec *s = &shards[i];
         qm_state_shard *sh = &e.state->shards[i];
-        qm_hal_buf *staging = NULL;
         sh->rank = s->rank;
         sh->device = s->device;
         sh->start = s->start;
@@ -506,7 +504,6 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         uint64_t e_lo, e_hi;
         input_range(&e, s->start, s->end, &e_lo, &e_hi);
         if (e_hi > e_lo && in->data) {
-            /* input in host memory: read in place where the backend can (no staging copy) */
             rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
                                       (e_hi - e_lo) * is, &e.mapped[i], st);
             if (rc == QM_OK) {
@@ -519,19 +516,31 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                 break;
             }
         }
-        if (e_hi > e_lo && !e.mapped[i]) {
-            const uint64_t n_in = e_hi - e_lo;
-            const uint64_t stage = n_in < 2 * chunk_elems ? n_in : 2 * chunk_elems;
-            if ((rc = qm_hal_buf_alloc(hal, s->device, stage * is, &staging, st)) == QM_OK)
-                rc = ingest_shard(&e, i, staging, chunk_elems, bounce, st);
-            qm_hal_buf_free(hal, staging);
-            if (rc != QM_OK) {
-                if (strncmp(st->msg, "encode", 6) != 0)
-                    qm_status_prefix(st, "encode: shard %d", i);
-                break;
+        e.ing[i] = (qm_ingest_shard){.state = sh->buf, .device = s->device, .slot_start = s->start,
+                                     .slot_end = e.mapped[i] || e_hi <= e_lo ? s->start : s->end};
+        e.ing[i].fused = !e.mapped[i] && e_hi > e_lo && qubits <= QM_RED_LOG2_BLOCK &&
+                         s->start % e.N == 0 && s->end % e.N == 0 && qm_hal_has_amp_batch(hal);
+        if (e.ing[i].fused)
+            fused_states += (s->end - s->start) / e.N;
+    }
+    if (rc == QM_OK && fused_states > 0 &&
+        (rc = qm_hal_host_alloc(hal, fused_states * sizeof(double), (void **)&e.fused_sums, st)) == QM_OK)
+        for (int i = 0, at = 0; i < n_shards; ++i)
+            if (e.ing[i].fused) {
+                e.ing[i].sums = e.fused_sums + at;
+                at += (int)((shards[i].end - shards[i].start) / e.N);
             }
-        }
-        if (i < e.n_norm)
+    if (rc == QM_OK) {
+        qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
+                           .in = in, .chunk_bytes = chunk_bytes};
+        rc = qm_ingest_run(&r, e.ing, n_shards, st);
+    }
+    /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
+    for (int i = 0; rc == QM_OK && i < e.n_norm; ++i) {
+        const qm_shard_spec *s = &shards[i];
+        if (e.ing[i].fused)
+            rc = add_state_pieces(&e, s->start / e.N, (s->end - s->start) / e.N, e.ing[i].sums, st);
+        else
             rc = sum_range(&e, i, s->start, s->end, 1.0, st);
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)n_shards);
@@ -543,26 +552,25 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     /* phase C: coefficients; the slow path is collective and every rank takes it alike */
     for (uint64_t k = 0; k < e.B; ++k) {
         const double sum = e.sums[k];
-        if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
+        if (isfinite(sum) && sum >= QM_FAST_SUM_MIN) {
             e.coeffs[k] = 1.0 / sqrt(sum);
-        else if ((rc = retry_state(&e, k, st)) != QM_OK)
+            continue;
+        }
+        e.slow[k] = 1;
+        if ((rc = retry_state(&e, k, st)) != QM_OK)
             goto done;
     }
-    /* phase D (local): amplitudes */
-    for (int i = 0; i < n_shards; ++i) {
+    /* phase D (local): amplitudes (fused shards already hold them, except for slow states) */
+    for (int i = 0; i < n_shards && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &shards[i];
-        const uint64_t first = s->start / e.N;
-        qm_hal_amp_scale_args a = {.state = e.state->shards[i].buf, .state_dtype = out_dtype,
-                                   .off = 0, .n = s->end - s->start, .g0 = s->start, .period = e.N,
-                                   .period_valid = e.F, .first_state = first,
-                                   .n_coeffs = (s->end - 1) / e.N - first + 1,
-                                   .coeffs = e.coeffs + first, .input = e.mapped[i],
-                                   .in_dtype = in->dtype, .in_first = e.mapped_first[i]};
-        if ((rc = qm_hal_amp_scale(hal, &a, NULL, st)) != QM_OK) {
-            qm_status_prefix(st, "encode: shard %d", i);
-            break;
+        if (e.ing[i].fused) {
+            for (uint64_t k = s->start / e.N; k < s->end / e.N && rc == QM_OK; ++k)
+                if (e.slow[k])
+                    rc = write_amps(&e, i, k * e.N - s->start, e.N, st);
+        } else {
+            rc = write_amps(&e, i, 0, s->end - s->start, st);
         }
-        if (opts && opts->progress)
+        if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
@@ -574,7 +582,9 @@ done:
         qm_hal_buf_free(hal, e.mapped[i]);
     free(e.mapped);
     free(e.mapped_first);
-    free(bounce);
+    free(e.ing);
+    free(e.slow);
+    qm_hal_host_free(hal, e.fused_sums);
     free(e.pieces);
     free(e.block_sums);
     free(e.sums);

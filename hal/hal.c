@@ -754,6 +754,8 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
     return QM_OK;
 }
 
+bool qm_hal_has_amp_batch(const qm_hal *hal) { return hal && hal->ops->amp_batch; }
+
 /* ---- collectives ------------------------------------------------------------------------------ */
 
 qm_code qm_hal_allgather_fallback(const qm_hal_ops *ops, void *ctx, int n_bufs,

@@ -215,6 +215,9 @@ typedef struct qm_hal_amp_batch_args {
 } qm_hal_amp_batch_args;
 qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
                          qm_status *st);
+/* Whether the backend has the fused batch kernel (else qm_hal_amp_batch answers E-UNSUPPORTED).
+ * Cannot fail. */
+bool qm_hal_has_amp_batch(const qm_hal *hal);
 
 /* --- collectives (optional in backends; fallback: d2h of each buffer) -------------------------- */
 /* Gather `count` float64 values from each of n_bufs device buffers (offset 0) into host `out`

@@ -1,7 +1,8 @@
 // cuda_kernels.cu — CUDA kernels and their launchers (kept thin: no allocation, no sync, no
 // messages). The maths comes from qm_math.h so the results equal the CPU kernels bit for bit
-// (compiled with --fmad=false). These are the straightforward first versions: one thread per
-// reduction block, grid-stride loops elsewhere; bandwidth-tuned kernels come with the CUDA issue.
+// (compiled with --fmad=false). The large-state paths are tuned (block sums: one CUDA block per
+// reduction block with warp-shuffle trees; amplitudes: 16-byte loads and stores); the general
+// kernels (grid-stride, one thread per reduction block for blocks under 2^11) serve the rest.
 #include "cuda_kernels.h"
 #include "qm_math.h"
 
@@ -53,42 +54,44 @@ __global__ void sumsq_kernel(const double *x, uint64_t k, uint64_t g0, uint64_t 
     }
 }
 
-// ---- the fast path: block sums read straight from an input buffer ------------------------------
-// One CUDA block of 256 threads per reduction block of 2^lb elements (9 <= lb <= 14). Warp w owns
-// the aligned quarter... eighth W = 2^lb / 8 of it, in chunks of 64 consecutive elements that the
-// warp loads coalesced (two per lane). Inside a chunk, lane l holds elements 2l and 2l+1: their
-// squares summed, then xor-shuffles with offsets 1, 2, 4, 8, 16 combine neighbouring subtrees, which
-// is exactly the pairwise tree of qm_math.h (a + b and b + a round alike). Chunk c's sum is kept by
-// lane c; the same shuffles then combine the chunk sums, and thread 0 combines the 8 warp sums
-// pairwise. Elements past the block's data count as 0, as on the CPU.
-template <typename T>
-__device__ __forceinline__ double qm_load_sq(const T *p, uint64_t e, uint64_t valid, double scale)
-{
-    return e < valid ? qm_sq((double)p[e], scale) : 0.0;
-}
+// ---- the fast path: one CUDA block of 256 threads per reduction block of 2^lb elements ---------
+// (11 <= lb <= 14). Warp w owns the aligned eighth W = 2^lb / 8 of the block, in chunks of 256
+// consecutive elements; in a chunk, lane l owns the 8 elements 8l..8l+7 and sums them as one leaf
+// of qm_math.h (qm_leaf8_combine). Xor-shuffles with offsets 1, 2, 4, 8, 16 then combine
+// neighbouring leaves, which is exactly the pairwise tree (a + b and b + a round alike); chunk c's
+// sum is kept by lane c, the same shuffles combine the chunk sums (lanes past the last chunk hold
+// +0, and adding +0 is exact), and thread 0 combines the 8 warp sums pairwise. Elements past the
+// block's data count as 0, as on the CPU. Each lane loads 64 bytes of float64 per chunk (four
+// 16-byte loads) and two chunks are in flight before the first shuffle.
+#define QM_FULL_MASK 0xffffffffu
 
 __device__ __forceinline__ double warp_tree(double v)
 {
     for (int off = 1; off < 32; off <<= 1)
-        v = v + __shfl_xor_sync(0xffffffffu, v, off);
+        v = v + __shfl_xor_sync(QM_FULL_MASK, v, off);
     return v;
 }
 
-// The tree of one reduction block, given pair(e) = sq(x[e]) + sq(x[e + 1]) for the block's
-// elements (0 past the data): the structure described above, shared by the input and stash kernels.
-template <typename Pair>
-__device__ __forceinline__ void block_tree(const Pair &pair, uint64_t bs, double *out_b)
+template <typename Leaf>
+__device__ __forceinline__ void block_tree(const Leaf &leaf, uint64_t bs, double *out_b)
 {
     __shared__ double warp_sums[8];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const uint64_t W = bs >> 3, chunks = W >> 6;
+    const uint64_t W = bs >> 3;
+    const unsigned chunks = (unsigned)(W >> 8); /* 1..8 */
+    const uint64_t first = (uint64_t)warp * W + 8 * (uint64_t)lane;
     double mine = 0.0;
-    for (uint64_t c = 0; c < chunks; ++c) {
-        double v = pair((uint64_t)warp * W + c * 64 + 2 * (uint64_t)lane);
-        for (int off = 1; off < 32; off <<= 1) /* levels 2..6 of the chunk's tree */
-            v = v + __shfl_xor_sync(0xffffffffu, v, off);
-        if ((uint64_t)lane == c)
-            mine = v;
+    for (unsigned c = 0; c < chunks; c += 2) {
+        double a = leaf(first + (uint64_t)c * 256);
+        double b = c + 1 < chunks ? leaf(first + (uint64_t)(c + 1) * 256) : 0.0;
+        for (int off = 1; off < 32; off <<= 1) { /* the chunk's levels above the leaves */
+            a = a + __shfl_xor_sync(QM_FULL_MASK, a, off);
+            b = b + __shfl_xor_sync(QM_FULL_MASK, b, off);
+        }
+        if ((unsigned)lane == c)
+            mine = a;
+        else if ((unsigned)lane == c + 1)
+            mine = b;
     }
     const double wsum = warp_tree(mine); /* chunk sums of this warp, pairwise */
     if (lane == 0)
@@ -100,6 +103,75 @@ __device__ __forceinline__ void block_tree(const Pair &pair, uint64_t bs, double
     }
 }
 
+/* The leaf of the 8 values at elements [e, e + 8) of a block: vector loads when the block is all
+ * data and 16-byte aligned, else one checked load per element. */
+template <typename T>
+struct input_leaf {
+    const T *base;
+    uint64_t valid;
+    bool vec;
+    double scale;
+    __device__ __forceinline__ double operator()(uint64_t e) const
+    {
+        double q[8];
+        if (vec && sizeof(T) == 8) {
+            const double2 *p = (const double2 *)(base + e);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const double2 v = __ldg(p + j);
+                q[2 * j] = qm_sq(v.x, scale);
+                q[2 * j + 1] = qm_sq(v.y, scale);
+            }
+        } else if (vec) {
+            const float4 *p = (const float4 *)(base + e);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const float4 v = __ldg(p + j);
+                q[4 * j] = qm_sq((double)v.x, scale);
+                q[4 * j + 1] = qm_sq((double)v.y, scale);
+                q[4 * j + 2] = qm_sq((double)v.z, scale);
+                q[4 * j + 3] = qm_sq((double)v.w, scale);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                q[j] = e + j < valid ? qm_sq((double)base[e + j], scale) : 0.0;
+        }
+        return qm_leaf8_combine(q);
+    }
+};
+
+/* The same over stashed values: stride k doubles (1: complex64 slots, 2: complex128 slots). */
+struct stash_leaf {
+    const double *base;
+    uint64_t k, valid;
+    bool aligned;
+    double scale;
+    __device__ __forceinline__ double operator()(uint64_t e) const
+    {
+        double q[8];
+        if (k == 2 && e + 8 <= valid && aligned) {
+            const double2 *p = (const double2 *)base + e;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                q[j] = qm_sq(p[j].x, scale);
+        } else if (k == 1 && e + 8 <= valid && aligned) {
+            const double2 *p = (const double2 *)(base + e);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const double2 v = p[j];
+                q[2 * j] = qm_sq(v.x, scale);
+                q[2 * j + 1] = qm_sq(v.y, scale);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                q[j] = e + j < valid ? qm_sq(base[(e + j) * k], scale) : 0.0;
+        }
+        return qm_leaf8_combine(q);
+    }
+};
+
 template <typename T>
 __global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t in_first,
                                                           uint64_t g0, uint64_t period,
@@ -110,23 +182,11 @@ __global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t 
     const uint64_t gs = g0 + b * bs;
     const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
     const T *base = valid ? in + ((gs / period) * period_valid + gs % period - in_first) : in;
-    /* two elements per lane in one 8- or 16-byte load where the pair is aligned and whole */
-    const bool aligned = ((uintptr_t)base % (2 * sizeof(T))) == 0;
-    auto pair = [&](uint64_t e) -> double {
-        if (aligned && e + 1 < valid) {
-            if (sizeof(T) == 8) {
-                const double2 p = __ldg((const double2 *)(base + e));
-                return qm_sq(p.x, scale) + qm_sq(p.y, scale);
-            }
-            const float2 p = __ldg((const float2 *)(base + e));
-            return qm_sq((double)p.x, scale) + qm_sq((double)p.y, scale);
-        }
-        return qm_load_sq(base, e, valid, scale) + qm_load_sq(base, e + 1, valid, scale);
-    };
-    block_tree(pair, bs, out + b);
+    const input_leaf<T> leaf = {base, valid, valid == bs && ((uintptr_t)base % 16) == 0, scale};
+    block_tree(leaf, bs, out + b);
 }
 
-// The same over stashed values (stride k doubles: 1 for complex64 slots, 2 for complex128).
+// The same over stashed values (slots of the state buffer; always 16-byte aligned).
 __global__ void __launch_bounds__(256) sumsq_stash_kernel(const double *state, uint64_t k,
                                                           uint64_t g0, uint64_t period,
                                                           uint64_t period_valid, unsigned lb,
@@ -135,12 +195,8 @@ __global__ void __launch_bounds__(256) sumsq_stash_kernel(const double *state, u
     const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
     const uint64_t valid = qm_block_valid(g0 + b * bs, bs, period, period_valid);
     const double *base = state + b * bs * k;
-    auto pair = [&](uint64_t e) -> double {
-        const double a0 = e < valid ? qm_sq(base[e * k], scale) : 0.0;
-        const double a1 = e + 1 < valid ? qm_sq(base[(e + 1) * k], scale) : 0.0;
-        return a0 + a1;
-    };
-    block_tree(pair, bs, out + b);
+    const stash_leaf leaf = {base, k, valid, k == 2 || ((uintptr_t)base % 16) == 0, scale};
+    block_tree(leaf, bs, out + b);
 }
 
 // In place over the stash of one state: slot i's double becomes its amplitude.
@@ -203,42 +259,54 @@ __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0,
     }
 }
 
-// The fast write path: every slot of one state, from an input buffer; two slots per thread with
-// 16-byte stores (complex128: two double2; complex64: one float4) when aligned.
+// The fast write path: every slot of one state, from an input buffer. Each thread writes 4
+// consecutive slots with 16-byte stores (complex128: four double2; complex64: two float4) from one
+// or two 16-byte loads when the input is aligned and all four slots are data; else slot by slot.
 template <typename T>
 __global__ void amp_one_state_kernel(void *state, int c128, uint64_t n, uint64_t local0,
                                      uint64_t period_valid, double coeff, const T *x)
 {
-    const uint64_t pairs = (n + 1) / 2;
-    const bool aligned = ((uintptr_t)x % (2 * sizeof(T))) == 0;
-    for (uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; t < pairs;
+    const uint64_t quads = (n + 3) / 4;
+    const bool aligned = ((uintptr_t)x % 16) == 0, out_aligned = ((uintptr_t)state % 16) == 0;
+    for (uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; t < quads;
          t += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t i = 2 * t;
-        const uint64_t l0 = local0 + i;
-        double a0 = 0.0, a1 = 0.0;
-        if (aligned && i + 1 < n && l0 + 1 < period_valid) { /* one 8- or 16-byte load */
+        const uint64_t i = 4 * t, l0 = local0 + i;
+        double a[4];
+        if (aligned && i + 4 <= n && l0 + 4 <= period_valid) {
             if (sizeof(T) == 8) {
                 const double2 p = __ldg((const double2 *)((const double *)x + i));
-                a0 = qm_amp(p.x, coeff);
-                a1 = qm_amp(p.y, coeff);
+                const double2 q = __ldg((const double2 *)((const double *)x + i) + 1);
+                a[0] = qm_amp(p.x, coeff);
+                a[1] = qm_amp(p.y, coeff);
+                a[2] = qm_amp(q.x, coeff);
+                a[3] = qm_amp(q.y, coeff);
             } else {
-                const float2 p = __ldg((const float2 *)((const float *)x + i));
-                a0 = qm_amp((double)p.x, coeff);
-                a1 = qm_amp((double)p.y, coeff);
+                const float4 p = __ldg((const float4 *)((const float *)x + i));
+                a[0] = qm_amp((double)p.x, coeff);
+                a[1] = qm_amp((double)p.y, coeff);
+                a[2] = qm_amp((double)p.z, coeff);
+                a[3] = qm_amp((double)p.w, coeff);
             }
         } else {
-            a0 = l0 < period_valid ? qm_amp((double)x[i], coeff) : 0.0;
-            a1 = i + 1 < n && l0 + 1 < period_valid ? qm_amp((double)x[i + 1], coeff) : 0.0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                a[j] = i + j < n && l0 + j < period_valid ? qm_amp((double)x[i + j], coeff) : 0.0;
         }
         if (c128) {
             double2 *o = (double2 *)state + i;
-            o[0] = make_double2(a0, 0.0);
-            if (i + 1 < n)
-                o[1] = make_double2(a1, 0.0);
-        } else if (i + 1 < n) {
-            *(float4 *)((float2 *)state + i) = make_float4((float)a0, 0.0f, (float)a1, 0.0f);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (i + j < n)
+                    o[j] = make_double2(a[j], 0.0);
+        } else if (i + 4 <= n && out_aligned) {
+            float4 *o = (float4 *)((float2 *)state + i);
+            o[0] = make_float4((float)a[0], 0.0f, (float)a[1], 0.0f);
+            o[1] = make_float4((float)a[2], 0.0f, (float)a[3], 0.0f);
         } else {
-            ((float2 *)state)[i] = make_float2((float)a0, 0.0f);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (i + j < n)
+                    ((float2 *)state)[i + j] = make_float2((float)a[j], 0.0f);
         }
     }
 }
@@ -280,7 +348,7 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
                                     uint64_t in_first, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (in && log2_block >= 9 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
+    if (in && log2_block >= 11 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
         if (in_f64)
             sumsq_input_kernel<double><<<(unsigned)n_blocks, 256, 0, s>>>(
                 (const double *)in, in_first, g0, period, period_valid, log2_block, scale, out_sums);
@@ -289,7 +357,7 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
                 (const float *)in, in_first, g0, period, period_valid, log2_block, scale, out_sums);
         return (int)cudaGetLastError();
     }
-    if (!in && log2_block >= 9 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
+    if (!in && log2_block >= 11 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
         sumsq_stash_kernel<<<(unsigned)n_blocks, 256, 0, s>>>(
             (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, scale, out_sums);
         return (int)cudaGetLastError();
@@ -328,7 +396,7 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
                                                                      period_valid, coeff);
         return (int)cudaGetLastError();
     }
-    const unsigned g = grid_for((n + 1) / 2, 256);
+    const unsigned g = grid_for((n + 3) / 4, 256);
     if (in_f64)
         amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
                                                        (const double *)x);

@@ -33,6 +33,12 @@ QM_HD double qm_sq(double x, double scale)
     return v * v;
 }
 
+/* The leaf of 8 squares: ((q0+q1)+(q2+q3))+((q4+q5)+(q6+q7)). */
+QM_HD double qm_leaf8_combine(const double q[8])
+{
+    return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+
 /* Tree sums over a block of 2^log2n elements whose first n_valid are data; element i is
  * x[i * stride] (stride 1: contiguous input or complex64 stash slots; 2: the real parts of
  * complex128 slots). Leaves of 8 are ((q0+q1)+(q2+q3))+((q4+q5)+(q6+q7)); leaves merge level by
@@ -49,7 +55,7 @@ QM_HD double qm_sq(double x, double scale)
             for (unsigned i = 0; i < 8; ++i)                                                       \
                 q[i] = i < valid ? qm_sq((double)x[i * stride], s) : 0.0;                          \
         }                                                                                          \
-        return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));                  \
+        return qm_leaf8_combine(q);                                                                \
     }                                                                                              \
     QM_HD double NAME(const T *x, uint64_t stride, uint64_t n_valid, unsigned log2n, double s)     \
     {                                                                                              \

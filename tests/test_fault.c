@@ -21,8 +21,9 @@ static qm_code read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_
 /* Run one encode of x (n values) on a 4-device fault-wrapped mesh; sweep k over every counted
  * call. With `streamed`, the input comes through a reader (staging buffers and copies); without,
  * from host memory that the simulated devices read in place. Returns the points swept. */
-static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, qm_code inject,
-                      qm_code expect_clean, bool streamed)
+static uint64_t sweep_layout(const double *x, uint64_t n, uint64_t batch, unsigned q,
+                             const qm_shard_spec *sh, int n_sh, unsigned points, qm_code inject,
+                             qm_code expect_clean, bool streamed)
 {
     qm_status st;
     qm_hal *sim, *hal;
@@ -30,20 +31,17 @@ static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, 
         return 0;
     qm_fault_config cfg = {.points = points, .fail_at = 0, .code = inject};
     CHECK_OK(qm_hal_fault_create(sim, &cfg, &hal, &st));
-    const uint64_t N = (uint64_t)1 << q;
-    /* uneven layout: 1 page + 2 pages + 1 page of N/4 on devices 2, 0, 3 */
-    qm_shard_spec sh[3] = {{0, 2, 0, N / 4}, {0, 0, N / 4, 3 * N / 4}, {0, 3, 3 * N / 4, N}};
-    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = streamed ? NULL : x, .n = n,
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = streamed ? NULL : x, .n = n, .batch = batch,
                        .read = streamed ? read_cb : NULL, .read_ctx = (void *)(uintptr_t)x};
     qm_state *s = NULL;
-    qm_code clean = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, NULL, &s, &st);
+    qm_code clean = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, n_sh, &in, NULL, &s, &st);
     CHECK(clean == expect_clean);
     qm_state_destroy(s);
     const uint64_t total = qm_hal_fault_calls(hal);
     for (uint64_t k = 1; k <= total; ++k) {
         qm_hal_fault_rearm(hal, k);
         s = (qm_state *)1;
-        qm_code rc = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, 3, &in, NULL, &s, &st);
+        qm_code rc = qm_materialize_amplitude(hal, q, QM_DTYPE_COMPLEX128, sh, n_sh, &in, NULL, &s, &st);
         CHECK(qm_hal_fault_fired(hal));
         CHECK(rc == inject);
         CHECK(s == NULL);
@@ -57,6 +55,15 @@ static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, 
     }
     qm_hal_destroy(hal);
     return total;
+}
+
+/* One state of 2^q amplitudes, uneven layout: 1 page + 2 pages + 1 page of N/4 on devices 2, 0, 3. */
+static uint64_t sweep(const double *x, uint64_t n, unsigned q, unsigned points, qm_code inject,
+                      qm_code expect_clean, bool streamed)
+{
+    const uint64_t N = (uint64_t)1 << q;
+    const qm_shard_spec sh[3] = {{0, 2, 0, N / 4}, {0, 0, N / 4, 3 * N / 4}, {0, 3, 3 * N / 4, N}};
+    return sweep_layout(x, n, 0, q, sh, 3, points, inject, expect_clean, streamed);
 }
 
 int main(void)
@@ -82,6 +89,27 @@ int main(void)
         CHECK_EQ_U64(c, streamed ? 2 : 0);
         CHECK_EQ_U64(l, streamed ? 2 + 3 + 3 : 3 + 3); /* (2 stash,) 3 sumsq, 3 amp_scale */
         CHECK_EQ_U64(all, a + c + l);
+    }
+    /* the fused batch path: 40 states of 64 slots (50 values each) streamed onto 2 devices as
+     * 25 + 15 whole states, with one state on the slow path (its values overflow the fast sum) */
+    {
+        const uint64_t B = 40, F = 50, N = 64;
+        double *xb = malloc(B * F * sizeof *xb);
+        for (uint64_t i = 0; i < B * F; ++i)
+            xb[i] = (double)((i * 2654435761u) % 1000) - 499.5;
+        for (uint64_t i = 0; i < F; ++i)
+            xb[7 * F + i] *= 1e300;
+        const qm_shard_spec sh[2] = {{0, 1, 0, 25 * N}, {0, 3, 25 * N, B * N}};
+        uint64_t a = sweep_layout(xb, F, B, 6, sh, 2, QM_FAULT_ALLOC, QM_E_CAPACITY, QM_OK, true);
+        uint64_t c = sweep_layout(xb, F, B, 6, sh, 2, QM_FAULT_COPY, QM_E_BACKEND, QM_OK, true);
+        uint64_t l = sweep_layout(xb, F, B, 6, sh, 2, QM_FAULT_LAUNCH, QM_E_BACKEND, QM_OK, true);
+        printf("fused batch input: %llu allocations, %llu copies, %llu launches\n",
+               (unsigned long long)a, (unsigned long long)c, (unsigned long long)l);
+        CHECK_EQ_U64(a, 4); /* 2 state buffers, 2 staging buffers */
+        CHECK_EQ_U64(c, 4); /* per shard: one chunk in, its sums out */
+        /* 2 amp_batch; slow state 7: scan, sumsq, amp_scale */
+        CHECK_EQ_U64(l, 2 + 3);
+        free(xb);
     }
     /* rescaled path: huge values take the scan + second sum */
     for (uint64_t i = 0; i < n; ++i)

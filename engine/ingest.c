@@ -1,0 +1,239 @@
+/* ingest.c — see ingest.h. The call path: qm_ingest_run sizes and opens one pipe per device,
+ * deals chunks to the shards round-robin (enqueue_chunk), then drains every pipe.
+ *
+ * Ordering within a pipe, for staging half h:
+ *   copy stream:    wait(freed[h]) -> H2D into half h -> record(copied[h])
+ *   compute stream: wait(copied[h]) -> stash or amp_batch (+ D2H of the sums) -> record(freed[h])
+ * and the host, before refilling its page-locked half h, waits for copied[h]. On backends
+ * without streams or events (the simulator) all of this runs synchronously, in the same order.
+ * Known wart: the host fills page-locked halves with one thread (memcpy or the reader), so pageable
+ * input is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
+ */
+#include "ingest.h"
+#include "qm_math.h"
+#include "status_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+qm_code qm_input_read(const qm_amp_input *in, uint64_t first, uint64_t count, void *dst,
+                      qm_status *st)
+{
+    const size_t is = qm_dtype_size(in->dtype);
+    if (in->read) {
+        qm_code rc = in->read(in->read_ctx, first, count, dst, st);
+        return rc == QM_OK ? rc : qm_status_prefix(st, "encode: reading input [%llu, %llu)",
+                                                   (unsigned long long)first,
+                                                   (unsigned long long)(first + count));
+    }
+    memcpy(dst, (const char *)in->data + first * is, (size_t)(count * is));
+    return QM_OK;
+}
+
+typedef struct pipe {
+    int dev;
+    qm_hal_stream *copy, *comp;
+    qm_hal_event *copied[2], *freed[2];
+    bool copied_rec[2], freed_rec[2];
+    qm_hal_buf *staging;       /* two halves of half_bytes */
+    char *host;                /* two page-locked halves; NULL when the input is copied in place */
+    uint64_t half_bytes;
+    int half;                  /* the half the next chunk uses */
+} pipe;
+
+typedef struct ingest {
+    const qm_ingest_req *r;
+    size_t is;                 /* input element bytes */
+    uint64_t chunk_elems;      /* values per chunk (stash) */
+    uint64_t chunk_states;     /* states per chunk (fused) */
+    bool in_place;             /* the input is page-locked host memory: copy from where it lies */
+    pipe *pipes;
+    int n_pipes;
+} ingest;
+
+/* The shard's input elements [*lo, *hi) (empty for a shard with no slots to ingest). */
+static void shard_input(const qm_ingest_req *r, const qm_ingest_shard *s, uint64_t *lo, uint64_t *hi)
+{
+    *lo = *hi = 0;
+    if (s->slot_end > s->slot_start)
+        qm_input_range(s->slot_start, s->slot_end, r->period, r->period_valid, lo, hi);
+}
+
+static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+/* Bytes of one staging half that a chunk of the shard needs (its input, and for a fused shard
+ * the sums of its states behind it, 8-byte aligned). */
+static uint64_t half_need(const ingest *g, const qm_ingest_shard *s)
+{
+    uint64_t lo, hi;
+    shard_input(g->r, s, &lo, &hi);
+    if (!s->fused) {
+        const uint64_t n = hi - lo < g->chunk_elems ? hi - lo : g->chunk_elems;
+        return round_up(n * g->is, 16);
+    }
+    const uint64_t states = (s->slot_end - s->slot_start) / g->r->period;
+    const uint64_t k = states < g->chunk_states ? states : g->chunk_states;
+    return round_up(round_up(k * g->r->period_valid * g->is, 8) + 8 * k, 16);
+}
+
+static pipe *pipe_of(ingest *g, int dev)
+{
+    for (int i = 0; i < g->n_pipes; ++i)
+        if (g->pipes[i].dev == dev)
+            return &g->pipes[i];
+    return NULL;
+}
+
+static qm_code pipe_open(ingest *g, pipe *p, qm_status *st)
+{
+    qm_hal *hal = g->r->hal;
+    qm_code rc = qm_hal_stream_create(hal, p->dev, &p->copy, st);
+    if (rc == QM_OK)
+        rc = qm_hal_stream_create(hal, p->dev, &p->comp, st);
+    for (int h = 0; h < 2 && rc == QM_OK; ++h)
+        if ((rc = qm_hal_event_create(hal, p->dev, &p->copied[h], st)) == QM_OK)
+            rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
+    if (rc == QM_OK)
+        rc = qm_hal_buf_alloc(hal, p->dev, 2 * p->half_bytes, &p->staging, st);
+    if (rc == QM_OK && !g->in_place)
+        rc = qm_hal_host_alloc(hal, 2 * p->half_bytes, (void **)&p->host, st);
+    return rc;
+}
+
+/* Wait for everything enqueued on the pipe; keeps the first error in st. */
+static qm_code pipe_drain(qm_hal *hal, pipe *p, qm_code rc, qm_status *st)
+{
+    qm_status tmp;
+    qm_status *s = rc == QM_OK ? st : &tmp;
+    qm_code a = p->comp ? qm_hal_stream_sync(hal, p->comp, s) : QM_OK;
+    if (a != QM_OK)
+        s = &tmp;
+    qm_code b = p->copy ? qm_hal_stream_sync(hal, p->copy, s) : QM_OK;
+    return rc != QM_OK ? rc : (a != QM_OK ? a : b);
+}
+
+static void pipe_close(qm_hal *hal, pipe *p)
+{
+    qm_hal_host_free(hal, p->host);
+    qm_hal_buf_free(hal, p->staging);
+    for (int h = 0; h < 2; ++h) {
+        qm_hal_event_destroy(hal, p->copied[h]);
+        qm_hal_event_destroy(hal, p->freed[h]);
+    }
+    qm_hal_stream_destroy(hal, p->copy);
+    qm_hal_stream_destroy(hal, p->comp);
+}
+
+/* Enqueue input elements [pos, pos + c) of shard s (whole states when fused). */
+static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, uint64_t pos, uint64_t c,
+                             qm_status *st)
+{
+    const qm_ingest_req *r = g->r;
+    qm_hal *hal = r->hal;
+    pipe *p = pipe_of(g, s->device);
+    const int h = p->half;
+    p->half ^= 1;
+    const uint64_t half_off = (uint64_t)h * p->half_bytes;
+    const void *src = (const char *)r->in->data + pos * g->is;
+    qm_code rc = QM_OK;
+    if (!g->in_place) { /* refill page-locked half h once its previous copy has finished */
+        if (p->copied_rec[h] && (rc = qm_hal_event_sync(hal, p->copied[h], st)) != QM_OK)
+            return rc;
+        if ((rc = qm_input_read(r->in, pos, c, p->host + half_off, st)) != QM_OK)
+            return rc;
+        src = p->host + half_off;
+    }
+    if (p->freed_rec[h] && (rc = qm_hal_stream_wait(hal, p->copy, p->freed[h], st)) != QM_OK)
+        return rc;
+    if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off, src, c * g->is, p->copy, st)) != QM_OK ||
+        (rc = qm_hal_event_record(hal, p->copied[h], p->copy, st)) != QM_OK)
+        return rc;
+    p->copied_rec[h] = true;
+    if ((rc = qm_hal_stream_wait(hal, p->comp, p->copied[h], st)) != QM_OK)
+        return rc;
+    if (s->fused) {
+        const uint64_t first = pos / r->period_valid, k = c / r->period_valid;
+        const uint64_t shard_state0 = s->slot_start / r->period;
+        const uint64_t sums_at = half_off + round_up(c * g->is, 8);
+        qm_hal_amp_batch_args a = {.state = s->state, .state_dtype = r->state_dtype,
+                                   .off = first * r->period - s->slot_start, .period = r->period,
+                                   .period_valid = r->period_valid, .n_states = k,
+                                   .input = p->staging, .in_dtype = r->in->dtype,
+                                   .in_off = half_off / g->is, .sums = p->staging,
+                                   .sums_off = sums_at / 8};
+        if ((rc = qm_hal_amp_batch(hal, &a, p->comp, st)) != QM_OK ||
+            (rc = qm_hal_copy_d2h(hal, s->sums + (first - shard_state0), p->staging, sums_at, 8 * k,
+                                  p->comp, st)) != QM_OK)
+            return rc;
+    } else {
+        qm_hal_stash_args a = {.out = s->state, .out_dtype = r->state_dtype,
+                               .slot_g0 = s->slot_start, .period = r->period,
+                               .period_valid = r->period_valid, .in = p->staging,
+                               .in_dtype = r->in->dtype, .in_off = half_off / g->is,
+                               .in_first = pos, .n = c};
+        if ((rc = qm_hal_stash(hal, &a, p->comp, st)) != QM_OK)
+            return rc;
+    }
+    if ((rc = qm_hal_event_record(hal, p->freed[h], p->comp, st)) != QM_OK)
+        return rc;
+    p->freed_rec[h] = true;
+    return QM_OK;
+}
+
+qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int n, qm_status *st)
+{
+    ingest g = {.r = r, .is = qm_dtype_size(r->in->dtype)};
+    const uint64_t F = r->period_valid;
+    g.chunk_elems = r->chunk_bytes / g.is ? r->chunk_bytes / g.is : 1;
+    g.chunk_states = r->chunk_bytes / (F * g.is + 8);
+    if (g.chunk_states == 0)
+        g.chunk_states = 1;
+    g.in_place = r->in->data && qm_hal_host_is_pinned(r->hal, r->in->data);
+    uint64_t *cursor = calloc((size_t)n, sizeof *cursor);
+    g.pipes = calloc((size_t)n, sizeof *g.pipes);
+    qm_code rc = QM_OK;
+    if (!cursor || !g.pipes)
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    /* one pipe per device, its halves sized for the largest chunk of its shards */
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        uint64_t lo, hi;
+        shard_input(r, &shards[i], &lo, &hi);
+        cursor[i] = lo;
+        if (hi <= lo)
+            continue;
+        pipe *p = pipe_of(&g, shards[i].device);
+        if (!p) {
+            p = &g.pipes[g.n_pipes++];
+            p->dev = shards[i].device;
+        }
+        const uint64_t need = half_need(&g, &shards[i]);
+        p->half_bytes = need > p->half_bytes ? need : p->half_bytes;
+    }
+    for (int k = 0; rc == QM_OK && k < g.n_pipes; ++k)
+        if ((rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
+            qm_status_prefix(st, "encode: staging on device %d", g.pipes[k].dev);
+    /* chunks dealt round-robin, so every device has work in flight */
+    for (bool more = rc == QM_OK; more && rc == QM_OK;) {
+        more = false;
+        for (int i = 0; i < n && rc == QM_OK; ++i) {
+            uint64_t lo, hi;
+            shard_input(r, &shards[i], &lo, &hi);
+            if (cursor[i] >= hi)
+                continue;
+            const uint64_t max = shards[i].fused ? g.chunk_states * F : g.chunk_elems;
+            const uint64_t c = hi - cursor[i] < max ? hi - cursor[i] : max;
+            if ((rc = enqueue_chunk(&g, &shards[i], cursor[i], c, st)) != QM_OK &&
+                strncmp(st->msg, "encode", 6) != 0)
+                qm_status_prefix(st, "encode: shard %d", i);
+            cursor[i] += c;
+            more = true;
+        }
+    }
+    for (int k = 0; k < g.n_pipes; ++k) {
+        rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
+        pipe_close(r->hal, &g.pipes[k]);
+    }
+    free(g.pipes);
+    free(cursor);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* ingest.h — the ingest step of materialize: each shard's own input values onto its device.
+ *
+ * One pipe per device: a device staging buffer of two halves, a copy stream and a compute stream,
+ * and events between them, so that the copy of chunk k+1 overlaps the kernel of chunk k and every
+ * device works at once (chunks are dealt to the shards round-robin). Input already in page-locked
+ * host memory is copied from where it lies; pageable input and reader input pass through two
+ * page-locked host halves per pipe (the host fills one while the other is being copied).
+ * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
+ * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
+ * sums of squares landing in the half's tail and then in host memory.
+ * Must not: read input outside a shard's own range; return before every enqueued copy and kernel
+ * has finished (also on failure), so the caller may free what it likes.
+ */
+#ifndef QM_INGEST_H
+#define QM_INGEST_H
+
+#include "hal.h"
+#include "materialize_internal.h"
+
+typedef struct qm_ingest_shard {
+    qm_hal_buf *state;          /* the shard's state buffer (slots [slot_start, slot_end)) */
+    int device;
+    uint64_t slot_start, slot_end;
+    bool fused;                 /* whole states, period <= 2^QM_RED_LOG2_BLOCK: amp_batch */
+    double *sums;               /* fused: one sum per state of the shard (host, page-locked) */
+} qm_ingest_shard;
+
+typedef struct qm_ingest_req {
+    qm_hal *hal;
+    uint64_t period, period_valid; /* slots and values per state */
+    qm_dtype state_dtype;
+    const qm_amp_input *in;
+    uint64_t chunk_bytes;          /* one staging half */
+} qm_ingest_req;
+
+/* Copy input elements [first, first + count) into dst (through the reader when there is one). */
+qm_code qm_input_read(const qm_amp_input *in, uint64_t first, uint64_t count, void *dst,
+                      qm_status *st);
+
+/* Ingest every shard of `shards` (n > 0; shards whose input range is empty are skipped). On
+ * failure the first error is reported after all enqueued work has drained; state contents are
+ * then unspecified. */
+qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int n, qm_status *st);
+
+#endif
