@@ -4,6 +4,9 @@
 #   cuda/diff tests and the whole suite, run the CUDA encode of the digits set and a 30-qubit
 #   state, and leave logs under $OUT (or out/gpu when OUT is unset).
 # Usage: scripts/gpu-routine.sh [extra ctest args]
+# Environment: QM_CUDA_BIG=1 also runs test_cuda_big (33 qubits, 128 GiB) on its own;
+# QM_BENCH_FILTER=regex picks benchmarks; QM_NCU=1 profiles the bandwidth kernels with Nsight
+# Compute (clock control off) into $OUT/ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -24,7 +27,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUD
 log "build"
 cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 log "ctest (all labels, GPU present)"
-(cd build-gpu && ctest --output-on-failure "$@") > "$OUT/ctest.log" 2>&1
+(cd build-gpu && env -u QM_CUDA_BIG ctest -j4 --output-on-failure "$@") > "$OUT/ctest.log" 2>&1
 tail -25 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
 log "qmesh devices --backend cuda"
 build-gpu/qmesh devices --backend cuda 2>&1 | tee -a "$OUT/summary.txt"
@@ -49,5 +52,18 @@ if [ -x build-gpu/bench/bench_cuda ]; then
   build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
       --benchmark_filter="${QM_BENCH_FILTER:-.}" \
       2>&1 | tee "$OUT/bench_cuda.txt" | grep -E "median|Benchmark" | tee -a "$OUT/summary.txt"
+fi
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ "${QM_NCU:-0}" = 1 ] && [ -n "$NCU" ] && [ -x build-gpu/bench/bench_cuda ]; then
+  log "ncu ($NCU)"
+  for f in "BM_Pass/30/1:sumsq_input_kernel" "BM_Pass/30/0:amp_one_state_kernel" \
+           "BM_Batch:amp_batch" "BM_HostInput/30/1:stash_kernel"; do
+    "$NCU" --clock-control none -k "regex:${f#*:}" -s 2 -c 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats build-gpu/bench/bench_cuda --benchmark_filter="${f%%:*}" \
+        >> "$OUT/ncu.txt" 2>&1
+  done
+  grep -E "^  [a-z_]|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" \
+      "$OUT/ncu.txt" | tee -a "$OUT/summary.txt"
 fi
 exit 0
