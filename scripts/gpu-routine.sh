@@ -43,6 +43,13 @@ if [ -s data/digits.csv.gz ]; then
       --drop-column 64 --out /tmp/digits-sim.npy > /dev/null 2>&1
   cmp "$OUT/digits-cuda.npy" /tmp/digits-sim.npy && log "digits: cuda and sim outputs are byte-identical"
 fi
+log "qmesh encode --backend cuda: a 30-qubit state (2^30 float64 from a .npy file)"
+H200=scenarios/measured/h200-single-2026-12-02.yaml
+python3 -c "import numpy as np; np.save('/tmp/x30.npy', np.random.default_rng(7).standard_normal(2**30))" &&
+  build-gpu/qmesh encode --backend cuda --scenario $H200 --input /tmp/x30.npy 2>&1 | tail -8 | tee -a "$OUT/summary.txt"
+log "qmesh encode --backend cuda: 34 qubits complex128 (256 GiB) must be refused by the plan"
+build-gpu/qmesh encode --backend cuda --scenario $H200 --input /tmp/x30.npy --qubits 34 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
+rm -f /tmp/x30.npy
 if [ "${QM_CUDA_BIG:-0}" = 1 ]; then
   log "33-qubit complex128 from host (test_cuda_big)"
   build-gpu/tests/test_cuda_big 2>&1 | tail -4 | tee -a "$OUT/summary.txt"

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(void)
 {
@@ -54,6 +55,44 @@ int main(void)
     qm_hal_buf *big = NULL;
     CHECK(qm_hal_buf_alloc(gpu, 0, info.usable_bytes + 1, &big, &st) == QM_E_CAPACITY);
     CHECK(big == NULL);
+    CHECK(strstr(st.msg, "usable") != NULL);
+
+    /* memory taken behind this HAL's back (as by another process: a second, independent HAL
+     * holds all but 2 GiB of what this one counts as usable): the wrapper's accounting lets a
+     * 16 GiB state through, the backend's cudaMalloc fails, and the encode reports E-CAPACITY
+     * naming cudaMalloc, with nothing left allocated */
+    qm_hal *other = NULL;
+    qm_hal_buf *hog = NULL;
+    CHECK_OK(qm_hal_cuda_open(&other, &st));
+    qm_hal_device_info oinfo;
+    CHECK_OK(qm_hal_device_info_query(other, 0, &oinfo, &st));
+    const uint64_t keep = (uint64_t)2 << 30;
+    CHECK(oinfo.usable_bytes > keep);
+    CHECK_OK(qm_hal_buf_alloc(other, 0, oinfo.usable_bytes - keep, &hog, &st));
+    if (hog) {
+        const unsigned q30 = 30;
+        const uint64_t n30 = 1000; /* a 2^30-slot complex128 state: 16 GiB > the 2 GiB left */
+        qm_amp_input in30 = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n30};
+        qm_shard_spec all30 = {0, 0, 0, (uint64_t)1 << q30};
+        qm_state *s30 = (qm_state *)1;
+        qm_code rc = qm_materialize_amplitude(gpu, q30, QM_DTYPE_COMPLEX128, &all30, 1, &in30, NULL,
+                                              &s30, &st);
+        printf("memory taken elsewhere: %s\n", st.msg);
+        CHECK(rc == QM_E_CAPACITY);
+        CHECK(s30 == NULL);
+        CHECK(strstr(st.msg, "cudaMalloc") != NULL);
+        CHECK(strstr(st.msg, "cudaErrorMemoryAllocation") != NULL);
+        CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
+        /* the GPU still works afterwards (the sticky error was cleared) */
+        qm_state *again = NULL;
+        CHECK_OK(qm_materialize_amplitude(gpu, q, QM_DTYPE_COMPLEX128, &one, 1, &in, NULL, &again,
+                                          &st));
+        qm_state_destroy(again);
+    }
+    qm_hal_buf_free(other, hog);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(other), 0);
+    qm_hal_destroy(other);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
     free(a);
     free(b);
     free(x);
