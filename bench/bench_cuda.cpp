@@ -268,6 +268,9 @@ void BM_Batch(benchmark::State &state)
     const bool f64 = state.range(0) != 0;
     const uint64_t n = (uint64_t)state.range(1), F = (uint64_t)state.range(2);
     const unsigned q = (unsigned)state.range(3);
+    /* calls per synchronisation: 1 = each call on the default stream and waited for (the HAL's
+     * blocking path, launch + sync in every figure); 8 = back to back on a stream, then one wait */
+    const int per_sync = state.range(4) > 1 ? (int)state.range(4) : 1;
     const uint64_t P = (uint64_t)1 << q;
     const size_t is = f64 ? 8 : 4, os = f64 ? 16 : 8;
     qm_hal *h = gpu();
@@ -297,18 +300,26 @@ void BM_Batch(benchmark::State &state)
         qm_hal_amp_batch(h, &a, nullptr, &st) != QM_OK)
         state.SkipWithError(st.msg);
     cudaDeviceSynchronize();
+    qm_hal_stream *s = nullptr;
+    if (per_sync > 1 && qm_hal_stream_create(h, 0, &s, &st) != QM_OK)
+        state.SkipWithError(st.msg);
     for (auto _ : state) {
-        if (qm_hal_amp_batch(h, &a, nullptr, &st) != QM_OK) {
+        bool ok = true;
+        for (int c = 0; c < per_sync && ok; ++c)
+            ok = qm_hal_amp_batch(h, &a, s, &st) == QM_OK;
+        if (!ok || (s && qm_hal_stream_sync(h, s, &st) != QM_OK)) {
             state.SkipWithError(st.msg);
             break;
         }
         cudaDeviceSynchronize();
     }
-    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(n * F * is + n * P * os));
+    qm_hal_stream_destroy(h, s);
+    state.SetBytesProcessed((int64_t)state.iterations() * per_sync *
+                            (int64_t)(n * F * is + n * P * os));
     char label[128];
-    std::snprintf(label, sizeof label, "%llu x %llu %s -> %u qubits %s; rate = (in + state) / s",
-                  (unsigned long long)n, (unsigned long long)F, f64 ? "float64" : "float32", q,
-                  f64 ? "complex128" : "complex64");
+    std::snprintf(label, sizeof label, "%llu x %llu %s -> %u qubits %s, %d call(s) per sync; "
+                  "rate = (in + state) / s", (unsigned long long)n, (unsigned long long)F,
+                  f64 ? "float64" : "float32", q, f64 ? "complex128" : "complex64", per_sync);
     state.SetLabel(label);
     qm_hal_buf_free(h, in);
     qm_hal_buf_free(h, out);
@@ -322,5 +333,5 @@ BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})-
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_HostInput)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10})->Args({0, 65536, 1021, 10})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();
