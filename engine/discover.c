@@ -265,7 +265,7 @@ qm_code qm_discover_facts_from_sysfs(const char *sysfs_root, qm_discover_facts *
         if (k < 0 || (size_t)k >= sizeof dir)
             return qm_fail(st, QM_E_IO, "sysfs: path '%.200s/bus/pci/devices/%.32s' is too long",
                            sysfs_root, g->bus_id);
-        long numa, width;
+        long numa = -1, width = 0;
         qm_code rc;
         if ((rc = read_int(dir, "numa_node", -1, 1000000, &numa, st)) != QM_OK ||
             (rc = read_gts(dir, "current_link_speed", &g->link_cur_gts, st)) != QM_OK ||
