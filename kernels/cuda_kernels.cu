@@ -259,54 +259,35 @@ __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0,
     }
 }
 
-// The fast write path: every slot of one state, from an input buffer. Each thread writes 4
-// consecutive slots with 16-byte stores (complex128: four double2; complex64: two float4) from one
-// or two 16-byte loads when the input is aligned and all four slots are data; else slot by slot.
+// The fast write path: every slot of one state, from an input buffer. A block covers tiles of
+// 4 * 256 consecutive slots; thread t does slots t, t + 256, t + 512, t + 768 of its tile, so
+// every warp-wide load and store touches consecutive addresses (an 8- or 4-byte load, a 16- or
+// 8-byte store per lane), with the four loads issued before the first store.
+// (Four consecutive slots per thread, measured on the H200 on 2026-12-02, ran at 47% of DRAM
+// bandwidth: each warp instruction then strides 64 bytes per lane.)
+#define QM_AMP_PER_THREAD 4
 template <typename T>
-__global__ void amp_one_state_kernel(void *state, int c128, uint64_t n, uint64_t local0,
-                                     uint64_t period_valid, double coeff, const T *x)
+__global__ void __launch_bounds__(256) amp_one_state_kernel(void *state, int c128, uint64_t n,
+                                                            uint64_t local0, uint64_t period_valid,
+                                                            double coeff, const T *x)
 {
-    const uint64_t quads = (n + 3) / 4;
-    const bool aligned = ((uintptr_t)x % 16) == 0, out_aligned = ((uintptr_t)state % 16) == 0;
-    for (uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; t < quads;
-         t += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t i = 4 * t, l0 = local0 + i;
-        double a[4];
-        if (aligned && i + 4 <= n && l0 + 4 <= period_valid) {
-            if (sizeof(T) == 8) {
-                const double2 p = __ldg((const double2 *)((const double *)x + i));
-                const double2 q = __ldg((const double2 *)((const double *)x + i) + 1);
-                a[0] = qm_amp(p.x, coeff);
-                a[1] = qm_amp(p.y, coeff);
-                a[2] = qm_amp(q.x, coeff);
-                a[3] = qm_amp(q.y, coeff);
-            } else {
-                const float4 p = __ldg((const float4 *)((const float *)x + i));
-                a[0] = qm_amp((double)p.x, coeff);
-                a[1] = qm_amp((double)p.y, coeff);
-                a[2] = qm_amp((double)p.z, coeff);
-                a[3] = qm_amp((double)p.w, coeff);
-            }
-        } else {
+    const uint64_t tile = (uint64_t)QM_AMP_PER_THREAD * blockDim.x;
+    for (uint64_t base = blockIdx.x * tile; base < n; base += (uint64_t)gridDim.x * tile) {
+        double a[QM_AMP_PER_THREAD];
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                a[j] = i + j < n && l0 + j < period_valid ? qm_amp((double)x[i + j], coeff) : 0.0;
+        for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
+            const uint64_t i = base + threadIdx.x + (uint64_t)j * blockDim.x;
+            a[j] = i < n && local0 + i < period_valid ? qm_amp((double)__ldg(x + i), coeff) : 0.0;
         }
-        if (c128) {
-            double2 *o = (double2 *)state + i;
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (i + j < n)
-                    o[j] = make_double2(a[j], 0.0);
-        } else if (i + 4 <= n && out_aligned) {
-            float4 *o = (float4 *)((float2 *)state + i);
-            o[0] = make_float4((float)a[0], 0.0f, (float)a[1], 0.0f);
-            o[1] = make_float4((float)a[2], 0.0f, (float)a[3], 0.0f);
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (i + j < n)
-                    ((float2 *)state)[i + j] = make_float2((float)a[j], 0.0f);
+        for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
+            const uint64_t i = base + threadIdx.x + (uint64_t)j * blockDim.x;
+            if (i >= n)
+                break;
+            if (c128)
+                ((double2 *)state)[i] = make_double2(a[j], 0.0);
+            else
+                ((float2 *)state)[i] = make_float2((float)a[j], 0.0f);
         }
     }
 }
@@ -396,7 +377,7 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
                                                                      period_valid, coeff);
         return (int)cudaGetLastError();
     }
-    const unsigned g = grid_for((n + 3) / 4, 256);
+    const unsigned g = grid_for((n + QM_AMP_PER_THREAD - 1) / QM_AMP_PER_THREAD, 256);
     if (in_f64)
         amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
                                                        (const double *)x);
