@@ -226,6 +226,46 @@ void BM_Pass(benchmark::State &state)
     qm_hal_buf_free(h, out);
 }
 
+// Where the host path's time goes besides the copy: allocating (and freeing) a state's buffer of
+// `bytes`, and 8 GiB of pinned input copied in 32 MiB chunks on one stream (the ingest's pattern).
+void BM_AllocFree(benchmark::State &state)
+{
+    const uint64_t bytes = (uint64_t)state.range(0);
+    qm_hal *h = gpu();
+    qm_status st;
+    for (auto _ : state) {
+        qm_hal_buf *b = nullptr;
+        if (qm_hal_buf_alloc(h, 0, bytes, &b, &st) != QM_OK) {
+            state.SkipWithError(st.msg);
+            break;
+        }
+        qm_hal_buf_free(h, b);
+    }
+    state.SetLabel("qm_hal_buf_alloc + qm_hal_buf_free");
+}
+
+void BM_CopyH2DChunks(benchmark::State &state)
+{
+    const uint64_t n = (uint64_t)1 << 30, chunk = (uint64_t)32 << 20;
+    const char *x = (const char *)cached_input(n, true, true);
+    void *d = nullptr;
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (!x || cudaMalloc(&d, n * 8) != cudaSuccess) {
+        state.SkipWithError("no memory");
+        return;
+    }
+    for (auto _ : state) {
+        for (uint64_t off = 0; off < n * 8; off += chunk)
+            cudaMemcpyAsync((char *)d + off, x + off, chunk, cudaMemcpyHostToDevice, s);
+        cudaStreamSynchronize(s);
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(n * 8));
+    state.SetLabel("8 GiB pinned in 32 MiB chunks");
+    cudaFree(d);
+    cudaStreamDestroy(s);
+}
+
 // Host input, the whole materializer (streamed through the ingest pipe: copies overlapped with
 // the stash kernel, then block sums over the stash and amplitudes in place).
 void BM_HostInput(benchmark::State &state)
@@ -332,6 +372,8 @@ BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->Use
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_AllocFree)->Arg((int64_t)16 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_CopyH2DChunks)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_HostInput)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();
