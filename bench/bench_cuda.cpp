@@ -113,6 +113,37 @@ void BM_CopyH2D(benchmark::State &state)
         std::free(h);
 }
 
+// The two passes of one device-resident state of N values: block sums of the input (to sums, N /
+// 2^14 doubles), and amplitudes with one coefficient.
+qm_code sums_pass(qm_hal *h, const qm_hal_buf *in, qm_dtype in_dt, uint64_t N, double *sums,
+                  qm_status *st)
+{
+    qm_hal_sumsq_args a{};
+    a.state_dtype = QM_DTYPE_COMPLEX128; /* not read: the values come from the input */
+    a.period = a.period_valid = N;
+    a.log2_block = QM_RED_LOG2_BLOCK;
+    a.n_blocks = N >> QM_RED_LOG2_BLOCK;
+    a.scale = 1.0;
+    a.out_sums = sums;
+    a.input = in;
+    a.in_dtype = in_dt;
+    return qm_hal_sumsq_sync(h, &a, st);
+}
+
+qm_code amp_pass(qm_hal *h, qm_hal_buf *out, qm_dtype st_dt, const qm_hal_buf *in, qm_dtype in_dt,
+                 uint64_t N, const double *coeff, qm_status *st)
+{
+    qm_hal_amp_scale_args w{};
+    w.state = out;
+    w.state_dtype = st_dt;
+    w.n = w.period = w.period_valid = N;
+    w.n_coeffs = 1;
+    w.coeffs = coeff;
+    w.input = in;
+    w.in_dtype = in_dt;
+    return qm_hal_amp_scale(h, &w, nullptr, st);
+}
+
 // Device-resident input: block sums (fast kernel) + host combine + amplitudes (vectorized).
 void BM_DeviceResident(benchmark::State &state)
 {
@@ -131,37 +162,15 @@ void BM_DeviceResident(benchmark::State &state)
         return;
     }
     qm_hal_copy_h2d(h, in, 0, cached_input(N, f64, false), N * is, nullptr, &st);
-    const unsigned lb = QM_RED_LOG2_BLOCK;
-    const uint64_t nb = N >> lb;
+    const uint64_t nb = N >> QM_RED_LOG2_BLOCK;
     std::vector<double> sums(nb);
     for (auto _ : state) {
-        qm_hal_sumsq_args a{};
-        a.state_dtype = st_dt;
-        a.g0 = 0;
-        a.period = N;
-        a.period_valid = N;
-        a.log2_block = lb;
-        a.n_blocks = nb;
-        a.scale = 1.0;
-        a.out_sums = sums.data();
-        a.input = in;
-        a.in_dtype = in_dt;
-        if (qm_hal_sumsq_sync(h, &a, &st) != QM_OK) {
+        if (sums_pass(h, in, in_dt, N, sums.data(), &st) != QM_OK) {
             state.SkipWithError(st.msg);
             break;
         }
         const double coeff = 1.0 / std::sqrt(qm_tree_combine(sums.data(), nb));
-        qm_hal_amp_scale_args w{};
-        w.state = out;
-        w.state_dtype = st_dt;
-        w.n = N;
-        w.period = N;
-        w.period_valid = N;
-        w.n_coeffs = 1;
-        w.coeffs = &coeff;
-        w.input = in;
-        w.in_dtype = in_dt;
-        if (qm_hal_amp_scale(h, &w, nullptr, &st) != QM_OK) {
+        if (amp_pass(h, out, st_dt, in, in_dt, N, &coeff, &st) != QM_OK) {
             state.SkipWithError(st.msg);
             break;
         }
@@ -192,29 +201,10 @@ void BM_Pass(benchmark::State &state)
     std::vector<double> sums(nb);
     const double coeff = 0.5;
     for (auto _ : state) {
-        qm_code rc;
-        if (sums_only) {
-            qm_hal_sumsq_args a{};
-            a.state_dtype = QM_DTYPE_COMPLEX128;
-            a.period = a.period_valid = N;
-            a.log2_block = QM_RED_LOG2_BLOCK;
-            a.n_blocks = nb;
-            a.scale = 1.0;
-            a.out_sums = sums.data();
-            a.input = in;
-            a.in_dtype = QM_DTYPE_FLOAT64;
-            rc = qm_hal_sumsq_sync(h, &a, &st);
-        } else {
-            qm_hal_amp_scale_args w{};
-            w.state = out;
-            w.state_dtype = QM_DTYPE_COMPLEX128;
-            w.n = w.period = w.period_valid = N;
-            w.n_coeffs = 1;
-            w.coeffs = &coeff;
-            w.input = in;
-            w.in_dtype = QM_DTYPE_FLOAT64;
-            rc = qm_hal_amp_scale(h, &w, nullptr, &st);
-        }
+        const qm_code rc = sums_only
+                               ? sums_pass(h, in, QM_DTYPE_FLOAT64, N, sums.data(), &st)
+                               : amp_pass(h, out, QM_DTYPE_COMPLEX128, in, QM_DTYPE_FLOAT64, N,
+                                          &coeff, &st);
         if (rc != QM_OK) {
             state.SkipWithError(st.msg);
             break;

@@ -189,17 +189,15 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     if (g.chunk_states == 0)
         g.chunk_states = 1;
     g.in_place = r->in->data && qm_hal_host_is_pinned(r->hal, r->in->data);
-    uint64_t *cursor = calloc((size_t)n, sizeof *cursor);
+    uint64_t *cursor = calloc((size_t)n, sizeof *cursor), *end = calloc((size_t)n, sizeof *end);
     g.pipes = calloc((size_t)n, sizeof *g.pipes);
     qm_code rc = QM_OK;
-    if (!cursor || !g.pipes)
+    if (!cursor || !end || !g.pipes)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     /* one pipe per device, its halves sized for the largest chunk of its shards */
     for (int i = 0; rc == QM_OK && i < n; ++i) {
-        uint64_t lo, hi;
-        shard_input(r, &shards[i], &lo, &hi);
-        cursor[i] = lo;
-        if (hi <= lo)
+        shard_input(r, &shards[i], &cursor[i], &end[i]);
+        if (end[i] <= cursor[i])
             continue;
         pipe *p = pipe_of(&g, shards[i].device);
         if (!p) {
@@ -216,12 +214,10 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     for (bool more = rc == QM_OK; more && rc == QM_OK;) {
         more = false;
         for (int i = 0; i < n && rc == QM_OK; ++i) {
-            uint64_t lo, hi;
-            shard_input(r, &shards[i], &lo, &hi);
-            if (cursor[i] >= hi)
+            if (cursor[i] >= end[i])
                 continue;
             const uint64_t max = shards[i].fused ? g.chunk_states * F : g.chunk_elems;
-            const uint64_t c = hi - cursor[i] < max ? hi - cursor[i] : max;
+            const uint64_t c = end[i] - cursor[i] < max ? end[i] - cursor[i] : max;
             if ((rc = enqueue_chunk(&g, &shards[i], cursor[i], c, st)) != QM_OK &&
                 strncmp(st->msg, "encode", 6) != 0)
                 qm_status_prefix(st, "encode: shard %d", i);
@@ -235,5 +231,6 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     }
     free(g.pipes);
     free(cursor);
+    free(end);
     return rc;
 }

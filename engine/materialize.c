@@ -131,14 +131,6 @@ static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int 
     return QM_OK;
 }
 
-/* Input elements (row-major indices) whose slots fall in global slots [lo, hi). */
-static void input_range(const enc *e, uint64_t lo, uint64_t hi, uint64_t *e_lo, uint64_t *e_hi)
-{
-    const uint64_t s0 = lo / e->N, l0 = lo % e->N, s1 = (hi - 1) / e->N, l1 = (hi - 1) % e->N;
-    *e_lo = s0 * e->F + (l0 < e->F ? l0 : e->F);
-    *e_hi = s1 * e->F + (l1 + 1 < e->F ? l1 + 1 : e->F);
-}
-
 static qm_code grow_blocks(enc *e, uint64_t n, qm_status *st)
 {
     if (n <= e->cap_blocks)
@@ -502,7 +494,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             break;
         }
         uint64_t e_lo, e_hi;
-        input_range(&e, s->start, s->end, &e_lo, &e_hi);
+        qm_input_range(s->start, s->end, e.N, e.F, &e_lo, &e_hi);
         if (e_hi > e_lo && in->data) {
             rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
                                       (e_hi - e_lo) * is, &e.mapped[i], st);
