@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -178,6 +179,7 @@ void BM_DeviceResident(benchmark::State &state)
     state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(N * (2 * is + os)));
     qm_hal_buf_free(h, in);
     qm_hal_buf_free(h, out);
+    qm_hal_trim(h); /* raw cudaMalloc in other benchmarks needs the memory */
 }
 
 // The two passes of BM_DeviceResident apart (float64 -> complex128): the block sums alone (one
@@ -214,6 +216,7 @@ void BM_Pass(benchmark::State &state)
     state.SetLabel(sums_only ? "block sums: 1 read" : "amplitudes: 1 read + 1 write");
     qm_hal_buf_free(h, in);
     qm_hal_buf_free(h, out);
+    qm_hal_trim(h); /* raw cudaMalloc in other benchmarks needs the memory */
 }
 
 // Where the host path's time goes besides the copy: allocating (and freeing) a state's buffer of
@@ -221,6 +224,7 @@ void BM_Pass(benchmark::State &state)
 void BM_AllocFree(benchmark::State &state)
 {
     const uint64_t bytes = (uint64_t)state.range(0);
+    const bool kept = state.range(1) != 0; /* else given back after each free: cudaMalloc + cudaFree */
     qm_hal *h = gpu();
     qm_status st;
     for (auto _ : state) {
@@ -230,8 +234,12 @@ void BM_AllocFree(benchmark::State &state)
             break;
         }
         qm_hal_buf_free(h, b);
+        if (!kept)
+            qm_hal_trim(h);
     }
-    state.SetLabel("qm_hal_buf_alloc + qm_hal_buf_free");
+    qm_hal_trim(h);
+    state.SetLabel(kept ? "qm_hal_buf_alloc + qm_hal_buf_free, buffer kept"
+                        : "qm_hal_buf_alloc + qm_hal_buf_free + qm_hal_trim (cudaMalloc + cudaFree)");
 }
 
 void BM_CopyH2DChunks(benchmark::State &state)
@@ -262,6 +270,9 @@ void BM_HostInput(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const bool pinned = state.range(1) != 0;
+    /* 1: the state's buffer is the one the previous encode freed (kept by the backend, hal.h);
+     * 0: given back before each encode, so every encode pays cudaMalloc and cudaFree */
+    const bool kept = state.range(2) != 0;
     const uint64_t N = (uint64_t)1 << q;
     qm_hal *h = gpu();
     const double *x = (const double *)cached_input(N, true, pinned);
@@ -283,10 +294,15 @@ void BM_HostInput(benchmark::State &state)
         }
         state.PauseTiming();
         qm_state_destroy(s);
+        if (!kept)
+            qm_hal_trim(h);
         state.ResumeTiming();
     }
+    qm_hal_trim(h);
     state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(N * 8));
-    state.SetLabel(pinned ? "pinned input; rate = input bytes / s" : "pageable input; rate = input bytes / s");
+    state.SetLabel(std::string(pinned ? "pinned" : "pageable") +
+                   (kept ? " input, kept state buffer" : " input, cudaMalloc'd state buffer") +
+                   "; rate = input bytes / s");
 }
 
 // The fused batch kernel (amp_batch) on device-resident input: n samples of F features into
@@ -354,6 +370,7 @@ void BM_Batch(benchmark::State &state)
     qm_hal_buf_free(h, in);
     qm_hal_buf_free(h, out);
     qm_hal_buf_free(h, sums);
+    qm_hal_trim(h);
 }
 
 } // namespace
@@ -362,8 +379,8 @@ BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->Use
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_AllocFree)->Arg((int64_t)16 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_AllocFree)->Args({(int64_t)16 << 30, 0})->Args({(int64_t)16 << 30, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_CopyH2DChunks)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_HostInput)->Args({30, 1})->Args({30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_HostInput)->Args({30, 1, 1})->Args({30, 1, 0})->Args({30, 0, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();

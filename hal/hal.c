@@ -756,6 +756,12 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
 
 bool qm_hal_has_amp_batch(const qm_hal *hal) { return hal && hal->ops->amp_batch; }
 
+void qm_hal_trim(qm_hal *hal)
+{
+    if (hal && hal->ops->trim)
+        hal->ops->trim(hal->ctx);
+}
+
 /* ---- collectives ------------------------------------------------------------------------------ */
 
 qm_code qm_hal_allgather_fallback(const qm_hal_ops *ops, void *ctx, int n_bufs,

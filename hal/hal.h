@@ -219,6 +219,14 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
  * Cannot fail. */
 bool qm_hal_has_amp_batch(const qm_hal *hal);
 
+/* --- memory kept for reuse --------------------------------------------------------------------- */
+/* Backends whose allocations are slow (CUDA: cudaMalloc + cudaFree of a 16 GiB state take about
+ * 40 ms) keep freed buffers and hand them out again for a request of the same size; they give
+ * them back by themselves when an allocation would otherwise fail, and at qm_hal_destroy.
+ * qm_hal_trim gives them back now (before another process needs the memory, or to time a cold
+ * allocation). Kept buffers do not count as in use. NULL is a no-op; cannot fail. */
+void qm_hal_trim(qm_hal *hal);
+
 /* --- collectives (optional in backends; fallback: d2h of each buffer) -------------------------- */
 /* Gather `count` float64 values from each of n_bufs device buffers (offset 0) into host `out`
  * (n_bufs * count values, buffer order). Blocking. */

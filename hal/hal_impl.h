@@ -13,7 +13,7 @@
 
 #include "hal.h"
 
-#define QM_HAL_ABI 2 /* 2: events, host staging memory, amp_batch */
+#define QM_HAL_ABI 3 /* 2: events, host staging memory, amp_batch; 3: trim */
 
 typedef struct qm_hal_ops {
     qm_hal_kind kind;
@@ -96,6 +96,11 @@ typedef struct qm_hal_ops {
      * as backend pointers, not offset. Enqueued on s. */
     qm_code (*amp_batch)(void *ctx, int dev, void *state, const void *in, void *sums,
                          const qm_hal_amp_batch_args *a, void *s, qm_status *st);
+
+    /* ABI 3 */
+    /* Optional (NULL: the backend keeps nothing). Gives device memory that buf_free kept for reuse
+     * back to the driver. Blocking; cannot fail. */
+    void (*trim)(void *ctx);
 } qm_hal_ops;
 
 /* Create the wrapper object around a backend. On failure, ops->destroy(ctx) has been called. */

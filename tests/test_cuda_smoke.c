@@ -57,6 +57,33 @@ int main(void)
     CHECK(big == NULL);
     CHECK(strstr(st.msg, "usable") != NULL);
 
+    /* freed buffers are kept and handed out again for the same size (hal.h, qm_hal_trim) */
+    const uint64_t gib = (uint64_t)1 << 30;
+    qm_hal_buf *k1 = NULL, *k2 = NULL;
+    CHECK_OK(qm_hal_buf_alloc(gpu, 0, 4 * gib, &k1, &st));
+    void *k1_raw = qm_hal_buf_raw(k1);
+    qm_hal_buf_free(gpu, k1);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
+    CHECK_OK(qm_hal_buf_alloc(gpu, 0, 4 * gib, &k2, &st));
+    CHECK(k2 && qm_hal_buf_raw(k2) == k1_raw);
+    qm_hal_buf_free(gpu, k2);
+    /* trim gives them back: a HAL opened afterwards sees 4 GiB more free memory */
+    qm_hal *probe = NULL;
+    qm_hal_device_info before, after;
+    CHECK_OK(qm_hal_cuda_open(&probe, &st));
+    CHECK_OK(qm_hal_device_info_query(probe, 0, &before, &st));
+    qm_hal_destroy(probe);
+    qm_hal_trim(gpu);
+    CHECK_OK(qm_hal_cuda_open(&probe, &st));
+    CHECK_OK(qm_hal_device_info_query(probe, 0, &after, &st));
+    qm_hal_destroy(probe);
+    printf("usable before trim %llu, after %llu\n", (unsigned long long)before.usable_bytes,
+           (unsigned long long)after.usable_bytes);
+    CHECK(after.usable_bytes >= before.usable_bytes + 4 * gib - (64u << 20));
+    /* a kept 4 GiB buffer again, for the next part */
+    CHECK_OK(qm_hal_buf_alloc(gpu, 0, 4 * gib, &k1, &st));
+    qm_hal_buf_free(gpu, k1);
+
     /* memory taken behind this HAL's back (as by another process: a second, independent HAL
      * holds all but 2 GiB of what this one counts as usable): the wrapper's accounting lets a
      * 16 GiB state through, the backend's cudaMalloc fails, and the encode reports E-CAPACITY
@@ -70,6 +97,13 @@ int main(void)
     CHECK(oinfo.usable_bytes > keep);
     CHECK_OK(qm_hal_buf_alloc(other, 0, oinfo.usable_bytes - keep, &hog, &st));
     if (hog) {
+        /* 5 GiB do not fit in the 2 GiB left, but this HAL keeps 4 GiB: it gives them back and
+         * cudaMalloc succeeds on the second try (the 5 GiB buffer is then kept in turn) */
+        qm_hal_buf *five = NULL;
+        CHECK_OK(qm_hal_buf_alloc(gpu, 0, 5 * gib, &five, &st));
+        if (st.code)
+            fprintf(stderr, "%s\n", st.msg);
+        qm_hal_buf_free(gpu, five);
         const unsigned q30 = 30;
         const uint64_t n30 = 1000; /* a 2^30-slot complex128 state: 16 GiB > the 2 GiB left */
         qm_amp_input in30 = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n30};

@@ -244,6 +244,8 @@ static bool f_host_is_pinned(void *ctx, const void *p)
     return f->iops->host_is_pinned ? f->iops->host_is_pinned(f->ictx, p) : true;
 }
 
+static void f_trim(void *ctx) { qm_hal_trim(((fault_ctx *)ctx)->inner); }
+
 static void f_destroy(void *ctx)
 {
     fault_ctx *f = ctx;
@@ -284,6 +286,7 @@ static const qm_hal_ops fault_ops = {
     .host_free = f_host_free,
     .host_is_pinned = f_host_is_pinned,
     .amp_batch = f_amp_batch,
+    .trim = f_trim,
 };
 
 qm_code qm_hal_fault_create(qm_hal *inner, const qm_fault_config *cfg, qm_hal **out, qm_status *st)
