@@ -292,6 +292,43 @@ __global__ void __launch_bounds__(256) amp_one_state_kernel(void *state, int c12
     }
 }
 
+// float32 input to complex64 slots, two slots per lane: an 8-byte load (float2) and a 16-byte
+// store (two complex64) per pair, both consecutive across the warp; thread t does pairs t,
+// t + 256, t + 512, t + 768 of a tile of 1024 pairs, all four loads issued first. Needs x 8-byte
+// and the state 16-byte aligned (the launcher checks). The one-slot kernel above moves 4 and 8
+// bytes per lane here.
+__global__ void __launch_bounds__(256) amp_pairs_f32_kernel(float4 *state, uint64_t n,
+                                                            uint64_t local0, uint64_t period_valid,
+                                                            double coeff, const float2 *x)
+{
+    const uint64_t tile = (uint64_t)QM_AMP_PER_THREAD * blockDim.x, pairs = (n + 1) / 2;
+    for (uint64_t base = blockIdx.x * tile; base < pairs; base += (uint64_t)gridDim.x * tile) {
+        float2 v[QM_AMP_PER_THREAD];
+#pragma unroll
+        for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
+            const uint64_t p = base + threadIdx.x + (uint64_t)j * blockDim.x;
+            if (2 * p + 1 < n)
+                v[j] = __ldg(x + p);
+            else if (2 * p < n)
+                v[j] = make_float2(__ldg((const float *)x + 2 * p), 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
+            const uint64_t p = base + threadIdx.x + (uint64_t)j * blockDim.x, i = 2 * p;
+            if (i >= n)
+                break;
+            const float a0 = local0 + i < period_valid ? (float)qm_amp((double)v[j].x, coeff) : 0.0f;
+            if (i + 1 < n) {
+                const float a1 =
+                    local0 + i + 1 < period_valid ? (float)qm_amp((double)v[j].y, coeff) : 0.0f;
+                state[p] = make_float4(a0, 0.0f, a1, 0.0f);
+            } else {
+                ((float2 *)state)[i] = make_float2(a0, 0.0f);
+            }
+        }
+    }
+}
+
 unsigned grid_for(uint64_t n, unsigned threads)
 {
     uint64_t g = (n + threads - 1) / threads;
@@ -375,6 +412,13 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
     if (!x) {
         amp_stash_one_state_kernel<<<grid_for(n, 256), 256, 0, s>>>(state, c128, n, local0,
                                                                      period_valid, coeff);
+        return (int)cudaGetLastError();
+    }
+    if (!c128 && !in_f64 && ((uintptr_t)x & 7) == 0 && ((uintptr_t)state & 15) == 0) {
+        const uint64_t pairs = (n + 1) / 2;
+        amp_pairs_f32_kernel<<<grid_for((pairs + QM_AMP_PER_THREAD - 1) / QM_AMP_PER_THREAD, 256),
+                               256, 0, s>>>((float4 *)state, n, local0, period_valid, coeff,
+                                            (const float2 *)x);
         return (int)cudaGetLastError();
     }
     const unsigned g = grid_for((n + QM_AMP_PER_THREAD - 1) / QM_AMP_PER_THREAD, 256);

@@ -104,24 +104,31 @@ int main(void)
         free(sa);
     }
     qm_hal_buf *dst = NULL, *sst = NULL;
-    /* amplitudes of one state from device-resident input, complex128 and complex64 */
-    for (int c = 0; c < 2; ++c) {
-        const qm_dtype dt = c ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
-        const uint64_t es = qm_dtype_size(dt), cnt = 2500001; /* odd; ends at 3500002 < N */
+    /* amplitudes of one state from device-resident input: complex128 and complex64 from float64
+     * and float32; slots from 1000001 (an odd start: the input pointer is not 16-byte aligned,
+     * nor 8-byte aligned for float32) and from 1000000 (float32 -> complex64 then takes the
+     * two-slots-per-lane kernel); an odd count, so the last pair is half full */
+    for (int v = 0; v < 8; ++v) {
+        const qm_dtype dt = (v & 1) ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
+        const bool f32 = (v & 2) != 0;
+        const uint64_t g0 = (v & 4) ? 1000000 : 1000001;
+        const size_t is = f32 ? 4 : 8;
+        const uint64_t es = qm_dtype_size(dt), cnt = 2500001; /* odd; ends before 3500002 < N */
         CHECK_OK(qm_hal_buf_alloc(gpu, 2, cnt * es, &dst, &st));
         CHECK_OK(qm_hal_buf_alloc(sim, 2, cnt * es, &sst, &st));
         qm_hal_buf *dv = NULL, *sv = NULL;
-        CHECK_OK(qm_hal_buf_alloc(gpu, 2, n * 8, &dv, &st));
-        CHECK_OK(qm_hal_buf_alloc(sim, 2, n * 8, &sv, &st));
-        CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, x, n * 8, NULL, &st));
-        CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, x, n * 8, NULL, &st));
+        CHECK_OK(qm_hal_buf_alloc(gpu, 2, n * is, &dv, &st));
+        CHECK_OK(qm_hal_buf_alloc(sim, 2, n * is, &sv, &st));
+        CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, f32 ? (const void *)xf : x, n * is, NULL, &st));
+        CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, f32 ? (const void *)xf : x, n * is, NULL, &st));
         const double coeff = 0.123456789;
-        /* slots [1000001, 1000001 + cnt) of the state: data, then padding (an odd start: the
-         * input pointer is not 16-byte aligned) */
+        /* slots [g0, g0 + cnt) of the state: data, then padding */
         qm_hal_amp_scale_args a = {.state = dst, .state_dtype = dt, .off = 0, .n = cnt,
-                                   .g0 = 1000001, .period = N, .period_valid = n,
+                                   .g0 = g0, .period = N, .period_valid = n,
                                    .first_state = 0, .n_coeffs = 1, .coeffs = &coeff,
-                                   .input = dv, .in_dtype = QM_DTYPE_FLOAT64, .in_first = 0};
+                                   .input = dv,
+                                   .in_dtype = f32 ? QM_DTYPE_FLOAT32 : QM_DTYPE_FLOAT64,
+                                   .in_first = 0};
         qm_hal_amp_scale_args b = a;
         b.state = sst;
         b.input = sv;
@@ -130,6 +137,9 @@ int main(void)
         void *ha = malloc(cnt * es), *hb = malloc(cnt * es);
         CHECK_OK(qm_hal_copy_d2h(gpu, ha, dst, 0, cnt * es, NULL, &st));
         CHECK_OK(qm_hal_copy_d2h(sim, hb, sst, 0, cnt * es, NULL, &st));
+        if (memcmp(ha, hb, cnt * es) != 0)
+            printf("amplitudes differ: %s from %s, first slot %llu\n", qm_dtype_name(dt),
+                   f32 ? "float32" : "float64", (unsigned long long)g0);
         CHECK(memcmp(ha, hb, cnt * es) == 0);
         free(ha);
         free(hb);
