@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "cuda_backend.h"
+#include "cuda_kernels.h"
 #include "materialize_internal.h"
 #include "qm_math.h"
 }
@@ -373,6 +374,60 @@ void BM_Batch(benchmark::State &state)
     qm_hal_trim(h);
 }
 
+// The batch kernel's block shapes (kernels/cuda_batch.cu: 0 = the default, 1..5 the sweep),
+// launched directly, 8 calls per sync, on the batch workload; the shape's states are compared
+// with the default's byte for byte first (a shape that differs is reported as an error).
+void BM_BatchShape(benchmark::State &state)
+{
+    const bool f64 = state.range(0) != 0;
+    const int shape = (int)state.range(1);
+    const uint64_t n = 65536, F = 1021, P = 1024;
+    const size_t is = f64 ? 8 : 4, os = f64 ? 16 : 8;
+    void *in = nullptr, *out = nullptr, *ref = nullptr;
+    double *sums = nullptr;
+    cudaStream_t s = nullptr;
+    if (cudaMalloc(&in, n * F * is) != cudaSuccess || cudaMalloc(&out, n * P * os) != cudaSuccess ||
+        cudaMalloc(&ref, n * P * os) != cudaSuccess ||
+        cudaMalloc((void **)&sums, n * 8) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+        state.SkipWithError("cudaMalloc failed");
+    } else {
+        std::vector<char> host(n * F * is);
+        fill_host(host.data(), n * F, f64);
+        cudaMemcpy(in, host.data(), n * F * is, cudaMemcpyHostToDevice);
+        cudaMemset(out, 0xFF, n * P * os);
+        qm_cuda_launch_amp_batch_shape(0, ref, !!f64, P, F, n, in, f64, sums, s);
+        qm_cuda_launch_amp_batch_shape(shape, out, !!f64, P, F, n, in, f64, sums, s);
+        cudaStreamSynchronize(s);
+        std::vector<char> a(n * P * os), b(n * P * os);
+        cudaMemcpy(a.data(), ref, n * P * os, cudaMemcpyDeviceToHost);
+        cudaMemcpy(b.data(), out, n * P * os, cudaMemcpyDeviceToHost);
+        if (cudaGetLastError() != cudaSuccess)
+            state.SkipWithError("CUDA error");
+        else if (std::memcmp(a.data(), b.data(), a.size()) != 0)
+            state.SkipWithError("this shape's states differ from the default's");
+    }
+    for (auto _ : state) {
+        for (int c = 0; c < 8; ++c)
+            qm_cuda_launch_amp_batch_shape(shape, out, !!f64, P, F, n, in, f64, sums, s);
+        if (cudaStreamSynchronize(s) != cudaSuccess) {
+            state.SkipWithError("CUDA error");
+            break;
+        }
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * 8 * (int64_t)(n * F * is + n * P * os));
+    char label[96];
+    std::snprintf(label, sizeof label, "shape %d, %s, 8 calls per sync; rate = (in + state) / s",
+                  shape, f64 ? "float64 -> complex128" : "float32 -> complex64");
+    state.SetLabel(label);
+    cudaFree(in);
+    cudaFree(out);
+    cudaFree(ref);
+    cudaFree(sums);
+    if (s)
+        cudaStreamDestroy(s);
+}
+
 } // namespace
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
@@ -383,4 +438,5 @@ BENCHMARK(BM_AllocFree)->Args({(int64_t)16 << 30, 0})->Args({(int64_t)16 << 30, 
 BENCHMARK(BM_CopyH2DChunks)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_HostInput)->Args({30, 1, 1})->Args({30, 1, 0})->Args({30, 0, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_BatchShape)->ArgsProduct({{1, 0}, {1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK_MAIN();

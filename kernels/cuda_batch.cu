@@ -30,27 +30,44 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 namespace {
 
-// The block shape for input type T: NT threads, tiles of NT leaves of 8 slots.
-template <typename T> struct Geo {
-    static constexpr unsigned threads = sizeof(T) == 8 ? 256 : 512;
-    static constexpr unsigned tile_log2 = sizeof(T) == 8 ? 11 : 12;
-    static constexpr unsigned tile = 1u << tile_log2;
-    static constexpr unsigned min_blocks = sizeof(T) == 8 ? 4 : 3; /* resident per SM */
-    static constexpr unsigned loads = tile / threads;                     /* values per thread */
+// A block shape: NT threads of L leaves of 8 slots each (a tile of NT * L * 8 slots), MB blocks
+// resident per SM (__launch_bounds__), input type T.
+template <typename T, unsigned NT, unsigned L, unsigned MB> struct Geo {
+    using type = T;
+    static constexpr unsigned threads = NT;
+    static constexpr unsigned leaves = L; /* per thread: 1, 2 or 4 */
+    static constexpr unsigned leaves_log2 = L == 1 ? 0 : L == 2 ? 1 : 2;
+    static constexpr unsigned tile = NT * L * 8;
+    static constexpr unsigned tile_log2 = __builtin_ctz(tile);
+    static constexpr unsigned min_blocks = MB;
+    static constexpr unsigned loads = tile / NT; /* values per thread */
 };
 
-template <typename T> struct Shared {
-    T x[Geo<T>::tile + Geo<T>::tile / 8];                 // by slot, see word()
-    double coeff[Geo<T>::threads];                        // per state of the tile; < 0: slow path
-    double warp_sums[Geo<T>::threads / 32];
-    double chunk_sums[1u << (QM_RED_LOG2_BLOCK - Geo<T>::tile_log2)];
+// The shapes in use (see the launcher): one leaf per thread for states of up to 8 slots, and the
+// chunked kernel; the shape per input type for longer states was chosen by the sweep in
+// bench_cuda (BM_BatchShape) on the H200.
+using GeoF64 = Geo<double, 256, 1, 4>;
+using GeoF32 = Geo<float, 512, 1, 3>;
+
+template <typename G> struct Shared {
+    using T = typename G::type;
+    T x[G::tile + G::tile / (8 * G::leaves)];              // by slot, see word()
+    double coeff[G::threads];                              // per state of the tile; < 0: slow path
+    double warp_sums[G::threads / 32 ? G::threads / 32 : 1];
+    double chunk_sums[1u << (QM_RED_LOG2_BLOCK - G::tile_log2)];
 };
 
-// Shared-memory word of tile slot g: a pad word after every 8 slots.
-__device__ __forceinline__ unsigned word(unsigned g) { return g + (g >> 3); }
+// Shared-memory word of tile slot g: a pad word after the 8 * L slots of each thread's leaves, so
+// that a leaf is 8 consecutive words and the leaves of consecutive threads start in different
+// banks.
+template <typename G> __device__ __forceinline__ unsigned word(unsigned g)
+{
+    return g + (g >> (3 + G::leaves_log2));
+}
 
 // A tile: `states` states (or one chunk) of 2^lq slots each inside the tile, of which the first fc
 // hold data; input element e of the tile belongs to state (e * magic) >> 32 (that is e / fc).
@@ -97,16 +114,19 @@ template <> struct Vec16<double> {
 
 // A tile's input in flight: 16-byte aligned vectors (thread t: vectors t, t + NT, ...) and one
 // element of the unaligned head or the tail.
-template <typename T> struct Loaded {
+template <typename G> struct Loaded {
+    using T = typename G::type;
     using V = Vec16<T>;
-    typename V::type v[Geo<T>::loads / V::n];
+    typename V::type v[G::loads / V::n];
     T edge;
     unsigned head, nv, n_el;
 };
 
-template <typename T>
-__device__ __forceinline__ void load_tile(Loaded<T> &ld, const T *__restrict__ src, unsigned n_el)
+template <typename G>
+__device__ __forceinline__ void load_tile(Loaded<G> &ld, const typename G::type *__restrict__ src,
+                                          unsigned n_el)
 {
+    using T = typename G::type;
     using V = Vec16<T>;
     const unsigned mis = (unsigned)(((uintptr_t)src & 15) / sizeof(T));
     ld.n_el = n_el;
@@ -114,8 +134,8 @@ __device__ __forceinline__ void load_tile(Loaded<T> &ld, const T *__restrict__ s
     ld.nv = (n_el - ld.head) / V::n;
     const typename V::type *body = (const typename V::type *)(src + ld.head);
 #pragma unroll
-    for (unsigned m = 0; m < Geo<T>::loads / V::n; ++m) {
-        const unsigned i = threadIdx.x + m * Geo<T>::threads;
+    for (unsigned m = 0; m < G::loads / V::n; ++m) {
+        const unsigned i = threadIdx.x + m * G::threads;
         if (i < ld.nv)
             ld.v[m] = __ldg(body + i);
     }
@@ -126,17 +146,17 @@ __device__ __forceinline__ void load_tile(Loaded<T> &ld, const T *__restrict__ s
         ld.edge = __ldg(src + tail0 + (t - ld.head));
 }
 
-template <typename T>
-__device__ __forceinline__ void stage_tile(T *sx, const Loaded<T> &ld, const Tile &tl)
+template <typename G>
+__device__ __forceinline__ void stage_tile(typename G::type *sx, const Loaded<G> &ld, const Tile &tl)
 {
-    using V = Vec16<T>;
-    auto put = [&](unsigned e, T x) {
+    using V = Vec16<typename G::type>;
+    auto put = [&](unsigned e, typename G::type x) {
         const unsigned s = (unsigned)(((uint64_t)e * tl.magic) >> 32);
-        sx[word((s << tl.lq) + e - s * tl.fc)] = x;
+        sx[word<G>((s << tl.lq) + e - s * tl.fc)] = x;
     };
 #pragma unroll
-    for (unsigned m = 0; m < Geo<T>::loads / V::n; ++m) {
-        const unsigned i = threadIdx.x + m * Geo<T>::threads;
+    for (unsigned m = 0; m < G::loads / V::n; ++m) {
+        const unsigned i = threadIdx.x + m * G::threads;
         if (i < ld.nv) {
 #pragma unroll
             for (unsigned j = 0; j < V::n; ++j)
@@ -150,25 +170,41 @@ __device__ __forceinline__ void stage_tile(T *sx, const Loaded<T> &ld, const Til
         put(tail0 + (t - ld.head), ld.edge);
 }
 
-// This thread's leaf: slots [t << ll, (t + 1) << ll) of the tile (+0 past the data).
-template <typename T> __device__ __forceinline__ double leaf_sum(const T *sx, const Tile &tl)
+// The leaf of slots [l << ll, (l + 1) << ll) of the tile (+0 past the data).
+template <typename G>
+__device__ __forceinline__ double leaf_at(const typename G::type *sx, const Tile &tl, unsigned l)
 {
     const unsigned ll = leaf_log2(tl);
-    const unsigned g = threadIdx.x << ll, s = g >> tl.lq, i = g & ((1u << tl.lq) - 1);
+    const unsigned g = l << ll, s = g >> tl.lq, i = g & ((1u << tl.lq) - 1);
     unsigned valid = 0;
     if (s < tl.states && i < tl.fc)
         valid = tl.fc - i < (1u << ll) ? tl.fc - i : 1u << ll;
-    return leaf8(sx + word(g), valid);
+    return leaf8(sx + word<G>(g), valid);
 }
 
-// Merge the leaves of each state of the tile (2^lts consecutive threads per state) level by level;
-// finish(s, sum) runs once per state s < states, on one thread of warp 0 when a state spans
-// several warps. Every thread of the block must call this.
-template <unsigned NT, typename Finish>
+// This thread's subtree: its L consecutive leaves (L * t .. L * t + L - 1) merged pairwise, the
+// lowest levels of its state's tree. L > 1 only for states of at least L leaves.
+template <typename G>
+__device__ __forceinline__ double thread_sum(const typename G::type *sx, const Tile &tl)
+{
+    const unsigned l0 = threadIdx.x * G::leaves;
+    if (G::leaves == 1)
+        return leaf_at<G>(sx, tl, l0);
+    if (G::leaves == 2)
+        return leaf_at<G>(sx, tl, l0) + leaf_at<G>(sx, tl, l0 + 1);
+    return (leaf_at<G>(sx, tl, l0) + leaf_at<G>(sx, tl, l0 + 1)) +
+           (leaf_at<G>(sx, tl, l0 + 2) + leaf_at<G>(sx, tl, l0 + 3));
+}
+
+// Merge the thread subtrees of each state of the tile (2^lts consecutive threads per state) level
+// by level; finish(s, sum) runs once per state s < states, on one thread of warp 0 when a state
+// spans several warps. Every thread of the block must call this.
+template <typename G, typename Finish>
 __device__ __forceinline__ void tile_tree(double v, const Tile &tl, double *warp_sums,
                                           Finish finish)
 {
-    const unsigned lts = tl.lq - leaf_log2(tl), lane = threadIdx.x & 31;
+    constexpr unsigned NT = G::threads;
+    const unsigned lts = tl.lq - leaf_log2(tl) - G::leaves_log2, lane = threadIdx.x & 31;
     const unsigned lw = lts < 5 ? lts : 5;
     for (unsigned o = 1; o < (1u << lw); o <<= 1)
         v = v + __shfl_xor_sync(0xffffffffu, v, (int)o);
@@ -193,53 +229,53 @@ __device__ __forceinline__ void tile_tree(double v, const Tile &tl, double *warp
 }
 
 // The 8 bytes of complex64 slot g of the tile; false: leave it untouched (slow-path padding).
-template <typename T>
-__device__ __forceinline__ bool c64_slot(const T *sx, const double *coeff, const Tile &tl,
+template <typename G>
+__device__ __forceinline__ bool c64_slot(const typename G::type *sx, const double *coeff, const Tile &tl,
                                          unsigned g, unsigned long long *w)
 {
     const unsigned s = g >> tl.lq, i = g & ((1u << tl.lq) - 1);
     const bool data = i < tl.fc;
     const double c = coeff[s];
     if (c > 0.0) {
-        *w = data ? __float_as_uint((float)qm_amp((double)sx[word(g)], c)) : 0u;
+        *w = data ? __float_as_uint((float)qm_amp((double)sx[word<G>(g)], c)) : 0u;
         return true;
     }
     if (data)
-        *w = (unsigned long long)__double_as_longlong((double)sx[word(g)]);
+        *w = (unsigned long long)__double_as_longlong((double)sx[word<G>(g)]);
     return data;
 }
 
 // Write the tile's slots (slot 0 at out) from shared memory; coeff[s] for its state s.
-template <typename T, bool C128>
-__device__ __forceinline__ void write_tile(void *out, const T *sx, const double *coeff,
-                                           const Tile &tl, bool aligned16)
+template <typename G, bool C128>
+__device__ __forceinline__ void write_tile(void *out, const typename G::type *sx,
+                                           const double *coeff, const Tile &tl, bool aligned16)
 {
     const unsigned n = tl.states << tl.lq;
     if (C128) {
         double2 *o = (double2 *)out;
 #pragma unroll
-        for (unsigned m = 0; m < Geo<T>::loads; ++m) {
-            const unsigned g = threadIdx.x + m * Geo<T>::threads;
+        for (unsigned m = 0; m < G::loads; ++m) {
+            const unsigned g = threadIdx.x + m * G::threads;
             if (g >= n)
                 break;
             const unsigned s = g >> tl.lq, i = g & ((1u << tl.lq) - 1);
             const bool data = i < tl.fc;
             const double c = coeff[s];
             if (c > 0.0)
-                o[g] = make_double2(data ? qm_amp((double)sx[word(g)], c) : 0.0, 0.0);
+                o[g] = make_double2(data ? qm_amp((double)sx[word<G>(g)], c) : 0.0, 0.0);
             else if (data)
-                o[g] = make_double2((double)sx[word(g)], 0.0);
+                o[g] = make_double2((double)sx[word<G>(g)], 0.0);
         }
     } else {
         unsigned long long *o = (unsigned long long *)out;
 #pragma unroll
-        for (unsigned m = 0; m < Geo<T>::loads / 2; ++m) {
-            const unsigned g = 2 * (threadIdx.x + m * Geo<T>::threads);
+        for (unsigned m = 0; m < G::loads / 2; ++m) {
+            const unsigned g = 2 * (threadIdx.x + m * G::threads);
             if (g >= n)
                 break;
             unsigned long long w0 = 0, w1 = 0;
-            const bool s0 = c64_slot(sx, coeff, tl, g, &w0);
-            const bool s1 = g + 1 < n && c64_slot(sx, coeff, tl, g + 1, &w1);
+            const bool s0 = c64_slot<G>(sx, coeff, tl, g, &w0);
+            const bool s1 = g + 1 < n && c64_slot<G>(sx, coeff, tl, g + 1, &w1);
             if (s0 && s1 && aligned16) {
                 *(ulonglong2 *)(o + g) = make_ulonglong2(w0, w1);
             } else {
@@ -252,46 +288,53 @@ __device__ __forceinline__ void write_tile(void *out, const T *sx, const double 
     }
 }
 
-// Whole states of period 2^q, q <= tile_log2, F values each, in tiles of 2^lpt states
-// (lpt = tile_log2 - 3 + min(q, 3) - q); magic = 2^32 / F + 1. One tile per block (the loop only
-// serves grids cut at the launch limit).
-template <typename T, bool C128>
-__global__ void __launch_bounds__(Geo<T>::threads, Geo<T>::min_blocks)
-    amp_batch_tiles_kernel(void *state, unsigned q, unsigned F, uint64_t magic, uint64_t n_states,
-                           const T *__restrict__ in, double *__restrict__ sums)
+// States per tile, log2: whole states of period 2^q, q <= tile_log2 (a leaf is the whole state
+// when q < 3).
+template <typename G> __host__ __device__ __forceinline__ unsigned tile_states_log2(unsigned q)
 {
-    __shared__ Shared<T> sh;
-    const unsigned lpt = Geo<T>::tile_log2 - 3 + (q < 3 ? q : 3) - q;
+    return G::tile_log2 - 3 + (q < 3 ? q : 3) - q;
+}
+
+// Whole states of period 2^q, q <= tile_log2 (q >= 3 + leaves_log2 when L > 1), F values each;
+// magic = 2^32 / F + 1. One tile per block (the loop only serves grids cut at the launch limit).
+template <typename G, bool C128>
+__global__ void __launch_bounds__(G::threads, G::min_blocks)
+    amp_batch_tiles_kernel(void *state, unsigned q, unsigned F, uint64_t magic, uint64_t n_states,
+                           const typename G::type *__restrict__ in, double *__restrict__ sums)
+{
+    __shared__ Shared<G> sh;
+    const unsigned lpt = tile_states_log2<G>(q);
     const uint64_t n_tiles = (n_states + (1u << lpt) - 1) >> lpt;
     const size_t slot_bytes = C128 ? 16 : 8;
     const bool aligned16 = ((uintptr_t)state & 15) == 0;
     for (uint64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
         const uint64_t k0 = tile << lpt, left = n_states - k0;
         const Tile tl = {q, F, left < (1u << lpt) ? (unsigned)left : 1u << lpt, magic};
-        Loaded<T> ld;
+        Loaded<G> ld;
         load_tile(ld, in + k0 * F, tl.states * F);
         __syncthreads(); /* a previous tile's writes have read sh.x */
         stage_tile(sh.x, ld, tl);
         __syncthreads();
-        tile_tree<Geo<T>::threads>(leaf_sum(sh.x, tl), tl, sh.warp_sums,
-                                   [sums, k0](unsigned s, double sum) {
-                                       sums[k0 + s] = sum;
-                                       sh.coeff[s] = coeff_of(sum);
-                                   });
+        tile_tree<G>(thread_sum<G>(sh.x, tl), tl, sh.warp_sums,
+                     [sums, k0](unsigned s, double sum) {
+                         sums[k0 + s] = sum;
+                         sh.coeff[s] = coeff_of(sum);
+                     });
         __syncthreads();
-        write_tile<T, C128>((char *)state + (k0 * (uint64_t)slot_bytes << q), sh.x, sh.coeff, tl,
+        write_tile<G, C128>((char *)state + (k0 * (uint64_t)slot_bytes << q), sh.x, sh.coeff, tl,
                             aligned16);
     }
 }
 
 // Chunk c (tile slots) of a state whose values start at x: loaded and staged.
-template <typename T>
-__device__ __forceinline__ Tile stage_chunk(Shared<T> &sh, const T *x, unsigned F, unsigned c)
+template <typename G>
+__device__ __forceinline__ Tile stage_chunk(Shared<G> &sh, const typename G::type *x, unsigned F,
+                                            unsigned c)
 {
-    constexpr unsigned tile = Geo<T>::tile;
+    constexpr unsigned tile = G::tile;
     const unsigned lo = c * tile;
-    const Tile tl = {Geo<T>::tile_log2, F <= lo ? 0u : F - lo < tile ? F - lo : tile, 1, 0};
-    Loaded<T> ld;
+    const Tile tl = {G::tile_log2, F <= lo ? 0u : F - lo < tile ? F - lo : tile, 1, 0};
+    Loaded<G> ld;
     load_tile(ld, x + lo, tl.fc);
     __syncthreads(); /* earlier readers of sh.x are done */
     stage_tile(sh.x, ld, tl);
@@ -300,21 +343,21 @@ __device__ __forceinline__ Tile stage_chunk(Shared<T> &sh, const T *x, unsigned 
 }
 
 // Whole states of period 2^q, tile < 2^q <= 2^QM_RED_LOG2_BLOCK: one state per block at a time.
-template <typename T, bool C128>
-__global__ void __launch_bounds__(Geo<T>::threads, 3) /* 4 would spill for float64 */
+template <typename G, bool C128>
+__global__ void __launch_bounds__(G::threads, 3) /* 4 would spill for float64 */
     amp_batch_chunks_kernel(void *state, unsigned q, unsigned F, uint64_t, uint64_t n_states,
-                            const T *__restrict__ in, double *__restrict__ sums)
+                            const typename G::type *__restrict__ in, double *__restrict__ sums)
 {
-    __shared__ Shared<T> sh;
-    const unsigned n_chunks = 1u << (q - Geo<T>::tile_log2);
+    __shared__ Shared<G> sh;
+    const unsigned n_chunks = 1u << (q - G::tile_log2);
     const size_t slot_bytes = C128 ? 16 : 8;
     const bool aligned16 = ((uintptr_t)state & 15) == 0;
     for (uint64_t k = blockIdx.x; k < n_states; k += gridDim.x) {
-        const T *x = in + k * F;
+        const typename G::type *x = in + k * F;
         for (unsigned c = 0; c < n_chunks; ++c) {
             const Tile tl = stage_chunk(sh, x, F, c);
-            tile_tree<Geo<T>::threads>(leaf_sum(sh.x, tl), tl, sh.warp_sums,
-                                       [c](unsigned, double sum) { sh.chunk_sums[c] = sum; });
+            tile_tree<G>(thread_sum<G>(sh.x, tl), tl, sh.warp_sums,
+                         [c](unsigned, double sum) { sh.chunk_sums[c] = sum; });
         }
         if (threadIdx.x == 0) { /* the thread that wrote the chunk sums */
             const double sum = qm_tree_combine(sh.chunk_sums, n_chunks);
@@ -324,44 +367,88 @@ __global__ void __launch_bounds__(Geo<T>::threads, 3) /* 4 would spill for float
         char *o = (char *)state + (k * (uint64_t)slot_bytes << q);
         for (unsigned c = 0; c < n_chunks; ++c) {
             const Tile tl = stage_chunk(sh, x, F, c);
-            write_tile<T, C128>(o + (uint64_t)c * Geo<T>::tile * slot_bytes, sh.x, sh.coeff, tl,
+            write_tile<G, C128>(o + (uint64_t)c * G::tile * slot_bytes, sh.x, sh.coeff, tl,
                                 aligned16);
         }
     }
 }
 
-template <typename T, bool C128>
-int launch(void *state, uint64_t period, uint64_t F, uint64_t n_states, const T *in, double *sums,
-           cudaStream_t s)
+using launch_fn = int (*)(void *, uint64_t, uint64_t, uint64_t, const void *, double *,
+                          cudaStream_t);
+
+// Tiles of shape G for states of 2^q <= G::tile slots; D (a one-leaf shape) for the rest: its
+// tiles for states of fewer than 8 * G::leaves slots, its chunked kernel beyond D::tile.
+template <typename G, typename D, bool C128>
+int launch(void *state, uint64_t period, uint64_t F, uint64_t n_states, const void *in,
+           double *sums, cudaStream_t s)
 {
+    using T = typename G::type;
     const unsigned q = (unsigned)__builtin_ctzll(period);
-    const bool tiles = q <= Geo<T>::tile_log2;
-    void (*kernel)(void *, unsigned, unsigned, uint64_t, uint64_t, const T *, double *) =
-        tiles ? amp_batch_tiles_kernel<T, C128> : amp_batch_chunks_kernel<T, C128>;
-    const unsigned lpt = tiles ? Geo<T>::tile_log2 - 3 + (q < 3 ? q : 3) - q : 0;
+    void (*kernel)(void *, unsigned, unsigned, uint64_t, uint64_t, const T *, double *);
+    unsigned lpt = 0, threads;
+    if (q <= G::tile_log2 && q >= 3 + G::leaves_log2) {
+        kernel = amp_batch_tiles_kernel<G, C128>;
+        lpt = tile_states_log2<G>(q);
+        threads = G::threads;
+    } else if (q <= D::tile_log2) {
+        kernel = amp_batch_tiles_kernel<D, C128>;
+        lpt = tile_states_log2<D>(q);
+        threads = D::threads;
+    } else {
+        kernel = amp_batch_chunks_kernel<D, C128>;
+        threads = D::threads;
+    }
     const uint64_t work = (n_states + ((uint64_t)1 << lpt) - 1) >> lpt;
     const unsigned grid = work < 0x7fffffffu ? (unsigned)work : 0x7fffffffu;
-    kernel<<<grid, Geo<T>::threads, 0, s>>>(state, q, (unsigned)F, 0x100000000ull / F + 1,
-                                            n_states, in, sums);
+    kernel<<<grid, threads, 0, s>>>(state, q, (unsigned)F, 0x100000000ull / F + 1, n_states,
+                                    (const T *)in, sums);
     return (int)cudaGetLastError();
 }
 
+// The shapes the sweep compares (shape 0: the default). Per input type: the shape for states of
+// 8 * L to tile slots; states shorter or longer use the one-leaf default.
+template <bool C128> launch_fn shape_f64(int shape)
+{
+    switch (shape) {
+    case 2: return launch<Geo<double, 128, 2, 8>, GeoF64, C128>;
+    case 3: return launch<Geo<double, 128, 2, 6>, GeoF64, C128>;
+    case 4: return launch<Geo<double, 64, 4, 8>, GeoF64, C128>;
+    case 5: return launch<Geo<double, 128, 1, 8>, GeoF64, C128>;
+    default: return launch<GeoF64, GeoF64, C128>;
+    }
+}
+template <bool C128> launch_fn shape_f32(int shape)
+{
+    switch (shape) {
+    case 2: return launch<Geo<float, 256, 2, 6>, GeoF32, C128>;
+    case 3: return launch<Geo<float, 256, 2, 4>, GeoF32, C128>;
+    case 4: return launch<Geo<float, 128, 4, 8>, GeoF32, C128>;
+    case 5: return launch<Geo<float, 256, 1, 6>, GeoF32, C128>;
+    default: return launch<GeoF32, GeoF32, C128>;
+    }
+}
+
 } // namespace
+
+extern "C" int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t period,
+                                              uint64_t period_valid, uint64_t n_states,
+                                              const void *in, int in_f64, double *sums,
+                                              void *stream)
+{
+    if (n_states == 0)
+        return (int)cudaGetLastError();
+    const launch_fn f = in_f64 ? (c128 ? shape_f64<true>(shape) : shape_f64<false>(shape))
+                               : (c128 ? shape_f32<true>(shape) : shape_f32<false>(shape));
+    return f(state, period, period_valid, n_states, in, sums, (cudaStream_t)stream);
+}
 
 extern "C" int qm_cuda_launch_amp_batch(void *state, int c128, uint64_t period, uint64_t period_valid,
                                         uint64_t n_states, const void *in, int in_f64, double *sums,
                                         void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (n_states == 0)
-        return (int)cudaGetLastError();
-    if (in_f64)
-        return c128 ? launch<double, true>(state, period, period_valid, n_states,
-                                           (const double *)in, sums, s)
-                    : launch<double, false>(state, period, period_valid, n_states,
-                                            (const double *)in, sums, s);
-    return c128 ? launch<float, true>(state, period, period_valid, n_states, (const float *)in,
-                                      sums, s)
-                : launch<float, false>(state, period, period_valid, n_states, (const float *)in,
-                                       sums, s);
+    /* QM_CUDA_BATCH_SHAPE (developers: a shape of the sweep for every launch, 0 = default) */
+    const char *e = getenv("QM_CUDA_BATCH_SHAPE");
+    const int shape = e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : 0;
+    return qm_cuda_launch_amp_batch_shape(shape, state, c128, period, period_valid, n_states, in,
+                                          in_f64, sums, stream);
 }

@@ -47,6 +47,13 @@ int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t loc
 int qm_cuda_launch_amp_batch(void *state, int c128, uint64_t period, uint64_t period_valid,
                              uint64_t n_states, const void *in, int in_f64, double *sums,
                              void *stream);
+/* The same with block shape `shape` of the tuning sweep (0: the default; 1..5: cuda_batch.cu's
+ * table; bench_cuda's BM_BatchShape compares them). qm_cuda_launch_amp_batch takes the shape from
+ * QM_CUDA_BATCH_SHAPE when it is set (developers: runs a test under another shape). Every shape
+ * writes the same bytes. */
+int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t period,
+                                   uint64_t period_valid, uint64_t n_states, const void *in,
+                                   int in_f64, double *sums, void *stream);
 
 #ifdef __cplusplus
 }
