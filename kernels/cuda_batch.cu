@@ -1,21 +1,21 @@
 // cuda_batch.cu — the fused batch kernel (qm_hal_amp_batch): whole small states, each read once
 // from device memory and written once, bit for bit what qm_cpu_amp_batch writes.
 //
-// Design. A block of NT threads (256 for float64 input, 512 for float32, so that a block moves
-// as many bytes either way) works on a tile of NT leaves; a leaf is 8 slots (the whole state when
-// period < 8), so a tile is NT * min(period, 8) slots: NT * 8 / period whole states side by side,
-// or one NT * 8-slot chunk of a longer state. The states of a tile are contiguous in the input and
-// in the state buffer, so:
+// Design. A block of NT threads works on a tile of NT * L leaves (L leaves per thread, see Geo
+// and the shapes in use below); a leaf is 8 slots (the whole state when period < 8), so a tile
+// is NT * L * min(period, 8) slots: whole states side by side, or one chunk of a longer state.
+// The states of a tile are contiguous in the input and in the state buffer, so:
 //  1. stage: the tile's values are loaded coalesced with 16-byte loads (thread t: vectors t,
 //     t + NT, ... of the 16-byte aligned middle, all issued before the first use; the unaligned
 //     head and the tail, under one vector each, by the first threads) and put in shared memory by
-//     slot, one pad word after every 8 slots, so that a leaf is 8 consecutive words and the leaves
-//     of consecutive threads start in different banks;
-//  2. sum: thread t forms leaf t with qm_math.h's leaf (elements past the data count as +0, which
-//     also gives the small trees of states of 1, 2 or 4 slots); xor-shuffles with offsets
-//     1, 2, 4, ... merge the leaves of a state level by level (a + b and b + a round alike), and
-//     for states of more than one warp the warp sums are merged the same way by warp 0; one thread
-//     per state writes its sum and its coefficient 1 / sqrt(sum) (-1 for the slow path);
+//     slot, one pad word after every 8 * L slots, so that a leaf is 8 consecutive words and the
+//     leaves of consecutive threads start in different banks;
+//  2. sum: thread t forms its L leaves with qm_math.h's leaf (elements past the data count as +0,
+//     which also gives the small trees of states of 1, 2 or 4 slots) and merges them pairwise;
+//     xor-shuffles with offsets 1, 2, 4, ... merge the threads' subtrees of a state level by
+//     level (a + b and b + a round alike), and for states of more than one warp the warp sums
+//     are merged the same way by warp 0; one thread per state writes its sum and its
+//     coefficient 1 / sqrt(sum) (-1 for the slow path);
 //  3. write: the tile's slots are written coalesced with 16-byte stores (complex128: one slot per
 //     store; complex64: two slots per store when the state pointer is 16-byte aligned), values
 //     read back from shared memory: amplitudes and zero padding, or the stash with padding slots
@@ -47,11 +47,15 @@ template <typename T, unsigned NT, unsigned L, unsigned MB> struct Geo {
     static constexpr unsigned loads = tile / NT; /* values per thread */
 };
 
-// The shapes in use (see the launcher): one leaf per thread for states of up to 8 slots, and the
-// chunked kernel; the shape per input type for longer states was chosen by the sweep in
-// bench_cuda (BM_BatchShape) on the H200.
+// The shapes in use. One leaf per thread: every state of float64 input; float32 states shorter
+// than 16 slots and the chunked kernel. Float32 states of 16 slots to a tile: 256 threads of two
+// leaves, 6 blocks per SM. On the H200 (BM_BatchShape, 65536 x 1021 -> 10 qubits, 2026-12-02)
+// that shape ran at 3.60 TiB/s against 3.23 TiB/s for 512 threads of one leaf (copy ceiling
+// 3.90 TiB/s): the same 16 KB of loads per block, but twice as many blocks resident per SM
+// keep more loads in flight. For float64 the shapes of the sweep were within 1% of each other.
 using GeoF64 = Geo<double, 256, 1, 4>;
 using GeoF32 = Geo<float, 512, 1, 3>;
+using GeoF32Pairs = Geo<float, 256, 2, 6>;
 
 template <typename G> struct Shared {
     using T = typename G::type;
@@ -405,8 +409,9 @@ int launch(void *state, uint64_t period, uint64_t F, uint64_t n_states, const vo
     return (int)cudaGetLastError();
 }
 
-// The shapes the sweep compares (shape 0: the default). Per input type: the shape for states of
-// 8 * L to tile slots; states shorter or longer use the one-leaf default.
+// The shapes the sweep compares (shape 0: the default; float64 shape 1, float32 shape 2). Per
+// input type: the shape for states of 8 * L to tile slots; states shorter or longer use the
+// one-leaf shape.
 template <bool C128> launch_fn shape_f64(int shape)
 {
     switch (shape) {
@@ -420,11 +425,11 @@ template <bool C128> launch_fn shape_f64(int shape)
 template <bool C128> launch_fn shape_f32(int shape)
 {
     switch (shape) {
-    case 2: return launch<Geo<float, 256, 2, 6>, GeoF32, C128>;
+    case 1: return launch<GeoF32, GeoF32, C128>;
     case 3: return launch<Geo<float, 256, 2, 4>, GeoF32, C128>;
     case 4: return launch<Geo<float, 128, 4, 8>, GeoF32, C128>;
     case 5: return launch<Geo<float, 256, 1, 6>, GeoF32, C128>;
-    default: return launch<GeoF32, GeoF32, C128>;
+    default: return launch<GeoF32Pairs, GeoF32, C128>; /* 0 and 2 */
     }
 }
 

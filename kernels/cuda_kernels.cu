@@ -62,7 +62,8 @@ __global__ void sumsq_kernel(const double *x, uint64_t k, uint64_t g0, uint64_t 
 // sum is kept by lane c, the same shuffles combine the chunk sums (lanes past the last chunk hold
 // +0, and adding +0 is exact), and thread 0 combines the 8 warp sums pairwise. Elements past the
 // block's data count as 0, as on the CPU. Each lane loads 64 bytes of float64 per chunk (four
-// 16-byte loads) and two chunks are in flight before the first shuffle.
+// 16-byte loads) and two chunks are in flight before the first shuffle; for float32 (32 bytes
+// per chunk) four chunks.
 #define QM_FULL_MASK 0xffffffffu
 
 __device__ __forceinline__ double warp_tree(double v)
@@ -72,7 +73,7 @@ __device__ __forceinline__ double warp_tree(double v)
     return v;
 }
 
-template <typename Leaf>
+template <int K, typename Leaf>
 __device__ __forceinline__ void block_tree(const Leaf &leaf, uint64_t bs, double *out_b)
 {
     __shared__ double warp_sums[8];
@@ -81,17 +82,20 @@ __device__ __forceinline__ void block_tree(const Leaf &leaf, uint64_t bs, double
     const unsigned chunks = (unsigned)(W >> 8); /* 1..8 */
     const uint64_t first = (uint64_t)warp * W + 8 * (uint64_t)lane;
     double mine = 0.0;
-    for (unsigned c = 0; c < chunks; c += 2) {
-        double a = leaf(first + (uint64_t)c * 256);
-        double b = c + 1 < chunks ? leaf(first + (uint64_t)(c + 1) * 256) : 0.0;
+    for (unsigned c = 0; c < chunks; c += K) { /* K chunks loaded before the first shuffle */
+        double v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            v[k] = c + k < chunks ? leaf(first + (uint64_t)(c + k) * 256) : 0.0;
         for (int off = 1; off < 32; off <<= 1) { /* the chunk's levels above the leaves */
-            a = a + __shfl_xor_sync(QM_FULL_MASK, a, off);
-            b = b + __shfl_xor_sync(QM_FULL_MASK, b, off);
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+                v[k] = v[k] + __shfl_xor_sync(QM_FULL_MASK, v[k], off);
         }
-        if ((unsigned)lane == c)
-            mine = a;
-        else if ((unsigned)lane == c + 1)
-            mine = b;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if ((unsigned)lane == c + k)
+                mine = v[k];
     }
     const double wsum = warp_tree(mine); /* chunk sums of this warp, pairwise */
     if (lane == 0)
@@ -183,7 +187,7 @@ __global__ void __launch_bounds__(256) sumsq_input_kernel(const T *in, uint64_t 
     const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
     const T *base = valid ? in + ((gs / period) * period_valid + gs % period - in_first) : in;
     const input_leaf<T> leaf = {base, valid, valid == bs && ((uintptr_t)base % 16) == 0, scale};
-    block_tree(leaf, bs, out + b);
+    block_tree<sizeof(T) == 8 ? 2 : 4>(leaf, bs, out + b); /* 128 bytes per lane in flight */
 }
 
 // The same over stashed values (slots of the state buffer; always 16-byte aligned).
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(256) sumsq_stash_kernel(const double *state, u
     const uint64_t valid = qm_block_valid(g0 + b * bs, bs, period, period_valid);
     const double *base = state + b * bs * k;
     const stash_leaf leaf = {base, k, valid, k == 2 || ((uintptr_t)base % 16) == 0, scale};
-    block_tree(leaf, bs, out + b);
+    block_tree<2>(leaf, bs, out + b);
 }
 
 // In place over the stash of one state: slot i's double becomes its amplitude.
@@ -306,11 +310,13 @@ __global__ void __launch_bounds__(256) amp_pairs_f32_kernel(float4 *state, uint6
         float2 v[QM_AMP_PER_THREAD];
 #pragma unroll
         for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
-            const uint64_t p = base + threadIdx.x + (uint64_t)j * blockDim.x;
-            if (2 * p + 1 < n)
+            /* only data slots are read: the input ends at slot period_valid - local0 */
+            const uint64_t p = base + threadIdx.x + (uint64_t)j * blockDim.x, i = 2 * p;
+            v[j] = make_float2(0.0f, 0.0f);
+            if (i + 1 < n && local0 + i + 1 < period_valid)
                 v[j] = __ldg(x + p);
-            else if (2 * p < n)
-                v[j] = make_float2(__ldg((const float *)x + 2 * p), 0.0f);
+            else if (i < n && local0 + i < period_valid)
+                v[j].x = __ldg((const float *)x + i);
         }
 #pragma unroll
         for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {

@@ -69,7 +69,8 @@ fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ "${QM_NCU:-0}" = 1 ] && [ -n "$NCU" ] && [ -x build-gpu/bench/bench_cuda ]; then
   log "ncu ($NCU)"
-  for f in "BM_Pass/30/1:sumsq_input_kernel" "BM_Pass/30/0:amp_one_state_kernel" \
+  for f in "BM_Pass/30/1/1:sumsq_input_kernel" "BM_Pass/30/0/1:amp_one_state_kernel" \
+           "BM_Pass/31/1/0:sumsq_input_kernel" "BM_Pass/31/0/0:amp_pairs_f32_kernel" \
            "BM_Batch/1/:amp_batch" "BM_Batch/0/:amp_batch" "BM_HostInput/30/1/1:stash_kernel"; do
     "$NCU" --clock-control none -k "regex:${f#*:}" -s 2 -c 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \

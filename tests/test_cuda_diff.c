@@ -73,36 +73,45 @@ int main(void)
         bsh[d] = (qm_shard_spec){0, d, 250 * Nb * d, 250 * Nb * (d + 1)};
     qm_amp_input inb = {.dtype = QM_DTYPE_FLOAT64, .data = xb, .n = F, .batch = B};
     CHECK(same_state(gpu, sim, 10, QM_DTYPE_COMPLEX128, bsh, 4, &inb));
-    /* the fast kernels on device-resident input: block sums, bit for bit. The buffers hold input
-     * elements 3.. (in_first 3: every block starts at an odd element, unaligned for 16-byte loads),
-     * and the sums start at the second block. */
-    for (unsigned lb = 9; lb <= 14; lb += 5) {
-        const uint64_t bs = (uint64_t)1 << lb, nb = (N >> lb) - 1;
-        double *ga = malloc(nb * 8), *sa = malloc(nb * 8);
-        qm_hal_buf *dv = NULL, *sv = NULL;
-        CHECK_OK(qm_hal_buf_alloc(gpu, 1, (n - 3) * 8, &dv, &st));
-        CHECK_OK(qm_hal_buf_alloc(sim, 1, (n - 3) * 8, &sv, &st));
-        CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, x + 3, (n - 3) * 8, NULL, &st));
-        CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, x + 3, (n - 3) * 8, NULL, &st));
-        qm_hal_sumsq_args a = {.state_dtype = QM_DTYPE_COMPLEX128, .off = 0, .g0 = bs, .period = N,
-                               .period_valid = n, .log2_block = lb, .n_blocks = nb, .scale = 1.0,
-                               .out_sums = ga, .input = dv, .in_dtype = QM_DTYPE_FLOAT64,
-                               .in_first = 3};
-        qm_hal_sumsq_args b = a;
-        b.input = sv;
-        b.out_sums = sa;
-        CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
-        CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
-        CHECK(memcmp(ga, sa, nb * 8) == 0);
-        a.scale = b.scale = 0x1p-600; /* the rescaled path */
-        CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
-        CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
-        CHECK(memcmp(ga, sa, nb * 8) == 0);
-        qm_hal_buf_free(gpu, dv);
-        qm_hal_buf_free(sim, sv);
-        free(ga);
-        free(sa);
-    }
+    /* the kernels on device-resident input: block sums, bit for bit, float64 and float32, every
+     * block size from 2^9 (the general kernel) to 2^14 (the fast kernel with 1..8 chunks per
+     * warp). The buffers hold input elements f.. with f = 3 (every block starts at an odd element,
+     * unaligned for 16-byte loads) or f = 0 (aligned), and the sums start at the second block. */
+    for (int v = 0; v < 4; ++v)
+        for (unsigned lb = 9; lb <= 14; ++lb) {
+            const bool f32 = (v & 1) != 0;
+            const uint64_t f = (v & 2) ? 0 : 3, is = f32 ? 4 : 8;
+            const uint64_t bs = (uint64_t)1 << lb, nb = (N >> lb) - 1;
+            double *ga = malloc(nb * 8), *sa = malloc(nb * 8);
+            qm_hal_buf *dv = NULL, *sv = NULL;
+            const void *src = f32 ? (const void *)(xf + f) : (const void *)(x + f);
+            CHECK_OK(qm_hal_buf_alloc(gpu, 1, (n - f) * is, &dv, &st));
+            CHECK_OK(qm_hal_buf_alloc(sim, 1, (n - f) * is, &sv, &st));
+            CHECK_OK(qm_hal_copy_h2d(gpu, dv, 0, src, (n - f) * is, NULL, &st));
+            CHECK_OK(qm_hal_copy_h2d(sim, sv, 0, src, (n - f) * is, NULL, &st));
+            qm_hal_sumsq_args a = {.state_dtype = QM_DTYPE_COMPLEX128, .off = 0, .g0 = bs,
+                                   .period = N, .period_valid = n, .log2_block = lb,
+                                   .n_blocks = nb, .scale = 1.0, .out_sums = ga, .input = dv,
+                                   .in_dtype = f32 ? QM_DTYPE_FLOAT32 : QM_DTYPE_FLOAT64,
+                                   .in_first = f};
+            qm_hal_sumsq_args b = a;
+            b.input = sv;
+            b.out_sums = sa;
+            CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
+            CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
+            if (memcmp(ga, sa, nb * 8) != 0)
+                printf("block sums differ: %s, 2^%u blocks, input from element %llu\n",
+                       f32 ? "float32" : "float64", lb, (unsigned long long)f);
+            CHECK(memcmp(ga, sa, nb * 8) == 0);
+            a.scale = b.scale = 0x1p-600; /* the rescaled path */
+            CHECK_OK(qm_hal_sumsq_sync(gpu, &a, &st));
+            CHECK_OK(qm_hal_sumsq_sync(sim, &b, &st));
+            CHECK(memcmp(ga, sa, nb * 8) == 0);
+            qm_hal_buf_free(gpu, dv);
+            qm_hal_buf_free(sim, sv);
+            free(ga);
+            free(sa);
+        }
     qm_hal_buf *dst = NULL, *sst = NULL;
     /* amplitudes of one state from device-resident input: complex128 and complex64 from float64
      * and float32; slots from 1000001 (an odd start: the input pointer is not 16-byte aligned,
@@ -133,6 +142,8 @@ int main(void)
         b.state = sst;
         b.input = sv;
         CHECK_OK(qm_hal_amp_scale(gpu, &a, NULL, &st));
+        if (st.code)
+            printf("%s\n", st.msg);
         CHECK_OK(qm_hal_amp_scale(sim, &b, NULL, &st));
         void *ha = malloc(cnt * es), *hb = malloc(cnt * es);
         CHECK_OK(qm_hal_copy_d2h(gpu, ha, dst, 0, cnt * es, NULL, &st));
