@@ -13,6 +13,7 @@
 #include "encode.h"
 #include "comm.h"
 #include "cuda_backend.h"
+#include "layout.h"
 #include "materialize_internal.h"
 #include "scenario_loader.h"
 #include "state_internal.h"
@@ -23,8 +24,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h> /* gethostname */
 
 #define QM_READBACK_AMPS ((uint64_t)1 << 20)
+
+/* This host's id: FNV-1a of its name ("?" when it has none). */
+static uint64_t host_id(void)
+{
+    char name[256] = {0};
+    if (gethostname(name, sizeof name - 1) != 0)
+        name[0] = '?';
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = name; *c; ++c)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    return h;
+}
 
 static double now_s(void)
 {
@@ -353,7 +367,21 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     const int dev0 = R > 1 ? r->mesh->rank_first[me] : 0;
     if (job->backend == QM_BACKEND_CUDA) {
         const int need = R > 1 ? r->mesh->rank_first[me + 1] - dev0 : r->mesh->n_devices;
-        if ((rc = qm_hal_cuda_open_logical(need, &hal, st)) == QM_OK && qm_hal_device_count(hal) < need)
+        /* ranks on one host take that host's GPUs in turn: every rank learns every rank's host */
+        int first_gpu = 0;
+        if (R > 1) {
+            uint64_t *hosts = calloc((size_t)R, sizeof *hosts);
+            const uint64_t mine = host_id();
+            rc = qm_comm_verdict(comm, hosts ? QM_OK : qm_fail(st, QM_E_NOMEM, "encode: out of "
+                                                               "host memory for %d host ids", R), st);
+            if (rc == QM_OK)
+                rc = qm_comm_allgather(comm, &mine, sizeof mine, hosts, st);
+            if (rc == QM_OK)
+                first_gpu = qm_layout_host_first_device(hosts, r->mesh->rank_first, R, me);
+            free(hosts);
+        }
+        if (rc == QM_OK && (rc = qm_hal_cuda_open_logical_at(first_gpu, need, &hal, st)) == QM_OK &&
+            qm_hal_device_count(hal) < need)
             rc = qm_fail(st, QM_E_ARG, "encode: the plan gives this process %d devices but %d CUDA "
                          "devices are visible; use a scenario with at most that many", need,
                          qm_hal_device_count(hal));

@@ -72,3 +72,15 @@ qm_code qm_layout_shard(const qm_plan *plan, int shard, qm_plan_shard *out, qm_s
     *out = plan->shards[shard];
     return QM_OK;
 }
+
+int qm_layout_host_first_device(const uint64_t *host_ids, const int *rank_first, int world_size,
+                                int rank)
+{
+    if (!host_ids || !rank_first || rank < 0 || rank >= world_size)
+        return 0;
+    int first = 0;
+    for (int r = 0; r < rank; ++r)
+        if (host_ids[r] == host_ids[rank])
+            first += rank_first[r + 1] - rank_first[r];
+    return first;
+}

@@ -25,4 +25,12 @@ void qm_layout_destroy(qm_layout *layout);
 /* One shard of the plan by id: E-ARG ("out of range") for an id outside 0..n_shards-1. */
 qm_code qm_layout_shard(const qm_plan *plan, int shard, qm_plan_shard *out, qm_status *st);
 
+/* The first GPU of `rank`'s devices on its host, for a backend that maps a rank's devices onto
+ * the host's GPUs (qm_hal_cuda_open_logical_at): the ranks on one host (equal ids in host_ids,
+ * world_size entries, as all-gathered) take the host's GPUs in rank order, each as many as it has
+ * devices (rank_first[r + 1] - rank_first[r]; world_size + 1 entries). With one rank per GPU,
+ * rank r of a host gets that host's r-th GPU. Cannot fail; 0 for a rank out of range. */
+int qm_layout_host_first_device(const uint64_t *host_ids, const int *rank_first, int world_size,
+                                int rank);
+
 #endif

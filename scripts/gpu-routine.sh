@@ -5,7 +5,7 @@
 #   state, and leave logs under $OUT (or out/gpu when OUT is unset).
 # Usage: scripts/gpu-routine.sh [extra ctest args]
 # Environment: QM_CUDA_BIG=1 also runs test_cuda_big (33 qubits, 128 GiB) on its own;
-# QM_BENCH_FILTER=regex picks benchmarks; QM_NCU=1 profiles the bandwidth kernels with Nsight
+# QM_BENCH_FILTER=regex picks benchmarks (QM_BENCH=0: none); QM_NCU=1 profiles the bandwidth kernels with Nsight
 # Compute (clock control off) into $OUT/ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +60,7 @@ if [ "${QM_CUDA_BIG:-0}" = 1 ]; then
   log "33-qubit complex128 from host (test_cuda_big)"
   build-gpu/tests/test_cuda_big 2>&1 | tail -4 | tee -a "$OUT/summary.txt"
 fi
-if [ -x build-gpu/bench/bench_cuda ]; then
+if [ "${QM_BENCH:-1}" != 0 ] && [ -x build-gpu/bench/bench_cuda ]; then
   log "bench_cuda"
   build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
       --benchmark_filter="${QM_BENCH_FILTER:-.}" \

@@ -13,18 +13,11 @@ MPI="$MPIEXEC --oversubscribe --allow-run-as-root"
 S=$SRC/scenarios/a100-4node-hdr.yaml
 T=$(mktemp -d /tmp/qmesh-mpi-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass+1)); echo "ok: $*"; }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 python3 - "$T" <<'PY'
-import math, struct, sys
+import math, sys
+from npy_write import npy
 t = sys.argv[1]
-def npy(path, descr, shape, values, fmt):
-    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
-    hdr += ' ' * (64 - (10 + len(hdr) + 1) % 64) + '\n'
-    with open(path, 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr.encode())
-        f.write(struct.pack('<%d%s' % (len(values), fmt), *values))
 n = 200000
 x = [math.sin(i * 0.001) * (1 + i % 7) for i in range(n)]
 npy(t + '/single.npy', '<f8', '(%d,)' % n, x, 'd')

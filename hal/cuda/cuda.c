@@ -526,6 +526,11 @@ qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st) { return qm_hal_cuda_open_
 
 qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
 {
+    return qm_hal_cuda_open_logical_at(0, n_logical, out, st);
+}
+
+qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, qm_status *st)
+{
     if (out)
         *out = NULL;
     if (!out)
@@ -539,6 +544,8 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
     }
     if (n_logical < 0 || n_logical > 4096)
         return qm_fail(st, QM_E_ARG, "cuda: %d logical devices is not a mesh (0 to 4096)", n_logical);
+    if (first_gpu < 0)
+        return qm_fail(st, QM_E_ARG, "cuda: the first GPU must be >= 0 (got %d)", first_gpu);
     const int nl = n_logical ? n_logical : n;
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c)
@@ -555,9 +562,18 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
         return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory for %d devices", nl);
     }
     unsigned char *phys_peer = calloc((size_t)n * (size_t)n, 1);
-    if (!phys_peer) {
+    int *shares = calloc((size_t)n, sizeof *shares); /* logical devices per GPU */
+    if (!phys_peer || !shares) {
+        free(phys_peer);
+        free(shares);
         c_destroy(c);
         return qm_fail(st, QM_E_NOMEM, "cuda: out of host memory");
+    }
+    int most = 0;
+    for (int i = 0; i < nl; ++i) {
+        c->phys[i] = (int)(((long long)first_gpu + i) % n);
+        if (++shares[c->phys[i]] > most)
+            most = shares[c->phys[i]];
     }
     for (int d = 0; d < n; ++d) {
         if ((e = cudaSetDevice(d)) != cudaSuccess)
@@ -573,27 +589,29 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
         }
     }
     for (int i = 0; i < nl; ++i) {
-        const int d = i % n;
-        const int shares = nl / n + (d < nl % n ? 1 : 0); /* logical devices on GPU d */
+        const int d = c->phys[i];
         struct cudaDeviceProp p;
         size_t free_b = 0, total_b = 0;
-        c->phys[i] = d;
         if ((e = cudaGetDeviceProperties(&p, d)) != cudaSuccess ||
             (e = cudaSetDevice(d)) != cudaSuccess ||
             (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
             free(phys_peer);
+            free(shares);
             c_destroy(c);
             return cuda_err(st, e, "device discovery", d);
         }
         qm_hal_device_info *in = &c->info[i];
-        if (nl == n)
+        int k = 0; /* earlier logical devices on the same GPU */
+        for (int j = 0; j < i; ++j)
+            k += c->phys[j] == d;
+        if (most == 1)
             snprintf(in->id, sizeof in->id, "cuda:%d", d);
         else
-            snprintf(in->id, sizeof in->id, "cuda:%d.%d", d, i / n);
+            snprintf(in->id, sizeof in->id, "cuda:%d.%d", d, k);
         snprintf(in->name, sizeof in->name, "%.95s", p.name);
         /* a GPU shared by several logical devices: each gets an equal slice */
-        in->memory_bytes = total_b / (size_t)shares;
-        in->usable_bytes = free_b / (size_t)shares;
+        in->memory_bytes = total_b / (size_t)shares[d];
+        in->usable_bytes = free_b / (size_t)shares[d];
         int mem_clock_khz = 0, bus_bits = p.memoryBusWidth;
         (void)cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, d);
         in->hbm_bw_bytes_per_s = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0);
@@ -606,5 +624,6 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
             c->peer[i * nl + j] = i != j && (c->phys[i] == c->phys[j] ||
                                              phys_peer[c->phys[i] * n + c->phys[j]]);
     free(phys_peer);
+    free(shares);
     return qm_hal_create(&cuda_ops, c, out, st);
 }

@@ -14,6 +14,11 @@ qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st);
  * GPU each get an equal slice of its memory and reach each other by device-to-device copies, so a
  * multi-device mesh runs (and is tested) on a one-GPU machine. Ids "cuda:G.K". */
 qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st);
+/* The same starting at GPU first_gpu: logical device i is GPU (first_gpu + i) mod the GPU count,
+ * so ranks sharing a host each take their own GPUs (qm_layout_host_first_device). Ids are
+ * "cuda:G" while no GPU holds two logical devices, else "cuda:G.K" (K: the logical device's
+ * index among those on GPU G). E-ARG for first_gpu < 0. */
+qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, qm_status *st);
 /* Number of CUDA devices visible (0 without a driver, a GPU, or CUDA support). Cannot fail. */
 int qm_cuda_device_count(void);
 
