@@ -10,9 +10,10 @@
  * scale; finally turn every stashed value into its amplitude in place and zero the padding.
  * Must not: allocate before validation, leave any buffer behind on failure, read input outside a
  * shard's own range.
- * Known wart: devices are driven one after another from one host thread; the simulated kernels use
- * every core themselves, and the CUDA backend's copies and kernels are enqueued on a stream per
- * device. The distributed (MPI) combination of piece sums comes with the comm module.
+ * Devices work at the same time: the ingest deals chunks round-robin over every device's streams,
+ * the block sums of every shard are enqueued before any is waited for (sum_shards), and so are the
+ * amplitudes (phase D), each shard on its own stream. The simulated kernels run synchronously and
+ * use every core themselves. Known wart: the slow path (retry_state) sums one state at a time.
  */
 #include "materialize_internal.h"
 #include "comm.h"
@@ -54,6 +55,7 @@ typedef struct enc {
     qm_ingest_shard *ing;      /* per shard: what the ingest step needs (fused: sums land here) */
     double *fused_sums;        /* page-locked: the sums of every fused shard's states */
     unsigned char *slow;       /* per state: took the rescaled slow path */
+    qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
 } enc;
 
 /* Largest k such that pos is aligned to 2^k, 2^k fits in [pos, end) and k <= cap. */
@@ -162,39 +164,154 @@ static qm_code grow_pieces(enc *e, uint64_t n, qm_status *st)
     return QM_OK;
 }
 
-/* Sums of the canonical pieces of global slots [lo, hi) of shard i (pieces never cross a state),
- * appended to e->pieces. Consecutive pieces of one size go to the device in one call. */
-static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, qm_status *st)
+/* A run of consecutive canonical pieces of one size starting at pos (below hi): `run` pieces of
+ * 2^k slots, summed in device blocks of 2^lb slots (2^(k - lb) blocks a piece). */
+typedef struct run_of {
+    uint64_t pos, run;
+    unsigned k, lb;
+} run_of;
+
+static run_of next_run(const enc *e, uint64_t pos, uint64_t hi)
+{
+    run_of r = {.pos = pos, .run = 1, .k = piece_log(pos, hi, e->qubits)};
+    const uint64_t len = (uint64_t)1 << r.k;
+    while (pos + (r.run + 1) * len <= hi && piece_log(pos + r.run * len, hi, e->qubits) == r.k)
+        ++r.run;
+    r.lb = r.k < QM_RED_LOG2_BLOCK ? r.k : QM_RED_LOG2_BLOCK;
+    return r;
+}
+static uint64_t run_blocks(const run_of *r) { return r->run << (r->k - r->lb); }
+static uint64_t run_end(const run_of *r) { return r->pos + (r->run << r->k); }
+
+/* The block sums of run r of shard i (out_sums left for the caller). */
+static qm_hal_sumsq_args run_args(const enc *e, int i, const run_of *r, double scale)
 {
     const qm_shard_spec *s = &e->shards[i];
-    uint64_t pos = lo;
-    while (pos < hi) {
-        const unsigned k = piece_log(pos, hi, e->qubits);
-        const uint64_t len = (uint64_t)1 << k;
-        uint64_t run = 1; /* pieces of the same size that follow */
-        while (pos + (run + 1) * len <= hi && piece_log(pos + run * len, hi, e->qubits) == k)
-            ++run;
-        const unsigned lb = k < QM_RED_LOG2_BLOCK ? k : QM_RED_LOG2_BLOCK;
-        const uint64_t per = (uint64_t)1 << (k - lb), nb = run * per;
-        qm_code rc = grow_blocks(e, nb, st);
-        if (rc != QM_OK)
-            return rc;
-        qm_hal_sumsq_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
-                               .off = pos - s->start, .g0 = pos, .period = e->N,
-                               .period_valid = e->F, .log2_block = lb, .n_blocks = nb,
-                               .scale = scale, .out_sums = e->block_sums,
+    return (qm_hal_sumsq_args){.state = e->state->shards[i].buf, .state_dtype = e->sdt,
+                               .off = r->pos - s->start, .g0 = r->pos, .period = e->N,
+                               .period_valid = e->F, .log2_block = r->lb,
+                               .n_blocks = run_blocks(r), .scale = scale,
                                .input = e->mapped[i], .in_dtype = e->in->dtype,
                                .in_first = e->mapped_first[i]};
+}
+
+/* Append run r's pieces, each the pairwise combination of its block sums (destroys them). */
+static qm_code add_run_pieces(enc *e, const run_of *r, double *block_sums, qm_status *st)
+{
+    qm_code rc = grow_pieces(e, r->run, st);
+    if (rc != QM_OK)
+        return rc;
+    const uint64_t per = (uint64_t)1 << (r->k - r->lb);
+    for (uint64_t j = 0; j < r->run; ++j)
+        e->pieces[e->n_pieces++] = (piece){.off = r->pos + (j << r->k), .log2n = r->k,
+                                           .sum = qm_tree_combine(block_sums + j * per, per)};
+    return QM_OK;
+}
+
+/* Sums of the canonical pieces of global slots [lo, hi) of shard i (pieces never cross a state),
+ * appended to e->pieces; one blocking call per run (the slow path). */
+static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, qm_status *st)
+{
+    for (uint64_t pos = lo; pos < hi;) {
+        const run_of r = next_run(e, pos, hi);
+        qm_code rc = grow_blocks(e, run_blocks(&r), st);
+        if (rc != QM_OK)
+            return rc;
+        qm_hal_sumsq_args a = run_args(e, i, &r, scale);
+        a.out_sums = e->block_sums;
         if ((rc = qm_hal_sumsq_sync(e->hal, &a, st)) != QM_OK)
             return qm_status_prefix(st, "encode: shard %d", i);
-        if ((rc = grow_pieces(e, run, st)) != QM_OK)
+        if ((rc = add_run_pieces(e, &r, e->block_sums, st)) != QM_OK)
             return rc;
-        for (uint64_t r = 0; r < run; ++r)
-            e->pieces[e->n_pieces++] = (piece){.off = pos + r * len, .log2n = k,
-                                               .sum = qm_tree_combine(e->block_sums + r * per, per)};
-        pos += run * len;
+        pos = run_end(&r);
     }
     return QM_OK;
+}
+
+static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double *sums,
+                                qm_status *st);
+
+/* Wait for stream s (keeping the first error in *rc and st), then destroy it. */
+static void drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status *st)
+{
+    if (!s)
+        return;
+    qm_status tmp;
+    const qm_code d = qm_hal_stream_sync(hal, s, *rc == QM_OK ? st : &tmp);
+    if (*rc == QM_OK)
+        *rc = d;
+    qm_hal_stream_destroy(hal, s);
+}
+
+/* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a
+ * fused shard brings its states' sums). Every shard's block sums are enqueued first, each shard
+ * on its own stream into its own device buffer and copied back behind its kernels, so the
+ * devices sum at the same time; then every stream is drained (also after a failure) and the
+ * pieces are formed on the host in index order, exactly as one blocking call per run would. */
+static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st)
+{
+    qm_hal *hal = e->hal;
+    const int n = e->n_norm;
+    uint64_t *first = calloc((size_t)n + 1, sizeof *first); /* shard i's block sums: host[first[i]..] */
+    qm_hal_buf **part = calloc((size_t)n, sizeof *part);
+    qm_hal_stream **str = calloc((size_t)n, sizeof *str);
+    double *host = NULL;
+    qm_code rc = first && part && str ? QM_OK
+                                      : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
+                                                "%d shards", n);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        uint64_t nb = 0;
+        for (uint64_t pos = e->shards[i].start; !e->ing[i].fused && pos < e->shards[i].end;) {
+            const run_of r = next_run(e, pos, e->shards[i].end);
+            nb += run_blocks(&r);
+            pos = run_end(&r);
+        }
+        first[i + 1] = first[i] + nb;
+    }
+    if (rc == QM_OK && first[n] > 0)
+        rc = qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        const qm_shard_spec *s = &e->shards[i];
+        const uint64_t nb = first[i + 1] - first[i];
+        if (nb == 0)
+            continue;
+        rc = qm_hal_buf_alloc(hal, s->device, nb * sizeof(double), &part[i], st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, s->device, &str[i], st);
+        for (uint64_t pos = s->start, at = 0; rc == QM_OK && pos < s->end;) {
+            const run_of r = next_run(e, pos, s->end);
+            const qm_hal_sumsq_args a = run_args(e, i, &r, 1.0);
+            rc = qm_hal_sumsq(hal, &a, part[i], at, str[i], st);
+            at += run_blocks(&r);
+            pos = run_end(&r);
+        }
+        if (rc == QM_OK)
+            rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0, nb * sizeof(double), str[i], st);
+        if (rc != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
+    }
+    for (int i = 0; str && i < n; ++i)
+        drain(hal, str[i], &rc, st);
+    for (int i = 0; part && i < n; ++i)
+        qm_hal_buf_free(hal, part[i]);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        const qm_shard_spec *s = &e->shards[i];
+        if (e->ing[i].fused)
+            rc = add_state_pieces(e, s->start / e->N, (s->end - s->start) / e->N, e->ing[i].sums, st);
+        for (uint64_t pos = s->start, at = first[i]; !e->ing[i].fused && rc == QM_OK && pos < s->end;) {
+            const run_of r = next_run(e, pos, s->end);
+            rc = add_run_pieces(e, &r, host + at, st);
+            at += run_blocks(&r);
+            pos = run_end(&r);
+        }
+        if (rc == QM_OK && opts && opts->progress)
+            opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
+    }
+    qm_hal_host_free(hal, host);
+    free(first);
+    free(part);
+    free(str);
+    return rc;
 }
 
 /* Merge e->pieces (in global order) into per-state roots e->sums[state]. */
@@ -237,7 +354,8 @@ static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double
 }
 
 /* Amplitudes of slots [off, off + n) of shard i (relative to the shard), in place. */
-static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_status *st)
+static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_hal_stream *stream,
+                          qm_status *st)
 {
     const qm_shard_spec *s = &e->shards[i];
     const uint64_t g0 = s->start + off, first = g0 / e->N;
@@ -247,7 +365,7 @@ static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_status *st
                                .n_coeffs = (g0 + n - 1) / e->N - first + 1,
                                .coeffs = e->coeffs + first, .input = e->mapped[i],
                                .in_dtype = e->in->dtype, .in_first = e->mapped_first[i]};
-    qm_code rc = qm_hal_amp_scale(e->hal, &a, NULL, st);
+    qm_code rc = qm_hal_amp_scale(e->hal, &a, stream, st);
     return rc == QM_OK ? rc : qm_status_prefix(st, "encode: shard %d", i);
 }
 
@@ -528,15 +646,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
-    for (int i = 0; rc == QM_OK && i < e.n_norm; ++i) {
-        const qm_shard_spec *s = &shards[i];
-        if (e.ing[i].fused)
-            rc = add_state_pieces(&e, s->start / e.N, (s->end - s->start) / e.N, e.ing[i].sums, st);
-        else
-            rc = sum_range(&e, i, s->start, s->end, 1.0, st);
-        if (rc == QM_OK && opts && opts->progress)
-            opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)n_shards);
-    }
+    if (rc == QM_OK)
+        rc = sum_shards(&e, opts, st);
     /* phase B (collective): every rank's piece sums, merged per state in index order */
     if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
         (rc = merge_pieces(&e, st)) != QM_OK)
@@ -552,17 +663,26 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if ((rc = retry_state(&e, k, st)) != QM_OK)
             goto done;
     }
-    /* phase D (local): amplitudes (fused shards already hold them, except for slow states) */
+    /* phase D (local): amplitudes (fused shards already hold them, except for slow states), each
+     * shard on its own stream so that the devices write at the same time; then drain them all */
+    if (!(e.amp_streams = calloc((size_t)n_shards, sizeof *e.amp_streams)))
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d streams", n_shards);
     for (int i = 0; i < n_shards && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &shards[i];
+        if ((rc = qm_hal_stream_create(hal, s->device, &e.amp_streams[i], st)) != QM_OK)
+            break;
         if (e.ing[i].fused) {
             for (uint64_t k = s->start / e.N; k < s->end / e.N && rc == QM_OK; ++k)
                 if (e.slow[k])
-                    rc = write_amps(&e, i, k * e.N - s->start, e.N, st);
+                    rc = write_amps(&e, i, k * e.N - s->start, e.N, e.amp_streams[i], st);
         } else {
-            rc = write_amps(&e, i, 0, s->end - s->start, st);
+            rc = write_amps(&e, i, 0, s->end - s->start, e.amp_streams[i], st);
         }
-        if (rc == QM_OK && opts && opts->progress)
+    }
+    for (int i = 0; e.amp_streams && i < n_shards; ++i) {
+        const bool had = e.amp_streams[i] != NULL;
+        drain(hal, e.amp_streams[i], &rc, st);
+        if (had && rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
@@ -576,6 +696,7 @@ done:
     free(e.mapped_first);
     free(e.ing);
     free(e.slow);
+    free(e.amp_streams);
     qm_hal_host_free(hal, e.fused_sums);
     free(e.pieces);
     free(e.block_sums);

@@ -55,7 +55,7 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
     if (ops->abi < 1 || ops->abi > QM_HAL_ABI || !ops->device_count || !ops->device_info ||
         !ops->peer || !ops->buf_alloc || !ops->buf_free || !ops->copy_h2d || !ops->copy_d2h ||
         !ops->copy_d2d || !ops->stash || !ops->sumsq || !ops->scan || !ops->amp_scale ||
-        !ops->destroy) {
+        !ops->destroy || (ops->abi >= 4 && !ops->sumsq_dev)) {
         rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' ops table is incomplete (abi %d, this "
                      "build %d)", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
         goto fail_ctx;
@@ -618,10 +618,9 @@ qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, 
     return QM_OK;
 }
 
-qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st)
+/* The checks shared by both forms of sumsq; *dev is the device of the input (or the state). */
+static qm_code sumsq_check(qm_hal *hal, const qm_hal_sumsq_args *a, int *dev, qm_status *st)
 {
-    if (!hal || !a || !a->out_sums)
-        return qm_fail(st, QM_E_ARG, "sumsq: hal, args and out_sums must not be NULL");
     if (!is_state_dtype(a->state_dtype))
         return qm_fail(st, QM_E_DTYPE, "sumsq: state dtype must be complex64 or complex128 (got %s)",
                        dtn(a->state_dtype));
@@ -636,21 +635,56 @@ qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st
         return qm_fail(st, QM_E_ARG, "sumsq: blocks of %llu slots must divide the period %llu and "
                        "align with global index %llu", (unsigned long long)bs,
                        (unsigned long long)a->period, (unsigned long long)a->g0);
-    int dev;
     if (a->input) {
         rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->g0,
                                a->g0 + (a->n_blocks << a->log2_block), a->period, a->period_valid,
                                "sumsq", st);
-        dev = a->input->dev;
+        *dev = a->input->dev;
     } else {
         rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n_blocks << a->log2_block,
                          "sumsq", "state", st);
-        dev = a->state ? a->state->dev : 0;
+        *dev = a->state ? a->state->dev : 0;
     }
+    return rc;
+}
+
+qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st)
+{
+    if (!hal || !a || !a->out_sums)
+        return qm_fail(st, QM_E_ARG, "sumsq: hal, args and out_sums must not be NULL");
+    int dev = 0;
+    qm_code rc = sumsq_check(hal, a, &dev, st);
     if (rc != QM_OK)
         return rc;
     rc = hal->ops->sumsq(hal->ctx, dev, a->input ? NULL : a->state->ptr,
                          a->input ? a->input->ptr : NULL, a, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "sumsq on %s", hal->info[dev].id);
+    return QM_OK;
+}
+
+qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, uint64_t out_off,
+                     qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a || !out)
+        return qm_fail(st, QM_E_ARG, "sumsq: hal, args and the output buffer must not be NULL");
+    int dev = 0;
+    qm_code rc = sumsq_check(hal, a, &dev, st);
+    if (rc != QM_OK)
+        return rc;
+    if (out->dev != dev || out->wrapped)
+        return qm_fail(st, QM_E_ARG, "sumsq: the sums must go to a device buffer on %s (got one on "
+                       "%s)", hal->info[dev].id, hal->info[out->dev].id);
+    if (out_off > out->bytes / 8 || a->n_blocks > out->bytes / 8 - out_off)
+        return qm_fail(st, QM_E_ARG, "sumsq: %llu sums from double %llu do not fit a buffer of "
+                       "%llu bytes", (unsigned long long)a->n_blocks,
+                       (unsigned long long)out_off, (unsigned long long)out->bytes);
+    const void *state = a->input ? NULL : a->state->ptr, *in = a->input ? a->input->ptr : NULL;
+    if (!hal->ops->sumsq_dev)
+        return qm_fail(st, QM_E_UNSUPPORTED, "sumsq: the %s backend (abi %d) has no enqueued form",
+                       qm_hal_kind_name(hal->ops->kind), hal->ops->abi);
+    rc = hal->ops->sumsq_dev(hal->ctx, dev, state, in, a, (double *)out->ptr + out_off,
+                             stream_of(s, dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "sumsq on %s", hal->info[dev].id);
     return QM_OK;

@@ -162,6 +162,12 @@ typedef struct qm_hal_sumsq_args {
     uint64_t in_first;
 } qm_hal_sumsq_args;
 qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
+/* The same enqueued on s, the block sums going to doubles [out_off, out_off + n_blocks) of the
+ * device buffer `out` (on the same device as the state or input); a->out_sums is not used. So
+ * the sums of several devices run at once: enqueue each, copy the sums back (qm_hal_copy_d2h on
+ * the same stream), then wait. */
+qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, uint64_t out_off,
+                     qm_hal_stream *s, qm_status *st);
 
 /* Scan stashed data slots [off, off + n) (all data: the caller passes data ranges only): the
  * largest |x| and the first slot (relative to off) holding NaN or Inf (UINT64_MAX when none). */

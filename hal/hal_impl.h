@@ -13,7 +13,7 @@
 
 #include "hal.h"
 
-#define QM_HAL_ABI 3 /* 2: events, host staging memory, amp_batch; 3: trim */
+#define QM_HAL_ABI 4 /* 2: events, host staging memory, amp_batch; 3: trim; 4: sumsq_dev */
 
 typedef struct qm_hal_ops {
     qm_hal_kind kind;
@@ -101,6 +101,12 @@ typedef struct qm_hal_ops {
     /* Optional (NULL: the backend keeps nothing). Gives device memory that buf_free kept for reuse
      * back to the driver. Blocking; cannot fail. */
     void (*trim)(void *ctx);
+
+    /* ABI 4 */
+    /* Required from ABI 4 on. sumsq with the block sums written to device memory at `out` (a
+     * backend pointer, already offset), enqueued on s; a->out_sums is not used. */
+    qm_code (*sumsq_dev)(void *ctx, int dev, const void *state, const void *in,
+                         const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st);
 } qm_hal_ops;
 
 /* Create the wrapper object around a backend. On failure, ops->destroy(ctx) has been called. */

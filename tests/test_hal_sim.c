@@ -196,6 +196,21 @@ static void test_kernels(void)
     CHECK_OK(qm_hal_sumsq_sync(hal, &a, &st));
     CHECK(s1[7] == x[14] * x[14]);
     CHECK(s1[0] == x[0] * x[0] + x[1] * x[1]);
+    /* the enqueued form: the same sums, into a device buffer from double 3 */
+    qm_hal_buf *dsums = NULL;
+    qm_hal_stream *ss = NULL;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 11 * sizeof(double), &dsums, &st));
+    CHECK_OK(qm_hal_stream_create(hal, 0, &ss, &st));
+    CHECK_OK(qm_hal_sumsq(hal, &a, dsums, 3, ss, &st));
+    double back[8];
+    CHECK_OK(qm_hal_copy_d2h(hal, back, dsums, 3 * sizeof(double), sizeof back, ss, &st));
+    CHECK_OK(qm_hal_stream_sync(hal, ss, &st));
+    CHECK(memcmp(back, s1, sizeof back) == 0);
+    CHECK(qm_hal_sumsq(hal, &a, dsums, 4, ss, &st) == QM_E_ARG); /* 8 sums from double 4 of 11 */
+    CHECK_ERR(st, QM_E_ARG, "sumsq: 8 sums from double 4 do not fit a buffer of 88 bytes");
+    CHECK(qm_hal_sumsq(hal, &a, NULL, 0, ss, &st) == QM_E_ARG);
+    qm_hal_stream_destroy(hal, ss);
+    qm_hal_buf_free(hal, dsums);
     a.n_blocks = 1u << 16; /* past the buffer */
     CHECK(qm_hal_sumsq_sync(hal, &a, &st) == QM_E_BOUNDS);
     CHECK_ERR(st, QM_E_BOUNDS, "sumsq on d0: state range [0, 2097152) is outside the 1048576-byte buffer");

@@ -303,6 +303,23 @@ static qm_code c_sumsq(void *ctx, int dev, const void *state, const void *in,
     return QM_OK;
 }
 
+static qm_code c_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
+                           const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
+                                        : NULL,
+                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
+                                  a->period_valid, a->log2_block, a->n_blocks, a->scale,
+                                  (double *)out, in, a->in_dtype == QM_DTYPE_FLOAT64, a->in_first,
+                                  s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "sumsq", dev);
+    return QM_OK;
+}
+
 static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                       uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
@@ -520,6 +537,7 @@ static const qm_hal_ops cuda_ops = {
     .host_is_pinned = c_host_is_pinned,
     .amp_batch = c_amp_batch,
     .trim = c_trim,
+    .sumsq_dev = c_sumsq_dev,
 };
 
 qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st) { return qm_hal_cuda_open_logical(0, out, st); }

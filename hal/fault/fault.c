@@ -135,6 +135,16 @@ static qm_code f_sumsq(void *ctx, int dev, const void *state, const void *in,
     return rc != QM_OK ? rc : f->iops->sumsq(f->ictx, dev, state, in, a, st);
 }
 
+static qm_code f_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
+                           const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    qm_code rc = fault_tick(f, QM_FAULT_LAUNCH, st);
+    if (rc != QM_OK)
+        return rc;
+    return f->iops->sumsq_dev(f->ictx, dev, state, in, a, out, s, st);
+}
+
 static qm_code f_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
                       uint64_t n, qm_hal_scan_result *out, qm_status *st)
 {
@@ -287,6 +297,7 @@ static const qm_hal_ops fault_ops = {
     .host_is_pinned = f_host_is_pinned,
     .amp_batch = f_amp_batch,
     .trim = f_trim,
+    .sumsq_dev = f_sumsq_dev,
 };
 
 qm_code qm_hal_fault_create(qm_hal *inner, const qm_fault_config *cfg, qm_hal **out, qm_status *st)

@@ -159,6 +159,19 @@ static qm_code sim_stash(void *ctx, int dev, void *state, const void *in, const 
 }
 
 static qm_code sim_sumsq(void *ctx, int dev, const void *state, const void *in,
+                         const qm_hal_sumsq_args *a, qm_status *st);
+
+/* Device memory is host memory here: the sums are written where they go. */
+static qm_code sim_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
+                             const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
+{
+    (void)s;
+    qm_hal_sumsq_args h = *a;
+    h.out_sums = out;
+    return sim_sumsq(ctx, dev, state, in, &h, st);
+}
+
+static qm_code sim_sumsq(void *ctx, int dev, const void *state, const void *in,
                          const qm_hal_sumsq_args *a, qm_status *st)
 {
     (void)dev;
@@ -242,6 +255,7 @@ static const qm_hal_ops sim_ops = {
     .copy_peer = sim_copy_peer,
     .stash = sim_stash,
     .sumsq = sim_sumsq,
+    .sumsq_dev = sim_sumsq_dev,
     .scan = sim_scan,
     .amp_scale = sim_amp_scale,
     .wrap_host = sim_wrap_host,
