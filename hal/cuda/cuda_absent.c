@@ -16,4 +16,11 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st)
     return qm_hal_cuda_open(out, st);
 }
 
+qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, qm_status *st)
+{
+    (void)first_gpu;
+    (void)n_logical;
+    return qm_hal_cuda_open(out, st);
+}
+
 int qm_cuda_device_count(void) { return 0; }
