@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* materialize.c — the materialize stage: a checked layout and an input source in, a state out.
  *
  * Per request: validate the input and the layout; allocate each shard's state buffer and a staging
@@ -26,6 +27,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 typedef struct piece {
     uint64_t off;   /* global slot index of the first element */
@@ -596,6 +605,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
         e.state->batch = e.B;
 
+    double t[5] = {seconds_now()}; /* phase boundaries */
     /* phase A (local): allocate every shard; input already in memory the device can read is read
      * in place, the rest is ingested through staging (whole small states fused: one pass) */
     uint64_t fused_states = 0;
@@ -645,9 +655,11 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                            .in = in, .chunk_bytes = chunk_bytes};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
+    t[1] = seconds_now();
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
     if (rc == QM_OK)
         rc = sum_shards(&e, opts, st);
+    t[2] = seconds_now();
     /* phase B (collective): every rank's piece sums, merged per state in index order */
     if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
         (rc = merge_pieces(&e, st)) != QM_OK)
@@ -663,6 +675,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if ((rc = retry_state(&e, k, st)) != QM_OK)
             goto done;
     }
+    t[3] = seconds_now();
     /* phase D (local): amplitudes (fused shards already hold them, except for slow states), each
      * shard on its own stream so that the devices write at the same time; then drain them all */
     if (!(e.amp_streams = calloc((size_t)n_shards, sizeof *e.amp_streams)))
@@ -685,9 +698,14 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (had && rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
+    t[4] = seconds_now();
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)
         e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
+    if (rc == QM_OK && opts && opts->times)
+        *opts->times = (qm_materialize_times){.ingest = t[1] - t[0], .local_norm = t[2] - t[1],
+                                              .norm_allreduce = t[3] - t[2],
+                                              .encode = t[4] - t[3]};
 
 done:
     for (int i = 0; e.mapped && i < n_shards; ++i)

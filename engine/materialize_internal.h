@@ -28,6 +28,14 @@ typedef struct qm_amp_input {
 
 struct qm_comm;
 
+/* Seconds this rank spent in each phase of one materialize, named as the plan's estimates
+ * (DESIGN.md estimates_s): ingest (allocation and input onto the devices), local_norm (the
+ * block and piece sums of this rank's shards), norm_allreduce (exchange and merge of the piece
+ * sums, coefficients, the slow path), encode (amplitudes). */
+typedef struct qm_materialize_times {
+    double ingest, local_norm, norm_allreduce, encode;
+} qm_materialize_times;
+
 /* Options; a zeroed struct gives the defaults. */
 typedef struct qm_materialize_opts {
     uint64_t chunk_bytes;   /* staging chunk (default QM_STAGING_CHUNK_BYTES of plan.h: 32 MiB) */
@@ -41,6 +49,8 @@ typedef struct qm_materialize_opts {
      * done / total work units (two per local shard). */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    /* Filled on success when not NULL. */
+    qm_materialize_times *times;
 } qm_materialize_opts;
 
 /* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as

@@ -72,6 +72,9 @@ static void test_digits(const char *digits)
     CHECK(strstr(out, "1797 samples x 64 features, float64") != NULL);
     CHECK(strstr(out, "request:  6 qubits, complex128") != NULL);
     CHECK(strstr(out, "norm:     max |sum |psi|^2 - 1| =") != NULL);
+    /* materialize's measured phases, named as the plan's estimates */
+    CHECK(strstr(out, "\nmeasured: ingest ") != NULL && strstr(out, ", local_norm ") != NULL &&
+          strstr(out, ", norm_allreduce ") != NULL && strstr(out, ", encode ") != NULL);
     if (rc != 0)
         fprintf(stderr, "%s\n", out);
     uint64_t n = 0;
@@ -126,6 +129,8 @@ static void test_digits(const char *digits)
              "%s/scenarios/dgx-h100.yaml --out-dir %s --json", qmesh, digits, srcdir, dir);
     CHECK(rc == 0);
     CHECK(strstr(out, "\"max_abs_error\"") != NULL);
+    CHECK(strstr(out, "\"measured_s\": {\n    \"ingest\": ") != NULL);
+    CHECK(strstr(out, "\"norm_allreduce\": ") != NULL);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     FILE *m = fopen(path, "r");
     CHECK(m != NULL);
