@@ -6,6 +6,7 @@
 // Timing: host clock around synchronized work (each kernel path ends with a device sync).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,7 +60,7 @@ const void *cached_input(uint64_t n, bool f64, bool pinned)
         if (pinned) {
             if (bufs[k])
                 cudaFreeHost(bufs[k]);
-            if (cudaHostAlloc(&bufs[k], n * 8, cudaHostAllocDefault) != cudaSuccess)
+            if (cudaHostAlloc(&bufs[k], n * 8, cudaHostAllocPortable) != cudaSuccess)
                 return nullptr;
         } else {
             std::free(bufs[k]);
@@ -376,6 +377,71 @@ void BM_Batch(benchmark::State &state)
     qm_hal_trim(h);
 }
 
+// Scaling (issue 8): one 2^q state from pinned host float64, sharded equally over G GPUs of this
+// machine (one logical device per GPU, qm_hal_cuda_open_logical), the whole materializer with
+// its state buffers kept between encodes. Reports input bytes/s and, as counters, the median
+// phase seconds of materialize (ingest, local_norm, norm_allreduce, encode). G larger than the GPU
+// count is skipped, unless QM_BENCH_LOGICAL=1 (several logical devices per GPU: checks the
+// harness on a one-GPU machine; no scaling is expected there). Efficiency = rate(G) / (G *
+// rate(1)) of the same run.
+void BM_Sharded(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const int G = (int)state.range(1);
+    const uint64_t N = (uint64_t)1 << q;
+    const char *logical = std::getenv("QM_BENCH_LOGICAL");
+    if (G > qm_cuda_device_count() && !(logical && std::strcmp(logical, "1") == 0)) {
+        state.SkipWithError("fewer GPUs than shards (QM_BENCH_LOGICAL=1 runs them as logical devices)");
+        return;
+    }
+    qm_hal *h = nullptr;
+    qm_status st;
+    if (qm_hal_cuda_open_logical(G, &h, &st) != QM_OK) {
+        state.SkipWithError(st.msg);
+        return;
+    }
+    const double *x = (const double *)cached_input(N, true, true);
+    std::vector<qm_shard_spec> sh((size_t)G);
+    for (int g = 0; g < G; ++g)
+        sh[(size_t)g] = qm_shard_spec{0, g, N / (uint64_t)G * (uint64_t)g,
+                                      N / (uint64_t)G * (uint64_t)(g + 1)};
+    qm_amp_input in{};
+    in.dtype = QM_DTYPE_FLOAT64;
+    in.data = x;
+    in.n = N;
+    qm_materialize_times t{};
+    qm_materialize_opts o{};
+    o.times = &t;
+    std::vector<double> ph[4];
+    for (auto _ : state) {
+        qm_state *s = nullptr;
+        if (!x || qm_materialize_amplitude(h, q, QM_DTYPE_COMPLEX128, sh.data(), G, &in, &o, &s,
+                                           &st) != QM_OK) {
+            state.SkipWithError(x ? st.msg : "out of pinned host memory");
+            break;
+        }
+        state.PauseTiming();
+        qm_state_destroy(s);
+        ph[0].push_back(t.ingest);
+        ph[1].push_back(t.local_norm);
+        ph[2].push_back(t.norm_allreduce);
+        ph[3].push_back(t.encode);
+        state.ResumeTiming();
+    }
+    static const char *const names[4] = {"ingest_ms", "local_norm_ms", "norm_allreduce_ms",
+                                         "encode_ms"};
+    for (int i = 0; i < 4 && !ph[i].empty(); ++i) {
+        std::sort(ph[i].begin(), ph[i].end());
+        state.counters[names[i]] = 1e3 * ph[i][ph[i].size() / 2];
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(N * 8));
+    char label[64];
+    std::snprintf(label, sizeof label, "%d shard(s) on %d GPU(s); rate = input bytes / s", G,
+                  G < qm_cuda_device_count() ? G : qm_cuda_device_count());
+    state.SetLabel(label);
+    qm_hal_destroy(h);
+}
+
 // The batch kernel's block shapes (kernels/cuda_batch.cu: 0 = the default, 1..5 the sweep),
 // launched directly, 8 calls per sync, on the batch workload; the shape's states are compared
 // with the default's byte for byte first (a shape that differs is reported as an error).
@@ -441,4 +507,5 @@ BENCHMARK(BM_CopyH2DChunks)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTi
 BENCHMARK(BM_HostInput)->Args({30, 1, 1})->Args({30, 1, 0})->Args({30, 0, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_BatchShape)->ArgsProduct({{1, 0}, {1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_Sharded)->ArgsProduct({{30}, {1, 2, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();
