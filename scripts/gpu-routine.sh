@@ -5,8 +5,9 @@
 #   state, and leave logs under $OUT (or out/gpu when OUT is unset).
 # Usage: scripts/gpu-routine.sh [extra ctest args]
 # Environment: QM_CUDA_BIG=1 also runs test_cuda_big (33 qubits, 128 GiB) on its own;
-# QM_BENCH_FILTER=regex picks benchmarks (QM_BENCH=0: none); QM_NCU=1 profiles the bandwidth kernels with Nsight
-# Compute (clock control off) into $OUT/ncu.txt.
+# QM_BENCH_FILTER=regex picks benchmarks (QM_BENCH=0: none); QM_NCU=1 profiles the bandwidth
+# kernels with Nsight Compute (clock control off) into $OUT/ncu.txt; QM_QUICK=1 skips the CLI runs
+# (topo dump, digits, the 30-qubit encode) between the tests and the benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -35,6 +36,7 @@ cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error
 log "ctest (all labels, GPU present)"
 (cd build-gpu && env -u QM_CUDA_BIG ctest -j4 --output-on-failure "$@") > "$OUT/ctest.log" 2>&1
 tail -25 "$OUT/ctest.log" | tee -a "$OUT/summary.txt"
+if [ "${QM_QUICK:-0}" != 1 ]; then
 log "qmesh devices --backend cuda"
 build-gpu/qmesh devices --backend cuda 2>&1 | tee -a "$OUT/summary.txt"
 log "qmesh topo dump (this machine)"
@@ -56,6 +58,7 @@ python3 -c "import numpy as np; np.save('/tmp/x30.npy', np.random.default_rng(7)
 log "qmesh encode --backend cuda: 34 qubits complex128 (256 GiB) must be refused by the plan"
 build-gpu/qmesh encode --backend cuda --scenario $H200 --input /tmp/x30.npy --qubits 34 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
 rm -f /tmp/x30.npy
+fi # QM_QUICK
 if [ "${QM_CUDA_BIG:-0}" = 1 ]; then
   log "33-qubit complex128 from host (test_cuda_big)"
   build-gpu/tests/test_cuda_big 2>&1 | tail -4 | tee -a "$OUT/summary.txt"
