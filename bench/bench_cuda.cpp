@@ -377,6 +377,51 @@ void BM_Batch(benchmark::State &state)
     qm_hal_trim(h);
 }
 
+// G devices, one per GPU (qm_hal_cuda_open_logical); nullptr (the benchmark skipped) when the
+// machine has fewer GPUs, unless QM_BENCH_LOGICAL=1 (several logical devices per GPU).
+qm_hal *open_devices(benchmark::State &state, int G)
+{
+    const char *logical = std::getenv("QM_BENCH_LOGICAL");
+    if (G > qm_cuda_device_count() && !(logical && std::strcmp(logical, "1") == 0)) {
+        state.SkipWithError("fewer GPUs than shards (QM_BENCH_LOGICAL=1 runs them as logical devices)");
+        return nullptr;
+    }
+    qm_hal *h = nullptr;
+    qm_status st;
+    if (qm_hal_cuda_open_logical(G, &h, &st) != QM_OK) {
+        state.SkipWithError(st.msg);
+        return nullptr;
+    }
+    return h;
+}
+
+// [0, N) in G equal shards, shard g on device g.
+std::vector<qm_shard_spec> equal_shards(uint64_t N, int G)
+{
+    std::vector<qm_shard_spec> sh((size_t)G);
+    for (int g = 0; g < G; ++g)
+        sh[(size_t)g] = qm_shard_spec{0, g, N / (uint64_t)G * (uint64_t)g,
+                                      N / (uint64_t)G * (uint64_t)(g + 1)};
+    return sh;
+}
+
+// A 2^range(0) state in range(1) equal shards, one device each (h nullptr: skipped).
+struct Sharded {
+    unsigned q;
+    int G;
+    uint64_t N;
+    qm_hal *h;
+    std::vector<qm_shard_spec> sh;
+};
+Sharded sharded(benchmark::State &state)
+{
+    Sharded m{(unsigned)state.range(0), (int)state.range(1), 0, nullptr, {}};
+    m.N = (uint64_t)1 << m.q;
+    if ((m.h = open_devices(state, m.G)))
+        m.sh = equal_shards(m.N, m.G);
+    return m;
+}
+
 // Scaling (issue 8): one 2^q state from pinned host float64, sharded equally over G GPUs of this
 // machine (one logical device per GPU, qm_hal_cuda_open_logical), the whole materializer with
 // its state buffers kept between encodes. Reports input bytes/s and, as counters, the median
@@ -386,37 +431,23 @@ void BM_Batch(benchmark::State &state)
 // rate(1)) of the same run.
 void BM_Sharded(benchmark::State &state)
 {
-    const unsigned q = (unsigned)state.range(0);
-    const int G = (int)state.range(1);
-    const uint64_t N = (uint64_t)1 << q;
-    const char *logical = std::getenv("QM_BENCH_LOGICAL");
-    if (G > qm_cuda_device_count() && !(logical && std::strcmp(logical, "1") == 0)) {
-        state.SkipWithError("fewer GPUs than shards (QM_BENCH_LOGICAL=1 runs them as logical devices)");
+    const Sharded m = sharded(state);
+    if (!m.h)
         return;
-    }
-    qm_hal *h = nullptr;
     qm_status st;
-    if (qm_hal_cuda_open_logical(G, &h, &st) != QM_OK) {
-        state.SkipWithError(st.msg);
-        return;
-    }
-    const double *x = (const double *)cached_input(N, true, true);
-    std::vector<qm_shard_spec> sh((size_t)G);
-    for (int g = 0; g < G; ++g)
-        sh[(size_t)g] = qm_shard_spec{0, g, N / (uint64_t)G * (uint64_t)g,
-                                      N / (uint64_t)G * (uint64_t)(g + 1)};
+    const double *x = (const double *)cached_input(m.N, true, true);
     qm_amp_input in{};
     in.dtype = QM_DTYPE_FLOAT64;
     in.data = x;
-    in.n = N;
+    in.n = m.N;
     qm_materialize_times t{};
     qm_materialize_opts o{};
     o.times = &t;
     std::vector<double> ph[4];
     for (auto _ : state) {
         qm_state *s = nullptr;
-        if (!x || qm_materialize_amplitude(h, q, QM_DTYPE_COMPLEX128, sh.data(), G, &in, &o, &s,
-                                           &st) != QM_OK) {
+        if (!x || qm_materialize_amplitude(m.h, m.q, QM_DTYPE_COMPLEX128, m.sh.data(), m.G, &in,
+                                           &o, &s, &st) != QM_OK) {
             state.SkipWithError(x ? st.msg : "out of pinned host memory");
             break;
         }
@@ -434,12 +465,61 @@ void BM_Sharded(benchmark::State &state)
         std::sort(ph[i].begin(), ph[i].end());
         state.counters[names[i]] = 1e3 * ph[i][ph[i].size() / 2];
     }
-    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(N * 8));
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(m.N * 8));
     char label[64];
-    std::snprintf(label, sizeof label, "%d shard(s) on %d GPU(s); rate = input bytes / s", G,
-                  G < qm_cuda_device_count() ? G : qm_cuda_device_count());
+    std::snprintf(label, sizeof label, "%d shard(s) on %d GPU(s); rate = input bytes / s", m.G,
+                  m.G < qm_cuda_device_count() ? m.G : qm_cuda_device_count());
     state.SetLabel(label);
-    qm_hal_destroy(h);
+    qm_hal_destroy(m.h);
+}
+
+// Issue 8 item 5: gather a 2^q complex64 state sharded equally over G GPUs onto device 0
+// (qm_state_gather: peer copies where the GPUs have a path), rate = bytes moved (the other
+// shards) / s, to set against `qmesh plan --gather` on the machine's dumped scenario. The state
+// is made once from computed float32 values (no host copy). Written for the multi-GPU machines;
+// not yet run (docs/multigpu.md). G beyond the GPU count is skipped unless QM_BENCH_LOGICAL=1.
+qm_code computed_f32(void *, uint64_t first, uint64_t count, void *dst, qm_status *)
+{
+    for (uint64_t i = 0; i < count; ++i)
+        ((float *)dst)[i] = 1.0f + (float)((first + i) % 1000) * 1e-3f;
+    return QM_OK;
+}
+
+void BM_Gather(benchmark::State &state)
+{
+    const Sharded m = sharded(state);
+    if (!m.h)
+        return;
+    qm_status st;
+    qm_amp_input in{};
+    in.dtype = QM_DTYPE_FLOAT32;
+    in.n = m.N;
+    in.read = computed_f32;
+    qm_state *s = nullptr;
+    if (qm_materialize_amplitude(m.h, m.q, QM_DTYPE_COMPLEX64, m.sh.data(), m.G, &in, nullptr, &s,
+                                 &st) != QM_OK) {
+        state.SkipWithError(st.msg);
+        qm_hal_destroy(m.h);
+        return;
+    }
+    for (auto _ : state) {
+        qm_state *g = nullptr;
+        if (qm_state_gather(s, 0, &g, &st) != QM_OK) {
+            state.SkipWithError(st.msg);
+            break;
+        }
+        state.PauseTiming();
+        qm_state_destroy(g);
+        state.ResumeTiming();
+    }
+    const uint64_t moved = m.N / (uint64_t)m.G * (uint64_t)(m.G - 1) * 8; /* the other shards */
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)moved);
+    char label[96];
+    std::snprintf(label, sizeof label, "2^%u complex64 from %d device(s) onto device 0; rate = "
+                  "bytes from other devices / s", m.q, m.G);
+    state.SetLabel(label);
+    qm_state_destroy(s);
+    qm_hal_destroy(m.h);
 }
 
 // The batch kernel's block shapes (kernels/cuda_batch.cu: 0 = the default, 1..5 the sweep),
@@ -508,4 +588,5 @@ BENCHMARK(BM_HostInput)->Args({30, 1, 1})->Args({30, 1, 0})->Args({30, 0, 1})->U
 BENCHMARK(BM_Batch)->Args({1, 65536, 1021, 10, 1})->Args({0, 65536, 1021, 10, 1})->Args({1, 65536, 1021, 10, 8})->Args({0, 65536, 1021, 10, 8})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_BatchShape)->ArgsProduct({{1, 0}, {1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_Sharded)->ArgsProduct({{30}, {1, 2, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Gather)->ArgsProduct({{32}, {2, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0)->Repetitions(1); // the 32 GiB state is made per run
 BENCHMARK_MAIN();
