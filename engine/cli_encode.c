@@ -38,11 +38,10 @@ static int print_json(const qm_encode_result *r, const char *out, const char *ou
     json_object_set_new(times, "check_and_output", json_real(r->seconds_output));
     json_object_set_new(o, "seconds", times);
     /* materialize's phases as measured on this rank, keyed as the plan's estimates_s */
-    static const char *const phase_names[4] = {"ingest", "local_norm", "norm_allreduce", "encode"};
-    json_t *phases = json_object();
-    for (int i = 0; phases && i < 4; ++i)
-        json_object_set_new(phases, phase_names[i], json_real(r->phase_seconds[i]));
-    json_object_set_new(o, "measured_s", phases);
+    json_object_set_new(o, "measured_s",
+                        json_pack("{s:f, s:f, s:f, s:f}", "ingest", r->phases.ingest, "local_norm",
+                                  r->phases.local_norm, "norm_allreduce",
+                                  r->phases.norm_allreduce, "encode", r->phases.encode));
     json_object_set_new(check, "max_abs_error", json_real(r->norm_max_error));
     json_object_set_new(check, "worst_state", json_integer((json_int_t)r->norm_worst_state));
     json_object_set_new(o, "norm_check", check);
@@ -187,10 +186,10 @@ int qm_cli_encode(int argc, char **argv)
         char p0[32], p1[32], p2[32], p3[32];
         printf("measured: ingest %s, local_norm %s, norm_allreduce %s, encode %s (materialize's "
                "phases; compare the estimates)\n",
-               qm_format_seconds(r.phase_seconds[0], p0, sizeof p0),
-               qm_format_seconds(r.phase_seconds[1], p1, sizeof p1),
-               qm_format_seconds(r.phase_seconds[2], p2, sizeof p2),
-               qm_format_seconds(r.phase_seconds[3], p3, sizeof p3));
+               qm_format_seconds(r.phases.ingest, p0, sizeof p0),
+               qm_format_seconds(r.phases.local_norm, p1, sizeof p1),
+               qm_format_seconds(r.phases.norm_allreduce, p2, sizeof p2),
+               qm_format_seconds(r.phases.encode, p3, sizeof p3));
         printf("norm:     max |sum |psi|^2 - 1| = %.3e over %llu state%s (worst: state %llu)\n",
                r.norm_max_error, (unsigned long long)r.batch, r.batch == 1 ? "" : "s",
                (unsigned long long)r.norm_worst_state);

@@ -412,8 +412,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     double t1 = now_s();
-    qm_materialize_times phases = {0};
-    qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &phases};
+    qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases};
     /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
     if (job->show_progress && me == 0 &&
         r->plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
@@ -422,10 +421,6 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                                        st)) != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = now_s() - t1;
-    r->phase_seconds[0] = phases.ingest;
-    r->phase_seconds[1] = phases.local_norm;
-    r->phase_seconds[2] = phases.norm_allreduce;
-    r->phase_seconds[3] = phases.encode;
     /* check and output */
     double t2 = now_s();
     const bool replicated = r->plan->policy == QM_POLICY_REPLICATED;

@@ -10,6 +10,7 @@
 #define QM_ENCODE_H
 
 #include "io.h"
+#include "materialize_internal.h"
 #include "plan.h"
 
 #include <stdio.h>
@@ -46,9 +47,7 @@ typedef struct qm_encode_result {
     uint64_t batch, features;
     qm_dtype input_dtype;
     double seconds_read_plan, seconds_materialize, seconds_check, seconds_output;
-    /* materialize's phases on this rank, named as the plan's estimates (ingest, local_norm,
-     * norm_allreduce, encode) */
-    double phase_seconds[4];
+    qm_materialize_times phases; /* materialize's phases on this rank */
     double norm_max_error;    /* max over states of |sum |psi|^2 - 1| */
     uint64_t norm_worst_state;
     int n_files;              /* output files written */

@@ -268,10 +268,11 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_code rc = first && part && str ? QM_OK
                                       : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
                                                 "%d shards", n);
-    for (int i = 0; rc == QM_OK && i < n; ++i) {
+    for (int i = 0; rc == QM_OK && i < n; ++i) { /* fused shards have their sums already */
         uint64_t nb = 0;
-        for (uint64_t pos = e->shards[i].start; !e->ing[i].fused && pos < e->shards[i].end;) {
-            const run_of r = next_run(e, pos, e->shards[i].end);
+        const uint64_t end = e->shards[i].end;
+        for (uint64_t pos = e->ing[i].fused ? end : e->shards[i].start; pos < end;) {
+            const run_of r = next_run(e, pos, end);
             nb += run_blocks(&r);
             pos = run_end(&r);
         }
@@ -305,13 +306,15 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         qm_hal_buf_free(hal, part[i]);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
-        if (e->ing[i].fused)
+        if (e->ing[i].fused) {
             rc = add_state_pieces(e, s->start / e->N, (s->end - s->start) / e->N, e->ing[i].sums, st);
-        for (uint64_t pos = s->start, at = first[i]; !e->ing[i].fused && rc == QM_OK && pos < s->end;) {
-            const run_of r = next_run(e, pos, s->end);
-            rc = add_run_pieces(e, &r, host + at, st);
-            at += run_blocks(&r);
-            pos = run_end(&r);
+        } else {
+            for (uint64_t pos = s->start, at = first[i]; rc == QM_OK && pos < s->end;) {
+                const run_of r = next_run(e, pos, s->end);
+                rc = add_run_pieces(e, &r, host + at, st);
+                at += run_blocks(&r);
+                pos = run_end(&r);
+            }
         }
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);

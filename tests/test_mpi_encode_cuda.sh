@@ -7,14 +7,11 @@
 # one GPU per rank each takes its own. Exit 77 without a GPU.
 set -u
 MPIEXEC=$1; QMESH=$2; SRC=$3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0
 if ! "$QMESH" devices --backend cuda > /dev/null 2>&1; then
   echo "test_mpi_encode_cuda: skipped: no CUDA device"; exit 77
 fi
-MPI="$MPIEXEC --oversubscribe --allow-run-as-root"
 S=$SRC/scenarios/a100-4node-hdr.yaml
-T=$(mktemp -d /tmp/qmesh-mpicuda-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/testlib.sh"
 python3 - "$T" <<'PY'
 import math, sys

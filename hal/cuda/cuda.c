@@ -283,41 +283,45 @@ static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm
     return QM_OK;
 }
 
+/* The block-sum kernel of sumsq on stream s, into device memory at out. */
+static qm_code sumsq_launch(void *ctx, int dev, const void *state, const void *in,
+                            const qm_hal_sumsq_args *a, double *out, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
+                                        : NULL,
+                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
+                                  a->period_valid, a->log2_block, a->n_blocks, a->scale, out, in,
+                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
+    return QM_OK;
+}
+
+/* Blocking: into this GPU's scratch, then copied to the host array a->out_sums. */
 static qm_code c_sumsq(void *ctx, int dev, const void *state, const void *in,
                        const qm_hal_sumsq_args *a, qm_status *st)
 {
     double *d_sums = NULL;
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     qm_code rc = scratch_get(ctx, dev, (size_t)a->n_blocks, &d_sums, st);
+    if (rc == QM_OK)
+        rc = sumsq_launch(ctx, dev, state, in, a, d_sums, NULL, st);
     if (rc != QM_OK)
         return rc;
-    int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
-                                        : NULL,
-                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
-                                  a->period_valid, a->log2_block, a->n_blocks, a->scale, d_sums, in,
-                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, NULL);
-    if (le != cudaSuccess)
-        return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
     CU(st, cudaMemcpy(a->out_sums, d_sums, (size_t)a->n_blocks * sizeof(double),
                       cudaMemcpyDeviceToHost), "sumsq result copy", dev);
     return QM_OK;
 }
 
+/* Enqueued on s (waited for when s is NULL), into the caller's device buffer. */
 static qm_code c_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
                            const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
 {
-    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
-    int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
-                                        : NULL,
-                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
-                                  a->period_valid, a->log2_block, a->n_blocks, a->scale,
-                                  (double *)out, in, a->in_dtype == QM_DTYPE_FLOAT64, a->in_first,
-                                  s);
-    if (le != cudaSuccess)
-        return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
-    if (!s)
+    qm_code rc = sumsq_launch(ctx, dev, state, in, a, out, s, st);
+    if (rc == QM_OK && !s)
         CU(st, cudaStreamSynchronize(NULL), "sumsq", dev);
-    return QM_OK;
+    return rc;
 }
 
 static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
