@@ -3,17 +3,28 @@
 #define QM_SIM_FIXTURES_H
 
 #include "sim.h"
+#include "status_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-/* n devices "d0".."d<n-1>" of `memory` bytes each (no reserve), all pairs peers when `peers`. */
+/* n devices "d0".."d<n-1>" of `memory` bytes each (no reserve), all pairs peers when `peers`.
+ * Thread-safe: the id strings live in this call's own allocation (the simulator copies them), so
+ * rank threads may build their meshes at the same time. A shared static buffer here once made
+ * test_materialize_ranks fail about once in 40 runs: one thread rewrote "d1" while another read it
+ * as empty, that rank returned before the first collective and the others waited 30 s for it. */
 static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_memory mode,
                                    qm_hal **out, qm_status *st)
 {
-    static char ids[4096][16];
+    char (*ids)[16] = calloc((size_t)n, sizeof *ids);
     qm_sim_device_desc *dd = calloc((size_t)n, sizeof *dd);
     qm_sim_peer_desc *pp = calloc((size_t)n * (size_t)n + 1, sizeof *pp);
+    if (!ids || !dd || !pp) {
+        free(ids);
+        free(dd);
+        free(pp);
+        return qm_fail(st, QM_E_NOMEM, "fixture_mesh: out of host memory for %d devices", n);
+    }
     int np = 0;
     for (int i = 0; i < n; ++i) {
         snprintf(ids[i], sizeof ids[i], "d%d", i);
@@ -25,6 +36,7 @@ static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_me
     }
     qm_sim_desc desc = {.n_devices = n, .devices = dd, .n_peers = np, .peers = pp, .memory = mode};
     qm_code rc = qm_hal_sim_create(&desc, out, st);
+    free(ids);
     free(dd);
     free(pp);
     return rc;
