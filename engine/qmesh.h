@@ -61,6 +61,13 @@ typedef enum qm_code {
     QM_E_CROSS_HOST_LINK,/* "E-CROSS-HOST-LINK" */
     QM_E_RANK,           /* "E-RANK" */
     QM_E_DISCONNECTED,   /* "E-DISCONNECTED" */
+    /* run outcomes (docs/reliability.md) */
+    QM_E_NUMERIC,        /* "E-NUMERIC": a state failed its norm check (non-finite or off by more
+                            than the documented bound) */
+    QM_E_OUTPUT,         /* "E-OUTPUT": an output path cannot be written (missing or read-only
+                            parent, a directory in the way, not enough free space, a file-size
+                            limit) — found before any work where it can be */
+    QM_E_INTERRUPTED,    /* "E-INTERRUPTED": SIGINT/SIGTERM stopped the run; nothing was left */
     QM_CODE_COUNT_
 } qm_code;
 

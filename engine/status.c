@@ -45,6 +45,9 @@ static const char *const code_names[QM_CODE_COUNT_] = {
     [QM_E_CROSS_HOST_LINK] = "E-CROSS-HOST-LINK",
     [QM_E_RANK] = "E-RANK",
     [QM_E_DISCONNECTED] = "E-DISCONNECTED",
+    [QM_E_NUMERIC] = "E-NUMERIC",
+    [QM_E_OUTPUT] = "E-OUTPUT",
+    [QM_E_INTERRUPTED] = "E-INTERRUPTED",
 };
 
 const char *qm_code_name(qm_code code)
