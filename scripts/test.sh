@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-scripts/fetch-digits.sh
 echo "== ctest (Release)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
 echo "== ctest (address;undefined sanitizers)"
