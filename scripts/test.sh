@@ -8,6 +8,10 @@ scripts/install-deps.sh
 scripts/build.sh
 echo "== ctest (Release)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
+# The communicator and multi-rank tests, 20 times over: a race that shows once in 40 runs fails
+# here before it lands (docs/reliability.md).
+echo "== ctest -L concurrency, repeated until one fails (at most 20 times)"
+(cd build && ctest --output-on-failure -j"$(nproc)" -L concurrency --repeat until-fail:20)
 echo "== ctest (address;undefined sanitizers)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQM_WERROR=ON -DQM_WITH_CUDA=OFF \
       -DQM_SANITIZE="address;undefined" >/dev/null
