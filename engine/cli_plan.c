@@ -38,7 +38,7 @@ qm_code qm_cli_load_scenario(const char *path, qm_topology **out, qm_status *st)
         rc = qm_scenario_load_default(out, &diags, st);
     }
     if (rc != QM_OK && diags.n > 1)
-        qm_diags_print(&diags, stderr); /* every error of the file; the caller prints the first */
+        qm_diags_print_others(&diags, stderr); /* the caller prints the first */
     qm_diags_fini(&diags);
     return rc;
 }

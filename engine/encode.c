@@ -448,7 +448,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     rc = QM_OK;
 done:
     if (rc != QM_OK && diags.n > 1 && job && job->progress)
-        qm_diags_print(&diags, job->progress);
+        qm_diags_print_others(&diags, job->progress); /* the caller prints the first */
     qm_diags_fini(&diags);
     qm_state_destroy(state);
     qm_hal_destroy(hal);

@@ -137,11 +137,11 @@ void qm_diags_add(qm_diags *d, qm_code code, const char *file, int line, int col
     snprintf(e->msg, sizeof e->msg, "%s", msg ? msg : "");
 }
 
-void qm_diags_print(const qm_diags *d, FILE *f)
+static void diags_print_from(const qm_diags *d, int first, FILE *f)
 {
     if (!d || !f)
         return;
-    for (int i = 0; i < d->n; ++i) {
+    for (int i = first; i < d->n; ++i) {
         const qm_diag *e = &d->items[i];
         if (e->line > 0)
             fprintf(f, "%s:%d:%d: error[%s]: %s\n", e->file, e->line, e->col, qm_code_name(e->code),
@@ -152,6 +152,10 @@ void qm_diags_print(const qm_diags *d, FILE *f)
     if (d->n_dropped)
         fprintf(f, "(%d more diagnostics could not be stored: out of memory)\n", d->n_dropped);
 }
+
+void qm_diags_print(const qm_diags *d, FILE *f) { diags_print_from(d, 0, f); }
+
+void qm_diags_print_others(const qm_diags *d, FILE *f) { diags_print_from(d, 1, f); }
 
 /* ---- a string hash map (ids, device type names, anchors) --------------------------------------- */
 

@@ -46,6 +46,9 @@ void qm_diags_add(qm_diags *d, qm_code code, const char *file, int line, int col
 /* One line per entry: "FILE:LINE:COL: error[CODE]: message" ("FILE: error[CODE]: message" when
  * the entry has no location). */
 void qm_diags_print(const qm_diags *d, FILE *f);
+/* Every diagnostic but the first, which the caller reports as the failing call's status (so each
+ * error appears once: the others, then the first as the run's error line). */
+void qm_diags_print_others(const qm_diags *d, FILE *f);
 
 /* ---- loading ------------------------------------------------------------------------------------ */
 
