@@ -8,7 +8,8 @@
  * - scale invariance: x * 2^k (exact for small integers x) encodes to the same bytes as x, for
  *   every k from -1074 (smallest subnormal) to +1013 (near DBL_MAX), because the fast path and
  *   the rescaled slow path both scale by exact powers of two (kernels/qm_math.h);
- * - qm_rescale_factor against frexp for every exponent, subnormals included.
+ * - qm_rescale_factor against frexp for every exponent, subnormals included;
+ * - qm_hal_amp_scale with per-state scales: (x * scale) * coeff, exactly.
  * Arguments: the qmesh binary (for the CLI part; optional). */
 #include "materialize_internal.h"
 #include "qm_math.h"
@@ -293,6 +294,62 @@ static void test_random_ranges(void)
     free(x);
 }
 
+/* qm_hal_amp_scale with per-state scales (the slow path's powers of two, kept apart from the
+ * coefficients): three states of period 4, 3 values each; from input and from the stash;
+ * complex128 and complex64; NULL scales = 1. */
+static void test_amp_scale_scales(void)
+{
+    qm_status st;
+    const double x[9] = {DBL_TRUE_MIN, 2 * DBL_TRUE_MIN, -DBL_TRUE_MIN, 3.0, 4.0, 0.0,
+                         DBL_MAX, -DBL_MAX, 0x1p1000};
+    const double scales[3] = {0x1p1023, 1.0, 0x1p-1024};
+    const double coeffs[3] = {0x1p50, 0.2, 0.5};
+    const double want[12] = {0x1p-1, 0x1p0, -0x1p-1, 0, 3.0 * 0.2, 4.0 * 0.2, 0, 0,
+                             DBL_MAX * 0x1p-1024 * 0.5, -DBL_MAX * 0x1p-1024 * 0.5, 0x1p-25, 0};
+    qm_hal_buf *in = NULL, *state = NULL;
+    CHECK_OK(qm_hal_buf_alloc(mesh, 0, sizeof x, &in, &st));
+    CHECK_OK(qm_hal_buf_alloc(mesh, 0, 12 * 16, &state, &st));
+    if (!in || !state)
+        return;
+    CHECK_OK(qm_hal_copy_h2d(mesh, in, 0, x, sizeof x, NULL, &st));
+    for (int v = 0; v < 4; ++v) {
+        const qm_dtype dt = v & 1 ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
+        const bool stash = (v & 2) != 0;
+        if (stash) {
+            const qm_hal_stash_args sa = {.out = state, .out_dtype = dt, .slot_g0 = 0, .period = 4,
+                                          .period_valid = 3, .in = in,
+                                          .in_dtype = QM_DTYPE_FLOAT64, .n = 9};
+            CHECK_OK(qm_hal_stash(mesh, &sa, NULL, &st));
+        }
+        const qm_hal_amp_scale_args a = {.state = state, .state_dtype = dt, .n = 12, .period = 4,
+                                         .period_valid = 3, .n_coeffs = 3, .coeffs = coeffs,
+                                         .input = stash ? NULL : in,
+                                         .in_dtype = QM_DTYPE_FLOAT64, .scales = scales};
+        CHECK_OK(qm_hal_amp_scale(mesh, &a, NULL, &st));
+        double got[24];
+        CHECK_OK(qm_hal_copy_d2h(mesh, got, state, 0, 12 * qm_dtype_size(dt), NULL, &st));
+        bool ok = true;
+        for (int i = 0; i < 12; ++i)
+            ok = ok && re(got, dt, (uint64_t)i) ==
+                           (dt == QM_DTYPE_COMPLEX128 ? want[i] : (double)(float)want[i]);
+        if (!ok)
+            fprintf(stderr, "amp_scale with scales, %s from %s: wrong amplitudes\n",
+                    qm_dtype_name(dt), stash ? "the stash" : "input");
+        CHECK(ok);
+    }
+    /* NULL scales: x * coeff */
+    const qm_hal_amp_scale_args a = {.state = state, .state_dtype = QM_DTYPE_COMPLEX128, .n = 4,
+                                     .period = 4, .period_valid = 3, .n_coeffs = 1,
+                                     .coeffs = coeffs + 1, .input = in,
+                                     .in_dtype = QM_DTYPE_FLOAT64, .in_first = 0};
+    CHECK_OK(qm_hal_amp_scale(mesh, &a, NULL, &st));
+    double got[8];
+    CHECK_OK(qm_hal_copy_d2h(mesh, got, state, 0, sizeof got, NULL, &st));
+    CHECK(got[0] == DBL_TRUE_MIN * 0.2 && got[2] == 2 * DBL_TRUE_MIN * 0.2 && got[6] == 0.0);
+    qm_hal_buf_free(mesh, in);
+    qm_hal_buf_free(mesh, state);
+}
+
 /* Write a 1-d .npy of n values (descr '<f8' or '<f4'). */
 static bool write_npy(const char *path, const void *x, uint64_t n, bool f64)
 {
@@ -380,6 +437,7 @@ int main(int argc, char **argv)
     test_equal_values();
     test_scale_invariance();
     test_random_ranges();
+    test_amp_scale_scales();
     if (argc > 1)
         test_cli(argv[1]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh), 0);
