@@ -16,6 +16,7 @@
 #include "discover.h"
 #include "io.h"
 #include "mesh.h"
+#include "plan_output.h"
 #include "scenario_loader.h"
 #include "status_internal.h"
 #include "topology.h"
@@ -86,8 +87,8 @@ static int topo_show(int argc, char **argv)
             json_object_set_new(j, "id", json_string(d->id));
             json_object_set_new(j, "rank", json_integer(d->rank));
             json_object_set_new(j, "host", json_string(t->hosts[d->host].id));
-            json_object_set_new(j, "memory_bytes", json_integer((json_int_t)d->memory_bytes));
-            json_object_set_new(j, "usable_bytes", json_integer((json_int_t)d->usable_bytes));
+            json_object_set_new(j, "memory_bytes", qm_json_count(d->memory_bytes));
+            json_object_set_new(j, "usable_bytes", qm_json_count(d->usable_bytes));
             json_object_set_new(j, "hbm_bandwidth_bytes_per_s", json_real(d->hbm_bw_bytes_per_s));
             json_array_append_new(devs, j);
         }

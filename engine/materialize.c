@@ -8,7 +8,9 @@
  * pieces of each shard (never crossing a state); merge piece sums per state, in index order, into
  * the state's pairwise tree; for a state whose fast sum overflowed, underflowed or is not finite,
  * scan its values (report the first NaN/Inf, or a zero norm) and redo its sums with a power-of-two
- * scale; finally turn every stashed value into its amplitude in place and zero the padding.
+ * scale (qm_rescale_factor); finally turn every stashed value into its amplitude in place,
+ * (x * scale) * coeff with the scale kept apart from coeff = 1 / sqrt(scaled sum) (their quotient
+ * is not representable for all-subnormal input), and zero the padding.
  * Must not: allocate before validation, leave any buffer behind on failure, read input outside a
  * shard's own range.
  * Devices work at the same time: the ingest deals chunks round-robin over every device's streams,
@@ -56,7 +58,8 @@ typedef struct enc {
     double *block_sums;
     uint64_t cap_blocks;
     double *sums;              /* per state */
-    double *coeffs;            /* per state */
+    double *coeffs;            /* per state: 1 / sqrt(sum of (scale * x)^2) */
+    double *scales;            /* per state: 1, or the slow path's power of two */
     qm_comm *comm;             /* NULL: one process */
     bool distributed;          /* pieces and scans are exchanged between ranks */
     qm_hal_buf **mapped;       /* per shard: its input read in place (NULL: stashed) */
@@ -375,7 +378,8 @@ static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_hal_stream
                                .off = off, .n = n, .g0 = g0, .period = e->N,
                                .period_valid = e->F, .first_state = first,
                                .n_coeffs = (g0 + n - 1) / e->N - first + 1,
-                               .coeffs = e->coeffs + first, .input = e->mapped[i],
+                               .coeffs = e->coeffs + first, .scales = e->scales + first,
+                               .input = e->mapped[i],
                                .in_dtype = e->in->dtype, .in_first = e->mapped_first[i]};
     qm_code rc = qm_hal_amp_scale(e->hal, &a, stream, st);
     return rc == QM_OK ? rc : qm_status_prefix(st, "encode: shard %d", i);
@@ -538,9 +542,7 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu has all %llu "
                        "values zero", (unsigned long long)sidx, (unsigned long long)e->F);
     }
-    int ex;
-    (void)frexp(all.max_abs, &ex);
-    const double scale = ldexp(1.0, -ex > 1023 ? 1023 : -ex);
+    const double scale = qm_rescale_factor(all.max_abs);
     for (int i = 0; i < e->n_norm && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t a = s->start > lo ? s->start : lo, b = s->end < lo + e->N ? s->end : lo + e->N;
@@ -553,8 +555,9 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
     const double sum = e->sums[sidx];
     if (!(isfinite(sum) && sum > 0.0))
         return qm_fail(st, QM_E_INTERNAL, "encode: rescaled sum of squares of state %llu is %g "
-                       "(scale 2^%d)", (unsigned long long)sidx, sum, -ex);
-    e->coeffs[sidx] = scale / sqrt(sum);
+                       "(scale %a)", (unsigned long long)sidx, sum, scale);
+    e->scales[sidx] = scale;
+    e->coeffs[sidx] = 1.0 / sqrt(sum);
     return QM_OK;
 }
 
@@ -598,11 +601,12 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     const uint64_t chunk_bytes = opts && opts->chunk_bytes ? opts->chunk_bytes : QM_STAGING_CHUNK_BYTES;
     e.sums = malloc((size_t)e.B * sizeof *e.sums);
     e.coeffs = malloc((size_t)e.B * sizeof *e.coeffs);
+    e.scales = malloc((size_t)e.B * sizeof *e.scales);
     e.slow = calloc((size_t)e.B, 1);
     e.mapped = calloc((size_t)n_shards, sizeof *e.mapped);
     e.mapped_first = calloc((size_t)n_shards, sizeof *e.mapped_first);
     e.ing = calloc((size_t)n_shards, sizeof *e.ing);
-    if (!e.sums || !e.coeffs || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
+    if (!e.sums || !e.coeffs || !e.scales || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
     if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
@@ -670,6 +674,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     /* phase C: coefficients; the slow path is collective and every rank takes it alike */
     for (uint64_t k = 0; k < e.B; ++k) {
         const double sum = e.sums[k];
+        e.scales[k] = 1.0;
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN) {
             e.coeffs[k] = 1.0 / sqrt(sum);
             continue;
@@ -704,7 +709,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     t[4] = seconds_now();
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)
-        e.state->norm = e.B == 1 ? 1.0 / e.coeffs[0] : 0.0;
+        e.state->norm = e.B == 1 ? sqrt(e.sums[0]) / e.scales[0] : 0.0; /* inf past DBL_MAX */
     if (rc == QM_OK && opts && opts->times)
         *opts->times = (qm_materialize_times){.ingest = t[1] - t[0], .local_norm = t[2] - t[1],
                                               .norm_allreduce = t[3] - t[2],
@@ -723,6 +728,7 @@ done:
     free(e.block_sums);
     free(e.sums);
     free(e.coeffs);
+    free(e.scales);
     if (rc != QM_OK) {
         qm_state_destroy(e.state);
         e.state = NULL;

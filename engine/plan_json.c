@@ -1,8 +1,11 @@
 /* plan_json.c — a plan as the JSON object of DESIGN.md section 7, and as a readable table.
  *
  * In: a plan, its mesh and the scenario name. Out: a jansson object (never assembled by hand) or
- * text on a FILE. Byte counts are JSON integers; start/end are half-open global amplitude indices;
- * estimates are seconds (null when the scenario lacks the figures for a phase).
+ * text on a FILE. Byte counts are JSON integers, except counts of 2^63 and more (jansson's
+ * integers are signed 64-bit), which are reals (qm_json_count); start/end are half-open global
+ * amplitude indices; estimates are seconds (null when the scenario lacks the figures for a phase).
+ * Sizes stay uint64_t throughout; the headroom (usable - planned, may be negative) is formed as a
+ * sign and a magnitude, never by signed subtraction.
  * Must not: change the plan.
  */
 #include "plan_output.h"
@@ -13,7 +16,22 @@
 #include <stdio.h>
 #include <string.h>
 
-static json_t *jint(uint64_t v) { return json_integer((json_int_t)v); }
+json_t *qm_json_count(uint64_t v)
+{
+    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+}
+
+json_t *qm_json_headroom(uint64_t usable, uint64_t planned)
+{
+    uint64_t m;
+    if (!qm_headroom_split(usable, planned, &m))
+        return qm_json_count(m);
+    if (m - 1 <= (uint64_t)INT64_MAX) /* m >= 1: -m fits down to -2^63 */
+        return json_integer(-(json_int_t)(m - 1) - 1);
+    return json_real(-(double)m);
+}
+
+static json_t *jint(uint64_t v) { return qm_json_count(v); }
 
 static json_t *estimates_json(const qm_plan *p)
 {
@@ -84,7 +102,7 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
         json_object_set_new(j, "shard_bytes", jint(pd->shard_bytes));
         json_object_set_new(j, "staging_bytes", jint(pd->staging_bytes));
         json_object_set_new(j, "headroom_bytes",
-                            json_integer((json_int_t)pd->usable_bytes - (json_int_t)pd->planned_bytes));
+                            qm_json_headroom(pd->usable_bytes, pd->planned_bytes));
         json_array_append_new(devs, j);
     }
     json_object_set_new(o, "devices", devs);
@@ -128,12 +146,13 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, 
     fprintf(f, "\n%-14s %12s %12s %12s %12s\n", "device", "usable", "shard", "staging", "headroom");
     for (int i = 0; i < p->n_devices; ++i) {
         const qm_plan_device *pd = &p->devices[i];
-        long long head = (long long)pd->usable_bytes - (long long)pd->planned_bytes;
+        uint64_t head;
+        const bool neg = qm_headroom_split(pd->usable_bytes, pd->planned_bytes, &head);
         fprintf(f, "%-14s %12s %12s %12s %s%11s\n", mesh->devices[i].id,
                 qm_format_bytes(pd->usable_bytes, a, sizeof a),
                 qm_format_bytes(pd->shard_bytes, b, sizeof b),
-                qm_format_bytes(pd->staging_bytes, c, sizeof c), head < 0 ? "-" : " ",
-                qm_format_bytes((uint64_t)(head < 0 ? -head : head), d, sizeof d));
+                qm_format_bytes(pd->staging_bytes, c, sizeof c), neg ? "-" : " ",
+                qm_format_bytes(head, d, sizeof d));
     }
     fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
             p->gather.target, p->gather.reason);

@@ -4,9 +4,26 @@
 
 #include "plan.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct json_t;
+
+/* A byte or amplitude count as JSON: an integer when it fits jansson's json_int_t (signed 64-bit),
+ * from 2^63 on a real, the nearest double (relative error at most 2^-53). The planner accepts
+ * states up to 2^64 - 1 bytes (validate.c: 2^60 complex64 amplitudes, 2^59 complex128), and
+ * scenarios may declare up to 16 EiB - 1 per device, so such counts do occur (docs/planner.md). */
+struct json_t *qm_json_count(uint64_t v);
+/* The headroom usable - planned (negative when the plan overflows the device) as JSON: an integer
+ * when it fits json_int_t, else a real. */
+struct json_t *qm_json_headroom(uint64_t usable, uint64_t planned);
+/* usable - planned as a sign (the return value: negative) and a magnitude, exact for any two
+ * 64-bit counts: no signed arithmetic. */
+static inline bool qm_headroom_split(uint64_t usable, uint64_t planned, uint64_t *magnitude)
+{
+    *magnitude = usable >= planned ? usable - planned : planned - usable;
+    return usable < planned;
+}
 
 /* The plan as the JSON object of DESIGN.md section 7 (caller owns the reference). */
 qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scenario,

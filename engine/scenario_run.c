@@ -93,16 +93,24 @@ static void check_plan(case_ctx *x, const qm_mesh *mesh, const qm_plan *p, qm_co
         miss(x, "max_qubits: expected complex64 %u / complex128 %u, got %u / %u",
              e->max_qubits_c64, e->max_qubits_c128, p->max_qubits[0], p->max_qubits[1]);
     if (e->has_min_headroom) {
-        long long minh = LLONG_MAX;
+        /* the smallest headroom as a sign and a magnitude (sizes are uint64_t: no signed
+         * subtraction) */
+        bool min_neg = false, seen = false;
+        uint64_t min_mag = 0;
         for (int i = 0; i < p->n_shards; ++i) {
             const qm_plan_device *pd = &p->devices[p->shards[i].device];
-            long long h = (long long)pd->usable_bytes - (long long)pd->planned_bytes;
-            if (h < minh)
-                minh = h;
+            uint64_t m;
+            const bool neg = qm_headroom_split(pd->usable_bytes, pd->planned_bytes, &m);
+            if (!seen || (neg && (!min_neg || m > min_mag)) || (!neg && !min_neg && m < min_mag)) {
+                min_neg = neg;
+                min_mag = m;
+                seen = true;
+            }
         }
-        if (minh < (long long)e->min_headroom_bytes)
-            miss(x, "min_headroom: expected at least %s, got %lld bytes",
-                 qm_format_bytes(e->min_headroom_bytes, a, sizeof a), minh);
+        if (seen && (min_neg || min_mag < e->min_headroom_bytes))
+            miss(x, "min_headroom: expected at least %s, got %s%llu bytes",
+                 qm_format_bytes(e->min_headroom_bytes, a, sizeof a), min_neg ? "-" : "",
+                 (unsigned long long)min_mag);
     }
     for (int k = 0; k < QM_PHASE_COUNT_; ++k) {
         const qm_expect_estimate *ee = &e->estimates[k];

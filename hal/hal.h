@@ -119,7 +119,7 @@ qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm
  * amplitude slot (complex128: re = x, im = 0; complex64: the slot's 8 bytes hold the double);
  * (2) `sumsq` sums squares of stashed values as fixed pairwise trees; (3) `scan` finds the largest
  * magnitude and the first NaN/Inf (slow path only); (4) `amp_scale` turns each stashed value into
- * its amplitude (x * coeff) in place and writes zeros into padding slots.
+ * its amplitude ((x * scale) * coeff) in place and writes zeros into padding slots.
  * Indices are amplitude slots of the state buffer; the global index of slot i is g0 + i, and a
  * slot holds data when (g0 + i) mod period < period_valid (period = 2^qubits amplitudes per state,
  * period_valid = input features), else it is padding. */
@@ -178,11 +178,14 @@ typedef struct qm_hal_scan_result {
 qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
                          uint64_t n, qm_hal_scan_result *out, qm_status *st);
 
-/* Over slots [off, off + n): data slots become (x * coeff[k], 0) in state_dtype, where
- * k = (g0 + i) / period - first_state indexes `coeffs` (one per state); padding slots become
- * (0, 0). x is the slot's stash (in place), or, when `input` is set, the value read from an input
- * buffer whose element 0 is input element in_first. coeffs is a host array. Enqueued on s (its
- * coefficients are copied before return). */
+/* Over slots [off, off + n): data slots become ((x * scales[k]) * coeffs[k], 0) in state_dtype
+ * (qm_amp_scaled of qm_math.h), where k = (g0 + i) / period - first_state indexes `coeffs` and
+ * `scales` (one each per state); padding slots become (0, 0). scales (optional, NULL: every scale
+ * is 1, and the amplitude is x * coeffs[k] bit for bit) holds the slow path's powers of two, kept
+ * apart from the coefficients because scale / norm may not be representable. x is the slot's
+ * stash (in place), or, when `input` is set, the value read from an input buffer whose element 0
+ * is input element in_first. coeffs and scales are host arrays. Enqueued on s (they are copied
+ * before return). */
 typedef struct qm_hal_amp_scale_args {
     qm_hal_buf *state;
     qm_dtype state_dtype;
@@ -195,6 +198,7 @@ typedef struct qm_hal_amp_scale_args {
     const qm_hal_buf *input; /* NULL: the stash */
     qm_dtype in_dtype;
     uint64_t in_first;
+    const double *scales;  /* NULL: all 1; else n_coeffs powers of two, state first_state first */
 } qm_hal_amp_scale_args;
 qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
                          qm_status *st);

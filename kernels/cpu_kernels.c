@@ -99,9 +99,11 @@ void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t
 }
 
 /* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. x (when not NULL) holds the
- * input values of the data slots, x[0] for slot i0; otherwise the values are the stash. */
+ * input values of the data slots, x[0] for slot i0; otherwise the values are the stash. The
+ * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. */
 static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint64_t i0,
-                          uint64_t data_end, uint64_t i1, double coeff, const void *x,
+                          uint64_t data_end, uint64_t i1, double scale, double coeff,
+                          const void *x,
                           qm_dtype in_dtype, int par)
 {
     const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
@@ -110,21 +112,21 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
         if (!x) {
 #pragma omp parallel for schedule(static) if (par)
             for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp(o[2 * i], coeff);
+                o[2 * i] = qm_amp_scaled(o[2 * i], scale, coeff);
                 o[2 * i + 1] = 0.0;
             }
         } else if (in_dtype == QM_DTYPE_FLOAT64) {
             const double *xi = (const double *)x - a;
 #pragma omp parallel for schedule(static) if (par)
             for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp(xi[i], coeff);
+                o[2 * i] = qm_amp_scaled(xi[i], scale, coeff);
                 o[2 * i + 1] = 0.0;
             }
         } else {
             const float *xi = (const float *)x - a;
 #pragma omp parallel for schedule(static) if (par)
             for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp((double)xi[i], coeff);
+                o[2 * i] = qm_amp_scaled((double)xi[i], scale, coeff);
                 o[2 * i + 1] = 0.0;
             }
         }
@@ -138,7 +140,7 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
             for (int64_t i = a; i < d; ++i) {
                 double v;
                 memcpy(&v, base + 8 * i, sizeof v);
-                const float amp[2] = {(float)qm_amp(v, coeff), 0.0f};
+                const float amp[2] = {(float)qm_amp_scaled(v, scale, coeff), 0.0f};
                 memcpy(base + 8 * i, amp, sizeof amp);
             }
         } else {
@@ -147,14 +149,14 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
                 const double *xi = (const double *)x - a;
 #pragma omp parallel for schedule(static) if (par)
                 for (int64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp(xi[i], coeff);
+                    o[2 * i] = (float)qm_amp_scaled(xi[i], scale, coeff);
                     o[2 * i + 1] = 0.0f;
                 }
             } else {
                 const float *xi = (const float *)x - a;
 #pragma omp parallel for schedule(static) if (par)
                 for (int64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp((double)xi[i], coeff);
+                    o[2 * i] = (float)qm_amp_scaled((double)xi[i], scale, coeff);
                     o[2 * i + 1] = 0.0f;
                 }
             }
@@ -166,7 +168,8 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
 
 void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
-                      const double *coeffs, const void *in, qm_dtype in_dtype, uint64_t in_first)
+                      const double *coeffs, const double *scales, const void *in,
+                      qm_dtype in_dtype, uint64_t in_first)
 {
     /* segments = the parts of the range inside one state each */
     const uint64_t s0 = g0 / period, s1 = (g0 + n - 1) / period;
@@ -185,7 +188,8 @@ void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
         const void *x = NULL;
         if (in && data_end > lo)
             x = (const char *)in + (sidx * period_valid + local - in_first) * is;
-        scale_segment(state, state_dtype, off, lo, data_end, hi, coeffs[sidx - first_state], x,
+        scale_segment(state, state_dtype, off, lo, data_end, hi,
+                      scales ? scales[sidx - first_state] : 1.0, coeffs[sidx - first_state], x,
                       in_dtype, !many && hi - lo >= QM_OMP_MIN_ELEMS);
     }
 }
@@ -206,7 +210,7 @@ void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
         sums[sums_off + (uint64_t)k] = sum;
         const uint64_t slot0 = off + (uint64_t)k * period;
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
-            scale_segment(state, state_dtype, slot0, 0, period_valid, period, 1.0 / sqrt(sum), x,
+            scale_segment(state, state_dtype, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
                           in_dtype, 0);
         else /* the slow path rescales from the stash */
             qm_cpu_stash((char *)state + slot0 * ss, state_dtype, 0, period, period_valid, x,

@@ -28,7 +28,8 @@ void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t
 
 void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
-                      const double *coeffs, const void *in, qm_dtype in_dtype, uint64_t in_first);
+                      const double *coeffs, const double *scales, const void *in,
+                      qm_dtype in_dtype, uint64_t in_first);
 
 /* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h). */
 void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t period,

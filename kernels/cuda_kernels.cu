@@ -205,17 +205,17 @@ __global__ void __launch_bounds__(256) sumsq_stash_kernel(const double *state, u
 
 // In place over the stash of one state: slot i's double becomes its amplitude.
 __global__ void amp_stash_one_state_kernel(void *state, int c128, uint64_t n, uint64_t local0,
-                                           uint64_t period_valid, double coeff)
+                                           uint64_t period_valid, double scale, double coeff)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
         const bool data = local0 + i < period_valid;
         if (c128) {
             double2 *o = (double2 *)state + i;
-            o[0] = make_double2(data ? qm_amp(o[0].x, coeff) : 0.0, 0.0);
+            o[0] = make_double2(data ? qm_amp_scaled(o[0].x, scale, coeff) : 0.0, 0.0);
         } else {
             double *slot = (double *)state + i;
-            const float re = data ? (float)qm_amp(*slot, coeff) : 0.0f;
+            const float re = data ? (float)qm_amp_scaled(*slot, scale, coeff) : 0.0f;
             *(float2 *)slot = make_float2(re, 0.0f);
         }
     }
@@ -235,7 +235,8 @@ __global__ void scan_kernel(const double *x, uint64_t k, uint64_t n, unsigned lo
 
 __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
                                  uint64_t period_valid, uint64_t first_state, const double *coeffs,
-                                 const void *in, int in_f64, uint64_t in_first)
+                                 const double *scales, const void *in, int in_f64,
+                                 uint64_t in_first)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
@@ -250,14 +251,15 @@ __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0,
                 x = c128 ? ((const double *)state)[2 * i] : ((const double *)state)[i];
             }
         }
+        const double sc = scales ? scales[sidx - first_state] : 1.0;
         if (c128) {
             double *o = (double *)state;
-            o[2 * i] = data ? qm_amp(x, coeffs[sidx - first_state]) : 0.0;
+            o[2 * i] = data ? qm_amp_scaled(x, sc, coeffs[sidx - first_state]) : 0.0;
             o[2 * i + 1] = 0.0;
         } else {
             float2 amp = make_float2(0.0f, 0.0f);
             if (data)
-                amp.x = (float)qm_amp(x, coeffs[sidx - first_state]);
+                amp.x = (float)qm_amp_scaled(x, sc, coeffs[sidx - first_state]);
             ((float2 *)state)[i] = amp;
         }
     }
@@ -273,7 +275,7 @@ __global__ void amp_scale_kernel(void *state, int c128, uint64_t n, uint64_t g0,
 template <typename T>
 __global__ void __launch_bounds__(256) amp_one_state_kernel(void *state, int c128, uint64_t n,
                                                             uint64_t local0, uint64_t period_valid,
-                                                            double coeff, const T *x)
+                                                            double scale, double coeff, const T *x)
 {
     const uint64_t tile = (uint64_t)QM_AMP_PER_THREAD * blockDim.x;
     for (uint64_t base = blockIdx.x * tile; base < n; base += (uint64_t)gridDim.x * tile) {
@@ -281,7 +283,9 @@ __global__ void __launch_bounds__(256) amp_one_state_kernel(void *state, int c12
 #pragma unroll
         for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
             const uint64_t i = base + threadIdx.x + (uint64_t)j * blockDim.x;
-            a[j] = i < n && local0 + i < period_valid ? qm_amp((double)__ldg(x + i), coeff) : 0.0;
+            a[j] = i < n && local0 + i < period_valid
+                       ? qm_amp_scaled((double)__ldg(x + i), scale, coeff)
+                       : 0.0;
         }
 #pragma unroll
         for (int j = 0; j < QM_AMP_PER_THREAD; ++j) {
@@ -303,7 +307,8 @@ __global__ void __launch_bounds__(256) amp_one_state_kernel(void *state, int c12
 // bytes per lane here.
 __global__ void __launch_bounds__(256) amp_pairs_f32_kernel(float4 *state, uint64_t n,
                                                             uint64_t local0, uint64_t period_valid,
-                                                            double coeff, const float2 *x)
+                                                            double scale, double coeff,
+                                                            const float2 *x)
 {
     const uint64_t tile = (uint64_t)QM_AMP_PER_THREAD * blockDim.x, pairs = (n + 1) / 2;
     for (uint64_t base = blockIdx.x * tile; base < pairs; base += (uint64_t)gridDim.x * tile) {
@@ -323,10 +328,12 @@ __global__ void __launch_bounds__(256) amp_pairs_f32_kernel(float4 *state, uint6
             const uint64_t p = base + threadIdx.x + (uint64_t)j * blockDim.x, i = 2 * p;
             if (i >= n)
                 break;
-            const float a0 = local0 + i < period_valid ? (float)qm_amp((double)v[j].x, coeff) : 0.0f;
+            const float a0 =
+                local0 + i < period_valid ? (float)qm_amp_scaled((double)v[j].x, scale, coeff) : 0.0f;
             if (i + 1 < n) {
                 const float a1 =
-                    local0 + i + 1 < period_valid ? (float)qm_amp((double)v[j].y, coeff) : 0.0f;
+                    local0 + i + 1 < period_valid ? (float)qm_amp_scaled((double)v[j].y, scale, coeff)
+                                                   : 0.0f;
                 state[p] = make_float4(a0, 0.0f, a1, 0.0f);
             } else {
                 ((float2 *)state)[i] = make_float2(a0, 0.0f);
@@ -402,37 +409,41 @@ extern "C" int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsi
 
 extern "C" int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0,
                                         uint64_t period, uint64_t period_valid,
-                                        uint64_t first_state, const double *coeffs, const void *in,
-                                        int in_f64, uint64_t in_first, void *stream)
+                                        uint64_t first_state, const double *coeffs,
+                                        const double *scales, const void *in, int in_f64,
+                                        uint64_t in_first, void *stream)
 {
     amp_scale_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
-        state, c128, n, g0, period, period_valid, first_state, coeffs, in, in_f64, in_first);
+        state, c128, n, g0, period, period_valid, first_state, coeffs, scales, in, in_f64,
+        in_first);
     return (int)cudaGetLastError();
 }
 
 extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t local0,
-                                            uint64_t period_valid, double coeff, const void *x,
-                                            int in_f64, void *stream)
+                                            uint64_t period_valid, double scale, double coeff,
+                                            const void *x, int in_f64, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (!x) {
         amp_stash_one_state_kernel<<<grid_for(n, 256), 256, 0, s>>>(state, c128, n, local0,
-                                                                     period_valid, coeff);
+                                                                     period_valid, scale, coeff);
         return (int)cudaGetLastError();
     }
     if (!c128 && !in_f64 && ((uintptr_t)x & 7) == 0 && ((uintptr_t)state & 15) == 0) {
         const uint64_t pairs = (n + 1) / 2;
         amp_pairs_f32_kernel<<<grid_for((pairs + QM_AMP_PER_THREAD - 1) / QM_AMP_PER_THREAD, 256),
-                               256, 0, s>>>((float4 *)state, n, local0, period_valid, coeff,
+                               256, 0, s>>>((float4 *)state, n, local0, period_valid, scale, coeff,
                                             (const float2 *)x);
         return (int)cudaGetLastError();
     }
     const unsigned g = grid_for((n + QM_AMP_PER_THREAD - 1) / QM_AMP_PER_THREAD, 256);
     if (in_f64)
-        amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
+        amp_one_state_kernel<double><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, scale,
+                                                       coeff,
                                                        (const double *)x);
     else
-        amp_one_state_kernel<float><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, coeff,
+        amp_one_state_kernel<float><<<g, 256, 0, s>>>(state, c128, n, local0, period_valid, scale,
+                                                      coeff,
                                                       (const float *)x);
     return (int)cudaGetLastError();
 }

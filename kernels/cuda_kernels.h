@@ -29,18 +29,19 @@ int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t peri
  * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
 int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,
                         void *stream);
-/* Amplitudes (in place from the stash, or from input `in`); coeffs is a device array indexed by
- * state - first_state. */
+/* Amplitudes (in place from the stash, or from input `in`), qm_amp_scaled of qm_math.h; coeffs
+ * and scales (NULL: all 1) are device arrays indexed by state - first_state. */
 int qm_cuda_launch_amp_scale(void *state, int c128, uint64_t n, uint64_t g0, uint64_t period,
                              uint64_t period_valid, uint64_t first_state, const double *coeffs,
-                             const void *in, int in_f64, uint64_t in_first, void *stream);
+                             const double *scales, const void *in, int in_f64, uint64_t in_first,
+                             void *stream);
 
 /* The same for slots [0, n) that all belong to one state whose slot 0 is local index local0, with
- * one coefficient, from input x (device pointer of the value of slot 0, or of the first data slot
+ * one scale and one coefficient, from input x (device pointer of the value of slot 0, or of the first data slot
  * when local0 >= period_valid: then nothing is read). 16-byte stores. */
 int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t local0,
-                                 uint64_t period_valid, double coeff, const void *x, int in_f64,
-                                 void *stream);
+                                 uint64_t period_valid, double scale, double coeff, const void *x,
+                                 int in_f64, void *stream);
 
 /* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h): `state` is state
  * 0's slot 0, `in` its first value, `sums` its sum's slot (device pointers). period <= 2^14. */

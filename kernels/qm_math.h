@@ -6,8 +6,14 @@
  *   ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) merged level by level; elements past the data count as 0.
  *   Adding +0 is exact, so a block with padding folds its partial subtrees from the right.
  * - Each square is (scale * x)^2 in float64, with scale = 1 on the fast path and a power of two on
- *   the rescaled retry for values whose squares overflow or underflow.
- * - An amplitude is (double)x * coeff, rounded once to the output precision; the imaginary part is 0.
+ *   the rescaled retry for values whose squares overflow or underflow (qm_rescale_factor: from the
+ *   exponent of the largest magnitude, so that the scaled sum of squares is a normal number for
+ *   every finite nonzero input).
+ * - An amplitude is ((double)x * scale) * coeff, with coeff = 1 / sqrt(scaled sum), then rounded
+ *   once more to the output precision; the imaginary part is 0. The scale is never folded into the
+ *   coefficient: scale / sqrt(sum) overflows for all-subnormal input (2^1023 / 2^-50) and loses
+ *   bits as a subnormal for input near DBL_MAX. On the fast path scale = 1 and x * 1 is exact, so
+ *   the amplitude is x * coeff, bit for bit.
  * Compile with floating-point contraction off (-ffp-contract=off, nvcc --fmad=false): an FMA would
  * round differently on the two backends.
  * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation).
@@ -113,8 +119,45 @@ QM_HD void qm_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t pe
     *e_hi = s1 * period_valid + (l1 + 1 < period_valid ? l1 + 1 : period_valid);
 }
 
-/* The amplitude of a stashed value. */
+/* The amplitude of a value: x * coeff on the fast path (scale 1), (x * scale) * coeff on the slow
+ * path. x * scale is exact unless it is subnormal (an amplitude below 2^-1021 then carries an
+ * absolute error of at most 2^-1075 * coeff). */
 QM_HD double qm_amp(double x, double coeff) { return x * coeff; }
+QM_HD double qm_amp_scaled(double x, double scale, double coeff) { return (x * scale) * coeff; }
+
+/* The exact power of two 2^e as a double, for -1074 <= e <= 1023 (subnormal below -1022), built
+ * from its bits: no libm call, nothing rounded, the same on both backends. */
+QM_HD double qm_pow2(int e)
+{
+    union {
+        uint64_t u;
+        double d;
+    } v;
+    v.u = e >= -1022 ? (uint64_t)(e + 1023) << 52 : (uint64_t)1 << (e + 1074);
+    return v.d;
+}
+
+/* The slow path's scale for a state whose largest magnitude is max_abs (finite, > 0): 2^-e where
+ * max_abs is in [2^(e-1), 2^e) (frexp's exponent), so the largest scaled value is in [0.5, 1);
+ * capped at 2^1023 (max_abs below 2^-1024, subnormal: the largest scaled value is then in
+ * [2^-51, 0.5), its square a normal number). The scaled sum of squares of a state of at most 2^62
+ * slots is in [2^-102, 2^62), so coeff = 1 / sqrt(sum) is a normal number in (2^-31, 2^51].
+ * The exponent comes from the bits (a subnormal is first multiplied by 2^64, exactly). */
+QM_HD double qm_rescale_factor(double max_abs)
+{
+    union {
+        double d;
+        uint64_t u;
+    } v;
+    v.d = max_abs;
+    int shift = 0;
+    if (((v.u >> 52) & 0x7ff) == 0) {
+        v.d = max_abs * 0x1p64;
+        shift = 64;
+    }
+    const int e = (int)((v.u >> 52) & 0x7ff) - 1022 - shift;
+    return qm_pow2(-e > 1023 ? 1023 : -e);
+}
 
 /* Combine n (a power of two) subtree sums, in index order, into their parent: level by level,
  * v[i] = v[i] + v[i + w]. Destroys v; returns the root. */

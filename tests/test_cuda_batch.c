@@ -12,6 +12,7 @@
 #include "sim_fixtures.h"
 #include "testlib.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,9 @@ static float bits_f32(uint32_t b)
  * (quiet and signalling, with payloads), 2 a sum that overflows (float64: 1e200 values; float32:
  * one +inf), 3 float64: 1e-170 values (the squares underflow to 0), float32: subnormal values,
  * 4 float64: 2^-485 values (the sum F * 2^-970 is on either side of QM_FAST_SUM_MIN), float32:
- * 1e38 values, n-1 all -0. */
+ * 1e38 values, n-1 all -0; when n >= 8 also 5 all subnormal (float64: multiples of the smallest
+ * subnormal, the sum is 0; float32: of FLT_TRUE_MIN) and 6 near the largest finite value
+ * (float64: DBL_MAX * r, the sum overflows; float32: FLT_MAX * r). */
 static double value(uint64_t k, uint64_t i, uint64_t n, uint64_t F, bool f64)
 {
     const double r = uniform();
@@ -76,6 +79,11 @@ static double value(uint64_t k, uint64_t i, uint64_t n, uint64_t F, bool f64)
             return f64 ? copysign(1e-170, r) : (double)(float)(r * 1e-40);
         if (k == 4)
             return f64 ? copysign(0x1p-485, r) : 1e38 * r;
+        if (k == 5 && n >= 8)
+            return f64 ? copysign(DBL_TRUE_MIN * (double)(1 + i % 5), r)
+                       : (double)copysignf(FLT_TRUE_MIN * (float)(1 + i % 5), (float)r);
+        if (k == 6 && n >= 8)
+            return f64 ? DBL_MAX * r : (double)(FLT_MAX * (float)r);
     }
     return r * ldexp(1.0, (int)(k % 41) - 20);
 }
@@ -223,7 +231,8 @@ static void run_case(qm_hal *gpu, qm_hal *sim, combo *cb, const batch_case *c, b
     for (uint64_t k = 0; k < c->n; ++k) {
         const double sum = rsum[c->sums_off + k];
         const bool slow = !(isfinite(sum) && sum >= QM_FAST_SUM_MIN);
-        const bool special = c->n >= 6 && (k <= 2 || k == c->n - 1 || (f64 && k == 3));
+        const bool special = c->n >= 6 && (k <= 2 || k == c->n - 1 || (f64 && k == 3) ||
+                                           (f64 && c->n >= 8 && (k == 5 || k == 6)));
         if (special)
             CHECK(slow);
         if (!slow)

@@ -1,12 +1,15 @@
 /* test_cuda_diff.c — the same requests on the simulated and the CUDA backends give the same bytes
  * (label diff): multi-device layouts on logical devices of one GPU, batches, complex64/complex128,
  * and the fast kernels that read device-resident input (block sums and amplitudes) against the
- * CPU kernels. Exit 77 without a GPU. */
+ * CPU kernels; inputs of every magnitude (all subnormal, near DBL_MAX / FLT_MAX, subnormal and
+ * normal mixed: issue 13 item 3), single states and batches, where the slow path's scales and
+ * coefficients reach the amplitude kernels. Exit 77 without a GPU. */
 #include "cuda_backend.h"
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +27,91 @@ static bool same_state(qm_hal *a_hal, qm_hal *b_hal, unsigned q, qm_dtype dt,
     void *x = malloc(total * es), *y = malloc(total * es);
     bool same = false;
     if (a && b && x && y && qm_state_read(a, 0, total, dt, x, &st) == QM_OK &&
-        qm_state_read(b, 0, total, dt, y, &st) == QM_OK)
+        qm_state_read(b, 0, total, dt, y, &st) == QM_OK) {
         same = memcmp(x, y, total * es) == 0;
+        for (uint64_t i = 0; same && i < 2 * total; ++i) /* and finite */
+            same = dt == QM_DTYPE_COMPLEX128 ? isfinite(((const double *)x)[i])
+                                             : isfinite(((const float *)x)[i]);
+    }
     free(x);
     free(y);
     qm_state_destroy(a);
     qm_state_destroy(b);
     return same;
+}
+
+/* Inputs of every magnitude: x * 2^k (x: small integers, so exact) for k from the smallest
+ * subnormal to near DBL_MAX, and mixes; single states over 4 logical devices (and one), batches
+ * through the fused kernel (10 qubits) and the long-state path (15 qubits: one amp_scale over
+ * several states, with per-state scales). Every state must also be finite. */
+static void extreme_inputs(qm_hal *gpu, qm_hal *sim)
+{
+    const unsigned q = 16;
+    const uint64_t N = (uint64_t)1 << q, n = N - 5;
+    double *x = malloc(n * sizeof *x);
+    float *xf = malloc(n * sizeof *xf);
+    qm_shard_spec one = {0, 0, 0, N}, four[4];
+    for (int d = 0; d < 4; ++d)
+        four[d] = (qm_shard_spec){0, d, N / 4 * d, N / 4 * (d + 1)};
+    const int k64[] = {-1074, -1060, -1023, -600, 1013};
+    const int k32[] = {-149, -126, 117};
+    for (size_t c = 0; c < sizeof k64 / sizeof k64[0] + 2; ++c) {
+        for (uint64_t i = 0; i < n; ++i) {
+            const double m = (double)((int)(i * 7919 % 2047) - 1023);
+            if (c < sizeof k64 / sizeof k64[0])
+                x[i] = ldexp(m, k64[c]);
+            else if (c == sizeof k64 / sizeof k64[0]) /* subnormals with a few normal values */
+                x[i] = i % 1000 == 0 ? ldexp(m, -1000) : ldexp(m, -1074);
+            else /* the whole range: one value near DBL_MAX among subnormals and normals */
+                x[i] = i == n / 3 ? DBL_MAX : ldexp(m, (int)(i % 2088) - 1074);
+        }
+        qm_amp_input in64 = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = n};
+        const bool a = same_state(gpu, sim, q, QM_DTYPE_COMPLEX128, four, 4, &in64);
+        const bool b = same_state(gpu, sim, q, QM_DTYPE_COMPLEX64, &one, 1, &in64);
+        if (!a || !b)
+            printf("extreme input %zu (float64): states differ\n", c);
+        CHECK(a && b);
+    }
+    for (size_t c = 0; c < sizeof k32 / sizeof k32[0]; ++c) {
+        for (uint64_t i = 0; i < n; ++i)
+            xf[i] = ldexpf((float)((int)(i * 7919 % 2047) - 1023), k32[c]);
+        qm_amp_input in32 = {.dtype = QM_DTYPE_FLOAT32, .data = xf, .n = n};
+        const bool a = same_state(gpu, sim, q, QM_DTYPE_COMPLEX64, four, 4, &in32);
+        const bool b = same_state(gpu, sim, q, QM_DTYPE_COMPLEX128, &one, 1, &in32);
+        if (!a || !b)
+            printf("extreme input 2^%d (float32): states differ\n", k32[c]);
+        CHECK(a && b);
+    }
+    /* batches: state s is x * 2^k[s % 6], fast and slow states side by side */
+    const int kb[6] = {-1074, 0, 1013, -1030, -600, 5};
+    for (int v = 0; v < 2; ++v) {
+        const unsigned qb = v ? 15 : 10;
+        const uint64_t Nb = (uint64_t)1 << qb, F = Nb - 3, B = v ? 8 : 600;
+        double *xb = malloc(B * F * sizeof *xb);
+        float *fb = malloc(B * F * sizeof *fb);
+        for (uint64_t s = 0; s < B; ++s)
+            for (uint64_t i = 0; i < F; ++i) {
+                const double m = (double)((int)((s * F + i) * 7919 % 2047) - 1023);
+                xb[s * F + i] = ldexp(m, kb[s % 6]);
+                fb[s * F + i] = ldexpf((float)m, kb[s % 6] < -149 ? -149 : kb[s % 6] > 117 ? 117 : kb[s % 6]);
+            }
+        qm_shard_spec bsh[4];
+        for (int d = 0; d < 4; ++d)
+            bsh[d] = (qm_shard_spec){0, d, B / 4 * Nb * d, B / 4 * Nb * (d + 1)};
+        qm_amp_input inb = {.dtype = QM_DTYPE_FLOAT64, .data = xb, .n = F, .batch = B};
+        qm_amp_input inf = {.dtype = QM_DTYPE_FLOAT32, .data = fb, .n = F, .batch = B};
+        const bool a = same_state(gpu, sim, qb, QM_DTYPE_COMPLEX128, bsh, 4, &inb);
+        const bool b = same_state(gpu, sim, qb, QM_DTYPE_COMPLEX64, bsh, 4, &inf);
+        const qm_shard_spec all = {0, 1, 0, B * Nb};
+        const bool c = same_state(gpu, sim, qb, QM_DTYPE_COMPLEX64, &all, 1, &inb);
+        if (!a || !b || !c)
+            printf("extreme batch, %u qubits: states differ (%d %d %d)\n", qb, a, b, c);
+        CHECK(a && b && c);
+        free(xb);
+        free(fb);
+    }
+    free(x);
+    free(xf);
 }
 
 int main(void)
@@ -159,6 +240,7 @@ int main(void)
         qm_hal_buf_free(gpu, dst);
         qm_hal_buf_free(sim, sst);
     }
+    extreme_inputs(gpu, sim);
     CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
     free(x);
     free(xf);

@@ -364,14 +364,16 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     const uint64_t s0 = a->g0 / a->period, s1 = (a->g0 + a->n - 1) / a->period;
     if (s0 == s1) {
-        /* all slots in one state (from an input buffer, or the stash in place): one coefficient
-         * passed by value (no device copy, nothing to wait for) */
+        /* all slots in one state (from an input buffer, or the stash in place): one scale and one
+         * coefficient passed by value (no device copy, nothing to wait for) */
         const uint64_t local0 = a->g0 - s0 * a->period;
         const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
         const uint64_t e0 = s0 * a->period_valid + (local0 < a->period_valid ? local0 : a->period_valid);
         int le = qm_cuda_launch_amp_one_state((char *)state + a->off * slot_bytes(a->state_dtype),
                                               a->state_dtype == QM_DTYPE_COMPLEX128, a->n, local0,
-                                              a->period_valid, a->coeffs[s0 - a->first_state],
+                                              a->period_valid,
+                                              a->scales ? a->scales[s0 - a->first_state] : 1.0,
+                                              a->coeffs[s0 - a->first_state],
                                               in ? (const char *)in + (e0 - a->in_first) * es : NULL,
                                               a->in_dtype == QM_DTYPE_FLOAT64, s);
         if (le != cudaSuccess)
@@ -380,17 +382,21 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
             CU(st, cudaStreamSynchronize(NULL), "amp_scale", dev);
         return QM_OK;
     }
-    cudaError_t e = cudaMalloc((void **)&d_coeffs, (size_t)a->n_coeffs * sizeof(double));
+    /* coefficients, then the scales (when given) in the same allocation */
+    const size_t cb = (size_t)a->n_coeffs * sizeof(double);
+    cudaError_t e = cudaMalloc((void **)&d_coeffs, a->scales ? 2 * cb : cb);
     if (e != cudaSuccess)
         return cuda_err(st, e, "cudaMalloc (coefficients)", dev);
-    if ((e = cudaMemcpy(d_coeffs, a->coeffs, (size_t)a->n_coeffs * sizeof(double),
-                        cudaMemcpyHostToDevice)) != cudaSuccess) {
+    if ((e = cudaMemcpy(d_coeffs, a->coeffs, cb, cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (a->scales && (e = cudaMemcpy(d_coeffs + a->n_coeffs, a->scales, cb,
+                                      cudaMemcpyHostToDevice)) != cudaSuccess)) {
         rc = cuda_err(st, e, "coefficient copy", dev);
         goto done;
     }
     int le = qm_cuda_launch_amp_scale((char *)state + a->off * slot_bytes(a->state_dtype),
                                       a->state_dtype == QM_DTYPE_COMPLEX128, a->n, a->g0, a->period,
-                                      a->period_valid, a->first_state, d_coeffs, in,
+                                      a->period_valid, a->first_state, d_coeffs,
+                                      a->scales ? d_coeffs + a->n_coeffs : NULL, in,
                                       a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, s);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);

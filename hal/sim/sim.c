@@ -201,7 +201,7 @@ static qm_code sim_amp_scale(void *ctx, int dev, void *state, const void *in,
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
         return phantom_refusal(st, "amp_scale");
     qm_cpu_amp_scale(state, a->state_dtype, a->off, a->n, a->g0, a->period, a->period_valid,
-                     a->first_state, a->coeffs, in, a->in_dtype, a->in_first);
+                     a->first_state, a->coeffs, a->scales, in, a->in_dtype, a->in_first);
     return QM_OK;
 }
 
