@@ -95,6 +95,12 @@ const qm_npy_info *qm_npy_reader_info(const qm_npy_reader *reader);
  * opened; E-NOMEM for the block buffer. count 0 is a no-op. */
 qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
                           qm_status *st);
+/* The bound on the buffer of ranged reads that are not one pread (a Fortran-order file, a dropped
+ * column): QM_NPY_BLOCK_BYTES unless changed here (tests use tiny blocks to cross every block edge).
+ * A block smaller than one row or one column still makes progress (one row, one column at a time).
+ * E-ARG for 0. */
+#define QM_NPY_BLOCK_BYTES ((uint64_t)8 << 20)
+qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_bytes, qm_status *st);
 /* Remove file column `column` (0-based; a label column) from what the reader reads: afterwards
  * info's n_features is one less, n_elems follows, dropped_column is `column`, and every ranged read
  * still reads only the rows it needs. E-INPUT for a 1-D array ("cannot drop column 0 of a 1-D

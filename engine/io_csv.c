@@ -67,16 +67,17 @@ static qm_code too_large(const char *path, uint64_t max, int gzip, qm_status *st
 }
 
 /* Room for at least one more text byte and the spare byte: the buffer doubles (from its first
- * size) up to max + 1 bytes; E-INPUT past max, E-NOMEM when realloc fails. */
+ * size) up to max + 2 bytes (max text bytes, one more that proves the text too large, the spare);
+ * E-INPUT past max, E-NOMEM when realloc fails. */
 static qm_code text_room(text_buf *t, const char *path, int gzip, qm_status *st)
 {
     if (t->cap - t->len >= 2)
         return QM_OK;
-    if ((uint64_t)t->len >= t->max)
+    if ((uint64_t)t->len > t->max)
         return too_large(path, t->max, gzip, st);
     uint64_t ncap = (uint64_t)t->cap * 2;
-    if (ncap > t->max + 1)
-        ncap = t->max + 1;
+    if (ncap > t->max + 2)
+        ncap = t->max + 2;
     if (ncap > SIZE_MAX)
         return qm_fail(st, QM_E_NOMEM, "%s: the CSV text does not fit this host's address space",
                        path);
@@ -239,8 +240,8 @@ static qm_code read_all(const char *path, uint64_t max_text, char **text_out, si
         goto done;
     }
     uint64_t cap = *gzip_out ? ((uint64_t)1 << 16) : size + 2;
-    if (cap > max_text + 1)
-        cap = max_text + 1 < 2 ? 2 : max_text + 1;
+    if (cap > max_text + 2)
+        cap = max_text + 2;
     if (cap > SIZE_MAX || !(t.buf = malloc((size_t)cap))) {
         rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %llu bytes for the CSV text", path,
                      (unsigned long long)cap);
@@ -248,6 +249,8 @@ static qm_code read_all(const char *path, uint64_t max_text, char **text_out, si
     }
     t.cap = (size_t)cap;
     rc = *gzip_out ? read_gzip(fd, path, size, &t, st) : read_plain(fd, path, &t, st);
+    if (rc == QM_OK && (uint64_t)t.len > max_text)
+        rc = too_large(path, max_text, *gzip_out, st);
     if (rc == QM_OK) {
         t.buf[t.len] = '\0';
         *text_out = t.buf;
@@ -415,7 +418,9 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
         return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
                        (int)opt->header);
     int gzip = 0;
-    const uint64_t max_text = opt->max_text_bytes ? opt->max_text_bytes : QM_CSV_MAX_TEXT_BYTES;
+    uint64_t max_text = opt->max_text_bytes ? opt->max_text_bytes : QM_CSV_MAX_TEXT_BYTES;
+    if (max_text > UINT64_MAX / 2)
+        max_text = UINT64_MAX / 2; /* the buffer's max + 2 must not wrap */
     if ((rc = read_all(path, max_text, &text, &len, &gzip, st)) != QM_OK)
         return rc;
 

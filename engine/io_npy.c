@@ -516,13 +516,13 @@ struct qm_npy_reader {
     qm_npy_info info;
     uint64_t rows, cols; /* the file's array as rows x cols (1-D: 1 x F) */
     int transposed;      /* Fortran order with rows > 1 and cols > 1 (else the bytes are C order) */
+    uint64_t block_bytes;/* buffer bound of ranged reads that are not one pread */
     char path[];         /* for messages */
 };
 
-/* Ranged reads that cannot be one pread go through a buffer of at most this many bytes. */
-#define NPY_BLOCK_BYTES ((uint64_t)8 << 20)
-/* A Fortran-order column of at most this many bytes is read whole (one pread for many columns). */
-#define NPY_SHORT_COLUMN_BYTES ((uint64_t)4 << 10)
+/* A Fortran-order column of at most block_bytes / NPY_SHORT_COLUMN_RATIO bytes (4 KiB of the
+ * default 8 MiB) is read whole: one pread for many columns. */
+#define NPY_SHORT_COLUMN_RATIO 2048u
 
 /* Preamble + header length announced by the first n bytes (0 when they do not announce one that
  * qm_npy_header_parse could accept; it then reports why from the preamble alone). */
@@ -636,6 +636,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     r->rows = info.n_samples;
     r->cols = info.shape[info.ndim == 2 ? 1 : 0];
     r->transposed = info.fortran_order && r->rows > 1 && r->cols > 1;
+    r->block_bytes = QM_NPY_BLOCK_BYTES;
     fd = -1; /* owned by the reader now */
     *out = r;
 
@@ -696,7 +697,7 @@ static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t c
     const uint64_t drop = (uint64_t)r->info.dropped_column;
     const uint64_t last = first + count - 1, r0 = first / F, r1 = last / F;
     qm_code rc = QM_OK;
-    if (cols * item > NPY_BLOCK_BYTES) {
+    if (cols * item > r->block_bytes) {
         for (uint64_t row = r0; row <= r1 && rc == QM_OK; ++row) {
             const uint64_t cs = row == r0 ? first % F : 0, ce = row == r1 ? last % F + 1 : F;
             /* view [cs, ce) is file [cs, min(ce, drop)) then file [max(cs, drop) + 1, ce + 1) */
@@ -713,7 +714,7 @@ static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t c
         }
         return rc;
     }
-    const uint64_t block_rows = NPY_BLOCK_BYTES / (cols * item);
+    const uint64_t block_rows = r->block_bytes / (cols * item);
     const uint64_t buf_bytes = (r1 - r0 + 1 < block_rows ? r1 - r0 + 1 : block_rows) * cols * item;
     unsigned char *buf = malloc((size_t)buf_bytes);
     if (!buf)
@@ -754,10 +755,11 @@ static qm_code read_fortran(const qm_npy_reader *r, uint64_t first, uint64_t cou
     const uint64_t span = r1 - r0 + 1;
     /* the view columns any row of the range needs */
     const uint64_t ca0 = r0 == r1 ? first % F : 0, cb0 = r0 == r1 ? last % F + 1 : F;
-    const uint64_t cap = NPY_BLOCK_BYTES / item; /* elements per block */
+    const uint64_t cap = r->block_bytes / item ? r->block_bytes / item : 1; /* per block */
     /* whole columns when they are short, or when the range covers half the rows or more (reading
      * at most twice the bytes needed, in large preads) and a column fits half a block */
-    const int whole = rows * item <= NPY_SHORT_COLUMN_BYTES || (span * 2 >= rows && rows <= cap / 2);
+    const int whole = rows * item <= r->block_bytes / NPY_SHORT_COLUMN_RATIO ||
+                      (span * 2 >= rows && rows <= cap / 2);
     const uint64_t tile_rows = whole ? span : span < cap ? span : cap;
     uint64_t tile_cols = whole ? cap / rows : cap / tile_rows;
     if (tile_cols == 0)
@@ -828,6 +830,15 @@ qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t c
     if (in->dropped_column >= 0)
         return read_c_dropped(reader, first_elem, count, dst, st);
     return read_elems(reader, dst, first_elem, count, first_elem, count, st);
+}
+
+qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_bytes, qm_status *st)
+{
+    if (!reader || block_bytes == 0)
+        return qm_fail(st, QM_E_ARG, "npy block bytes: reader must not be NULL and the block must "
+                       "not be 0 bytes");
+    reader->block_bytes = block_bytes;
+    return QM_OK;
 }
 
 qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_status *st)
