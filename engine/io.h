@@ -17,6 +17,8 @@
  * Known warts: little-endian hosts only (the `.npy` files read and written are little-endian and
  * their bytes are copied as they are; a big-endian build fails at compile time in io_npy.c).
  * Ranged reads are `.npy`-only: a CSV file is always read whole.
+ * The input section is read by `qmesh encode`'s input step (encode.c) and, for
+ * qm_input_file_kind, by the scenario loader.
  */
 #ifndef QM_IO_H
 #define QM_IO_H
