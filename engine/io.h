@@ -36,7 +36,10 @@ typedef enum qm_input_format {
     QM_INPUT_CSV_GZIP,  /* starts with the gzip magic 1f 8b: gzip-compressed CSV */
 } qm_input_format;
 
-/* Look at the first bytes of a file (never at its name). E-IO when it cannot be opened or read. */
+/* Look at the first bytes of a file: its content decides, except that a file named "*.npy" (any
+ * case) is always QM_INPUT_NPY, so that one with the wrong magic is reported as "not a .npy file:
+ * bad magic" by qm_npy_open instead of being parsed as CSV. E-IO when it cannot be opened or read
+ * or is not a regular file. */
 qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status *st);
 
 /* Open an input file for reading without ever blocking: open(O_NONBLOCK), then fstat. *fd_out is

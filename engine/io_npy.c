@@ -22,9 +22,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -893,7 +895,11 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
     close(fd);
     if (e)
         return qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(e));
-    if (got == sizeof b && memcmp(b, npy_magic, sizeof b) == 0)
+    /* the content decides; a name ending in ".npy" only picks which error a file that is no
+     * .npy gets: "not a .npy file: bad magic ..." rather than a CSV parse error */
+    const size_t plen = strlen(path);
+    const bool npy_name = plen >= 4 && strcasecmp(path + plen - 4, ".npy") == 0;
+    if ((got == sizeof b && memcmp(b, npy_magic, sizeof b) == 0) || npy_name)
         *out = QM_INPUT_NPY;
     else if (got >= 2 && b[0] == 0x1f && b[1] == 0x8b)
         *out = QM_INPUT_CSV_GZIP;

@@ -303,6 +303,24 @@ static void test_npy_drop_column_errors(void)
     unlink(p);
 }
 
+/* A file named *.npy with the wrong magic gets the .npy reader's error, not a CSV parse error. */
+static void test_npy_name_with_wrong_magic(void)
+{
+    char p[128];
+    qm_status st;
+    qm_input_format fmt = QM_INPUT_CSV;
+    write_bytes(at(p, sizeof p, "wrong.NPY"), "1,2\n3,4\n", 8);
+    CHECK(qm_input_format_query(p, &fmt, &st) == QM_OK && fmt == QM_INPUT_NPY);
+    qm_npy_reader *r = NULL;
+    CHECK(qm_npy_open(p, &r, &st) == QM_E_INPUT);
+    CHECK_ERR(st, QM_E_INPUT, "wrong.NPY: not a .npy file: bad magic (first bytes: 31 2c 32 0a 33 "
+                              "2c; expected 93 4e 55 4d 50 59");
+    unlink(p);
+    write_bytes(at(p, sizeof p, "right.csv"), "1,2\n3,4\n", 8);
+    CHECK(qm_input_format_query(p, &fmt, &st) == QM_OK && fmt == QM_INPUT_CSV);
+    unlink(p);
+}
+
 /* ---- non-regular files: never block ---------------------------------------------------------- */
 
 enum { OPEN_NPY, OPEN_FORMAT, OPEN_CSV, OPEN_SCENARIO };
@@ -705,6 +723,7 @@ int main(int argc, char **argv)
     }
     test_npy_fortran_ranges();
     test_npy_drop_column_errors();
+    test_npy_name_with_wrong_magic();
     test_not_regular();
     test_csv_bom_and_gzip();
     test_csv_memory_follows_data();
