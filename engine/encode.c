@@ -80,6 +80,33 @@ static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst,
     return qm_npy_read_range(ctx, first, count, dst, st);
 }
 
+/* The CSV flags on a .npy input: --drop-column by 0-based index (a .npy has no header row to look
+ * a name up in); --header auto is what a .npy is (no header), yes/no are refused: no flag may be
+ * ignored silently. */
+static qm_code npy_apply_csv_flags(const char *path, qm_npy_reader *npy, const qm_csv_options *csv,
+                                   qm_status *st)
+{
+    if (csv->header != QM_CSV_HEADER_AUTO)
+        return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a .npy file has no "
+                       "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no");
+    const char *d = csv->drop_column;
+    if (!d)
+        return QM_OK;
+    uint64_t col = 0;
+    bool digits = *d != '\0';
+    for (const char *p = d; *p && digits; ++p) {
+        if (*p < '0' || *p > '9' || col > (UINT64_MAX - 9) / 10)
+            digits = false;
+        else
+            col = col * 10 + (uint64_t)(*p - '0');
+    }
+    if (!digits)
+        return qm_fail(st, QM_E_INPUT, "%s: --drop-column '%.40s' is not a 0-based column index, "
+                       "and a .npy file has no header row to look a name up in; give the label "
+                       "column's index", path, d);
+    return qm_npy_reader_drop_column(npy, col, st);
+}
+
 static unsigned qubits_for(uint64_t features)
 {
     unsigned n = 1;
@@ -311,7 +338,9 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if (rc == QM_OK)
         rc = qm_input_format_query(job->input, &fmt, st);
     if (rc == QM_OK && fmt == QM_INPUT_NPY) {
-        if ((rc = qm_npy_open(job->input, &npy, st)) == QM_OK) {
+        if ((rc = qm_npy_open(job->input, &npy, st)) == QM_OK)
+            rc = npy_apply_csv_flags(job->input, npy, &job->csv, st);
+        if (rc == QM_OK) {
             const qm_npy_info *info = qm_npy_reader_info(npy);
             in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
                                 .batch = info->n_samples, .read = npy_read_cb, .read_ctx = npy};

@@ -7,6 +7,11 @@
  * not consume whole, or read in ranges: ranged reads are `.npy`-only (io_npy.c); a CSV file is
  * decompressed into memory and parsed in place (each field is NUL-terminated inside the text
  * buffer, so the text costs one copy and the values B x F doubles).
+ * Memory follows the data: a plain file takes one buffer of its size; gzip text grows by doubling
+ * from 64 KiB (zlib's inflate, member by member: concatenated members are read whole, anything
+ * else after a member is trailing garbage, a member cut short is truncated); both stop at
+ * max_text_bytes. The value matrix grows by doubling as rows are parsed. A UTF-8 byte-order mark
+ * is skipped, so it cannot turn the first data row into a header.
  * Quoting is not supported: a field is the text between commas (blank space around it ignored).
  * strtod follows LC_NUMERIC; qmesh never calls setlocale, so the decimal point is '.'.
  */
@@ -33,6 +38,7 @@ void qm_csv_options_init(qm_csv_options *opt)
         return;
     opt->header = QM_CSV_HEADER_AUTO;
     opt->drop_column = NULL;
+    opt->max_text_bytes = 0;
 }
 
 void qm_csv_data_fini(qm_csv_data *data)
@@ -46,30 +52,178 @@ void qm_csv_data_fini(qm_csv_data *data)
 
 /* ---- reading the whole (decompressed) text --------------------------------------------------- */
 
-/* Read the file into a malloc'd buffer with one spare byte at the end (*len excludes it). */
-static qm_code read_all(const char *path, char **text_out, size_t *len_out, int *gzip_out,
-                        qm_status *st)
+/* The text being read: buf[0, len) plus room for one spare byte (a NUL at the end). */
+typedef struct text_buf {
+    char *buf;
+    size_t len, cap;
+    uint64_t max; /* the most text bytes allowed */
+} text_buf;
+
+static qm_code too_large(const char *path, uint64_t max, int gzip, qm_status *st)
 {
+    return qm_fail(st, QM_E_INPUT, "%s: the CSV text is larger than the limit of %llu bytes%s; "
+                   "convert it to .npy (read by ranges, never whole)", path,
+                   (unsigned long long)max, gzip ? " after gzip decompression" : "");
+}
+
+/* Room for at least one more text byte and the spare byte: the buffer doubles (from its first
+ * size) up to max + 2 bytes (max text bytes, one more that proves the text too large, the spare);
+ * E-INPUT past max, E-NOMEM when realloc fails. */
+static qm_code text_room(text_buf *t, const char *path, int gzip, qm_status *st)
+{
+    if (t->cap - t->len >= 2)
+        return QM_OK;
+    if ((uint64_t)t->len > t->max)
+        return too_large(path, t->max, gzip, st);
+    uint64_t ncap = (uint64_t)t->cap * 2;
+    if (ncap > t->max + 2)
+        ncap = t->max + 2;
+    if (ncap > SIZE_MAX)
+        return qm_fail(st, QM_E_NOMEM, "%s: the CSV text does not fit this host's address space",
+                       path);
+    char *nb = realloc(t->buf, (size_t)ncap);
+    if (!nb)
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %llu bytes for the CSV text", path,
+                       (unsigned long long)ncap);
+    t->buf = nb;
+    t->cap = (size_t)ncap;
+    return QM_OK;
+}
+
+/* read(2) retrying on EINTR; -1 with errno set on failure. */
+static ssize_t read_some(int fd, void *buf, size_t n)
+{
+    ssize_t r;
+    do
+        r = read(fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* A plain file: read to its end (a file that grows while read is read as far as it goes). */
+static qm_code read_plain(int fd, const char *path, text_buf *t, qm_status *st)
+{
+    for (;;) {
+        qm_code rc = text_room(t, path, 0, st);
+        if (rc != QM_OK)
+            return rc;
+        size_t want = t->cap - t->len - 1;
+        if (want > ((size_t)1 << 30))
+            want = (size_t)1 << 30;
+        const ssize_t got = read_some(fd, t->buf + t->len, want);
+        if (got < 0)
+            return qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (got == 0)
+            return QM_OK;
+        t->len += (size_t)got;
+    }
+}
+
+/* A gzip file: every member inflated in turn (concatenated members are one gzip file, as gzip -d
+ * reads them); after a member ends, the next bytes must start another member (1f 8b), else they
+ * are trailing garbage; input that ends inside a member is a truncated file. */
+static qm_code read_gzip(int fd, const char *path, uint64_t file_bytes, text_buf *t, qm_status *st)
+{
+    enum { IN_BYTES = 1 << 17 };
+    unsigned char *in = malloc(IN_BYTES);
+    z_stream z;
+    memset(&z, 0, sizeof z);
     qm_code rc = QM_OK;
-    gzFile gz = NULL;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
+    int zinit = 0, member = 1, ended = 0, eof = 0;
+    uint64_t consumed = 0; /* file bytes handed to zlib (those still in z.avail_in included) */
+    if (!in) {
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate the gzip input buffer", path);
+        goto done;
+    }
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper only */
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot set up zlib to read the file", path);
+        goto done;
+    }
+    zinit = 1;
+    for (;;) {
+        /* input: refill when empty; at a member boundary make sure 2 bytes are visible */
+        while (!eof && (z.avail_in == 0 || (ended && z.avail_in < 2))) {
+            if (z.avail_in > 0)
+                memmove(in, z.next_in, z.avail_in);
+            const ssize_t got = read_some(fd, in + z.avail_in, IN_BYTES - z.avail_in);
+            if (got < 0) {
+                rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
+                goto done;
+            }
+            z.next_in = in;
+            z.avail_in += (uInt)got;
+            consumed += (uint64_t)got;
+            eof = got == 0;
+        }
+        if (ended) {
+            if (z.avail_in == 0)
+                break; /* the last member ended at the end of the file */
+            if (z.next_in[0] != 0x1f || z.avail_in < 2 || z.next_in[1] != 0x8b) {
+                const uint64_t at = consumed - z.avail_in;
+                rc = qm_fail(st, QM_E_INPUT, "%s: trailing garbage after gzip member %d (%llu "
+                             "bytes at byte %llu of %llu, first byte %02x); the file is not a "
+                             "gzip file as written", path, member,
+                             (unsigned long long)(file_bytes > at ? file_bytes - at : z.avail_in),
+                             (unsigned long long)at, (unsigned long long)file_bytes,
+                             z.next_in[0]);
+                goto done;
+            }
+            if (inflateReset(&z) != Z_OK) {
+                rc = qm_fail(st, QM_E_INTERNAL, "%s: zlib inflateReset failed", path);
+                goto done;
+            }
+            ended = 0;
+            member++;
+        }
+        if ((rc = text_room(t, path, 1, st)) != QM_OK)
+            goto done;
+        size_t room = t->cap - t->len - 1;
+        if (room > ((size_t)1 << 30))
+            room = (size_t)1 << 30;
+        z.next_out = (Bytef *)(t->buf + t->len);
+        z.avail_out = (uInt)room;
+        const int zr = inflate(&z, Z_NO_FLUSH);
+        t->len += room - z.avail_out;
+        if (zr == Z_STREAM_END) {
+            ended = 1;
+        } else if (zr == Z_BUF_ERROR && eof && z.avail_in == 0) {
+            /* there was room, and no input is left: the member stops in the middle */
+            rc = qm_fail(st, QM_E_INPUT, "%s: truncated gzip data after %zu decompressed "
+                         "bytes (member %d ends early; the file has %llu bytes)", path, t->len,
+                         member, (unsigned long long)file_bytes);
+            goto done;
+        } else if (zr == Z_OK || zr == Z_BUF_ERROR) {
+            continue; /* more input or more room: the loop gets either */
+        } else if (zr == Z_MEM_ERROR) {
+            rc = qm_fail(st, QM_E_NOMEM, "%s: zlib is out of memory", path);
+            goto done;
+        } else if (zr != Z_STREAM_END) {
+            rc = qm_fail(st, QM_E_INPUT, "%s: corrupt gzip data after %zu decompressed "
+                         "bytes (zlib: %s; in member %d)", path, t->len,
+                         z.msg ? z.msg : "unknown error", member);
+            goto done;
+        }
+    }
+done:
+    if (zinit)
+        inflateEnd(&z);
+    free(in);
+    return rc;
+}
+
+/* Read the file (plain, or gzip by its magic bytes) into a malloc'd buffer with one spare byte at
+ * the end (*len excludes it). */
+static qm_code read_all(const char *path, uint64_t max_text, char **text_out, size_t *len_out,
+                        int *gzip_out, qm_status *st)
+{
+    text_buf t = {NULL, 0, 0, max_text};
+    int fd = -1;
+    uint64_t size = 0;
     *text_out = NULL;
     *len_out = 0;
-
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qm_fail(st, QM_E_IO, "%s: cannot open for reading: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        rc = qm_fail(st, QM_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto fail_fd;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        rc = qm_fail(st, QM_E_IO, "%s: not a regular file%s", path,
-                     S_ISDIR(sb.st_mode) ? " (it is a directory)" : "");
-        goto fail_fd;
-    }
+    qm_code rc = qm_input_file_open(path, &fd, &size, st);
+    if (rc != QM_OK)
+        return rc;
     unsigned char magic[2];
     ssize_t m;
     do
@@ -77,88 +231,35 @@ static qm_code read_all(const char *path, char **text_out, size_t *len_out, int 
     while (m < 0 && errno == EINTR);
     if (m < 0) {
         rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
-        goto fail_fd;
+        goto done;
     }
     *gzip_out = m == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-
-    gz = gzdopen(fd, "rb"); /* reads plain files as they are ("transparent" mode) */
-    if (!gz) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot set up zlib to read the file", path);
-        goto fail_fd;
+    /* plain: one allocation of the file's size (+ EOF probe + spare); gzip: doubling from 64 KiB */
+    if (!*gzip_out && size > max_text) {
+        rc = too_large(path, max_text, 0, st);
+        goto done;
     }
-    fd = -1; /* owned by gz now */
-    gzbuffer(gz, 1u << 17);
-    /* plain files: one allocation of the right size; gzip: grow by doubling */
-    cap = *gzip_out ? ((size_t)1 << 16) : (size_t)sb.st_size + 2; /* + EOF probe + spare */
-    if (cap < 2)
-        cap = 2;
-    for (;;) {
-        if (cap - len < 2) {
-            if (cap > SIZE_MAX / 2) {
-                rc = qm_fail(st, QM_E_NOMEM, "%s: the decompressed text does not fit in memory",
-                             path);
-                goto fail;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for the CSV text",
-                             path, cap * 2);
-                goto fail;
-            }
-            buf = nb;
-            cap *= 2;
-        } else if (!buf) {
-            buf = malloc(cap);
-            if (!buf) {
-                rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for the CSV text",
-                             path, cap);
-                goto fail;
-            }
-        }
-        size_t want = cap - len - 1; /* keep the spare byte */
-        if (want > (1u << 30))
-            want = 1u << 30;
-        const int got = gzread(gz, buf + len, (unsigned)want);
-        if (got < 0) {
-            int zerr = Z_OK;
-            const char *zmsg = gzerror(gz, &zerr);
-            if (zerr == Z_ERRNO)
-                rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
-            else
-                rc = qm_fail(st, QM_E_INPUT, "%s: corrupt gzip data after %zu decompressed bytes "
-                             "(zlib: %s)", path, len, zmsg ? zmsg : "unknown error");
-            goto fail;
-        }
-        if (got == 0)
-            break;
-        len += (size_t)got;
+    uint64_t cap = *gzip_out ? ((uint64_t)1 << 16) : size + 2;
+    if (cap > max_text + 2)
+        cap = max_text + 2;
+    if (cap > SIZE_MAX || !(t.buf = malloc((size_t)cap))) {
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %llu bytes for the CSV text", path,
+                     (unsigned long long)cap);
+        goto done;
     }
-    int zerr = Z_OK;
-    const char *zmsg = gzerror(gz, &zerr);
-    if (zerr != Z_OK) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: %s gzip data after %zu decompressed bytes (zlib: %s)",
-                     path, zerr == Z_BUF_ERROR ? "truncated" : "corrupt", len,
-                     zmsg ? zmsg : "unknown error");
-        goto fail;
+    t.cap = (size_t)cap;
+    rc = *gzip_out ? read_gzip(fd, path, size, &t, st) : read_plain(fd, path, &t, st);
+    if (rc == QM_OK && (uint64_t)t.len > max_text)
+        rc = too_large(path, max_text, *gzip_out, st);
+    if (rc == QM_OK) {
+        t.buf[t.len] = '\0';
+        *text_out = t.buf;
+        *len_out = t.len;
+        t.buf = NULL;
     }
-    const int cz = gzclose_r(gz);
-    gz = NULL;
-    if (cz != Z_OK) {
-        rc = qm_fail(st, QM_E_IO, "%s: closing the file failed (zlib code %d)", path, cz);
-        goto fail;
-    }
-    buf[len] = '\0';
-    *text_out = buf;
-    *len_out = len;
-    return QM_OK;
-
-fail:
-    free(buf);
-    if (gz)
-        gzclose_r(gz);
-fail_fd:
-    if (fd >= 0)
-        close(fd);
+done:
+    free(t.buf);
+    close(fd);
     return rc;
 }
 
@@ -317,10 +418,24 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
         return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
                        (int)opt->header);
     int gzip = 0;
-    if ((rc = read_all(path, &text, &len, &gzip, st)) != QM_OK)
+    uint64_t max_text = opt->max_text_bytes ? opt->max_text_bytes : QM_CSV_MAX_TEXT_BYTES;
+    if (max_text > UINT64_MAX / 2)
+        max_text = UINT64_MAX / 2; /* the buffer's max + 2 must not wrap */
+    if ((rc = read_all(path, max_text, &text, &len, &gzip, st)) != QM_OK)
         return rc;
 
-    char *pos = text, *end = text + len;
+    /* a UTF-8 byte-order mark (Excel, Notepad) is not part of the first field; UTF-16 is refused */
+    size_t bom = 0;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+        bom = 3;
+    } else if (len >= 2 && ((unsigned char)text[0] == 0xff || (unsigned char)text[0] == 0xfe) &&
+               ((unsigned char)text[1] ^ (unsigned char)text[0]) == 0x01) {
+        rc = qm_fail(st, QM_E_INPUT, "%s: UTF-16 text (byte-order mark %02x %02x) is not "
+                     "supported; save the CSV as UTF-8", path, (unsigned char)text[0],
+                     (unsigned char)text[1]);
+        goto done;
+    }
+    char *pos = text + bom, *end = text + len;
     long line_no = 0, blank_no = 0;
     csv_line first;
     if (!next_line(&pos, end, &line_no, &blank_no, &first)) {
@@ -408,21 +523,11 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
         goto done;
     }
 
-    /* an upper bound on the data rows: the lines of the text */
-    size_t max_rows = 2;
-    for (const char *c = pos; (c = memchr(c, '\n', (size_t)(end - c))) != NULL; ++c)
-        max_rows++;
-    if (max_rows > SIZE_MAX / sizeof(double) / nfeat) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: %zu rows x %zu features do not fit in memory", path,
-                     max_rows, nfeat);
-        goto done;
-    }
-    values = malloc(max_rows * nfeat * sizeof *values);
-    if (!values) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu x %zu float64 values", path, max_rows,
-                     nfeat);
-        goto done;
-    }
+    /* The value matrix grows with the rows actually parsed (doubling), never by a guess from the
+     * line count: trailing blank lines or a ragged row must not make it ask for more. A row holds
+     * at least ncols - 1 commas and a line end, which bounds the rows the text can hold. */
+    const size_t row_min_bytes = ncols, text_rows = (size_t)(end - pos) / row_min_bytes + 2;
+    size_t rows_cap = 0;
 
     size_t rows = 0;
     csv_line ln = first;
@@ -438,6 +543,24 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
             }
         }
         have = 0;
+        if (rows == rows_cap) {
+            size_t ncap = rows_cap ? rows_cap * 2 : 1024;
+            if (ncap > text_rows)
+                ncap = text_rows > rows ? text_rows : rows + 1;
+            if (ncap > SIZE_MAX / sizeof(double) / nfeat) {
+                rc = qm_fail(st, QM_E_NOMEM, "%s: %zu rows x %zu features do not fit in memory",
+                             path, ncap, nfeat);
+                goto done;
+            }
+            double *nv = realloc(values, ncap * nfeat * sizeof *values);
+            if (!nv) {
+                rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu x %zu float64 values", path,
+                             ncap, nfeat);
+                goto done;
+            }
+            values = nv;
+            rows_cap = ncap;
+        }
         const int is_first = ln.s == first.s; /* split already: its commas may be NULs now */
         const size_t nf = is_first ? ncols : count_fields(ln.s, ln.e);
         if (nf != ncols) {

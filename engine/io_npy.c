@@ -5,9 +5,14 @@
  * its own slice of a large file and a single process can stream it in chunks.
  * Must not: read past a buffer on arbitrary bytes (the parser only ever looks at bytes[0, n)),
  * read the data when only the header is asked for, or accept anything it cannot read exactly:
- * accepted are NumPy format 1.0/2.0/3.0, dtype '<f4' or '<f8', C order, 1-D or 2-D, non-empty,
- * with exactly shape x itemsize data bytes after the header (docs/io.md).
- * Also here: qm_input_format_query (which reader a file needs, from its magic bytes).
+ * accepted are NumPy format 1.0/2.0/3.0, dtype '<f4' or '<f8', C or Fortran order, 1-D or 2-D,
+ * non-empty, with exactly shape x itemsize data bytes after the header (docs/io.md).
+ * Ranged reads are always in the row-major order of the (samples, features) view: a C-order file
+ * is one pread; a Fortran-order 2-D file is read by column segments (or whole short columns) in
+ * blocks of at most 8 MiB and transposed; a dropped label column (qm_npy_reader_drop_column) is
+ * skipped in blocks of whole rows. Every path reads only the rows of the range asked for.
+ * Also here: qm_input_format_query (which reader a file needs, from its magic bytes) and
+ * qm_input_file_open (every input opened without blocking, regular files only).
  */
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
@@ -17,9 +22,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -434,11 +441,6 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
 
     char shp[160];
     shape_text(d.dims, d.ndim, shp, sizeof shp);
-    if (d.fortran)
-        return qm_fail(st, QM_E_INPUT,
-                       "%s: Fortran-order arrays are not supported ('fortran_order': True, shape "
-                       "%s); save a C-order array, e.g. numpy.save(f, numpy.ascontiguousarray(a))",
-                       subject, shp);
     qm_dtype dtype;
     if (d.descr_len == 3 && strcmp(d.descr, "<f4") == 0)
         dtype = QM_DTYPE_FLOAT32;
@@ -489,6 +491,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
                        (unsigned long long)data_bytes, (unsigned long long)found, shp);
 
     out->version_major = (int)major;
+    out->fortran_order = d.fortran ? 1 : 0;
+    out->dropped_column = -1;
     out->dtype = dtype;
     out->ndim = d.ndim;
     out->shape[0] = d.dims[0];
@@ -512,8 +516,15 @@ too_big:
 struct qm_npy_reader {
     int fd;
     qm_npy_info info;
-    char path[]; /* for messages */
+    uint64_t rows, cols; /* the file's array as rows x cols (1-D: 1 x F) */
+    int transposed;      /* Fortran order with rows > 1 and cols > 1 (else the bytes are C order) */
+    uint64_t block_bytes;/* buffer bound of ranged reads that are not one pread */
+    char path[];         /* for messages */
 };
+
+/* A Fortran-order column of at most block_bytes / NPY_SHORT_COLUMN_RATIO bytes (4 KiB of the
+ * default 8 MiB) is read whole: one pread for many columns. */
+#define NPY_SHORT_COLUMN_RATIO 2048u
 
 /* Preamble + header length announced by the first n bytes (0 when they do not announce one that
  * qm_npy_header_parse could accept; it then reports why from the preamble alone). */
@@ -530,10 +541,21 @@ static uint64_t header_extent(const unsigned char *b, size_t n)
     return hlen > QM_NPY_MAX_HEADER_BYTES ? 0 : pre + hlen;
 }
 
-static qm_code open_regular(const char *path, int *fd_out, uint64_t *size_out, qm_status *st)
+const char *qm_input_file_kind(unsigned mode)
 {
-    *fd_out = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const mode_t m = (mode_t)mode;
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+qm_code qm_input_file_open(const char *path, int *fd_out, uint64_t *size_out, qm_status *st)
+{
+    if (fd_out)
+        *fd_out = -1;
+    if (!path || !fd_out || !size_out)
+        return qm_fail(st, QM_E_ARG, "input open: path, fd_out and size_out must not be NULL");
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return qm_fail(st, QM_E_IO, "%s: cannot open for reading: %s", path, strerror(errno));
     struct stat sb;
@@ -544,8 +566,14 @@ static qm_code open_regular(const char *path, int *fd_out, uint64_t *size_out, q
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return qm_fail(st, QM_E_IO, "%s: not a regular file%s", path,
-                       S_ISDIR(sb.st_mode) ? " (it is a directory)" : "");
+        return qm_fail(st, QM_E_IO, "%s: not a regular file (it is %s); write the data to a file "
+                       "first", path, qm_input_file_kind((unsigned)sb.st_mode));
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        const int e = errno;
+        close(fd);
+        return qm_fail(st, QM_E_IO, "%s: cannot set blocking mode: %s", path, strerror(e));
     }
     *fd_out = fd;
     *size_out = (uint64_t)sb.st_size;
@@ -564,7 +592,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     if (!path || !out)
         return qm_fail(st, QM_E_ARG, "npy open: path and out must not be NULL");
 
-    if ((rc = open_regular(path, &fd, &size, st)) != QM_OK)
+    if ((rc = qm_input_file_open(path, &fd, &size, st)) != QM_OK)
         goto done;
     /* the preamble first, then exactly the header it announces (never the data) */
     unsigned char pre[QM_NPY_PREAMBLE_MAX];
@@ -607,6 +635,10 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     memcpy(r->path, path, plen + 1);
     r->fd = fd;
     r->info = info;
+    r->rows = info.n_samples;
+    r->cols = info.shape[info.ndim == 2 ? 1 : 0];
+    r->transposed = info.fortran_order && r->rows > 1 && r->cols > 1;
+    r->block_bytes = QM_NPY_BLOCK_BYTES;
     fd = -1; /* owned by the reader now */
     *out = r;
 
@@ -620,6 +652,158 @@ done:
 const qm_npy_info *qm_npy_reader_info(const qm_npy_reader *reader)
 {
     return reader ? &reader->info : NULL;
+}
+
+/* pread elements [elem, elem + n) of the file (physical, in file order) into buf; the messages
+ * name the caller's element range [first, first + count). */
+static qm_code read_elems(const qm_npy_reader *r, void *buf, uint64_t elem, uint64_t n,
+                          uint64_t first, uint64_t count, qm_status *st)
+{
+    const uint64_t item = qm_dtype_size(r->info.dtype);
+    const uint64_t bytes = n * item;
+    size_t got = 0;
+    const int e = pread_full(r->fd, buf, (size_t)bytes, r->info.data_offset + elem * item, &got);
+    if (e)
+        return qm_fail(st, QM_E_IO, "%s: cannot read elements [%llu, %llu): %s", r->path,
+                       (unsigned long long)first, (unsigned long long)(first + count),
+                       strerror(e));
+    if (got != bytes)
+        return qm_fail(st, QM_E_IO,
+                       "%s: unexpected end of file reading elements [%llu, %llu) (got %zu of %llu "
+                       "bytes); the file shrank after it was opened",
+                       r->path, (unsigned long long)first, (unsigned long long)(first + count), got,
+                       (unsigned long long)bytes);
+    return QM_OK;
+}
+
+static void copy_elem(unsigned char *dst, const unsigned char *src, uint64_t item)
+{
+    if (item == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, 4);
+}
+
+/* The file column of view column c (the dropped column skipped). */
+static uint64_t file_col(const qm_npy_reader *r, uint64_t c)
+{
+    return r->info.dropped_column >= 0 && c >= (uint64_t)r->info.dropped_column ? c + 1 : c;
+}
+
+/* C-order bytes with a dropped column: whole rows in blocks, or row pieces straight into dst when
+ * one row is larger than a block. Rows r0..r1 of the view; [c0 of r0, cl of r1] inclusive. */
+static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t count,
+                              unsigned char *dst, qm_status *st)
+{
+    const uint64_t item = qm_dtype_size(r->info.dtype), F = r->info.n_features, cols = r->cols;
+    const uint64_t drop = (uint64_t)r->info.dropped_column;
+    const uint64_t last = first + count - 1, r0 = first / F, r1 = last / F;
+    qm_code rc = QM_OK;
+    if (cols * item > r->block_bytes) {
+        for (uint64_t row = r0; row <= r1 && rc == QM_OK; ++row) {
+            const uint64_t cs = row == r0 ? first % F : 0, ce = row == r1 ? last % F + 1 : F;
+            /* view [cs, ce) is file [cs, min(ce, drop)) then file [max(cs, drop) + 1, ce + 1) */
+            unsigned char *d = dst + (row * F + cs - first) * item;
+            if (cs < drop) {
+                const uint64_t n = (ce < drop ? ce : drop) - cs;
+                rc = read_elems(r, d, row * cols + cs, n, first, count, st);
+                d += n * item;
+            }
+            if (rc == QM_OK && ce > drop) {
+                const uint64_t s = cs > drop ? cs : drop;
+                rc = read_elems(r, d, row * cols + s + 1, ce - s, first, count, st);
+            }
+        }
+        return rc;
+    }
+    const uint64_t block_rows = r->block_bytes / (cols * item);
+    const uint64_t buf_bytes = (r1 - r0 + 1 < block_rows ? r1 - r0 + 1 : block_rows) * cols * item;
+    unsigned char *buf = malloc((size_t)buf_bytes);
+    if (!buf)
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate the read buffer (%llu bytes)", r->path,
+                       (unsigned long long)buf_bytes);
+    for (uint64_t ra = r0; ra <= r1 && rc == QM_OK; ra += block_rows) {
+        const uint64_t rb = r1 + 1 - ra < block_rows ? r1 + 1 : ra + block_rows;
+        if ((rc = read_elems(r, buf, ra * cols, (rb - ra) * cols, first, count, st)) != QM_OK)
+            break;
+        for (uint64_t row = ra; row < rb; ++row) {
+            const uint64_t cs = row == r0 ? first % F : 0, ce = row == r1 ? last % F + 1 : F;
+            const unsigned char *src = buf + (row - ra) * cols * item;
+            unsigned char *d = dst + (row * F + cs - first) * item;
+            if (cs < drop) {
+                const uint64_t n = (ce < drop ? ce : drop) - cs;
+                memcpy(d, src + cs * item, (size_t)(n * item));
+                d += n * item;
+            }
+            if (ce > drop) {
+                const uint64_t s = cs > drop ? cs : drop;
+                memcpy(d, src + (s + 1) * item, (size_t)((ce - s) * item));
+            }
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* Fortran-order bytes (file element (row, col) at col * rows + row): the view's rows r0..r1 are
+ * read in tiles and transposed into dst. Short columns: whole columns, many per pread. Long ones:
+ * a tile of rows [ra, rb) x view columns [ca, cb), one pread per column segment, the tile's rows
+ * chosen so that each segment is as long as the block allows. */
+static qm_code read_fortran(const qm_npy_reader *r, uint64_t first, uint64_t count,
+                            unsigned char *dst, qm_status *st)
+{
+    const uint64_t item = qm_dtype_size(r->info.dtype), F = r->info.n_features, rows = r->rows;
+    const uint64_t last = first + count - 1, r0 = first / F, r1 = last / F;
+    const uint64_t span = r1 - r0 + 1;
+    /* the view columns any row of the range needs */
+    const uint64_t ca0 = r0 == r1 ? first % F : 0, cb0 = r0 == r1 ? last % F + 1 : F;
+    const uint64_t cap = r->block_bytes / item ? r->block_bytes / item : 1; /* per block */
+    /* whole columns when they are short, or when the range covers half the rows or more (reading
+     * at most twice the bytes needed, in large preads) and a column fits half a block */
+    const int whole = rows * item <= r->block_bytes / NPY_SHORT_COLUMN_RATIO ||
+                      (span * 2 >= rows && rows <= cap / 2);
+    const uint64_t tile_rows = whole ? span : span < cap ? span : cap;
+    uint64_t tile_cols = whole ? cap / rows : cap / tile_rows;
+    if (tile_cols == 0)
+        tile_cols = 1;
+    if (tile_cols > cb0 - ca0)
+        tile_cols = cb0 - ca0;
+    /* whole columns: + the dropped column when it falls inside a tile */
+    const uint64_t buf_elems = whole ? (tile_cols + 1) * rows : tile_cols * tile_rows;
+    unsigned char *buf = malloc((size_t)(buf_elems * item));
+    if (!buf)
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate the read buffer (%llu bytes)", r->path,
+                       (unsigned long long)(buf_elems * item));
+    qm_code rc = QM_OK;
+    for (uint64_t ra = r0; ra <= r1 && rc == QM_OK; ra += tile_rows) {
+        const uint64_t rb = r1 + 1 - ra < tile_rows ? r1 + 1 : ra + tile_rows, nr = rb - ra;
+        for (uint64_t ca = ca0; ca < cb0 && rc == QM_OK; ca += tile_cols) {
+            const uint64_t cb = cb0 - ca < tile_cols ? cb0 : ca + tile_cols;
+            const uint64_t fa = file_col(r, ca), fb = file_col(r, cb - 1) + 1;
+            if (whole) { /* file columns [fa, fb), all rows: one pread */
+                rc = read_elems(r, buf, fa * rows, (fb - fa) * rows, first, count, st);
+            } else { /* column c's rows [ra, rb) at buf[(c - ca) * nr] */
+                for (uint64_t c = ca; c < cb && rc == QM_OK; ++c)
+                    rc = read_elems(r, buf + (c - ca) * nr * item, file_col(r, c) * rows + ra, nr,
+                                    first, count, st);
+            }
+            if (rc != QM_OK)
+                break;
+            for (uint64_t row = ra; row < rb; ++row) {
+                uint64_t cs = row == r0 ? first % F : 0, ce = row == r1 ? last % F + 1 : F;
+                cs = cs > ca ? cs : ca;
+                ce = ce < cb ? ce : cb;
+                unsigned char *d = dst + (row * F + cs - first) * item;
+                for (uint64_t c = cs; c < ce; ++c, d += item) {
+                    const uint64_t at = whole ? (file_col(r, c) - fa) * rows + row
+                                              : (c - ca) * nr + (row - ra);
+                    copy_elem(d, buf + at * item, item);
+                }
+            }
+        }
+    }
+    free(buf);
+    return rc;
 }
 
 qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
@@ -643,19 +827,46 @@ qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t c
     if (bytes > SIZE_MAX)
         return qm_fail(st, QM_E_ARG, "%s: npy read of %llu bytes is larger than this host's "
                        "address space", reader->path, (unsigned long long)bytes);
-    size_t got = 0;
-    const int e = pread_full(reader->fd, dst, (size_t)bytes, in->data_offset + first_elem * item,
-                             &got);
-    if (e)
-        return qm_fail(st, QM_E_IO, "%s: cannot read elements [%llu, %llu): %s", reader->path,
-                       (unsigned long long)first_elem, (unsigned long long)(first_elem + count),
-                       strerror(e));
-    if (got != bytes)
-        return qm_fail(st, QM_E_IO,
-                       "%s: unexpected end of file reading elements [%llu, %llu) (got %zu of %llu "
-                       "bytes); the file shrank after it was opened",
-                       reader->path, (unsigned long long)first_elem,
-                       (unsigned long long)(first_elem + count), got, (unsigned long long)bytes);
+    if (reader->transposed)
+        return read_fortran(reader, first_elem, count, dst, st);
+    if (in->dropped_column >= 0)
+        return read_c_dropped(reader, first_elem, count, dst, st);
+    return read_elems(reader, dst, first_elem, count, first_elem, count, st);
+}
+
+qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_bytes, qm_status *st)
+{
+    if (!reader || block_bytes == 0)
+        return qm_fail(st, QM_E_ARG, "npy block bytes: reader must not be NULL and the block must "
+                       "not be 0 bytes");
+    reader->block_bytes = block_bytes;
+    return QM_OK;
+}
+
+qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_status *st)
+{
+    if (!reader)
+        return qm_fail(st, QM_E_ARG, "npy drop column: reader must not be NULL");
+    qm_npy_info *in = &reader->info;
+    if (in->dropped_column >= 0)
+        return qm_fail(st, QM_E_ARG, "%s: npy drop column: column %ld was already dropped",
+                       reader->path, in->dropped_column);
+    if (in->ndim != 2)
+        return qm_fail(st, QM_E_INPUT,
+                       "%s: cannot drop column %llu of a 1-D array (shape (%llu,)): it is one "
+                       "sample with no columns; save a 2-D (samples, features) array to drop a "
+                       "label column",
+                       reader->path, (unsigned long long)column, (unsigned long long)in->shape[0]);
+    if (column >= reader->cols)
+        return qm_fail(st, QM_E_INPUT, "%s: drop column %llu is out of range (the file has %llu "
+                       "columns, indices 0..%llu)", reader->path, (unsigned long long)column,
+                       (unsigned long long)reader->cols, (unsigned long long)(reader->cols - 1));
+    if (reader->cols == 1)
+        return qm_fail(st, QM_E_INPUT, "%s: no feature columns left after dropping column %llu "
+                       "(the file has 1 column)", reader->path, (unsigned long long)column);
+    in->dropped_column = (long)column;
+    in->n_features = reader->cols - 1;
+    in->n_elems = in->n_samples * in->n_features;
     return QM_OK;
 }
 
@@ -675,7 +886,7 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
         return qm_fail(st, QM_E_ARG, "input format: path and out must not be NULL");
     int fd = -1;
     uint64_t size = 0;
-    qm_code rc = open_regular(path, &fd, &size, st);
+    qm_code rc = qm_input_file_open(path, &fd, &size, st);
     if (rc != QM_OK)
         return rc;
     unsigned char b[6];
@@ -684,7 +895,11 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
     close(fd);
     if (e)
         return qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(e));
-    if (got == sizeof b && memcmp(b, npy_magic, sizeof b) == 0)
+    /* the content decides; a name ending in ".npy" only picks which error a file that is no
+     * .npy gets: "not a .npy file: bad magic ..." rather than a CSV parse error */
+    const size_t plen = strlen(path);
+    const bool npy_name = plen >= 4 && strcasecmp(path + plen - 4, ".npy") == 0;
+    if ((got == sizeof b && memcmp(b, npy_magic, sizeof b) == 0) || npy_name)
         *out = QM_INPUT_NPY;
     else if (got >= 2 && b[0] == 0x1f && b[1] == 0x8b)
         *out = QM_INPUT_CSV_GZIP;

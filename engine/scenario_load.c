@@ -25,17 +25,22 @@
  * Class default latencies (NCCL's per-step model, HARDWARE.md "Collective latency"): nvlink and
  * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
  */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, fdopen */
+#include "io.h" /* qm_input_file_kind */
 #include "scenario_loader.h"
 
 #include "status_internal.h"
 #include "units.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define MAX_DEPTH 256 /* YAML nesting; a scenario needs 6 */
@@ -2469,9 +2474,29 @@ qm_code qm_scenario_load_file(const char *path, qm_topology **out, qm_diags *dia
     char *buf = NULL;
     size_t len = 0, cap = 0;
     char msg[QM_STATUS_MSG_BYTES];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    FILE *f = NULL;
+    /* O_NONBLOCK, then fstat: a FIFO or a device named as scenario fails at once, never waits */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
         snprintf(msg, sizeof msg, "scenario: cannot open '%s': %s", path, strerror(errno));
+        goto fail_msg;
+    }
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        const int e = errno;
+        if (S_ISREG(sb.st_mode) || !sb.st_mode)
+            snprintf(msg, sizeof msg, "scenario: cannot stat '%s': %s", path, strerror(e));
+        else
+            snprintf(msg, sizeof msg, "scenario: '%s' is not a regular file (it is %s)", path,
+                     qm_input_file_kind((unsigned)sb.st_mode));
+        close(fd);
+        goto fail_msg;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
+        snprintf(msg, sizeof msg, "scenario: cannot open '%s': %s", path, strerror(errno));
+        close(fd);
         goto fail_msg;
     }
     for (;;) {

@@ -242,10 +242,7 @@ static void test_npy_v2_v3_and_variants(void)
 static void test_npy_rejections(void)
 {
     const double d10[10] = {0};
-    /* Fortran order */
-    expect_dict_error("{'descr': '<f8', 'fortran_order': True, 'shape': (2, 5), }", d10, 80,
-                      "Fortran-order arrays are not supported ('fortran_order': True, "
-                      "shape (2, 5))");
+    /* Fortran order is accepted: tests/test_inputs.c reads it */
     /* dtypes: each named, with what is accepted */
     expect_dict_error("{'descr': '>f8', 'fortran_order': False, 'shape': (10,), }", d10, 80,
                       "unsupported dtype '>f8' (big-endian; accepted: '<f4' float32, '<f8' "

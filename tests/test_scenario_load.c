@@ -690,14 +690,14 @@ static void test_edges(void)
     qm_diags d;
     qm_diags_init(&d);
     CHECK(qm_scenario_load_file(".", &t, &d, &st) == QM_E_IO);
-    CHECK_ERR(st, QM_E_IO, "scenario: cannot read '.': Is a directory");
+    CHECK_ERR(st, QM_E_IO, "scenario: '.' is not a regular file (it is a directory)");
     CHECK(d.n == 1 && d.items[0].line == 0);
     FILE *f = tmpfile();
     if (f) {
         qm_diags_print(&d, f);
         size_t len = 0;
         char *out = read_all(f, &len);
-        CHECK(out && strcmp(out, ".: error[E-IO]: scenario: cannot read '.': Is a directory\n") == 0);
+        CHECK(out && strcmp(out, ".: error[E-IO]: scenario: '.' is not a regular file (it is a directory)\n") == 0);
         free(out);
         fclose(f);
     }
