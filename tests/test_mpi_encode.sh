@@ -4,7 +4,7 @@
 #  - --out-dir: every rank writes its shards, rank 0 the manifest;
 #  - a NaN on one rank's range: every rank fails, one message naming the index, no output file;
 #  - ranks given different arguments: every rank fails naming the ranks that differ;
-#  - a rank killed mid-run: the job ends (no hang) within the timeout.
+#  - a rank killed at a named phase (QM_FAULT_RANK, deterministic): the job ends (no hang), no output.
 # Every mpiexec runs under `timeout`. Inputs are written with python3 (struct, no numpy).
 set -u
 MPIEXEC=$1; QMESH=$2; SRC=$3
@@ -56,12 +56,15 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error\[E-RANK\]: comm: ranks dis
   ok "mismatched arguments: every rank fails naming the differing rank"
 else bad "mismatched arguments (rc $rc)"; cat "$T/log"; fi
 
-# rank 1 is killed while the job runs: mpiexec must end the job, not hang
-run $MPI -np 1 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --ranks 2 : \
-    -np 1 sh -c "\"$QMESH\" encode --input \"$T/single.npy\" --scenario \"$S\" --ranks 2 & p=\$!; sleep 0.3; kill -9 \$p; wait \$p" \
-    > "$T/log" 2>&1
+# rank 1 is killed at a named phase (QM_FAULT_RANK, no timing): mpiexec must end the job, not hang,
+# and nothing may appear under the output name
+QM_FAULT_RANK=1:materialize:kill run $MPI -np 2 "$QMESH" encode --input "$T/single.npy" \
+    --scenario "$S" --ranks 2 --out "$T/killed.npy" > "$T/log" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then ok "killed rank: the job ended (exit $rc)"; else bad "killed rank (rc $rc)"; cat "$T/log"; fi
+if [ $rc -eq 124 ]; then bad "killed rank: the job hung (still running after 60 s)"; cat "$T/log"
+elif [ $rc -ne 0 ] && grep -q "^fault: rank 1 killed at phase materialize (QM_FAULT_RANK)" "$T/log" && \
+     [ -z "$(ls -A "$T" | grep killed)" ]; then ok "killed rank: the job ended (exit $rc), no output"
+else bad "killed rank (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
 
 echo "test_mpi_encode: $pass passed, $fail failed"
 [ $fail -eq 0 ]
