@@ -213,13 +213,12 @@ static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double
             rc = qm_state_read(s, pos, n, s->dtype, buf, st);
         if (rc != QM_OK)
             return rc;
-        if (rb->corrupt != QM_ENC_FAULT_NONE) {
-            const double v = rb->corrupt == QM_ENC_FAULT_NAN ? NAN : 1.001;
+        if (rb->corrupt != QM_ENC_FAULT_NONE) { /* NaN, or 0.001 added to the real part */
+            const bool nan_ = rb->corrupt == QM_ENC_FAULT_NAN;
             if (s->dtype == QM_DTYPE_COMPLEX128)
-                ((double *)buf)[0] = rb->corrupt == QM_ENC_FAULT_NAN ? v : ((double *)buf)[0] * v;
+                ((double *)buf)[0] = nan_ ? NAN : ((double *)buf)[0] + 1e-3;
             else
-                ((float *)buf)[0] = rb->corrupt == QM_ENC_FAULT_NAN ? (float)v
-                                                                    : ((float *)buf)[0] * (float)v;
+                ((float *)buf)[0] = nan_ ? NAN : ((float *)buf)[0] + 1e-3f;
             rb->corrupt = QM_ENC_FAULT_NONE;
         }
         if (state_sums) {

@@ -48,7 +48,7 @@ typedef enum qm_enc_fault_mode {
     QM_ENC_FAULT_SIGINT,  /* raise(SIGINT): the CLI's handler sets the cancel flag */
     QM_ENC_FAULT_SIGTERM, /* raise(SIGTERM) */
     QM_ENC_FAULT_NAN,     /* the first amplitude this rank reads back becomes NaN (phase check) */
-    QM_ENC_FAULT_SKEW,    /* ... is multiplied by 1.001 (phase check) */
+    QM_ENC_FAULT_SKEW,    /* ... gets 0.001 added to its real part (phase check) */
 } qm_enc_fault_mode;
 
 typedef struct qm_encode_fault {

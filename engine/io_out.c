@@ -228,7 +228,9 @@ static qm_code write_error(const char *path, const char *tmp, int e, uint64_t at
     if (e == EFBIG) {
         struct rlimit rl;
         char l[32] = "unknown";
-        if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+            snprintf(l, sizeof l, "unlimited");
+        else if (getrlimit(RLIMIT_FSIZE, &rl) == 0)
             snprintf(l, sizeof l, "%llu bytes", (unsigned long long)rl.rlim_cur);
         return qm_fail(st, QM_E_OUTPUT,
                        "%s: the file-size limit stopped the write at %s of %s (%llu of %llu "
@@ -727,9 +729,10 @@ qm_code qm_out_check(const char *path, bool is_dir, uint64_t total_bytes, uint64
             if (d)
                 closedir(d);
             if (n > 0 && !manifest)
-                return qm_fail(st, QM_E_OUTPUT, "%s: holds %d entries but no manifest.json, so "
-                               "it is not a qmesh output; the whole directory would be replaced: "
-                               "pass --force or choose another --out-dir", path, n);
+                return qm_fail(st, QM_E_OUTPUT, "%s: holds %d entr%s but no manifest.json, so "
+                               "it is not a qmesh output and replacing the whole directory would "
+                               "delete them; pass --force or choose another --out-dir", path, n,
+                               n == 1 ? "y" : "ies");
         }
     }
     struct statvfs vfs;
