@@ -392,6 +392,23 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
     return rc;
 }
 
+/* rank 0's writes of the gathered file: the first failure is kept (and later writes skipped), not
+ * returned, so rank 0 goes on receiving. */
+typedef struct gather_sink {
+    qm_npy_writer *w;
+    qm_code rc;
+    qm_status st;
+} gather_sink;
+
+static qm_code gather_write(void *ctx, const void *amps, uint64_t n, qm_status *st)
+{
+    (void)st;
+    gather_sink *g = ctx;
+    if (g->rc == QM_OK)
+        g->rc = qm_npy_writer_write(g->w, amps, n, &g->st);
+    return QM_OK;
+}
+
 /* --out, up to the vote: rank 0 writes its own range, then receives every other rank's range in
  * rank order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes), into
  * the temporary file, and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
@@ -415,25 +432,34 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
     *w_out = w;
     /* every rank reads its own range (and adds to the norm check); rank 0 writes, the others send */
     if (me == 0) {
-        rc = read_back(s, lo, hi, sums, buf, npy_sink, w, rb, st);
-        /* a failed write does not stop the receives: the senders must not be left waiting */
-        qm_code wrc = QM_OK;
-        for (int src = 1; src < R && rc == QM_OK; ++src) {
+        /* any failure here still receives every chunk the others send (they must not be left
+         * waiting in a send); only a failed receive stops the loop */
+        gather_sink g = {.w = w, .rc = QM_OK};
+        rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
+        for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
                 if (p->shards[i].rank == src) {
                     rlo = p->shards[i].start < rlo ? p->shards[i].start : rlo;
                     rhi = p->shards[i].end > rhi ? p->shards[i].end : rhi;
                 }
-            for (uint64_t pos = rlo; rc == QM_OK && pos < rhi; pos += QM_READBACK_AMPS) {
+            for (uint64_t pos = rlo; pos < rhi; pos += QM_READBACK_AMPS) {
                 const uint64_t n = rhi - pos < QM_READBACK_AMPS ? rhi - pos : QM_READBACK_AMPS;
-                rc = qm_comm_recv(c, src, buf, n * es, 7, st);
-                if (rc == QM_OK && wrc == QM_OK)
-                    wrc = qm_npy_writer_write(w, buf, n, st);
+                const qm_code rrc = qm_comm_recv(c, src, buf, n * es, 7, st);
+                if (rrc != QM_OK) {
+                    rc = rrc;
+                    src = R;
+                    break;
+                }
+                if (rc == QM_OK)
+                    (void)gather_write(&g, buf, n, NULL);
             }
         }
-        if (rc == QM_OK)
-            rc = wrc;
+        if (rc == QM_OK && g.rc != QM_OK) {
+            if (st)
+                *st = g.st;
+            rc = g.rc;
+        }
     } else {
         for (uint64_t pos = lo; rc == QM_OK && pos < hi; pos += QM_READBACK_AMPS) {
             const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;

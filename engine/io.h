@@ -187,7 +187,8 @@ qm_code qm_out_dir_swap(const char *path, const char *tmp, bool *replaced, qm_st
 void qm_out_dir_remove(const char *tmp);
 
 /* Remove the temporaries of `path` (files or directories named qm_out_tmp_name would name them)
- * left by processes of this host that no longer exist (kill(pid, 0) fails with ESRCH); a
+ * left by processes of this host that no longer exist (kill(pid, 0) fails with ESRCH, or the
+ * process is a zombie: /proc/<pid>/stat state Z); a
  * ".qmesh-old." directory is renamed back to path when path is missing. *n_removed (may be NULL)
  * counts them. Best effort: returns QM_OK unless the arguments are bad. */
 qm_code qm_out_stale_sweep(const char *path, int *n_removed, qm_status *st);

@@ -628,6 +628,26 @@ void qm_out_dir_remove(const char *tmp)
 
 /* ---- temporaries of dead runs ---------------------------------------------------------------- */
 
+/* No such process (ESRCH), or a zombie: a killed process whose parent has not reaped it (a
+ * launcher such as mpiexec that exited first, under an init that does not reap) still answers
+ * kill(pid, 0), but it will never touch its files again. Linux's /proc tells; elsewhere only
+ * ESRCH counts. */
+static bool pid_dead(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces */
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
 qm_code qm_out_stale_sweep(const char *path, int *n_removed, qm_status *st)
 {
     if (n_removed)
@@ -666,7 +686,7 @@ qm_code qm_out_stale_sweep(const char *path, int *n_removed, qm_status *st)
         const long pid = strtol(rest + hl + 1, &end, 10);
         if (errno || !end || *end || pid <= 0 || pid == (long)getpid())
             continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        if (!pid_dead(pid))
             continue; /* alive (or not ours to know) */
         snprintf(prefix, sizeof prefix, "%.*s", (int)(sizeof prefix - 1), n);
         char full[4700];
