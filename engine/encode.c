@@ -1,14 +1,21 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, strtok_r */
-/* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → materialize → check →
- * write.
+/* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → check outputs →
+ * materialize → write temporaries → norm check → vote → commit.
  *
  * Steps: sniff and open the input (npy: header only, values read per shard on demand; CSV: read
  * whole); build the request (qubits and dtype defaults from the input); load the scenario, graph,
- * mesh; plan (an infeasible plan stops here, before any device memory); open the backend; stream
- * the input into the shards (materialize.c); read the state back in chunks to check Σ|ψ|² per state
- * and write the output through temporary files renamed only when everything succeeded.
- * Must not: leave a file under an output name on failure, or allocate device memory for a plan that
- * does not fit.
+ * mesh; plan (an infeasible plan stops here, before any device memory); check every output path
+ * (E-OUTPUT) after removing temporaries of dead runs; open the backend; stream the input into the
+ * shards (materialize.c); read the state back in chunks into the temporaries (--out: a file rank 0
+ * assembles; --out-dir: a sibling temporary directory all ranks write into) while summing Σ|ψ|²
+ * per state; the norm check (E-NUMERIC, bound in norm_check); one vote of all ranks; rank 0 renames
+ * the file or swaps the directory in; a last verdict. The cancel flag and QM_FAULT_RANK's faults
+ * are looked at in fault_point() at the named phases (docs/io.md "Run lifecycle").
+ * Must not: leave a file under an output name on failure, commit before the norm check and the
+ * vote, or allocate device memory for a plan that does not fit.
+ * Known warts: under MPI the cancel flag is looked at only at phase points (a peer may be waiting
+ * in a send); a non-root rank whose read-back fails in the middle of a gathered --out stops
+ * sending, and rank 0 then waits in its receive (rank 0's own failures keep draining).
  */
 #include "encode.h"
 #include "comm.h"
