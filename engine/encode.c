@@ -13,8 +13,9 @@
  * are looked at in fault_point() at the named phases (docs/io.md "Run lifecycle").
  * Must not: leave a file under an output name on failure, commit before the norm check and the
  * vote, or allocate device memory for a plan that does not fit.
- * Known warts: under MPI the cancel flag is looked at only at phase points (a peer may be waiting
- * in a send); a non-root rank whose read-back fails in the middle of a gathered --out stops
+ * Known warts: the cancel flag is not looked at inside materialize (materialize.c runs to its
+ * end: seconds for GiB-sized states, then the run stops at the next phase point); under MPI it is
+ * looked at only at phase points (a peer may be waiting in a send); a non-root rank whose read-back fails in the middle of a gathered --out stops
  * sending, and rank 0 then waits in its receive (rank 0's own failures keep draining).
  */
 #include "encode.h"
@@ -597,9 +598,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     /* the output paths, before any work: every rank checks (they name the same paths); rank 0
      * first removes what dead runs left there */
     rc = fault_point(job, me, QM_ENC_PHASE_PLAN, QM_OK, st);
-    if (rc == QM_OK && me == 0)
-        (void)qm_out_stale_sweep(job->out ? job->out : job->out_dir ? job->out_dir : ".",
-                                 &r->n_stale_removed, NULL);
+    if (rc == QM_OK && me == 0 && (job->out || job->out_dir))
+        (void)qm_out_stale_sweep(job->out ? job->out : job->out_dir, &r->n_stale_removed, NULL);
     if (rc == QM_OK)
         rc = check_outputs(job, r, st);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
