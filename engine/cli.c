@@ -16,7 +16,7 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  encode --input FILE [--qubits N] [--dtype D] [--policy P] [--scenario FILE]\n"
-            "       [--backend sim|cuda] [--out FILE.npy | --out-dir DIR] [--drop-column C] [--json]\n"
+            "       [--backend sim|cuda] [--out FILE.npy | --out-dir DIR [--force]] [--drop-column C] [--json]\n"
             "                                 amplitude-encode .npy or CSV (.gz) data into a sharded state\n"
             "  plan [--scenario FILE] --qubits N [--dtype complex64|complex128] [--policy P]\n"
             "       [--batch B --features F] [--gather auto|host|none|DEVICE] [--ranks R] [--json]\n"

@@ -1,10 +1,19 @@
+#define _POSIX_C_SOURCE 200809L /* sigaction */
 /* cli_encode.c — `qmesh encode`: the main job.
  *
  * qmesh encode --input FILE [--qubits N] [--dtype complex64|complex128] [--policy P]
- *              [--scenario FILE] [--backend sim|cuda] [--out FILE.npy | --out-dir DIR]
+ *              [--scenario FILE] [--backend sim|cuda] [--out FILE.npy | --out-dir DIR [--force]]
  *              [--drop-column NAME|INDEX] [--header auto|yes|no] [--json]
  * Prints the plan used, per-phase times and the norm check (a table, or one JSON object);
  * errors as one line `error[CODE]: ...` with exit 1 (2 for usage errors).
+ *
+ * Run lifecycle (docs/io.md): SIGINT and SIGTERM set a flag the job polls at safe points (the run
+ * then cleans up on its normal path and exits 130 / 143 with one E-INTERRUPTED line); a second
+ * signal ends the process at once (the next run removes its temporaries). SIGXFSZ is ignored, so
+ * a file-size limit is a write error (E-OUTPUT) rather than a silent death. The test switches are
+ * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE
+ * (qm_encode_fault_parse) and QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] or QM_FAULT_IO=count (prints
+ * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank).
  */
 #include "cli_internal.h"
 #include "comm.h"
@@ -13,10 +22,72 @@
 #include "status_internal.h"
 #include "units.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+
+static volatile sig_atomic_t g_cancel;
+
+static void on_signal(int sig)
+{
+    if (g_cancel) { /* the second one: stop now */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_cancel = sig;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+/* QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] | count; returns 0, or 2 after a usage error. */
+static int io_fault_from_env(int rank, bool *count)
+{
+    const char *v = getenv("QM_FAULT_IO");
+    *count = false;
+    if (!v || !*v)
+        return 0;
+    const char *only = getenv("QM_FAULT_IO_RANK");
+    if (only && *only && atoi(only) != rank)
+        return 0;
+    if (strcmp(v, "count") == 0) {
+        *count = true;
+        qm_io_fault_set(0, 0);
+        return 0;
+    }
+    char *end = NULL;
+    const long k = strtol(v, &end, 10);
+    int err = EIO;
+    if (end && *end == ':') {
+        if (strcmp(end + 1, "ENOSPC") == 0)
+            err = ENOSPC;
+        else if (strcmp(end + 1, "EFBIG") == 0)
+            err = EFBIG;
+        else if (strcmp(end + 1, "EIO") != 0)
+            end = NULL;
+        else
+            err = EIO;
+        if (end)
+            end += strlen(end);
+    }
+    if (!end || *end || k < 1)
+        return qm_cli_usage_error("encode", "QM_FAULT_IO takes K[:EIO|ENOSPC|EFBIG] with K >= 1, "
+                                  "or count (got '%s')", v);
+    qm_io_fault_set(k, err);
+    return 0;
+}
 
 static int print_json(const qm_encode_result *r, const char *out, const char *out_dir)
 {
@@ -68,6 +139,8 @@ int qm_cli_encode(int argc, char **argv)
         const bool has_value = i + 1 < argc;
         if (strcmp(a, "--json") == 0) {
             json = true;
+        } else if (strcmp(a, "--force") == 0) {
+            job.force = true;
         } else if (strcmp(a, "--input") == 0 || strcmp(a, "--scenario") == 0 ||
                    strcmp(a, "--out") == 0 || strcmp(a, "--out-dir") == 0 ||
                    strcmp(a, "--drop-column") == 0 || strcmp(a, "--backend") == 0 ||
@@ -127,8 +200,15 @@ int qm_cli_encode(int argc, char **argv)
         return qm_cli_usage_error("encode", "%s is required", "--input FILE");
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
+    const char *fr = getenv("QM_FAULT_RANK");
+    if (fr && *fr && qm_encode_fault_parse(fr, &job.fault, &st) != QM_OK) {
+        qm_cli_error(&st);
+        return 2;
+    }
     job.progress = stderr;
     job.show_progress = isatty(2);
+    install_signals();
+    job.cancel = &g_cancel;
     /* under mpirun (Open MPI, or a PMI/PMIx launcher): one rank per process */
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     if (!ws)
@@ -140,14 +220,28 @@ int qm_cli_encode(int argc, char **argv)
         job.comm = comm;
     }
     const bool root = !comm || qm_comm_rank(comm) == 0;
+    bool count_io = false;
+    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0) {
+        qm_comm_destroy(comm);
+        return 2;
+    }
     qm_encode_result r;
     qm_code rc = qm_encode_run(&job, &r, &st);
+    if (count_io)
+        fprintf(stderr, "fault: %ld I/O steps (rank %d)\n", qm_io_fault_steps(),
+                comm ? qm_comm_rank(comm) : 0);
+    if (root && r.n_stale_removed > 0)
+        fprintf(stderr, "qmesh: removed %d temporar%s left by runs that no longer exist\n",
+                r.n_stale_removed, r.n_stale_removed == 1 ? "y" : "ies");
+    /* interrupted: 128 + the signal, as a shell reports it (the rank that saw the signal set it) */
+    const int interrupted =
+        rc == QM_E_INTERRUPTED ? 128 + (st.backend_code > 0 ? st.backend_code : SIGINT) : 0;
     int exit_code = 0;
     if (rc != QM_OK && !root) {
         /* every rank failed with the same message: rank 0 prints it */
         qm_encode_result_fini(&r);
         qm_comm_destroy(comm);
-        return 1;
+        return interrupted ? interrupted : 1;
     }
     if (rc == QM_OK && !root) {
         qm_encode_result_fini(&r);
@@ -169,7 +263,7 @@ int qm_cli_encode(int argc, char **argv)
         exit_code = qm_cli_error(&st);
         qm_encode_result_fini(&r);
         qm_comm_destroy(comm);
-        return exit_code;
+        return interrupted ? interrupted : exit_code;
     }
     if (json) {
         exit_code = print_json(&r, job.out, job.out_dir);

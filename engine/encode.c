@@ -1,14 +1,22 @@
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-/* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → materialize → check →
- * write.
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strtok_r */
+/* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → check outputs →
+ * materialize → write temporaries → norm check → vote → commit.
  *
  * Steps: sniff and open the input (npy: header only, values read per shard on demand; CSV: read
  * whole); build the request (qubits and dtype defaults from the input); load the scenario, graph,
- * mesh; plan (an infeasible plan stops here, before any device memory); open the backend; stream
- * the input into the shards (materialize.c); read the state back in chunks to check Σ|ψ|² per state
- * and write the output through temporary files renamed only when everything succeeded.
- * Must not: leave a file under an output name on failure, or allocate device memory for a plan that
- * does not fit.
+ * mesh; plan (an infeasible plan stops here, before any device memory); check every output path
+ * (E-OUTPUT) after removing temporaries of dead runs; open the backend; stream the input into the
+ * shards (materialize.c); read the state back in chunks into the temporaries (--out: a file rank 0
+ * assembles; --out-dir: a sibling temporary directory all ranks write into) while summing Σ|ψ|²
+ * per state; the norm check (E-NUMERIC, bound in norm_check); one vote of all ranks; rank 0 renames
+ * the file or swaps the directory in; a last verdict. The cancel flag and QM_FAULT_RANK's faults
+ * are looked at in fault_point() at the named phases (docs/io.md "Run lifecycle").
+ * Must not: leave a file under an output name on failure, commit before the norm check and the
+ * vote, or allocate device memory for a plan that does not fit.
+ * Known warts: the cancel flag is not looked at inside materialize (materialize.c runs to its
+ * end: seconds for GiB-sized states, then the run stops at the next phase point); under MPI it is
+ * looked at only at phase points (a peer may be waiting in a send); a non-root rank whose read-back fails in the middle of a gathered --out stops
+ * sending, and rank 0 then waits in its receive (rank 0's own failures keep draining).
  */
 #include "encode.h"
 #include "comm.h"
@@ -20,7 +28,9 @@
 #include "status_internal.h"
 
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -115,18 +125,137 @@ static unsigned qubits_for(uint64_t features)
     return n;
 }
 
+/* ---- cancel and deterministic faults --------------------------------------------------------- */
+
+static const char *const phase_names[] = {"none", "plan", "materialize", "write", "check",
+                                          "commit", "swap"};
+static const char *const mode_names[] = {"none", "fail", "exit", "kill", "sigint", "sigterm",
+                                         "nan", "skew"};
+
+const char *qm_enc_phase_name(qm_enc_phase phase)
+{
+    return (unsigned)phase < sizeof phase_names / sizeof *phase_names ? phase_names[phase] : "?";
+}
+
+qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status *st)
+{
+    memset(out, 0, sizeof *out);
+    char buf[64], *save = NULL;
+    if (!spec || strlen(spec) >= sizeof buf)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE (got '%.64s')",
+                       spec ? spec : "");
+    snprintf(buf, sizeof buf, "%s", spec);
+    const char *r = strtok_r(buf, ":", &save), *ph = strtok_r(NULL, ":", &save),
+               *mo = strtok_r(NULL, ":", &save);
+    char *end = NULL;
+    const long rank = r ? strtol(r, &end, 10) : -1;
+    if (!r || !ph || !mo || strtok_r(NULL, ":", &save) || !end || *end || rank < 0 || rank > 1023)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE with R a rank 0..1023 "
+                       "(got '%s')", spec);
+    int p = 0, m = 0;
+    for (int i = 1; i < (int)(sizeof phase_names / sizeof *phase_names); ++i)
+        if (strcmp(ph, phase_names[i]) == 0)
+            p = i;
+    for (int i = 1; i < (int)(sizeof mode_names / sizeof *mode_names); ++i)
+        if (strcmp(mo, mode_names[i]) == 0)
+            m = i;
+    if (!p)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: unknown phase '%s' (accepted: plan, "
+                       "materialize, write, check, commit, swap)", ph);
+    if (!m)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: unknown mode '%s' (accepted: fail, exit, "
+                       "kill, sigint, sigterm, nan, skew)", mo);
+    if ((m == QM_ENC_FAULT_NAN || m == QM_ENC_FAULT_SKEW) && p != QM_ENC_PHASE_CHECK)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: mode %s takes the phase check (got %s)", mo,
+                       ph);
+    if (p == QM_ENC_PHASE_SWAP && m != QM_ENC_FAULT_EXIT && m != QM_ENC_FAULT_KILL)
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: the phase swap is after the commit and takes "
+                       "exit or kill only (got %s)", mo);
+    *out = (qm_encode_fault){.rank = (int)rank, .phase = (qm_enc_phase)p,
+                             .mode = (qm_enc_fault_mode)m};
+    return QM_OK;
+}
+
+static qm_code check_cancel(const qm_encode_job *job, qm_status *st)
+{
+    if (!job->cancel || !*job->cancel)
+        return QM_OK;
+    const int sig = (int)*job->cancel;
+    const qm_code rc = qm_fail(st, QM_E_INTERRUPTED, "encode: interrupted by %s; nothing was "
+                               "written", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM"
+                                                                                    : "a signal");
+    if (st)
+        st->backend_code = sig;
+    return rc;
+}
+
+/* The job's fault, when it is for this rank and phase; then the cancel flag. Passes a failure in
+ * rc through unchanged (so every rank still reaches the next verdict). */
+static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm_code rc,
+                           qm_status *st)
+{
+    if (rc != QM_OK)
+        return rc;
+    const qm_encode_fault *f = &job->fault;
+    if (f->phase == ph && f->rank == me) {
+        switch (f->mode) {
+        case QM_ENC_FAULT_FAIL:
+            return qm_fail(st, QM_E_BACKEND, "fault: injected failure on rank %d at phase %s "
+                           "(QM_FAULT_RANK)", me, qm_enc_phase_name(ph));
+        case QM_ENC_FAULT_EXIT:
+            fprintf(stderr, "fault: rank %d exits at phase %s (QM_FAULT_RANK)\n", me,
+                    qm_enc_phase_name(ph));
+            fflush(stderr);
+            _exit(3);
+        case QM_ENC_FAULT_KILL:
+            fprintf(stderr, "fault: rank %d killed at phase %s (QM_FAULT_RANK)\n", me,
+                    qm_enc_phase_name(ph));
+            fflush(stderr);
+            raise(SIGKILL);
+            break;
+        case QM_ENC_FAULT_SIGINT:
+            raise(SIGINT);
+            break;
+        case QM_ENC_FAULT_SIGTERM:
+            raise(SIGTERM);
+            break;
+        default:
+            break;
+        }
+    }
+    return check_cancel(job, st);
+}
+
+/* ---- read-back, check and output ------------------------------------------------------------- */
+
 /* Read the state back in chunks: per-state Σ|ψ|², and each chunk handed to `sink` (may be NULL). */
 typedef qm_code (*chunk_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
 
+typedef struct rb_ctx {
+    const qm_encode_job *job;
+    qm_enc_fault_mode corrupt; /* NAN or SKEW: applied to the first amplitude read, then NONE */
+    bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
+} rb_ctx;
+
 static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
-                         void *buf, chunk_sink sink, void *sink_ctx, qm_status *st)
+                         void *buf, chunk_sink sink, void *sink_ctx, rb_ctx *rb, qm_status *st)
 {
     const uint64_t N = s->n_amps;
     for (uint64_t pos = start; pos < end;) {
         const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
-        qm_code rc = qm_state_read(s, pos, n, s->dtype, buf, st);
+        qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+        if (rc == QM_OK)
+            rc = qm_state_read(s, pos, n, s->dtype, buf, st);
         if (rc != QM_OK)
             return rc;
+        if (rb->corrupt != QM_ENC_FAULT_NONE) { /* NaN, or 0.001 added to the real part */
+            const bool nan_ = rb->corrupt == QM_ENC_FAULT_NAN;
+            if (s->dtype == QM_DTYPE_COMPLEX128)
+                ((double *)buf)[0] = nan_ ? NAN : ((double *)buf)[0] + 1e-3;
+            else
+                ((float *)buf)[0] = nan_ ? NAN : ((float *)buf)[0] + 1e-3f;
+            rb->corrupt = QM_ENC_FAULT_NONE;
+        }
         if (state_sums) {
             for (uint64_t i = 0; i < n; ++i) {
                 double re, im;
@@ -152,12 +281,57 @@ static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
     return qm_npy_writer_write(ctx, amps, n, st);
 }
 
+/* The norm check, on every rank with the same sums: a non-finite Σ|ψ|² or |Σ|ψ|² − 1| above
+ *   bound = 4·eps(out) + (N + 2n + 8)·eps(float64)
+ * is E-NUMERIC (docs/io.md "The norm check"): 2·eps(out) covers rounding each amplitude to the
+ * output dtype (each |ψ_i|² off by at most 2u relative, u = eps/2), the rest the float64 norm
+ * (pairwise tree: about n rounding steps, the sqrt and the division) and this check's own
+ * sequential float64 sum over N = 2^n terms, all with a factor of 2 to spare. */
+static qm_code norm_check(qm_encode_result *r, const double *sums, uint64_t batch, unsigned qubits,
+                          qm_dtype dtype, uint64_t n_amps, qm_status *st)
+{
+    const double eps_out = dtype == QM_DTYPE_COMPLEX64 ? (double)FLT_EPSILON : DBL_EPSILON;
+    const double bound = 4 * eps_out + ((double)n_amps + 2.0 * qubits + 8) * DBL_EPSILON;
+    r->norm_max_error = 0;
+    r->norm_worst_state = 0;
+    for (uint64_t k = 0; k < batch; ++k) {
+        if (!isfinite(sums[k]))
+            return qm_fail(st, QM_E_NUMERIC, "encode: norm check failed for state %llu: "
+                           "sum |psi|^2 is %s (bound %.3e); nothing was written",
+                           (unsigned long long)k, isnan(sums[k]) ? "NaN" : "infinite", bound);
+        const double err = fabs(sums[k] - 1.0);
+        if (err > r->norm_max_error || k == 0) {
+            r->norm_max_error = err;
+            r->norm_worst_state = k;
+        }
+    }
+    if (r->norm_max_error > bound)
+        return qm_fail(st, QM_E_NUMERIC, "encode: norm check failed for state %llu: "
+                       "|sum |psi|^2 - 1| = %.3e exceeds the bound %.3e (%s, 2^%u amplitudes); "
+                       "nothing was written", (unsigned long long)r->norm_worst_state,
+                       r->norm_max_error, bound, qm_dtype_name(dtype), qubits);
+    return QM_OK;
+}
+
+/* The output's shape: (2^n,) for a 1-D input, (B, 2^n) for a 2-D one (even when B is 1). */
+static int out_shape(const qm_encode_result *r, uint64_t shape[2])
+{
+    if (r->input_ndim == 2) {
+        shape[0] = r->plan->request.batch;
+        shape[1] = r->plan->n_amps;
+        return 2;
+    }
+    shape[0] = r->plan->n_amps;
+    shape[1] = 0;
+    return 1;
+}
+
 /* manifest.json of a plan (written by rank 0): every shard's rank, device, range, dtype, file. */
 static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_status *st)
 {
-    json_t *man = json_object(), *arr = json_array();
+    json_t *man = json_object(), *arr = json_array(), *shape = json_array();
     char *text = NULL;
-    if (!man || !arr)
+    if (!man || !arr || !shape)
         goto done;
     for (int i = 0; i < p->n_shards; ++i) {
         const qm_plan_shard *sh = &p->shards[i];
@@ -173,6 +347,10 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
         json_object_set_new(j, "file", json_string(file));
         json_array_append_new(arr, j);
     }
+    uint64_t dims[2];
+    const int nd = out_shape(r, dims);
+    for (int i = 0; i < nd; ++i)
+        json_array_append_new(shape, json_integer((json_int_t)dims[i]));
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
     json_object_set_new(man, "format", json_string("qmesh-shards/1"));
@@ -181,6 +359,8 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
     json_object_set_new(man, "batch", json_integer((json_int_t)p->request.batch));
     json_object_set_new(man, "features", json_integer((json_int_t)r->features));
     json_object_set_new(man, "amplitudes_per_state", json_integer((json_int_t)p->n_amps));
+    json_object_set_new(man, "shape", shape);
+    shape = NULL;
     json_object_set_new(man, "global_amplitudes", json_integer((json_int_t)p->global_amplitudes));
     json_object_set_new(man, "policy", json_string(qm_policy_name(p->policy)));
     json_object_set_new(man, "ranks", json_integer(r->mesh->n_ranks));
@@ -190,6 +370,7 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
     arr = NULL;
     text = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 done:
+    json_decref(shape);
     json_decref(arr);
     json_decref(man);
     if (!text)
@@ -197,64 +378,78 @@ done:
     return text;
 }
 
-/* This rank's shards to <dir>/shard-<global id>.npy, then (rank 0) manifest.json; every file goes
- * through a temporary name and is renamed only when every rank has written all of its files. */
+#define QM_TMPDIR_BYTES 4096
+
+/* --out-dir, up to the vote: rank 0 creates the sibling temporary directory and every rank learns
+ * its name; each rank writes its shards there (shard-<global id>.npy, each synced and renamed
+ * inside it), rank 0 also manifest.json. Nothing is visible under --out-dir yet: the caller votes,
+ * then rank 0 swaps the directory in (qm_out_dir_swap) or removes it. */
 static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                             const int *global_ids, void *buf, double *sums, qm_status *st)
+                             const int *global_ids, void *buf, double *sums, rb_ctx *rb,
+                             char *tmpdir, qm_status *st)
 {
     const int n = s->n_shards;
-    const bool root = !job->comm || qm_comm_rank(job->comm) == 0;
-    qm_npy_writer **w = calloc((size_t)(n ? n : 1), sizeof *w);
-    char (*names)[1024] = calloc((size_t)(n ? n : 1), sizeof *names);
-    char *text = NULL;
-    int committed = 0;
-    qm_code rc = (!w || !names) ? qm_fail(st, QM_E_NOMEM, "encode: out of host memory") : QM_OK;
-    if (rc == QM_OK)
-        rc = qm_out_dir_create(job->out_dir, st);
+    const int me = job->comm ? qm_comm_rank(job->comm) : 0;
+    const bool root = me == 0;
+    char *text = NULL, name[QM_TMPDIR_BYTES + 64];
+    qm_code rc = root ? qm_out_dir_stage(job->out_dir, tmpdir, QM_TMPDIR_BYTES, st) : QM_OK;
+    if ((rc = qm_comm_verdict(job->comm, rc, st)) != QM_OK)
+        return rc;
+    if (job->comm && qm_comm_size(job->comm) > 1 &&
+        (rc = qm_comm_broadcast(job->comm, tmpdir, QM_TMPDIR_BYTES, 0, st)) != QM_OK)
+        return rc;
     for (int i = 0; i < n && rc == QM_OK; ++i) {
         const qm_state_shard *sh = &s->shards[i];
-        snprintf(names[i], sizeof names[i], "%s/shard-%04d.npy", job->out_dir, global_ids[i]);
+        snprintf(name, sizeof name, "%s/shard-%04d.npy", tmpdir, global_ids[i]);
         const uint64_t shape[1] = {sh->end - sh->start};
-        rc = qm_npy_writer_open(names[i], s->dtype, 1, shape, &w[i], st);
+        qm_npy_writer *w = NULL;
+        rc = qm_npy_writer_open(name, s->dtype, 1, shape, &w, st);
         if (rc == QM_OK)
             rc = read_back(s, sh->start, sh->end,
                            r->plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
-                           npy_sink, w[i], st);
+                           npy_sink, w, rb, st);
+        if (rc == QM_OK && i == n - 1)
+            rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
+        if (rc == QM_OK)
+            rc = qm_npy_writer_commit(w, st); /* synced, renamed inside the temporary dir */
+        else
+            qm_npy_writer_abort(w);
     }
     if (rc == QM_OK && root && !(text = manifest_text(r, r->plan, st)))
         rc = st->code;
-    /* all ranks have their files ready: commit */
-    if ((rc = qm_comm_verdict(job->comm, rc, st)) == QM_OK) {
-        for (int i = 0; i < n && rc == QM_OK; ++i) {
-            rc = qm_npy_writer_commit(w[i], st);
-            w[i] = NULL;
-            committed = i + 1;
-        }
-        if (rc == QM_OK && root) {
-            char mpath[1100];
-            snprintf(mpath, sizeof mpath, "%s/manifest.json", job->out_dir);
-            rc = qm_atomic_write_text(mpath, text, st);
-        }
-        rc = qm_comm_verdict(job->comm, rc, st);
+    if (rc == QM_OK && root) {
+        snprintf(name, sizeof name, "%s/manifest.json", tmpdir);
+        rc = qm_atomic_write_text(name, text, st);
     }
-    if (rc == QM_OK) {
+    if (rc == QM_OK)
         r->n_files = n + (root ? 1 : 0);
-    } else {
-        for (int i = 0; w && i < n; ++i)
-            qm_npy_writer_abort(w[i]);
-        for (int i = 0; i < committed; ++i) /* all or nothing: undo renames already made */
-            remove(names[i]);
-    }
     free(text);
-    free(w);
-    free(names);
     return rc;
 }
 
-/* The gathered .npy: rank 0 writes its own range, then receives every other rank's range in rank
- * order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes). */
+/* rank 0's writes of the gathered file: the first failure is kept (and later writes skipped), not
+ * returned, so rank 0 goes on receiving. */
+typedef struct gather_sink {
+    qm_npy_writer *w;
+    qm_code rc;
+    qm_status st;
+} gather_sink;
+
+static qm_code gather_write(void *ctx, const void *amps, uint64_t n, qm_status *st)
+{
+    (void)st;
+    gather_sink *g = ctx;
+    if (g->rc == QM_OK)
+        g->rc = qm_npy_writer_write(g->w, amps, n, &g->st);
+    return QM_OK;
+}
+
+/* --out, up to the vote: rank 0 writes its own range, then receives every other rank's range in
+ * rank order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes), into
+ * the temporary file, and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
 static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                              uint64_t lo, uint64_t hi, void *buf, double *sums, qm_status *st)
+                              uint64_t lo, uint64_t hi, void *buf, double *sums, rb_ctx *rb,
+                              qm_npy_writer **w_out, qm_status *st)
 {
     qm_comm *c = job->comm;
     const int R = c ? qm_comm_size(c) : 1, me = c ? qm_comm_rank(c) : 0;
@@ -263,47 +458,81 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
     qm_npy_writer *w = NULL;
     qm_code rc = QM_OK;
     if (me == 0) {
-        const uint64_t shape[2] = {p->request.batch, p->n_amps};
-        rc = qm_npy_writer_open(job->out, s->dtype, p->request.batch > 1 ? 2 : 1,
-                                p->request.batch > 1 ? shape : shape + 1, &w, st);
+        uint64_t shape[2];
+        const int nd = out_shape(r, shape);
+        rc = qm_npy_writer_open(job->out, s->dtype, nd, shape, &w, st);
     }
     if ((rc = qm_comm_verdict(c, rc, st)) != QM_OK)
         return rc;
+    *w_out = w;
     /* every rank reads its own range (and adds to the norm check); rank 0 writes, the others send */
     if (me == 0) {
-        rc = read_back(s, lo, hi, sums, buf, npy_sink, w, st);
-        for (int src = 1; src < R && rc == QM_OK; ++src) {
+        /* any failure here still receives every chunk the others send (they must not be left
+         * waiting in a send); only a failed receive stops the loop */
+        gather_sink g = {.w = w, .rc = QM_OK};
+        rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
+        for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
                 if (p->shards[i].rank == src) {
                     rlo = p->shards[i].start < rlo ? p->shards[i].start : rlo;
                     rhi = p->shards[i].end > rhi ? p->shards[i].end : rhi;
                 }
-            for (uint64_t pos = rlo; rc == QM_OK && pos < rhi; pos += QM_READBACK_AMPS) {
+            for (uint64_t pos = rlo; pos < rhi; pos += QM_READBACK_AMPS) {
                 const uint64_t n = rhi - pos < QM_READBACK_AMPS ? rhi - pos : QM_READBACK_AMPS;
-                rc = qm_comm_recv(c, src, buf, n * es, 7, st);
+                const qm_code rrc = qm_comm_recv(c, src, buf, n * es, 7, st);
+                if (rrc != QM_OK) {
+                    rc = rrc;
+                    src = R;
+                    break;
+                }
                 if (rc == QM_OK)
-                    rc = qm_npy_writer_write(w, buf, n, st);
+                    (void)gather_write(&g, buf, n, NULL);
             }
+        }
+        if (rc == QM_OK && g.rc != QM_OK) {
+            if (st)
+                *st = g.st;
+            rc = g.rc;
         }
     } else {
         for (uint64_t pos = lo; rc == QM_OK && pos < hi; pos += QM_READBACK_AMPS) {
             const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;
-            rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, st);
+            rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
             if (rc == QM_OK)
                 rc = qm_comm_send(c, 0, buf, n * es, 7, st);
         }
     }
-    if (me == 0) {
-        if (rc == QM_OK)
-            rc = qm_npy_writer_commit(w, st);
-        else
-            qm_npy_writer_abort(w);
-    }
-    rc = qm_comm_verdict(c, rc, st);
+    rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
+    if (rc == QM_OK && me == 0)
+        rc = qm_npy_writer_sync(w, st);
     if (rc == QM_OK && me == 0)
         r->n_files = 1;
     return rc;
+}
+
+/* The bytes each output needs, for the checks before any work. */
+static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
+{
+    const qm_plan *p = r->plan;
+    const qm_dtype dt = p->request.dtype;
+    if (job->out) {
+        uint64_t shape[2];
+        const int nd = out_shape(r, shape);
+        const uint64_t bytes = qm_npy_file_bytes(dt, nd, shape);
+        return qm_out_check(job->out, false, bytes, bytes, false, st);
+    }
+    if (job->out_dir) {
+        uint64_t total = 4096 + 512 * (uint64_t)p->n_shards, largest = total; /* the manifest */
+        for (int i = 0; i < p->n_shards; ++i) {
+            const uint64_t shape[1] = {p->shards[i].end - p->shards[i].start};
+            const uint64_t b = qm_npy_file_bytes(dt, 1, shape);
+            total += b;
+            largest = b > largest ? b : largest;
+        }
+        return qm_out_check(job->out_dir, true, total, largest, job->force, st);
+    }
+    return QM_OK;
 }
 
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
@@ -318,6 +547,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     int *global_ids = NULL;
     double *sums = NULL;
     void *buf = NULL;
+    qm_npy_writer *gathered = NULL; /* --out, rank 0 */
+    char tmpdir[QM_TMPDIR_BYTES] = ""; /* --out-dir: the new content until the swap */
     qm_diags diags;
     qm_diags_init(&diags);
     memset(r, 0, sizeof *r);
@@ -344,11 +575,13 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
             const qm_npy_info *info = qm_npy_reader_info(npy);
             in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
                                 .batch = info->n_samples, .read = npy_read_cb, .read_ctx = npy};
+            r->input_ndim = info->ndim;
         }
     } else if (rc == QM_OK) {
         if ((rc = qm_csv_load(job->input, &job->csv, &csv, st)) == QM_OK)
             in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = csv.values,
                                 .n = csv.n_features, .batch = csv.n_samples};
+        r->input_ndim = 2; /* a CSV file is a table: rows are samples */
     }
     r->batch = in.batch;
     r->features = in.n;
@@ -391,6 +624,15 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         if ((rc = qm_comm_agree(comm, h, "plan hash", st)) != QM_OK)
             goto done;
     }
+    /* the output paths, before any work: every rank checks (they name the same paths); rank 0
+     * first removes what dead runs left there */
+    rc = fault_point(job, me, QM_ENC_PHASE_PLAN, QM_OK, st);
+    if (rc == QM_OK && me == 0 && (job->out || job->out_dir))
+        (void)qm_out_stale_sweep(job->out ? job->out : job->out_dir, &r->n_stale_removed, NULL);
+    if (rc == QM_OK)
+        rc = check_outputs(job, r, st);
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
+        goto done;
     r->seconds_read_plan = now_s() - t0;
     /* backend: this rank's devices (one process simulates every rank of the scenario) */
     const int dev0 = R > 1 ? r->mesh->rank_first[me] : 0;
@@ -446,36 +688,63 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if (job->show_progress && me == 0 &&
         r->plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
         mo.progress = progress_line;
+    if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
+                              st)) != QM_OK)
+        goto done;
     if ((rc = qm_materialize_amplitude(hal, req.qubits, req.dtype, specs, n_local, &in, &mo, &state,
                                        st)) != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = now_s() - t1;
-    /* check and output */
+    /* output up to the vote: temporaries written and synced, nothing under a requested name */
     double t2 = now_s();
     const bool replicated = r->plan->policy == QM_POLICY_REPLICATED;
-    if (job->out)
-        rc = write_gathered(job, r, state, lo, replicated ? state->n_amps * state->batch : hi, buf,
-                            sums, st);
-    else if (job->out_dir)
-        rc = write_out_dir(job, r, state, global_ids, buf, sums, st);
-    else
-        rc = qm_comm_verdict(comm, read_back(state, lo, replicated ? state->n_amps * state->batch : hi,
-                                      sums, buf, NULL, NULL, st), st);
-    if (rc != QM_OK)
+    const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
+    rb_ctx rb = {.job = job, .cancel_ok = R == 1};
+    if (job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
+        (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
+        rb.corrupt = job->fault.mode;
+    if (job->out) {
+        rc = write_gathered(job, r, state, lo, hi_read, buf, sums, &rb, &gathered, st);
+    } else if (job->out_dir) {
+        rc = write_out_dir(job, r, state, global_ids, buf, sums, &rb, tmpdir, st);
+    } else {
+        rc = read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
+        rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
+    }
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
+    /* the norm check decides before anything is committed (same sums, same verdict everywhere) */
     if (R > 1 && !replicated && (rc = qm_comm_allreduce_sum_f64(comm, sums, in.batch, st)) != QM_OK)
         goto done;
-    r->seconds_output = now_s() - t2;
-    r->norm_max_error = 0;
-    for (uint64_t k = 0; k < in.batch; ++k) {
-        double err = fabs(sums[k] - 1.0);
-        if (err > r->norm_max_error || k == 0) {
-            r->norm_max_error = err;
-            r->norm_worst_state = k;
+    rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
+    if (rc == QM_OK)
+        rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->plan->n_amps, st);
+    rc = fault_point(job, me, QM_ENC_PHASE_COMMIT, rc, st);
+    /* the vote: from here on the commit is rank 0's alone */
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
+        goto done;
+    if (me == 0 && gathered) {
+        rc = qm_npy_writer_commit(gathered, st);
+        gathered = NULL;
+    } else if (me == 0 && job->out_dir) {
+        bool replaced = false;
+        rc = qm_out_dir_swap(job->out_dir, tmpdir, &replaced, st);
+        if (rc == QM_OK) {
+            if (!replaced)
+                tmpdir[0] = '\0'; /* it is the output directory now */
+            (void)fault_point(job, me, QM_ENC_PHASE_SWAP, QM_OK, NULL);
+            qm_out_dir_remove(tmpdir); /* the previous content */
+            tmpdir[0] = '\0';
         }
     }
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
+        goto done;
+    r->seconds_output = now_s() - t2;
     rc = QM_OK;
 done:
+    qm_npy_writer_abort(gathered);
+    if (me == 0 && tmpdir[0])
+        qm_out_dir_remove(tmpdir); /* a failed run: every rank has passed its last verdict */
     if (rc != QM_OK && diags.n > 1 && job && job->progress)
         qm_diags_print_others(&diags, job->progress); /* the caller prints the first */
     qm_diags_fini(&diags);

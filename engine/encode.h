@@ -5,6 +5,13 @@
  * used, the state materialized on the simulated mesh (or the CUDA backend), the norm check, and
  * the output file(s), written atomically. Nothing is allocated on a device before the plan is known
  * to fit; nothing is left under an output name when any step fails.
+ *
+ * Run lifecycle (docs/io.md "Run lifecycle"): the output paths are checked right after the plan,
+ * before any device or host work (qm_out_check: E-OUTPUT); temporaries of dead runs are removed
+ * then (qm_out_stale_sweep); the norm check decides before anything is committed (E-NUMERIC); the
+ * ranks vote once before the commit; a cancel flag (set by the CLI's SIGINT/SIGTERM handler) is
+ * honoured at the phase points and between read-back chunks (E-INTERRUPTED, temporaries removed).
+ * Deterministic faults for tests (qm_encode_fault, from QM_FAULT_RANK) fire at the named phases.
  */
 #ifndef QM_ENCODE_H
 #define QM_ENCODE_H
@@ -13,7 +20,47 @@
 #include "materialize_internal.h"
 #include "plan.h"
 
+#include <signal.h>
 #include <stdio.h>
+
+/* Named points of qm_encode_run, in order (QM_FAULT_RANK=R:PHASE:MODE; docs/io.md):
+ *   plan        after every rank holds the same plan, before the output checks
+ *   materialize before the state is materialized (after the output checks)
+ *   write       this rank's output data is in its temporaries (not yet synced)
+ *   check       before the norm check (every temporary synced)
+ *   commit      before the ranks vote on committing (nothing renamed yet)
+ *   swap        rank 0 only: the new output is in place, the previous content not yet removed */
+typedef enum qm_enc_phase {
+    QM_ENC_PHASE_NONE = 0,
+    QM_ENC_PHASE_PLAN,
+    QM_ENC_PHASE_MATERIALIZE,
+    QM_ENC_PHASE_WRITE,
+    QM_ENC_PHASE_CHECK,
+    QM_ENC_PHASE_COMMIT,
+    QM_ENC_PHASE_SWAP,
+} qm_enc_phase;
+
+typedef enum qm_enc_fault_mode {
+    QM_ENC_FAULT_NONE = 0,
+    QM_ENC_FAULT_FAIL,    /* a coded error (E-BACKEND "injected failure") through the verdicts */
+    QM_ENC_FAULT_EXIT,    /* _exit(3): no cleanup, no MPI_Finalize, as a crash */
+    QM_ENC_FAULT_KILL,    /* raise(SIGKILL) */
+    QM_ENC_FAULT_SIGINT,  /* raise(SIGINT): the CLI's handler sets the cancel flag */
+    QM_ENC_FAULT_SIGTERM, /* raise(SIGTERM) */
+    QM_ENC_FAULT_NAN,     /* the first amplitude this rank reads back becomes NaN (phase check) */
+    QM_ENC_FAULT_SKEW,    /* ... gets 0.001 added to its real part (phase check) */
+} qm_enc_fault_mode;
+
+typedef struct qm_encode_fault {
+    int rank;               /* the rank it fires on (0 in one process) */
+    qm_enc_phase phase;     /* QM_ENC_PHASE_NONE: no fault */
+    qm_enc_fault_mode mode;
+} qm_encode_fault;
+
+/* Parse "R:PHASE:MODE" (e.g. "1:commit:kill"); E-ARG naming the bad part and the accepted words.
+ * nan and skew take the phase check only. */
+qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status *st);
+const char *qm_enc_phase_name(qm_enc_phase phase);
 
 typedef enum qm_backend_choice {
     QM_BACKEND_AUTO = 0, /* sim (the scenario's devices) */
@@ -36,6 +83,11 @@ typedef struct qm_encode_job {
     FILE *progress;           /* diagnostics of a failed scenario load (NULL: none) */
     bool show_progress;       /* a progress line on stderr while materializing (a terminal) */
     struct qm_comm *comm;     /* ranks of an mpirun job (NULL: one process); borrowed */
+    bool force;               /* --force: replace an --out-dir that is not a qmesh output */
+    /* nonzero (the signal number) asks the run to stop at the next safe point with E-INTERRUPTED
+     * (st->backend_code = the signal); NULL: never. Set from a signal handler. */
+    const volatile sig_atomic_t *cancel;
+    qm_encode_fault fault;    /* a deterministic fault for tests (phase NONE: off) */
 } qm_encode_job;
 
 typedef struct qm_encode_result {
@@ -51,6 +103,8 @@ typedef struct qm_encode_result {
     double norm_max_error;    /* max over states of |sum |psi|^2 - 1| */
     uint64_t norm_worst_state;
     int n_files;              /* output files written */
+    int input_ndim;           /* 1 or 2: the output keeps it ((2^n,) or (B, 2^n)) */
+    int n_stale_removed;      /* temporaries of dead runs removed before this run's work */
 } qm_encode_result;
 
 void qm_encode_job_init(qm_encode_job *job);

@@ -5,13 +5,15 @@
  * whole float64 matrix (CSV), complex `.npy` result files and small text files written atomically,
  * and an output directory that exists.
  * Must not: touch a backend, know about plans or layouts, or leave a partial file under a requested
- * output name (every output goes through `<name>.tmp.<pid>` and a rename).
+ * output name (every output goes through `.<name>.qmesh-tmp.<host>.<pid>` and a rename; an output
+ * directory is built beside it under that name and swapped in as one step).
  *
  * Every input file is opened without blocking and must be a regular file: a FIFO, a device, a
  * socket or a directory is refused (E-IO "not a regular file (it is a FIFO)"), never waited on.
  *
  * Errors: E-IO for file problems (cannot open, read, write, rename; naming the file and errno's
- * text), E-INPUT for content problems (bad magic, malformed header, unsupported dtype, truncated
+ * text), E-OUTPUT for output paths that cannot take the output (found up front by qm_out_check,
+ * or a write stopped by a full device or the file-size limit), E-INPUT for content problems (bad magic, malformed header, unsupported dtype, truncated
  * data, ragged CSV rows...), every message one line that starts with the file name.
  *
  * Known warts: little-endian hosts only (the `.npy` files read and written are little-endian and
@@ -25,6 +27,7 @@
 
 #include "qmesh.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -170,8 +173,16 @@ void qm_csv_data_fini(qm_csv_data *data);
 
 typedef struct qm_npy_writer qm_npy_writer;
 
+/* The temporary name of `path`: "<dir>/.<base>.qmesh-tmp.<host>.<pid>" (host: gethostname with
+ * anything but [A-Za-z0-9_-] as '_'; pid: this process). Returns its length, 0 when it does not fit
+ * in cap. Cannot fail otherwise. */
+size_t qm_out_tmp_name(const char *path, char *buf, size_t cap);
+
+/* The byte count of a complex .npy file of this dtype and shape (header included). */
+uint64_t qm_npy_file_bytes(qm_dtype dtype, int ndim, const uint64_t *shape);
+
 /* Start writing a complex64 ('<c8') or complex128 ('<c16') array of shape (shape[0],) (ndim 1) or
- * (shape[0], shape[1]) (ndim 2) to `path`. The bytes go to "<path>.tmp.<pid>" in the same
+ * (shape[0], shape[1]) (ndim 2) to `path`. The bytes go to qm_out_tmp_name(path) in the same
  * directory; nothing appears under `path` until qm_npy_writer_commit. The header is NumPy 1.0
  * format, padded with spaces so that the data starts at a multiple of 64 bytes, ending in '\n'.
  * E-DTYPE for another dtype, E-ARG for a bad ndim or an empty/overflowing shape, E-IO (naming the
@@ -179,25 +190,69 @@ typedef struct qm_npy_writer qm_npy_writer;
 qm_code qm_npy_writer_open(const char *path, qm_dtype dtype, int ndim, const uint64_t *shape,
                            qm_npy_writer **out, qm_status *st);
 /* Append n_elems complex elements (interleaved re, im in the writer's dtype). E-BOUNDS when this
- * would write more elements than the shape holds; E-IO when the write fails. On failure the
- * writer must still be committed (which then fails) or aborted. */
+ * would write more elements than the shape holds; E-OUTPUT when the write stops at the file-size
+ * limit (EFBIG: naming the bytes written, the file's size and the limit) or on a full device;
+ * E-IO for any other write failure. On failure the writer must still be committed (which then
+ * fails) or aborted. */
 qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_elems,
                             qm_status *st);
-/* Finish: check that every element was written (E-ARG "wrote N of M elements" otherwise), flush,
- * fsync and close the temporary file (E-IO on any failure), and rename it over `path` (E-IO).
- * Always consumes the writer: on failure the temporary file is removed and `path` is untouched. */
+/* Check that every element was written (E-ARG "wrote N of M elements" otherwise), fsync and close
+ * the temporary file (E-IO). Does not rename: the writer must still be committed or aborted.
+ * Calling it again after success is a no-op. */
+qm_code qm_npy_writer_sync(qm_npy_writer *writer, qm_status *st);
+/* Finish: qm_npy_writer_sync (when not done yet), then rename the temporary file over `path`
+ * (E-IO). Always consumes the writer: on failure the temporary file is removed and `path` is
+ * untouched. */
 qm_code qm_npy_writer_commit(qm_npy_writer *writer, qm_status *st);
 /* Give up: close and remove the temporary file, free the writer. NULL is a no-op. */
 void qm_npy_writer_abort(qm_npy_writer *writer);
 
-/* Write a small text file (a manifest) atomically: to "<path>.tmp.<pid>", flushed, fsync'd,
- * closed, then renamed over path. E-IO on any failure, after which path is untouched and no
- * temporary file remains. */
+/* Write a small text file (a manifest) atomically: to its temporary name, fsync'd, closed, then
+ * renamed over path. E-IO on any failure, after which path is untouched and no temporary file
+ * remains. */
 qm_code qm_atomic_write_text(const char *path, const char *text, qm_status *st);
 
-/* `--out-dir`: make sure `path` is a directory, creating it (one level; the parent must exist) when
- * it is missing. OK when it already is a directory. E-IO when it exists as something else, when
- * the parent is missing, or when mkdir fails (naming the path and errno's text). */
+/* Make sure `path` is a directory, creating it (one level; the parent must exist) when it is
+ * missing. OK when it already is a directory. E-IO when it exists as something else, when the
+ * parent is missing, or when mkdir fails (naming the path and errno's text). */
 qm_code qm_out_dir_create(const char *path, qm_status *st);
+
+/* ---- `--out-dir` as one step ----------------------------------------------------------------- */
+
+/* Create the sibling temporary directory qm_out_tmp_name(path) (its name into tmp, cap bytes;
+ * tmp is "" on failure), where the new content is written. E-IO (E-OUTPUT on a full device). */
+qm_code qm_out_dir_stage(const char *path, char *tmp, size_t cap, qm_status *st);
+/* Put the directory tmp in place of path as one step: rename(2) when path does not exist, else
+ * renameat2(RENAME_EXCHANGE), after which tmp holds the previous content (*replaced true; remove it
+ * with qm_out_dir_remove). A filesystem without RENAME_EXCHANGE gets two renames through
+ * ".<name>.qmesh-old.<host>.<pid>" (a crash between them is repaired by qm_out_stale_sweep). E-IO
+ * on failure, after which path and tmp are as they were. */
+qm_code qm_out_dir_swap(const char *path, const char *tmp, bool *replaced, qm_status *st);
+/* Remove a temporary directory (or file) and what it holds. Best effort; NULL or "" is a no-op. */
+void qm_out_dir_remove(const char *tmp);
+
+/* Remove the temporaries of `path` (files or directories named qm_out_tmp_name would name them)
+ * left by processes of this host that no longer exist (kill(pid, 0) fails with ESRCH, or the
+ * process is a zombie: /proc/<pid>/stat state Z); a
+ * ".qmesh-old." directory is renamed back to path when path is missing. *n_removed (may be NULL)
+ * counts them. Best effort: returns QM_OK unless the arguments are bad. */
+qm_code qm_out_stale_sweep(const char *path, int *n_removed, qm_status *st);
+
+/* Before any work: can `path` take an output of total_bytes (its largest single file
+ * largest_file bytes)? E-OUTPUT, naming the numbers, when the parent directory is missing, not a
+ * directory or not writable; when --out names a directory or --out-dir names a file; when is_dir
+ * and the directory holds entries but no manifest.json (not a qmesh output) unless force; when
+ * statvfs's free space of the parent is below total_bytes; when RLIMIT_FSIZE is below
+ * largest_file. */
+qm_code qm_out_check(const char *path, bool is_dir, uint64_t total_bytes, uint64_t largest_file,
+                     bool force, qm_status *st);
+
+/* ---- fault injection (tests; docs/io.md) ------------------------------------------------------ */
+
+/* Fail the k-th I/O step of output (open/create, write, fsync, close, rename, mkdir, exchange)
+ * counted from this call, with errno err (0: EIO); k 0 turns it off. Process-wide. */
+void qm_io_fault_set(long k, int err);
+/* I/O steps counted since the last qm_io_fault_set. */
+long qm_io_fault_steps(void);
 
 #endif

@@ -612,12 +612,12 @@ static void test_csv_gzip(void)
 
 static void tmp_of(char *buf, size_t n, const char *path)
 {
-    snprintf(buf, n, "%s.tmp.%ld", path, (long)getpid());
+    CHECK(qm_out_tmp_name(path, buf, n) > 0); /* ".<base>.qmesh-tmp.<host>.<pid>" */
 }
 
 static void test_npy_writer(void)
 {
-    char p[128], tmp[160];
+    char p[128], tmp[512];
     qm_status st;
     at(p, sizeof p, "out.npy");
     tmp_of(tmp, sizeof tmp, p);
@@ -723,7 +723,7 @@ static void test_npy_writer(void)
 
 static void test_atomic_text(void)
 {
-    char p[128], tmp[160];
+    char p[128], tmp[512];
     qm_status st;
     at(p, sizeof p, "manifest.json");
     tmp_of(tmp, sizeof tmp, p);

@@ -4,7 +4,9 @@
 #  - --out-dir: every rank writes its shards, rank 0 the manifest;
 #  - a NaN on one rank's range: every rank fails, one message naming the index, no output file;
 #  - ranks given different arguments: every rank fails naming the ranks that differ;
-#  - a rank killed mid-run: the job ends (no hang) within the timeout.
+#  - a rank killed at a named phase (QM_FAULT_RANK, deterministic): the job ends (no hang), no output;
+#  - --out-dir with a rank killed / exiting / failing / signalled before the commit vote: the previous
+#    directory is intact; a killed job's temporary directory is removed by the next run.
 # Every mpiexec runs under `timeout`. Inputs are written with python3 (struct, no numpy).
 set -u
 MPIEXEC=$1; QMESH=$2; SRC=$3
@@ -56,12 +58,56 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error\[E-RANK\]: comm: ranks dis
   ok "mismatched arguments: every rank fails naming the differing rank"
 else bad "mismatched arguments (rc $rc)"; cat "$T/log"; fi
 
-# rank 1 is killed while the job runs: mpiexec must end the job, not hang
-run $MPI -np 1 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --ranks 2 : \
-    -np 1 sh -c "\"$QMESH\" encode --input \"$T/single.npy\" --scenario \"$S\" --ranks 2 & p=\$!; sleep 0.3; kill -9 \$p; wait \$p" \
-    > "$T/log" 2>&1
+# rank 1 is killed at a named phase (QM_FAULT_RANK, no timing): mpiexec must end the job, not hang,
+# and nothing may appear under the output name
+QM_FAULT_RANK=1:materialize:kill run $MPI -np 2 "$QMESH" encode --input "$T/single.npy" \
+    --scenario "$S" --ranks 2 --out "$T/killed.npy" > "$T/log" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then ok "killed rank: the job ended (exit $rc)"; else bad "killed rank (rc $rc)"; cat "$T/log"; fi
+if [ $rc -eq 124 ]; then bad "killed rank: the job hung (still running after 60 s)"; cat "$T/log"
+elif [ $rc -ne 0 ] && grep -q "^fault: rank 1 killed at phase materialize (QM_FAULT_RANK)" "$T/log" && \
+     [ -z "$(ls -A "$T" | grep killed)" ]; then ok "killed rank: the job ended (exit $rc), no output"
+else bad "killed rank (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+
+# --out-dir is replaced as one step across ranks (issue 13 item 11): a rank that dies or fails before
+# the commit vote leaves the previous directory byte-identical; what a killed job leaves is a
+# temporary directory the next run removes
+HOST=$(uname -n | cut -c1-64 | tr -c 'A-Za-z0-9_\n-' '_')
+dirsum() { (cd "$T/dir" && for f in *; do echo "$f $(cksum < "$f")"; done); }
+prev=$(dirsum)
+tmps() { ls -A "$T" | grep -c "^\.dir\.qmesh-tmp\.$HOST\.[0-9]*$"; }
+for f in "-np 4:2:commit:kill" "-np 2 --ranks 2:1:commit:exit"; do
+  np=${f%%:*}; spec=${f#*:}
+  # shellcheck disable=SC2086
+  QM_FAULT_RANK=$spec run $MPI ${np%% --*} "$QMESH" encode --input "$T/batch.npy" --scenario "$S" \
+      $(echo "$np" | grep -o -- '--ranks [0-9]*') --out-dir "$T/dir" > "$T/log" 2>&1
+  rc=$?
+  left=$(tmps)
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(dirsum)" = "$prev" ] && [ "$left" -le 1 ]; then
+    ok "out-dir, rank ${spec%%:*} dies at the commit ($spec, $np): previous directory intact, $left temporary dir left"
+  else bad "out-dir, $spec (rc $rc, $left temporaries)"; cat "$T/log"; ls -A "$T" "$T/dir"; fi
+  run $MPI -np 4 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out-dir "$T/dir" > "$T/log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && [ "$(tmps)" -eq 0 ] && [ "$(dirsum)" = "$prev" ] && \
+     { [ "$left" -eq 0 ] || grep -q "^qmesh: removed 1 temporary left by runs that no longer exist$" "$T/log"; }; then
+    ok "the next run removes the dead job's temporary directory ($left) and writes the same directory"
+  else bad "the next run after $spec (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+done
+QM_FAULT_RANK=1:write:fail run $MPI -np 2 "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --ranks 2 \
+    --out-dir "$T/dir" > "$T/log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && \
+   grep -q "^error\[E-BACKEND\]: rank 1: fault: injected failure on rank 1 at phase write (QM_FAULT_RANK)$" "$T/log" && \
+   [ "$(dirsum)" = "$prev" ] && [ "$(tmps)" -eq 0 ]; then
+  ok "out-dir, rank 1 fails while writing: one coded line, previous directory intact, no temporary"
+else bad "out-dir, rank 1 fails while writing (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+QM_FAULT_RANK=1:write:sigterm run $MPI -np 2 "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --ranks 2 \
+    --out-dir "$T/dir" > "$T/log" 2>&1
+rc=$?
+if [ $rc -eq 143 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && \
+   grep -q "^error\[E-INTERRUPTED\]: rank 1: encode: interrupted by SIGTERM; nothing was written$" "$T/log" && \
+   [ "$(dirsum)" = "$prev" ] && [ "$(tmps)" -eq 0 ]; then
+  ok "out-dir, SIGTERM on rank 1: exit 143, one line, previous directory intact, no temporary"
+else bad "out-dir, SIGTERM on rank 1 (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
 
 echo "test_mpi_encode: $pass passed, $fail failed"
 [ $fail -eq 0 ]
