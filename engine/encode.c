@@ -127,8 +127,8 @@ static unsigned qubits_for(uint64_t features)
 
 /* ---- cancel and deterministic faults --------------------------------------------------------- */
 
-static const char *const phase_names[] = {"none", "plan", "materialize", "write", "check",
-                                          "commit", "swap"};
+static const char *const phase_names[] = {"none", "plan", "materialize", "readback", "write",
+                                          "check", "commit", "swap"};
 static const char *const mode_names[] = {"none", "fail", "exit", "kill", "sigint", "sigterm",
                                          "nan", "skew"};
 
@@ -404,6 +404,8 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
         const uint64_t shape[1] = {sh->end - sh->start};
         qm_npy_writer *w = NULL;
         rc = qm_npy_writer_open(name, s->dtype, 1, shape, &w, st);
+        if (rc == QM_OK && i == 0)
+            rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
             rc = read_back(s, sh->start, sh->end,
                            r->plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
@@ -470,7 +472,9 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         /* any failure here still receives every chunk the others send (they must not be left
          * waiting in a send); only a failed receive stops the loop */
         gather_sink g = {.w = w, .rc = QM_OK};
-        rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
+        rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
+        if (rc == QM_OK)
+            rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
         for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
@@ -496,11 +500,22 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
             rc = g.rc;
         }
     } else {
-        for (uint64_t pos = lo; rc == QM_OK && pos < hi; pos += QM_READBACK_AMPS) {
+        /* every chunk is sent, also after a failure here (zeros then: rank 0 receives every chunk
+         * it expects and the verdict after the write discards the output); only a failed send,
+         * which means the communicator itself is broken, stops the loop */
+        rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
+        for (uint64_t pos = lo; pos < hi; pos += QM_READBACK_AMPS) {
             const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;
-            rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
             if (rc == QM_OK)
-                rc = qm_comm_send(c, 0, buf, n * es, 7, st);
+                rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
+            if (rc != QM_OK)
+                memset(buf, 0, (size_t)(n * es));
+            qm_status send_st;
+            const qm_code src = qm_comm_send(c, 0, buf, n * es, 7, rc == QM_OK ? st : &send_st);
+            if (src != QM_OK) {
+                rc = rc == QM_OK ? src : rc;
+                break;
+            }
         }
     }
     rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
@@ -708,7 +723,9 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     } else if (job->out_dir) {
         rc = write_out_dir(job, r, state, global_ids, buf, sums, &rb, tmpdir, st);
     } else {
-        rc = read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
+        rc = fault_point(job, me, QM_ENC_PHASE_READBACK, QM_OK, st);
+        if (rc == QM_OK)
+            rc = read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
         rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
     }
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)

@@ -26,6 +26,9 @@
 /* Named points of qm_encode_run, in order (QM_FAULT_RANK=R:PHASE:MODE; docs/io.md):
  *   plan        after every rank holds the same plan, before the output checks
  *   materialize before the state is materialized (after the output checks)
+ *   readback    before this rank reads back its first chunk of the state (the gathered --out of a
+ *               rank other than 0 keeps sending every chunk after a failure here, so rank 0 is
+ *               never left waiting in a receive)
  *   write       this rank's output data is in its temporaries (not yet synced)
  *   check       before the norm check (every temporary synced)
  *   commit      before the ranks vote on committing (nothing renamed yet)
@@ -34,6 +37,7 @@ typedef enum qm_enc_phase {
     QM_ENC_PHASE_NONE = 0,
     QM_ENC_PHASE_PLAN,
     QM_ENC_PHASE_MATERIALIZE,
+    QM_ENC_PHASE_READBACK,
     QM_ENC_PHASE_WRITE,
     QM_ENC_PHASE_CHECK,
     QM_ENC_PHASE_COMMIT,

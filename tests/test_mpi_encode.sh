@@ -109,5 +109,20 @@ if [ $rc -eq 143 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && \
   ok "out-dir, SIGTERM on rank 1: exit 143, one line, previous directory intact, no temporary"
 else bad "out-dir, SIGTERM on rank 1 (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
 
+# gathered --out: rank 1 fails before its first chunk is read back (and, a second case, while rank
+# 0 writes its own): rank 0 must not be left waiting for rank 1's chunks; no output, no temporary
+for spec in 1:readback:fail 0:readback:fail; do
+  rm -f "$T/g.npy"
+  QM_FAULT_RANK=$spec run $MPI -np 2 "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --ranks 2 \
+      --out "$T/g.npy" > "$T/log" 2>&1
+  rc=$?
+  r=${spec%%:*}
+  if [ $rc -eq 1 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && \
+     grep -q "^error\[E-BACKEND\]: rank $r: fault: injected failure on rank $r at phase readback (QM_FAULT_RANK)$" "$T/log" && \
+     [ ! -e "$T/g.npy" ] && [ -z "$(ls -A "$T" | grep qmesh-tmp)" ]; then
+    ok "gathered --out, rank $r fails at read-back: one coded line, no hang, nothing written"
+  else bad "gathered --out, $spec (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+done
+
 echo "test_mpi_encode: $pass passed, $fail failed"
 [ $fail -eq 0 ]
