@@ -3,8 +3,9 @@
 
 Standard library only. Seeds: the scenario library and scenarios/invalid/ (fuzz_scenario); small
 .npy files, valid and broken (fuzz_npy); CSV texts with the harness's option byte first (fuzz_csv);
-argument lines of docs/cli.md's commands over the CLI harness's fixture names (fuzz_cli). Files
-under corpus/*/regressions/ are findings and are never touched here. Run from anywhere:
+argument lines of docs/cli.md's commands over the CLI harness's fixture names (fuzz_cli). Only
+the top-level files of corpus/<harness>/ are rewritten: regressions/ (findings) and found/ (inputs
+the long runs added, merged with -merge=1) are never touched here. Run from anywhere:
     python3 tests/fuzz/make_corpus.py
 """
 import gzip
