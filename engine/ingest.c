@@ -134,7 +134,8 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, uint64_t pos, 
     const int h = p->half;
     p->half ^= 1;
     const uint64_t half_off = (uint64_t)h * p->half_bytes;
-    const void *src = (const char *)r->in->data + pos * g->is;
+    /* in_place implies r->in->data != NULL: a reader input has no data pointer to offset */
+    const void *src = g->in_place ? (const char *)r->in->data + pos * g->is : NULL;
     qm_code rc = QM_OK;
     if (!g->in_place) { /* refill page-locked half h once its previous copy has finished */
         if (p->copied_rec[h] && (rc = qm_hal_event_sync(hal, p->copied[h], st)) != QM_OK)

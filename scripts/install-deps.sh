@@ -5,7 +5,8 @@
 # communicator and its `mpi` tests (QM_WITH_MPI defaults to ON when CMake finds MPI).
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev zlib1g-dev libdlpack-dev
-      libbenchmark-dev python3 libopenmpi-dev openmpi-bin)
+      libbenchmark-dev python3 libopenmpi-dev openmpi-bin
+      clang libclang-rt-14-dev) # clang + libFuzzer: the fuzz harnesses (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

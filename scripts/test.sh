@@ -17,3 +17,6 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQM_WERROR=ON -DQM_WITH_CUDA=
       -DQM_SANITIZE="address;undefined" >/dev/null
 cmake --build build-asan -j"$(nproc)"
 (cd build-asan && ctest --output-on-failure -j"$(nproc)")
+# libFuzzer harnesses (docs/fuzzing.md): corpus replay, then QM_FUZZ_SECONDS (default 30) of fuzzing
+# per harness; skipped with a message when clang + libFuzzer are not available.
+scripts/fuzz.sh

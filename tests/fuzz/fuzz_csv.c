@@ -1,0 +1,111 @@
+/* fuzz_csv.c — libFuzzer harness for the CSV / gzip CSV reader (engine/io_csv.c).
+ *
+ * Input: one option byte, then the file's bytes. Option byte: bit 0 — gzip-compress the rest
+ * before writing it (the fuzzer also reaches raw gzip streams, corrupt ones included, by starting
+ * the rest with 1f 8b and leaving bit 0 clear); bits 1-2 — header auto / yes / no / auto; bits
+ * 3-4 — drop column: none, "0", "2", "label". The file is written to the per-process scratch
+ * directory (fuzz_common.h) and read with qm_csv_load.
+ * Oracles: ASan/UBSan and leaks; on success at least one sample and one feature, every value
+ * readable, dropped_column -1 exactly when no column was asked to be dropped, gzip flag equal to
+ * the file's magic; on failure the data left empty and a message that starts with the path.
+ * State: the one scratch file, overwritten by every input, removed at exit.
+ */
+#include "fuzz_common.h"
+#include "io.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_csv: " __VA_ARGS__);                                                 \
+        fputc('\n', stderr);                                                                       \
+        abort();                                                                                   \
+    } while (0)
+
+/* gzip-compress (deflate with the gzip wrapper); returns a malloc'd buffer. */
+static unsigned char *gzip_bytes(const uint8_t *in, size_t n, size_t *out_n)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        abort();
+    const size_t cap = deflateBound(&z, (uLong)n) + 32;
+    unsigned char *out = malloc(cap);
+    if (!out)
+        abort();
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+        abort();
+    *out_n = z.total_out;
+    deflateEnd(&z);
+    return out;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > (1u << 20))
+        return 0;
+    const unsigned opt_byte = data[0];
+    const uint8_t *body = data + 1;
+    size_t n = size - 1;
+    const size_t text_n = n; /* the CSV text's size, when it is not a gzip stream of the fuzzer's */
+    unsigned char *gz = NULL;
+    if (opt_byte & 1u) {
+        gz = gzip_bytes(body, n, &n);
+        body = gz;
+    }
+    char path[4200];
+    qm_fuzz_write("in.csv", body, n, path, sizeof path);
+    const int is_gzip = n >= 2 && body[0] == 0x1f && body[1] == 0x8b;
+    const int text_known = (opt_byte & 1u) || !is_gzip;
+    free(gz);
+
+    static const qm_csv_header headers[4] = {QM_CSV_HEADER_AUTO, QM_CSV_HEADER_YES,
+                                             QM_CSV_HEADER_NO, QM_CSV_HEADER_AUTO};
+    static const char *const drops[4] = {NULL, "0", "2", "label"};
+    qm_csv_options opt;
+    qm_csv_options_init(&opt);
+    opt.header = headers[(opt_byte >> 1) & 3u];
+    opt.drop_column = drops[(opt_byte >> 3) & 3u];
+
+    qm_csv_data d;
+    memset(&d, 0x5a, sizeof d); /* the reader must set every field */
+    qm_status st;
+    const qm_code rc = qm_csv_load(path, &opt, &d, &st);
+    if (rc != QM_OK) {
+        if (d.values || d.n_samples || d.n_features)
+            FAIL("failed load (%s) left data behind", qm_code_name(rc));
+        if (strncmp(st.msg, path, strlen(path)) != 0)
+            FAIL("message does not start with the path: %s", st.msg);
+        qm_csv_data_fini(&d);
+        return 0;
+    }
+    if (!d.values || d.n_samples < 1 || d.n_features < 1)
+        FAIL("loaded %llu x %llu values at %p", (unsigned long long)d.n_samples,
+             (unsigned long long)d.n_features, (void *)d.values);
+    if ((d.dropped_column >= 0) != (opt.drop_column != NULL))
+        FAIL("dropped column %ld with drop option %s", d.dropped_column,
+             opt.drop_column ? opt.drop_column : "(none)");
+    if (d.gzip != is_gzip)
+        FAIL("gzip flag %d for a file whose magic says %d", d.gzip, is_gzip);
+    if (text_known && (d.n_samples > text_n || d.n_features > text_n))
+        FAIL("more values (%llu x %llu) than the text could hold (%zu bytes)",
+             (unsigned long long)d.n_samples, (unsigned long long)d.n_features, text_n);
+    volatile double sink = 0;
+    for (uint64_t i = 0; i < d.n_samples * d.n_features; ++i)
+        sink += d.values[i];
+    (void)sink;
+    qm_csv_data_fini(&d);
+    if (d.values || d.n_samples || d.n_features)
+        FAIL("qm_csv_data_fini left data behind");
+    return 0;
+}
