@@ -75,6 +75,7 @@ static void one_line(char *s)
             *s = ' ';
 }
 
+QM_PRINTF(4, 0)
 static qm_code vfail(qm_status *st, qm_code code, int backend_code, const char *fmt, va_list ap)
 {
     if (!st)

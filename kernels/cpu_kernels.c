@@ -25,6 +25,7 @@ void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t 
         double *o = (double *)state + (sidx * period + local - slot_g0) * k;
         const int64_t rn = (int64_t)run;
         const int par = run >= QM_OMP_MIN_ELEMS;
+        (void)par; /* read only by the OpenMP if-clauses */
         if (in_dtype == QM_DTYPE_FLOAT64) {
             const double *x = (const double *)in + in_off + i;
             if (k == 1) {
@@ -57,6 +58,7 @@ void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, 
     const uint64_t bs = (uint64_t)1 << log2_block, k = stride_of(state_dtype);
     const int64_t nb = (int64_t)n_blocks;
     const int par = (n_blocks << log2_block) >= QM_OMP_MIN_ELEMS;
+    (void)par; /* read only by the OpenMP if-clause */
     const double *x = state ? (const double *)state + off * k : NULL;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < nb; ++b) {
@@ -106,6 +108,7 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
                           const void *x,
                           qm_dtype in_dtype, int par)
 {
+    (void)par; /* read only by the OpenMP if-clauses */
     const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
     if (state_dtype == QM_DTYPE_COMPLEX128) {
         double *o = (double *)state + 2 * off;

@@ -6,7 +6,8 @@
  * to 1 MiB), the first and last element, a middle range, count 0, and ranges past the end.
  * Oracles: ASan/UBSan and leaks; qm_npy_open agrees with qm_npy_header_parse (same code, same
  * facts); the facts are self-consistent (n_elems = B * F, data_offset + data_bytes = file size);
- * every range read returns exactly the file's bytes at data_offset + first * elem_size; ranges
+ * every range read returns exactly the file's bytes at data_offset + first * elem_size (for a
+ * Fortran-order 2-D array, each element from its column-major place); ranges
  * outside the array fail with E-BOUNDS and count 0 succeeds.
  * State: the one scratch file, overwritten by every input, removed at exit.
  */
@@ -45,9 +46,18 @@ static void check_range(qm_npy_reader *r, const qm_npy_info *in, const uint8_t *
                  (unsigned long long)count, (unsigned long long)in->n_elems,
                  qm_status_format(&st, buf, sizeof buf));
         }
-        if (count && memcmp(dst, data + in->data_offset + first * es, (size_t)(count * es)) != 0)
-            FAIL("read_range(%llu, %llu) returned other bytes than the file's",
-                 (unsigned long long)first, (unsigned long long)count);
+        /* element k of the row-major order is file element k, or (k % F) * B + k / F for a
+         * Fortran-order 2-D array (the reader transposes) */
+        const bool fortran = in->fortran_order && in->ndim == 2;
+        for (uint64_t i = 0; i < count; ++i) {
+            const uint64_t k = first + i;
+            const uint64_t at = fortran ? (k % in->n_features) * in->n_samples + k / in->n_features
+                                        : k;
+            if (memcmp((const uint8_t *)dst + i * es, data + in->data_offset + at * es, es) != 0)
+                FAIL("read_range(%llu, %llu) returned other bytes than the file's at element "
+                     "%llu (%s order)", (unsigned long long)first, (unsigned long long)count,
+                     (unsigned long long)k, fortran ? "Fortran" : "C");
+        }
     } else if (rc != QM_E_BOUNDS) {
         FAIL("read_range(%llu, %llu) of %llu elements returned %s, expected E-BOUNDS",
              (unsigned long long)first, (unsigned long long)count,
