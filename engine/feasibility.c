@@ -5,15 +5,12 @@
  * usable (the frontier hint is added by plan.c). Also the gather target and its feasibility.
  * Must not: allocate device memory.
  */
-#include "plan.h"
+#include "feasibility.h"
 #include "status_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
-qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
 qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {

@@ -19,6 +19,7 @@
  * usable capacity; single and replicated as above.
  * Must not: allocate device memory, print, or report devices by anything but mesh index / id.
  */
+#include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
 
@@ -27,9 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
-qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
 void qm_plan_destroy(qm_plan *plan)
 {

@@ -23,6 +23,12 @@ void qm_test_fail(const char *file, int line, const char *fmt, ...)
 int qm_test_end(const char *name)
 {
     printf("%s: %d checks, %d failed\n", name, qm_test_checks, qm_test_failures);
+    if (qm_test_checks == 0) {
+        /* a test that checked nothing proves nothing: fail it (a GPU test without a GPU exits
+         * 77 before it gets here) */
+        printf("%s: FAIL: no check ran\n", name);
+        return 1;
+    }
     return qm_test_failures ? 1 : 0;
 }
 

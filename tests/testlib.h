@@ -59,7 +59,7 @@ void qm_test_fail(const char *file, int line, const char *fmt, ...);
             qm_test_fail(__FILE__, __LINE__, "%s returned %s", #expr, qm_code_name(rc_));          \
     } while (0)
 
-/* Print "<name>: N checks, M failed" and return the exit code. */
+/* Print "NAME: N checks, M failed"; returns the exit code: 1 when a check failed or none ran. */
 int qm_test_end(const char *name);
 
 /* Run a shell command line; its output (with whatever redirections the line has) into out,
