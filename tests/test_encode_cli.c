@@ -17,18 +17,6 @@
 static const char *qmesh, *srcdir;
 static char tmpdir[256];
 
-/* Run a command line with stderr joined to stdout; return the exit status. */
-static int run(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF;
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    return qm_test_run(cmd, out, cap);
-}
 
 static bool exists(const char *path)
 {
@@ -69,7 +57,7 @@ static void test_digits(const char *digits)
 {
     char out[8192], path[1024];
     snprintf(path, sizeof path, "%s/digits.npy", tmpdir);
-    int rc = run(out, sizeof out, "%s encode --input %s --drop-column 64 --out %s", qmesh, digits, path);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 64 --out %s", qmesh, digits, path);
     CHECK(rc == 0);
     CHECK(strstr(out, "1797 samples x 64 features, float64") != NULL);
     CHECK(strstr(out, "request:  6 qubits, complex128") != NULL);
@@ -127,7 +115,7 @@ static void test_digits(const char *digits)
     /* complex64, per-shard output with a manifest, on a library scenario */
     char dir[512];
     snprintf(dir, sizeof dir, "%s/shards", tmpdir);
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column 64 --dtype complex64 --scenario "
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 64 --dtype complex64 --scenario "
              "%s/scenarios/dgx-h100.yaml --out-dir %s --json", qmesh, digits, srcdir, dir);
     CHECK(rc == 0);
     CHECK(strstr(out, "\"max_abs_error\"") != NULL);
@@ -169,27 +157,27 @@ static void test_errors(void)
     snprintf(in, sizeof in, "%s/nan.csv", tmpdir);
     const char *csv = "1,2,3,4\n5,6,7,8\n1,2,3,nan\n";
     write_file(in, csv, strlen(csv));
-    int rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
     CHECK(rc == 1);
     CHECK(strstr(out, "error[E-INPUT]: encode: zero or non-finite norm: sample 2, feature 3 is NaN") != NULL);
     CHECK(!exists(dst));
     /* a zero sample */
     const char *zero = "1,2\n0,0\n";
     write_file(in, zero, strlen(zero));
-    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
     CHECK(rc == 1 && strstr(out, "sample 1 has all 2 values zero") != NULL);
     CHECK(!exists(dst));
     /* more features than the qubits hold */
-    rc = run(out, sizeof out, "%s encode --input %s --qubits 0 --out %s", qmesh, in, dst);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --qubits 0 --out %s", qmesh, in, dst);
     CHECK(rc == 1 && strstr(out, "error[E-QUBITS]") != NULL);
     const char *wide = "1,2,3,4,5\n";
     write_file(in, wide, strlen(wide));
-    rc = run(out, sizeof out, "%s encode --input %s --qubits 2 --out %s", qmesh, in, dst);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --qubits 2 --out %s", qmesh, in, dst);
     CHECK(rc == 1);
     CHECK(strstr(out, "error[E-INPUT]: request: 5 features exceed the state vector size 4 (2 qubits); use at least 3 qubits") != NULL);
     CHECK(!exists(dst));
     /* a state that does not fit the scenario: refused by the plan, before any allocation */
-    rc = run(out, sizeof out, "%s encode --input %s --qubits 40 --scenario %s/scenarios/gh200.yaml --out %s",
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --qubits 40 --scenario %s/scenarios/gh200.yaml --out %s",
              qmesh, in, srcdir, dst);
     CHECK(rc == 1);
     CHECK(strstr(out, "error[E-CAPACITY]: feasibility:") != NULL);
@@ -205,17 +193,17 @@ static void test_errors(void)
     memcpy(buf, hdr, 128);
     memset(buf + 128, 0, 16);
     write_file(in, buf, sizeof buf);
-    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
     CHECK(rc == 1);
     CHECK(strstr(out, "error[E-INPUT]") != NULL && strstr(out, "truncated: expected 64 data bytes, found 16") != NULL);
     CHECK(!exists(dst));
     /* a scenario the user names that cannot be read is an error, not a default */
     snprintf(in, sizeof in, "%s/ok.csv", tmpdir);
     write_file(in, "1,2\n", 4);
-    rc = run(out, sizeof out, "%s encode --input %s --scenario /nonexistent.yaml", qmesh, in);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --scenario /nonexistent.yaml", qmesh, in);
     CHECK(rc == 1 && strstr(out, "error[E-IO]") != NULL && strstr(out, "/nonexistent.yaml") != NULL);
     /* usage */
-    rc = run(out, sizeof out, "%s encode --out x.npy", qmesh);
+    rc = qm_test_runf(out, sizeof out, "%s encode --out x.npy", qmesh);
     CHECK(rc == 2 && strstr(out, "--input FILE is required") != NULL);
 }
 
@@ -235,7 +223,7 @@ static void test_float32_npy(void)
     const float v[3] = {3, 0, 4};
     memcpy(buf + 128, v, sizeof v);
     write_file(in, buf, sizeof buf);
-    int rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
     CHECK(rc == 0);
     uint64_t n = 0;
     float *a = read_npy(dst, "'descr': '<c8', 'fortran_order': False, 'shape': (4,)", &n, 4);

@@ -51,44 +51,8 @@ static const char *at(char *buf, size_t n, const char *name)
     return buf;
 }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK_EQ_U64(fwrite(data, 1, n, f), n);
-    CHECK(fclose(f) == 0);
-}
 
-static unsigned char *read_file(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    const long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (b)
-        *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
 
-/* Run a command line with stderr joined to stdout; return the exit status. */
-static int run(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF;
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    return qm_test_run(cmd, out, cap);
-}
 
 /* ---- .npy files ------------------------------------------------------------------------------ */
 
@@ -140,7 +104,7 @@ static void write_npy(const char *path, int ndim, uint64_t rows, uint64_t cols, 
             }
             k++;
         }
-    write_bytes(path, img, 10 + hlen + n * item);
+    qm_test_write_file(path, img, 10 + hlen + n * item);
     free(img);
 }
 
@@ -309,14 +273,14 @@ static void test_npy_name_with_wrong_magic(void)
     char p[128];
     qm_status st;
     qm_input_format fmt = QM_INPUT_CSV;
-    write_bytes(at(p, sizeof p, "wrong.NPY"), "1,2\n3,4\n", 8);
+    qm_test_write_file(at(p, sizeof p, "wrong.NPY"), "1,2\n3,4\n", 8);
     CHECK(qm_input_format_query(p, &fmt, &st) == QM_OK && fmt == QM_INPUT_NPY);
     qm_npy_reader *r = NULL;
     CHECK(qm_npy_open(p, &r, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "wrong.NPY: not a .npy file: bad magic (first bytes: 31 2c 32 0a 33 "
                               "2c; expected 93 4e 55 4d 50 59");
     unlink(p);
-    write_bytes(at(p, sizeof p, "right.csv"), "1,2\n3,4\n", 8);
+    qm_test_write_file(at(p, sizeof p, "right.csv"), "1,2\n3,4\n", 8);
     CHECK(qm_input_format_query(p, &fmt, &st) == QM_OK && fmt == QM_INPUT_CSV);
     unlink(p);
 }
@@ -395,7 +359,7 @@ static void test_not_regular(void)
         snprintf(want[i], sizeof want[i],
                  "error[E-IO]: scenario: '%s' is not a regular file (it is a FIFO)", fifo);
     for (int i = 0; i < 4; ++i) {
-        const int rc = run(cmd_out, sizeof cmd_out, "timeout 20 %s %s", qmesh, args[i]);
+        const int rc = qm_test_runf(cmd_out, sizeof cmd_out, "timeout 20 %s %s", qmesh, args[i]);
         if (rc == 124)
             qm_test_fail(__FILE__, __LINE__, "qmesh %s hung on a FIFO (killed after 20 s)",
                          args[i]);
@@ -446,14 +410,14 @@ static void test_csv_bom_and_gzip(void)
     at(p, sizeof p, "b.csv");
     /* the file: a BOM before "0.5" made the first data row a header */
     static const char bom[] = "\xef\xbb\xbf" "0.5,2\n3,4\n";
-    write_bytes(p, bom, strlen(bom));
+    qm_test_write_file(p, bom, strlen(bom));
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_OK);
     CHECK_EQ_U64(d.n_samples, 2);
     CHECK(d.has_header == 0 && d.values && d.values[0] == 0.5 && d.values[3] == 4);
     qm_csv_data_fini(&d);
     /* a header after the BOM: its first name is "a", not "\xef\xbb\xbf" "a" */
     static const char bomh[] = "\xef\xbb\xbf" "a,label\n1,x\n";
-    write_bytes(p, bomh, strlen(bomh));
+    qm_test_write_file(p, bomh, strlen(bomh));
     qm_csv_options o;
     qm_csv_options_init(&o);
     o.drop_column = "label";
@@ -465,16 +429,16 @@ static void test_csv_bom_and_gzip(void)
     /* the same in gzip */
     size_t gn = 0;
     unsigned char *g = gzip_bytes(bom, &gn);
-    write_bytes(p, g, gn);
+    qm_test_write_file(p, g, gn);
     free(g);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_OK);
     CHECK(d.gzip == 1 && d.n_samples == 2 && d.values[0] == 0.5);
     qm_csv_data_fini(&d);
     /* a BOM alone is an empty file; UTF-16 is refused by name */
-    write_bytes(p, "\xef\xbb\xbf", 3);
+    qm_test_write_file(p, "\xef\xbb\xbf", 3);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "b.csv: empty: no rows (3 bytes)");
-    write_bytes(p, "\xff\xfe" "1\0,\0" "2\0", 8);
+    qm_test_write_file(p, "\xff\xfe" "1\0,\0" "2\0", 8);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "b.csv: UTF-16 text (byte-order mark ff fe) is not supported; save "
                               "the CSV as UTF-8");
@@ -485,13 +449,13 @@ static void test_csv_bom_and_gzip(void)
     unsigned char both[512];
     memcpy(both, m1, n1);
     memcpy(both + n1, m2, n2);
-    write_bytes(p, both, n1 + n2);
+    qm_test_write_file(p, both, n1 + n2);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_OK);
     CHECK(d.n_samples == 3 && d.values[4] == 5 && d.values[5] == 6);
     qm_csv_data_fini(&d);
     /* trailing garbage after a member */
     memcpy(both + n1, "garbage!", 8);
-    write_bytes(p, both, n1 + 8);
+    qm_test_write_file(p, both, n1 + 8);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_E_INPUT);
     char want[200];
     snprintf(want, sizeof want, "b.csv: trailing garbage after gzip member 1 (8 bytes at byte %zu "
@@ -499,17 +463,17 @@ static void test_csv_bom_and_gzip(void)
     CHECK_ERR(st, QM_E_INPUT, want);
     /* a second member cut short, and trailing zeros, are errors too */
     memcpy(both + n1, m2, n2);
-    write_bytes(p, both, n1 + 5);
+    qm_test_write_file(p, both, n1 + 5);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "truncated gzip data after 8 decompressed bytes (member 2 ends early");
     memset(both + n1, 0, 4);
-    write_bytes(p, both, n1 + 4);
+    qm_test_write_file(p, both, n1 + 4);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 0, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "trailing garbage after gzip member 1 (4 bytes");
     /* every cut of one member: a coded error, never a silent partial read */
     int silent = 0;
     for (size_t cut = 2; cut < n1; ++cut) {
-        write_bytes(p, m1, cut);
+        qm_test_write_file(p, m1, cut);
         const qm_code rc = load(p, QM_CSV_HEADER_AUTO, 0, &d, &st);
         if (rc != QM_E_INPUT || !strstr(st.msg, "gzip data after"))
             silent++;
@@ -520,7 +484,7 @@ static void test_csv_bom_and_gzip(void)
     free(m2);
 
     /* the text limit, plain and gzip */
-    write_bytes(p, "1,2\n3,4\n", 8);
+    qm_test_write_file(p, "1,2\n3,4\n", 8);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 8, &d, &st) == QM_OK && d.n_samples == 2);
     qm_csv_data_fini(&d);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 7, &d, &st) == QM_E_INPUT);
@@ -532,7 +496,7 @@ static void test_csv_bom_and_gzip(void)
     memcpy(big, "1\n2\n", 4); /* two rows, then blank lines to the end */
     big[300000] = '\0';
     g = gzip_bytes(big, &gn);
-    write_bytes(p, g, gn);
+    qm_test_write_file(p, g, gn);
     free(g);
     free(big);
     CHECK(load(p, QM_CSV_HEADER_AUTO, 299999, &d, &st) == QM_E_INPUT);
@@ -564,7 +528,7 @@ static void test_csv_memory_follows_data(void)
     text[text_bytes] = '\0';
     size_t gn = 0;
     unsigned char *g = gzip_bytes(text, &gn);
-    write_bytes(p, g, gn);
+    qm_test_write_file(p, g, gn);
     free(g);
     free(text);
     fflush(NULL);
@@ -595,7 +559,7 @@ static void test_csv_memory_follows_data(void)
 static int same_file(const char *a, const char *b)
 {
     size_t na = 0, nb = 0;
-    unsigned char *x = read_file(a, &na), *y = read_file(b, &nb);
+    unsigned char *x = qm_test_read_file(a, &na), *y = qm_test_read_file(b, &nb);
     const int same = x && y && na == nb && na > 0 && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -614,9 +578,9 @@ static void test_cli_npy(const char *srcdir)
     write_npy(c, 2, 37, 11, 1, 0, -1);
     write_npy(f, 2, 37, 11, 1, 1, -1);
     /* C and Fortran order: byte-identical outputs */
-    int rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, c, o1);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, c, o1);
     CHECK(rc == 0 && strstr(out, "37 samples x 11 features, float64"));
-    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, f, o2);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, f, o2);
     CHECK(rc == 0 && strstr(out, "37 samples x 11 features, float64"));
     if (rc)
         fprintf(stderr, "F order: %s\n", out);
@@ -625,12 +589,12 @@ static void test_cli_npy(const char *srcdir)
     char d1[128], d2[128];
     at(d1, sizeof d1, "dc");
     at(d2, sizeof d2, "df");
-    rc = run(out, sizeof out, "%s encode --input %s --scenario %s/scenarios/dgx-h100.yaml "
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --scenario %s/scenarios/dgx-h100.yaml "
              "--policy equal --chunk-bytes '104 B' --out-dir %s", qmesh, c, srcdir, d1);
     CHECK(rc == 0);
     if (rc)
         fprintf(stderr, "C shards: %s\n", out);
-    rc = run(out, sizeof out, "%s encode --input %s --scenario %s/scenarios/dgx-h100.yaml "
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --scenario %s/scenarios/dgx-h100.yaml "
              "--policy equal --chunk-bytes '104 B' --out-dir %s", qmesh, f, srcdir, d2);
     CHECK(rc == 0);
     int shards = 0;
@@ -648,43 +612,43 @@ static void test_cli_npy(const char *srcdir)
 
     /* --drop-column 4: the same as a file without that column, in both orders */
     write_npy(ref, 2, 37, 11, 1, 0, 4);
-    rc = run(out, sizeof out, "%s encode --input %s --out %s", qmesh, ref, o1);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, ref, o1);
     CHECK(rc == 0 && strstr(out, "37 samples x 10 features"));
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column 4 --chunk-bytes '88 B' --out %s",
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 4 --chunk-bytes '88 B' --out %s",
              qmesh, c, o2);
     CHECK(rc == 0 && strstr(out, "37 samples x 10 features"));
     if (!strstr(out, "37 samples x 10 features"))
         fprintf(stderr, "drop on C order: %s\n", out);
     CHECK(same_file(o1, o2));
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column 4 --chunk-bytes '88 B' --out %s",
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 4 --chunk-bytes '88 B' --out %s",
              qmesh, f, o3);
     CHECK(rc == 0 && same_file(o1, o3));
 
     /* flags that do not apply are refused, never ignored */
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column label --out %s", qmesh, c, o3);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column label --out %s", qmesh, c, o3);
     CHECK(rc == 1);
     CHECK(strstr(out, "error[E-INPUT]: ") && strstr(out, "c.npy: --drop-column 'label' is not a "
                  "0-based column index, and a .npy file has no header row to look a name up in"));
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column 11", qmesh, c);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 11", qmesh, c);
     CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
           strstr(out, "c.npy: drop column 11 is out of range (the file has 11 columns, indices "
                       "0..10)"));
     write_npy(ref, 1, 1, 4, 1, 0, -1);
-    rc = run(out, sizeof out, "%s encode --input %s --drop-column 0", qmesh, ref);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 0", qmesh, ref);
     CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
           strstr(out, "ref.npy: cannot drop column 0 of a 1-D array (shape (4,))"));
-    rc = run(out, sizeof out, "%s encode --input %s --header yes", qmesh, c);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --header yes", qmesh, c);
     CHECK(rc == 1 && strstr(out, "error[E-ARG]: ") &&
           strstr(out, "c.npy: --header yes applies to CSV input only (a .npy file has no header "
                       "row)"));
-    rc = run(out, sizeof out, "%s encode --input %s --header auto --out %s", qmesh, c, o3);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --header auto --out %s", qmesh, c, o3);
     CHECK(rc == 0);
 
     /* the BOM file: 2 samples */
     char b[128];
     at(b, sizeof b, "bom.csv");
-    write_bytes(b, "\xef\xbb\xbf" "0.5,2\n3,4\n", 13);
-    rc = run(out, sizeof out, "%s encode --input %s", qmesh, b);
+    qm_test_write_file(b, "\xef\xbb\xbf" "0.5,2\n3,4\n", 13);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s", qmesh, b);
     CHECK(rc == 0 && strstr(out, "bom.csv: 2 samples x 2 features, float64"));
     /* gzip with trailing garbage */
     size_t gn = 0;
@@ -693,8 +657,8 @@ static void test_cli_npy(const char *srcdir)
     memcpy(img, g, gn);
     memcpy(img + gn, "garbage", 7);
     free(g);
-    write_bytes(b, img, gn + 7);
-    rc = run(out, sizeof out, "%s encode --input %s", qmesh, b);
+    qm_test_write_file(b, img, gn + 7);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s", qmesh, b);
     CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
           strstr(out, "bom.csv: trailing garbage after gzip member 1 (7 bytes"));
     char cmd[600];

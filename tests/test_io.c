@@ -24,15 +24,6 @@ static const char *at(char *buf, size_t n, const char *name)
     return buf;
 }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK_EQ_U64(fwrite(data, 1, n, f), n);
-    CHECK(fclose(f) == 0);
-}
 
 static unsigned char *read_bytes(const char *path, size_t *n)
 {
@@ -85,7 +76,7 @@ static void expect_open_error(const char *name, const unsigned char *img, size_t
 {
     char p[128];
     at(p, sizeof p, name);
-    write_bytes(p, img, n);
+    qm_test_write_file(p, img, n);
     qm_status st;
     qm_status_clear(&st);
     qm_npy_reader *r = (qm_npy_reader *)&st; /* must be reset to NULL */
@@ -119,7 +110,7 @@ static void test_npy_v1_f32_1d(void)
     const float v[5] = {1.5f, -2.25f, 0.0f, 1e-30f, 3.0e30f};
     memcpy(img + 128, v, sizeof v);
     char p[128];
-    write_bytes(at(p, sizeof p, "f32.npy"), img, 128 + sizeof v);
+    qm_test_write_file(at(p, sizeof p, "f32.npy"), img, 128 + sizeof v);
 
     qm_status st;
     qm_npy_reader *r = NULL;
@@ -165,7 +156,7 @@ static void test_npy_v1_f64_2d_ranges(void)
         npy_image(img, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }", 1, v,
                   sizeof v);
     char p[128];
-    write_bytes(at(p, sizeof p, "f64.npy"), img, n);
+    qm_test_write_file(at(p, sizeof p, "f64.npy"), img, n);
     qm_status st;
     qm_npy_reader *r = NULL;
     CHECK(qm_npy_open(p, &r, &st) == QM_OK);
@@ -209,7 +200,7 @@ static void test_npy_v2_v3_and_variants(void)
                                    1, v, sizeof v);
         CHECK_EQ_U64(img[8], 116); /* 12 + 116 = 128 */
         CHECK_EQ_U64(img[9] | img[10] | img[11], 0);
-        write_bytes(at(p, sizeof p, "v2.npy"), img, n);
+        qm_test_write_file(at(p, sizeof p, "v2.npy"), img, n);
         qm_npy_reader *r = NULL;
         CHECK(qm_npy_open(p, &r, &st) == QM_OK);
         if (!r)
@@ -226,7 +217,7 @@ static void test_npy_v2_v3_and_variants(void)
     const float f[3] = {7, 8, 9};
     static const char dict[] = "{\"shape\": (3L,), \"fortran_order\": False, \"descr\": \"<f4\"}";
     const size_t n = npy_image(img, 1, dict, 0, f, sizeof f);
-    write_bytes(p, img, n);
+    qm_test_write_file(p, img, n);
     qm_npy_reader *r = NULL;
     CHECK(qm_npy_open(p, &r, &st) == QM_OK);
     if (r) {
@@ -429,7 +420,7 @@ static qm_code csv_text(const char *text, qm_csv_header header, const char *drop
 {
     char p[128];
     at(p, sizeof p, "in.csv");
-    write_bytes(p, text, strlen(text));
+    qm_test_write_file(p, text, strlen(text));
     qm_csv_options opt;
     qm_csv_options_init(&opt);
     opt.header = header;
@@ -592,17 +583,17 @@ static void test_csv_gzip(void)
     size_t n = 0;
     unsigned char *b = read_bytes(p, &n);
     CHECK(b && n > 20);
-    write_bytes(p, b, n - 10);
+    qm_test_write_file(p, b, n - 10);
     free(b);
     CHECK(qm_csv_load(p, &opt, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "truncated gzip data after");
     /* gzip magic, garbage after it */
-    write_bytes(p, "\x1f\x8b\x08\x00garbage-garbage-garbage", 27);
+    qm_test_write_file(p, "\x1f\x8b\x08\x00garbage-garbage-garbage", 27);
     CHECK(qm_csv_load(p, &opt, &d, &st) == QM_E_INPUT);
     CHECK_ERR(st, QM_E_INPUT, "gzip data after 0 decompressed bytes (zlib: ");
 
     at(p, sizeof p, "plain.csv");
-    write_bytes(p, "1,2\n", 4);
+    qm_test_write_file(p, "1,2\n", 4);
     CHECK(qm_input_format_query(p, &fmt, &st) == QM_OK && fmt == QM_INPUT_CSV);
     unlink(p);
     unlink(at(p, sizeof p, "z.csv"));
@@ -687,7 +678,7 @@ static void test_npy_writer(void)
     CHECK(!exists(p) && !exists(tmp));
 
     /* a short commit fails, removes the temporary file and keeps the old file */
-    write_bytes(p, "old", 3);
+    qm_test_write_file(p, "old", 3);
     CHECK(qm_npy_writer_open(p, QM_DTYPE_COMPLEX128, 1, shape, &w, &st) == QM_OK);
     CHECK(qm_npy_writer_write(w, amp, 1, &st) == QM_OK);
     CHECK(qm_npy_writer_commit(w, &st) == QM_E_ARG);
@@ -763,7 +754,7 @@ static void test_out_dir(void)
     CHECK(qm_out_dir_create(p, &st) == QM_OK); /* already there */
     rmdir(p);
     at(p, sizeof p, "afile");
-    write_bytes(p, "x", 1);
+    qm_test_write_file(p, "x", 1);
     CHECK(qm_out_dir_create(p, &st) == QM_E_IO);
     CHECK_ERR(st, QM_E_IO, "afile: exists and is not a directory");
     char q[160];

@@ -3,6 +3,8 @@
 #include "testlib.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -61,4 +63,45 @@ int qm_test_run(const char *cmd, char *out, size_t cap)
     out[n] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int qm_test_runf(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    const int len = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len + sizeof " 2>&1" > sizeof cmd) {
+        qm_test_fail(__FILE__, __LINE__, "qm_test_runf: command line too long (%d bytes)", len);
+        out[0] = '\0';
+        return -1;
+    }
+    strcat(cmd, " 2>&1");
+    return qm_test_run(cmd, out, cap);
+}
+
+void qm_test_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK_EQ_U64(fwrite(data, 1, n, f), n);
+    CHECK(fclose(f) == 0);
+}
+
+unsigned char *qm_test_read_file(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char *b = NULL;
+    long sz = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (b = malloc(sz > 0 ? (size_t)sz : 1)) != NULL)
+        *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
 }

@@ -12,8 +12,10 @@
 
 #if defined(__GNUC__)
 #define QM_TEST_PRINTF __attribute__((format(printf, 3, 4)))
+#define QM_TEST_PRINTF_AT(f, a) __attribute__((format(printf, f, a)))
 #else
 #define QM_TEST_PRINTF
+#define QM_TEST_PRINTF_AT(f, a)
 #endif
 
 extern int qm_test_failures;
@@ -65,6 +67,13 @@ int qm_test_end(const char *name);
 /* Run a shell command line; its output (with whatever redirections the line has) into out,
  * truncated to cap - 1 bytes and NUL-terminated. Returns the exit status, -1 when it did not exit. */
 int qm_test_run(const char *cmd, char *out, size_t cap);
+/* qm_test_run of a printf-formatted command line with stderr joined to stdout (" 2>&1"). */
+int qm_test_runf(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF_AT(3, 4);
+
+/* Write n bytes to path (created or truncated), as checks: a failure counts as a failed check. */
+void qm_test_write_file(const char *path, const void *data, size_t n);
+/* The whole file (malloc'd, *n its size); NULL with *n = 0 when it cannot be read. */
+unsigned char *qm_test_read_file(const char *path, size_t *n);
 
 /* Resident set size of this process in bytes (from /proc/self/statm; 0 if unknown). */
 uint64_t qm_test_rss_bytes(void);
