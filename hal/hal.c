@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A member added after ABI 1 is called only when the backend was written against an ABI that has
+ * it (its table may predate the member): OPS(hal, member, since) is NULL otherwise, and the wrapper
+ * takes the member's documented fallback. The ABI numbers are hal_impl.h's history. */
+#define OPS(hal, member, since) ((hal)->ops->abi >= (since) ? (hal)->ops->member : NULL)
+enum { ABI_EVENTS = 2, ABI_HOST_MEM = 2, ABI_AMP_BATCH = 2, ABI_TRIM = 3, ABI_SUMSQ_DEV = 4 };
+
 struct qm_hal {
     const qm_hal_ops *ops;
     void *ctx;
@@ -52,7 +58,12 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
         rc = qm_fail(st, QM_E_ARG, "hal: ops and out must not be NULL");
         goto fail_ctx;
     }
-    if (ops->abi < 1 || ops->abi > QM_HAL_ABI || !ops->device_count || !ops->device_info ||
+    if (ops->abi < 1 || ops->abi > QM_HAL_ABI) {
+        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' was written against HAL ABI %d but this "
+                     "build knows 1 to %d", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
+        goto fail_ctx;
+    }
+    if (!ops->device_count || !ops->device_info ||
         !ops->peer || !ops->buf_alloc || !ops->buf_free || !ops->copy_h2d || !ops->copy_d2h ||
         !ops->copy_d2d || !ops->stash || !ops->sumsq || !ops->scan || !ops->amp_scale ||
         !ops->destroy || (ops->abi >= 4 && !ops->sumsq_dev)) {
@@ -326,7 +337,8 @@ qm_code qm_hal_event_create(qm_hal *hal, int dev, qm_hal_event **out, qm_status 
     if (!ev)
         return qm_fail(st, QM_E_NOMEM, "event_create: out of host memory");
     ev->dev = dev;
-    if (hal->ops->event_create && (rc = hal->ops->event_create(hal->ctx, dev, &ev->ev, st)) != QM_OK) {
+    qm_code (*create)(void *, int, void **, qm_status *) = OPS(hal, event_create, ABI_EVENTS);
+    if (create && (rc = create(hal->ctx, dev, &ev->ev, st)) != QM_OK) {
         free(ev);
         return qm_status_prefix(st, "event_create on %s", hal->info[dev].id);
     }
@@ -338,8 +350,9 @@ void qm_hal_event_destroy(qm_hal *hal, qm_hal_event *ev)
 {
     if (!hal || !ev)
         return;
-    if (hal->ops->event_destroy)
-        hal->ops->event_destroy(hal->ctx, ev->dev, ev->ev);
+    void (*destroy)(void *, int, void *) = OPS(hal, event_destroy, ABI_EVENTS);
+    if (destroy)
+        destroy(hal->ctx, ev->dev, ev->ev);
     free(ev);
 }
 
@@ -358,9 +371,10 @@ static qm_code check_event(const qm_hal *hal, const qm_hal_event *ev, const qm_h
 qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, s, "event_record", st);
-    if (rc != QM_OK || !hal->ops->event_record)
+    qm_code (*record)(void *, int, void *, void *, qm_status *) = OPS(hal, event_record, ABI_EVENTS);
+    if (rc != QM_OK || !record)
         return rc;
-    if ((rc = hal->ops->event_record(hal->ctx, ev->dev, ev->ev, s ? s->s : NULL, st)) != QM_OK)
+    if ((rc = record(hal->ctx, ev->dev, ev->ev, s ? s->s : NULL, st)) != QM_OK)
         qm_status_prefix(st, "event_record on %s", hal->info[ev->dev].id);
     return rc;
 }
@@ -368,9 +382,10 @@ qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_
 qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, s, "stream_wait", st);
-    if (rc != QM_OK || !hal->ops->stream_wait)
+    qm_code (*wait)(void *, int, void *, void *, qm_status *) = OPS(hal, stream_wait, ABI_EVENTS);
+    if (rc != QM_OK || !wait)
         return rc;
-    if ((rc = hal->ops->stream_wait(hal->ctx, ev->dev, s ? s->s : NULL, ev->ev, st)) != QM_OK)
+    if ((rc = wait(hal->ctx, ev->dev, s ? s->s : NULL, ev->ev, st)) != QM_OK)
         qm_status_prefix(st, "stream_wait on %s", hal->info[ev->dev].id);
     return rc;
 }
@@ -378,9 +393,10 @@ qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_s
 qm_code qm_hal_event_sync(qm_hal *hal, qm_hal_event *ev, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, NULL, "event_sync", st);
-    if (rc != QM_OK || !hal->ops->event_sync)
+    qm_code (*sync)(void *, int, void *, qm_status *) = OPS(hal, event_sync, ABI_EVENTS);
+    if (rc != QM_OK || !sync)
         return rc;
-    if ((rc = hal->ops->event_sync(hal->ctx, ev->dev, ev->ev, st)) != QM_OK)
+    if ((rc = sync(hal->ctx, ev->dev, ev->ev, st)) != QM_OK)
         qm_status_prefix(st, "event_sync on %s", hal->info[ev->dev].id);
     return rc;
 }
@@ -397,8 +413,9 @@ qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st
     if (bytes > SIZE_MAX)
         return qm_fail(st, QM_E_NOMEM, "host_alloc: %llu bytes do not fit this host's address space",
                        (unsigned long long)bytes);
-    if (hal->ops->host_alloc) {
-        qm_code rc = hal->ops->host_alloc(hal->ctx, bytes, out, st);
+    qm_code (*host_alloc)(void *, uint64_t, void **, qm_status *) = OPS(hal, host_alloc, ABI_HOST_MEM);
+    if (host_alloc) {
+        qm_code rc = host_alloc(hal->ctx, bytes, out, st);
         return rc == QM_OK ? rc : qm_status_prefix(st, "host_alloc of %llu bytes",
                                                    (unsigned long long)bytes);
     }
@@ -412,8 +429,9 @@ void qm_hal_host_free(qm_hal *hal, void *p)
 {
     if (!hal || !p)
         return;
-    if (hal->ops->host_free)
-        hal->ops->host_free(hal->ctx, p);
+    void (*host_free)(void *, void *) = OPS(hal, host_free, ABI_HOST_MEM);
+    if (host_free)
+        host_free(hal->ctx, p);
     else
         free(p);
 }
@@ -422,7 +440,8 @@ bool qm_hal_host_is_pinned(const qm_hal *hal, const void *p)
 {
     if (!hal || !p)
         return false;
-    return hal->ops->host_is_pinned ? hal->ops->host_is_pinned(hal->ctx, p) : true;
+    bool (*pinned)(void *, const void *) = OPS(hal, host_is_pinned, ABI_HOST_MEM);
+    return pinned ? pinned(hal->ctx, p) : true;
 }
 
 /* ---- copies ----------------------------------------------------------------------------------- */
@@ -680,7 +699,7 @@ qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, u
                        "%llu bytes", (unsigned long long)a->n_blocks,
                        (unsigned long long)out_off, (unsigned long long)out->bytes);
     const void *state = a->input ? NULL : a->state->ptr, *in = a->input ? a->input->ptr : NULL;
-    if (!hal->ops->sumsq_dev)
+    if (!OPS(hal, sumsq_dev, ABI_SUMSQ_DEV))
         return qm_fail(st, QM_E_UNSUPPORTED, "sumsq: the %s backend (abi %d) has no enqueued form",
                        qm_hal_kind_name(hal->ops->kind), hal->ops->abi);
     rc = hal->ops->sumsq_dev(hal->ctx, dev, state, in, a, (double *)out->ptr + out_off,
@@ -778,7 +797,7 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
         return qm_fail(st, QM_E_ARG, "amp_batch: state on %s, input on %s, sums on %s: all must be "
                        "on one device", hal->info[dev].id, hal->info[a->input->dev].id,
                        hal->info[a->sums->dev].id);
-    if (!hal->ops->amp_batch)
+    if (!OPS(hal, amp_batch, ABI_AMP_BATCH))
         return qm_fail(st, QM_E_UNSUPPORTED, "amp_batch: the %s backend has no fused batch kernel",
                        qm_hal_kind_name(hal->ops->kind));
     rc = hal->ops->amp_batch(hal->ctx, dev, a->state->ptr, a->input->ptr, a->sums->ptr, a,
@@ -788,12 +807,13 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
     return QM_OK;
 }
 
-bool qm_hal_has_amp_batch(const qm_hal *hal) { return hal && hal->ops->amp_batch; }
+bool qm_hal_has_amp_batch(const qm_hal *hal) { return hal && OPS(hal, amp_batch, ABI_AMP_BATCH); }
 
 void qm_hal_trim(qm_hal *hal)
 {
-    if (hal && hal->ops->trim)
-        hal->ops->trim(hal->ctx);
+    void (*trim)(void *) = hal ? OPS(hal, trim, ABI_TRIM) : NULL;
+    if (trim)
+        trim(hal->ctx);
 }
 
 /* ---- collectives ------------------------------------------------------------------------------ */

@@ -17,7 +17,8 @@
 
 typedef struct qm_hal_ops {
     qm_hal_kind kind;
-    int abi; /* QM_HAL_ABI at the time the backend was written */
+    int abi; /* the ABI the table was written against, as a literal (not QM_HAL_ABI, which grows
+                with the header): hal.c calls a member added after ABI 1 only when abi has it */
 
     /* Required. Cannot fail. Device count fixed for the backend's lifetime. */
     int (*device_count)(void *ctx);

@@ -446,14 +446,3 @@ extern "C" int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, 
                                : (c128 ? shape_f32<true>(shape) : shape_f32<false>(shape));
     return f(state, period, period_valid, n_states, in, sums, (cudaStream_t)stream);
 }
-
-extern "C" int qm_cuda_launch_amp_batch(void *state, int c128, uint64_t period, uint64_t period_valid,
-                                        uint64_t n_states, const void *in, int in_f64, double *sums,
-                                        void *stream)
-{
-    /* QM_CUDA_BATCH_SHAPE (developers: a shape of the sweep for every launch, 0 = default) */
-    const char *e = getenv("QM_CUDA_BATCH_SHAPE");
-    const int shape = e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : 0;
-    return qm_cuda_launch_amp_batch_shape(shape, state, c128, period, period_valid, n_states, in,
-                                          in_f64, sums, stream);
-}

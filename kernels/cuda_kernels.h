@@ -43,15 +43,11 @@ int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t loc
                                  uint64_t period_valid, double scale, double coeff, const void *x,
                                  int in_f64, void *stream);
 
-/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h): `state` is state
- * 0's slot 0, `in` its first value, `sums` its sum's slot (device pointers). period <= 2^14. */
-int qm_cuda_launch_amp_batch(void *state, int c128, uint64_t period, uint64_t period_valid,
-                             uint64_t n_states, const void *in, int in_f64, double *sums,
-                             void *stream);
-/* The same with block shape `shape` of the tuning sweep (0: the default; 1..5: cuda_batch.cu's
- * table; bench_cuda's BM_BatchShape compares them). qm_cuda_launch_amp_batch takes the shape from
- * QM_CUDA_BATCH_SHAPE when it is set (developers: runs a test under another shape). Every shape
- * writes the same bytes. */
+/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h) with block shape
+ * `shape` of the tuning sweep (0: the default; 1..5: cuda_batch.cu's table; bench_cuda's
+ * BM_BatchShape compares them): `state` is state 0's slot 0, `in` its first value, `sums` its
+ * sum's slot (device pointers). period <= 2^14. Every shape writes the same bytes. The shape is
+ * the caller's choice: the CUDA backend reads QM_CUDA_BATCH_SHAPE once when it is opened. */
 int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t period,
                                    uint64_t period_valid, uint64_t n_states, const void *in,
                                    int in_f64, double *sums, void *stream);

@@ -37,6 +37,8 @@ typedef struct cuda_ctx {
     size_t scratch_n[64];
     pthread_mutex_t keep_lock;
     bool keep_on;            /* QM_CUDA_KEEP=0 in the environment turns keeping off */
+    int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
+                                for every launch (developers, tests); 0 = the default */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
 } cuda_ctx;
@@ -415,12 +417,13 @@ static qm_code c_amp_batch(void *ctx, int dev, void *state, const void *in, void
 {
     const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
-    int le = qm_cuda_launch_amp_batch((char *)state + a->off * slot_bytes(a->state_dtype),
-                                      a->state_dtype == QM_DTYPE_COMPLEX128, a->period,
-                                      a->period_valid, a->n_states,
-                                      (const char *)in + a->in_off * es,
-                                      a->in_dtype == QM_DTYPE_FLOAT64,
-                                      (double *)sums + a->sums_off, s);
+    int le = qm_cuda_launch_amp_batch_shape(((const cuda_ctx *)ctx)->batch_shape,
+                                            (char *)state + a->off * slot_bytes(a->state_dtype),
+                                            a->state_dtype == QM_DTYPE_COMPLEX128, a->period,
+                                            a->period_valid, a->n_states,
+                                            (const char *)in + a->in_off * es,
+                                            a->in_dtype == QM_DTYPE_FLOAT64,
+                                            (double *)sums + a->sums_off, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "amp_batch launch", dev);
     if (!s)
@@ -519,7 +522,7 @@ static void c_destroy(void *ctx)
 
 static const qm_hal_ops cuda_ops = {
     .kind = QM_HAL_CUDA,
-    .abi = QM_HAL_ABI,
+    .abi = 4, /* the HAL ABI this table was written against (hal_impl.h): up to sumsq_dev */
     .device_count = c_device_count,
     .device_info = c_device_info,
     .peer = c_peer,
@@ -581,6 +584,10 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     pthread_mutex_init(&c->keep_lock, NULL);
     const char *keep_env = getenv("QM_CUDA_KEEP");
     c->keep_on = !(keep_env && strcmp(keep_env, "0") == 0);
+    /* tuning is read here, once, never by the kernels */
+    const char *shape_env = getenv("QM_CUDA_BATCH_SHAPE");
+    c->batch_shape = shape_env && shape_env[0] >= '0' && shape_env[0] <= '5' && !shape_env[1]
+                         ? shape_env[0] - '0' : 0;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
     c->info = calloc((size_t)nl, sizeof *c->info);

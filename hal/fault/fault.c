@@ -267,7 +267,7 @@ static void f_destroy(void *ctx)
 
 static const qm_hal_ops fault_ops = {
     .kind = QM_HAL_FAULT,
-    .abi = QM_HAL_ABI,
+    .abi = 4, /* the HAL ABI this table was written against (hal_impl.h): up to sumsq_dev */
     .device_count = f_device_count,
     .device_info = f_device_info,
     .peer = f_peer,

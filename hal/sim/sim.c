@@ -243,7 +243,7 @@ static void sim_destroy(void *ctx)
 
 static const qm_hal_ops sim_ops = {
     .kind = QM_HAL_SIM,
-    .abi = QM_HAL_ABI,
+    .abi = 4, /* the HAL ABI this table was written against (hal_impl.h): up to sumsq_dev */
     .device_count = sim_device_count,
     .device_info = sim_device_info,
     .peer = sim_peer,
