@@ -36,7 +36,7 @@ qm_code qm_state_shard_to_dlpack(const qm_state *state, int shard, DLManagedTens
     DLTensor *t = &c->managed.dl_tensor;
     t->data = v.data;
     t->device.device_type = v.device_kind == 2 ? kDLCUDA : kDLCPU;
-    t->device.device_id = v.device_kind == 2 ? v.device : 0;
+    t->device.device_id = v.device_kind == 2 ? v.cuda_device : 0; /* the physical GPU */
     t->ndim = 1;
     t->dtype.code = kDLComplex;
     t->dtype.bits = (uint8_t)(qm_dtype_size(v.dtype) * 8);

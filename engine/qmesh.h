@@ -168,7 +168,10 @@ typedef struct qm_shard_view {
     qm_dtype dtype;
     void *data;
     int host_accessible;          /* 1 when data can be read by the CPU */
-    int device_kind;              /* 1 simulated (CPU memory), 2 CUDA */
+    int device_kind;              /* 1 host memory (simulated device), 2 CUDA device memory */
+    int cuda_device;              /* device_kind 2: the CUDA ordinal of the GPU holding the data
+                                     (not the mesh device index: logical devices and MPI ranks
+                                     map devices onto GPUs); -1 otherwise */
     uint64_t state_serial;        /* the state it belongs to */
 } qm_shard_view;
 

@@ -175,8 +175,12 @@ qm_code qm_state_shard_view(const qm_state *state, int shard, qm_shard_view *out
     out->dtype = state->dtype;
     out->data = data;
     out->host_accessible = qm_hal_buf_host_ptr(s->buf) != NULL;
-    qm_hal_kind kind = qm_hal_kind_get(state->hal);
-    out->device_kind = kind == QM_HAL_CUDA ? 2 : 1;
+    /* where the memory is comes from the device (a fault shim over CUDA is still CUDA memory) */
+    qm_hal_device_info dev;
+    if ((rc = qm_hal_device_info_query(state->hal, s->device, &dev, st)) != QM_OK)
+        return rc;
+    out->device_kind = dev.memory == QM_HAL_MEMORY_CUDA ? 2 : 1;
+    out->cuda_device = dev.memory == QM_HAL_MEMORY_CUDA ? dev.cuda_ordinal : -1;
     out->state_serial = state->serial;
     return QM_OK;
 }

@@ -31,6 +31,12 @@ typedef enum qm_hal_kind {
 #define QM_HAL_ID_BYTES 64
 #define QM_HAL_NAME_BYTES 96
 
+/* Where a device's memory lives: what a consumer of a buffer (DLPack, a copy) must know. */
+typedef enum qm_hal_memory {
+    QM_HAL_MEMORY_HOST = 0, /* host memory (the simulator; phantom buffers have none) */
+    QM_HAL_MEMORY_CUDA = 1, /* CUDA device memory of GPU cuda_ordinal */
+} qm_hal_memory;
+
 typedef struct qm_hal_device_info {
     char id[QM_HAL_ID_BYTES];       /* scenario id ("n0.g3") or "cuda:0" */
     char name[QM_HAL_NAME_BYTES];   /* model ("NVIDIA H200", "sim h200-sxm") */
@@ -40,6 +46,12 @@ typedef struct qm_hal_device_info {
     double host_bw_bytes_per_s;     /* host<->device link, per direction (0 when unknown) */
     int numa;                       /* host NUMA node, -1 when unknown */
     int sm_count;                   /* 0 when unknown or not a GPU */
+    qm_hal_memory memory;           /* where this device's buffers live (QM_HAL_MEMORY_HOST = 0 for
+                                       the simulator; a wrapping shim reports its inner backend's) */
+    int cuda_ordinal;               /* the physical GPU (cudaSetDevice ordinal) behind this device,
+                                       which differs from the device index when several logical
+                                       devices share a GPU or an MPI rank starts at another GPU;
+                                       meaningful only for QM_HAL_MEMORY_CUDA */
 } qm_hal_device_info;
 
 /* Per-device accounting kept by the wrappers (all backends alike). */

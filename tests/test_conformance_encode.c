@@ -124,6 +124,7 @@ static void item23_24(void)
     qm_shard_view v1;
     CHECK_OK(qm_state_shard_view(s2, 1, &v1, &st));
     CHECK(v1.device == 2 && v1.start == 1 && ((const float *)v1.data)[0] == (float)(2 / sqrt(5.0)));
+    CHECK(v1.device_kind == 1 && v1.cuda_device == -1); /* host memory: no GPU */
     /* DLPack of shard 1 */
     DLManagedTensor *t = NULL;
     CHECK_OK(qm_state_shard_to_dlpack(s2, 1, &t, &st));

@@ -1,7 +1,9 @@
 /* test_cuda_smoke.c — the CUDA backend on a real GPU: discovery, allocation, copies, kernels equal
  * to the simulated backend bit for bit. Exit 77 (skipped) when there is no GPU or no CUDA build. */
 #include "cuda_backend.h"
+#include "fault.h"
 #include "materialize_internal.h"
+#include "qmesh_dlpack.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
 
@@ -51,6 +53,46 @@ int main(void)
     qm_state_destroy(sg);
     qm_state_destroy(ss);
     CHECK_EQ_U64(qm_hal_bytes_in_use(gpu), 0);
+
+    /* a shard's view and DLPack tensor name the physical GPU, not the mesh device index: four
+     * logical devices on GPU 0, the shard on device 3 lives on CUDA device 0 */
+    qm_hal *logical = NULL;
+    CHECK_OK(qm_hal_cuda_open_logical_at(0, 4, &logical, &st));
+    if (logical) {
+        qm_shard_spec on3 = {0, 3, 0, 1024};
+        qm_amp_input in3 = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 1000};
+        qm_state *s3 = NULL;
+        CHECK_OK(qm_materialize_amplitude(logical, 10, QM_DTYPE_COMPLEX128, &on3, 1, &in3, NULL,
+                                          &s3, &st));
+        qm_shard_view v3;
+        DLManagedTensor *t3 = NULL;
+        if (s3 && qm_state_shard_view(s3, 0, &v3, &st) == QM_OK) {
+            CHECK(v3.device == 3 && v3.device_kind == 2 && v3.cuda_device == 0);
+            CHECK(!v3.host_accessible);
+        }
+        CHECK_OK(qm_state_shard_to_dlpack(s3, 0, &t3, &st));
+        if (t3) {
+            CHECK(t3->dl_tensor.device.device_type == kDLCUDA);
+            CHECK(t3->dl_tensor.device.device_id == 0);
+            t3->deleter(t3);
+        }
+        qm_state_destroy(s3);
+        /* under the fault shim (counting only) the memory is still the GPU's: where memory lives
+         * is the device's property, not the backend kind's */
+        qm_fault_config fc = {.points = QM_FAULT_ALL, .fail_at = 0, .code = QM_E_BACKEND};
+        qm_hal *shim = NULL;
+        CHECK_OK(qm_hal_fault_create(logical, &fc, &shim, &st)); /* takes `logical` */
+        logical = NULL;
+        s3 = NULL;
+        if (shim)
+            CHECK_OK(qm_materialize_amplitude(shim, 10, QM_DTYPE_COMPLEX128, &on3, 1, &in3, NULL,
+                                              &s3, &st));
+        if (s3 && qm_state_shard_view(s3, 0, &v3, &st) == QM_OK)
+            CHECK(v3.device_kind == 2 && v3.cuda_device == 0 && !v3.host_accessible);
+        qm_state_destroy(s3);
+        qm_hal_destroy(shim);
+        qm_hal_destroy(logical);
+    }
     /* an allocation beyond the device is refused by the wrapper with numbers */
     qm_hal_buf *big = NULL;
     CHECK(qm_hal_buf_alloc(gpu, 0, info.usable_bytes + 1, &big, &st) == QM_E_CAPACITY);

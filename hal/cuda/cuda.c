@@ -653,6 +653,8 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
         in->host_bw_bytes_per_s = 0;
         in->numa = -1;
         in->sm_count = p.multiProcessorCount;
+        in->memory = QM_HAL_MEMORY_CUDA;
+        in->cuda_ordinal = d;
     }
     for (int i = 0; i < nl; ++i)
         for (int j = 0; j < nl; ++j)
