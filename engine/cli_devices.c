@@ -3,7 +3,10 @@
 #include "cli_internal.h"
 #include "cuda_backend.h"
 #include "hal.h"
+#include "mesh.h"
+#include "scenario_loader.h"
 #include "sim.h"
+#include "topology.h"
 #include "status_internal.h"
 
 #include <string.h>
@@ -15,23 +18,27 @@ int qm_cli_error(const qm_status *st)
     return 1;
 }
 
-/* The fallback mesh until the built-in default scenario is wired in: 4 H100 80GB-like devices. */
+/* The built-in default scenario's mesh (the one `plan`, `encode` and `topo show` use without
+ * --scenario), as a phantom simulated backend: capacities and ids, no memory taken. */
 static qm_code builtin_mesh(qm_hal **out, qm_status *st)
 {
-    static const qm_sim_device_desc dev[4] = {
-        {.id = "sim.g0", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
-         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 0},
-        {.id = "sim.g1", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
-         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 0},
-        {.id = "sim.g2", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
-         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 1},
-        {.id = "sim.g3", .name = "sim H100 SXM5 80GB", .memory_bytes = 85045477376ull,
-         .hbm_bw_bytes_per_s = 3.35e12, .host_bw_bytes_per_s = 53e9, .numa = 1},
-    };
-    static const qm_sim_peer_desc peers[6] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
-    qm_sim_desc desc = {.n_devices = 4, .devices = dev, .n_peers = 6, .peers = peers,
-                        .memory = QM_SIM_MATERIALIZED};
-    return qm_hal_sim_create(&desc, out, st);
+    qm_diags diags;
+    qm_diags_init(&diags);
+    qm_topology *t = NULL;
+    qm_topo_graph *g = NULL;
+    qm_mesh *m = NULL;
+    qm_code rc = qm_scenario_load_default(&t, &diags, st);
+    if (rc == QM_OK)
+        rc = qm_topo_graph_create(t, &g, st);
+    if (rc == QM_OK)
+        rc = qm_mesh_create(t, g, 0, &m, st);
+    if (rc == QM_OK)
+        rc = qm_mesh_open_sim(m, QM_SIM_PHANTOM, out, st);
+    qm_mesh_destroy(m);
+    qm_topo_graph_destroy(g);
+    qm_topology_destroy(t);
+    qm_diags_fini(&diags);
+    return rc;
 }
 
 int qm_cli_devices(int argc, char **argv)

@@ -174,7 +174,10 @@ qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memor
         double host_bw = 0;
         if (qm_topo_graph_ingest_path(mesh->graph, d->node, true, &p, st) == QM_OK && p.found)
             host_bw = p.bw_bytes_per_s;
-        dd[i] = (qm_sim_device_desc){.id = d->id, .name = "sim", .memory_bytes = d->memory_bytes,
+        const int type = mesh->topo->nodes[d->node].type;
+        dd[i] = (qm_sim_device_desc){.id = d->id,
+                                     .name = type >= 0 ? mesh->topo->device_types[type].name : "sim",
+                                     .memory_bytes = d->memory_bytes,
                                      .reserve_bytes = d->memory_bytes - d->usable_bytes,
                                      .hbm_bw_bytes_per_s = d->hbm_bw_bytes_per_s,
                                      .host_bw_bytes_per_s = host_bw,

@@ -118,6 +118,31 @@ static void test_bad_requests(void)
     CHECK(rc == 2 && strstr(out, "--qubits N is required") != NULL);
 }
 
+/* `qmesh devices` without a GPU lists the built-in default scenario's mesh: the ids, type names
+ * and capacities that `plan` and `topo show` use (it once listed a mesh of its own, sim.g0-3 with
+ * no reserve). */
+static void test_devices(void)
+{
+    char out[4096], cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s devices --backend sim 2>/dev/null", qmesh);
+    CHECK(qm_test_run(cmd, out, sizeof out) == 0);
+    CHECK(strstr(out, "0    n0.g0      h100-sxm5-80gb                79.20 GiB      78.70 GiB") != NULL);
+    CHECK(strstr(out, "3    n0.g3      h100-sxm5-80gb                79.20 GiB      78.70 GiB") != NULL);
+    CHECK(strstr(out, "backend: sim, 4 devices\n") != NULL);
+    CHECK(strstr(out, "sim.g0") == NULL);
+    /* the same capacity as the plan's device table on the same mesh */
+    snprintf(cmd, sizeof cmd, "%s plan --qubits 30 --json 2>/dev/null", qmesh);
+    CHECK(qm_test_run(cmd, out, sizeof out) == 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    CHECK(j != NULL);
+    json_t *d0 = j ? json_array_get(json_object_get(j, "devices"), 0) : NULL;
+    CHECK(d0 && strcmp(json_string_value(json_object_get(d0, "device")), "n0.g0") == 0);
+    /* 78.70 GiB usable: 85045477376 B less the 512 MiB reserve of the built-in scenario */
+    CHECK(d0 && json_integer_value(json_object_get(d0, "usable_bytes")) == 84508606464);
+    json_decref(j);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -126,5 +151,6 @@ int main(int argc, char **argv)
     srcdir = argv[2];
     test_json();
     test_bad_requests();
+    test_devices();
     return qm_test_end("test_plan_cli");
 }
