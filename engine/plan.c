@@ -261,9 +261,20 @@ static qm_code layout_equal(const qm_mesh *mesh, qm_plan *p, qm_status *st)
     return QM_OK;
 }
 
-static uint64_t staging_for(uint64_t input_bytes)
+/* The largest u with u * unit_bytes + staging_for(u * unit_input_bytes) <= usable, in O(1) (a
+ * count-down from usable / unit_bytes took millions of steps for small pages: the fuzzer's
+ * `plan --batch 600000109826 --qubits 20` spent 0.3 s here). staging_for(x) = min(x, S) with
+ * S = 2 chunks, so a u that fits either has u * unit_input_bytes >= S and then
+ * u <= (usable - S) / unit_bytes (every such u fits), or has u * unit_input_bytes < S and then
+ * u <= usable / (unit_bytes + unit_input_bytes) (every such u fits); the answer is the larger. */
+static uint64_t units_that_fit(uint64_t usable, uint64_t unit_bytes, uint64_t unit_input_bytes)
 {
-    return input_bytes < 2 * QM_STAGING_CHUNK_BYTES ? input_bytes : 2 * QM_STAGING_CHUNK_BYTES;
+    const uint64_t S = 2 * QM_STAGING_CHUNK_BYTES;
+    const uint64_t a = usable >= S ? (usable - S) / unit_bytes : 0;
+    uint64_t both, b = 0;
+    if (!__builtin_add_overflow(unit_bytes, unit_input_bytes, &both))
+        b = usable / both;
+    return a > b ? a : b;
 }
 
 /* Deal `total` units (pages or samples) over the mesh: per rank total/ranks units (the first
@@ -279,11 +290,7 @@ static bool deal_units(const qm_mesh *mesh, uint64_t total, uint64_t unit_bytes,
     for (int d = 0; ok && d < D; ++d) {
         const qm_mesh_device *md = &mesh->devices[d];
         w[d] = by_capacity ? (double)md->usable_bytes : 1.0;
-        /* the largest unit count whose bytes plus staging fit */
-        uint64_t u = md->usable_bytes / unit_bytes;
-        while (u > 0 && u * unit_bytes + staging_for(u * unit_input_bytes) > md->usable_bytes)
-            --u;
-        cap[d] = u;
+        cap[d] = units_that_fit(md->usable_bytes, unit_bytes, unit_input_bytes);
     }
     for (int r = 0; ok && r < R; ++r) {
         int f = mesh->rank_first[r], n = mesh->rank_first[r + 1] - f;
