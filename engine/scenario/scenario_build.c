@@ -310,7 +310,7 @@ static void load_device(ld *L, ynode *it, const host_ctx *h)
     bool have_reserve = true;
     if (v[F_RESERVE])
         have_reserve = qm_scn_get_size(L, v[F_RESERVE], "reserve", QM_UNITS_ALLOW_ZERO,
-                                &nd->reserve_bytes);
+                                       &nd->reserve_bytes);
     if (have_mem && have_reserve && !bad && nd->reserve_bytes >= nd->memory_bytes) {
         char r[32], m[32];
         qm_format_bytes(nd->reserve_bytes, r, sizeof r);
@@ -549,8 +549,8 @@ static void load_fabric(ld *L, int fi)
                 v[i] = pair_value(L, it, p);
     }
     int cls = QM_LINK_NET;
-    bool cls_ok = v[1] && qm_scn_get_enum(L, v[1], "kind", qm_scn_class_names, QM_LINK_CLASS_COUNT_,
-                                   "link kind", &cls);
+    bool cls_ok = v[1] && qm_scn_get_enum(L, v[1], "kind", qm_scn_class_names,
+                                          QM_LINK_CLASS_COUNT_, "link kind", &cls);
     qm_fabric *f = &t->fabrics[fi];
     f->cls = (qm_link_class)cls;
     if (v[2]) {
@@ -638,7 +638,7 @@ static void load_links(ld *L, ynode *n)
                 int b = v[1] ? qm_scn_resolve(L, v[1], "b", WANT_NODE) : -1;
                 int cls = QM_LINK_NET;
                 bool cls_ok = v[2] && qm_scn_get_enum(L, v[2], "kind", qm_scn_class_names,
-                                               QM_LINK_CLASS_COUNT_, "link kind", &cls);
+                                                      QM_LINK_CLASS_COUNT_, "link kind", &cls);
                 lk->a = a;
                 lk->b = b;
                 lk->cls = (qm_link_class)cls;

@@ -43,7 +43,8 @@ static void load_request(ld *L, ynode *n, qm_request *r)
             r->batch = u;
         if (v[4] && qm_scn_get_uint(L, v[4], "features", 1, UINT64_MAX, &u))
             r->features = u;
-        if (v[5] && qm_scn_get_enum(L, v[5], "encoding", encodings, QM_ENCODING_COUNT_, "encoding", &e))
+        if (v[5] &&
+            qm_scn_get_enum(L, v[5], "encoding", encodings, QM_ENCODING_COUNT_, "encoding", &e))
             r->encoding = (qm_encoding)e;
         if (v[6]) {
             const char *s = v[6]->type == Y_SCALAR ? v[6]->text
@@ -80,7 +81,8 @@ static void load_estimates(ld *L, ynode *n, qm_case_expect *x)
     static const char *const kinds[] = {"model", "reality"};
     ynode *pv[QM_PHASE_COUNT_];
     size_t old = qm_scn_path_key(L, "estimates");
-    if (qm_scn_fields(L, n, phases, QM_PHASE_COUNT_, pv, "estimates (phase -> {value, rel_tol, kind})")) {
+    if (qm_scn_fields(L, n, phases, QM_PHASE_COUNT_, pv,
+                      "estimates (phase -> {value, rel_tol, kind})")) {
         for (int p = 0; p < QM_PHASE_COUNT_; ++p) {
             ynode *v[3];
             if (!pv[p])
@@ -138,9 +140,9 @@ static void load_expect(ld *L, ynode *n, qm_case_expect *x)
             names[c - 1] = qm_code_name((qm_code)c);
         int e;
         if (qm_scn_get_enum_list(L, v[F_ERROR], "error", names, QM_CODE_COUNT_ - 1, "error code",
-                          "planner codes: E-QUBITS, E-CAPACITY, E-NOT-POW2, E-SHARDS, "
-                          "E-NO-GATHER, E-POLICY, E-INPUT",
-                          &e)) {
+                                 "planner codes: E-QUBITS, E-CAPACITY, E-NOT-POW2, E-SHARDS, "
+                                 "E-NO-GATHER, E-POLICY, E-INPUT",
+                                 &e)) {
             x->has_error = true;
             x->error = (qm_code)(e + 1);
         }
@@ -235,7 +237,7 @@ static void load_expect(ld *L, ynode *n, qm_case_expect *x)
         qm_scn_path_pop(L, o2);
     }
     if (v[F_HEADROOM] && qm_scn_get_size(L, v[F_HEADROOM], "min_headroom", QM_UNITS_ALLOW_ZERO,
-                                  &x->min_headroom_bytes))
+                                         &x->min_headroom_bytes))
         x->has_min_headroom = true;
     if (v[F_ESTIMATES])
         load_estimates(L, v[F_ESTIMATES], x);
@@ -315,9 +317,9 @@ void qm_scn_check_connected(ld *L)
         const qm_node *nd = &t->nodes[t->gpus[g]];
         if (uf_find(parent, t->gpus[g]) != root)
             qm_scn_err_loc(L, nd->loc.line, nd->loc.col, QM_E_DISCONNECTED,
-                    "device '%s' has no path to device '%s' (no chain of links, fabrics or NIC "
-                    "attachments joins them); add a link",
-                    nd->id, t->nodes[t->gpus[0]].id);
+                           "device '%s' has no path to device '%s' (no chain of links, fabrics "
+                           "or NIC attachments joins them); add a link",
+                           nd->id, t->nodes[t->gpus[0]].id);
     }
     qm_scn_path_pop(L, old);
     free(parent);

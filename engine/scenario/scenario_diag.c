@@ -1,4 +1,4 @@
-/* scenario_diag.c — diagnostics: qm_diags_* of scenario_loader.h and the located errors of a load.
+/* scenario_diag.c — diagnostics: qm_diags_* of scenario_loader.h, the located errors of a load.
  *
  * Role: collects a load's errors (up to QM_DIAGS_PER_LOAD, then one "too many errors" entry),
  * sorts them by location and hands them to the caller's qm_diags and qm_status.

@@ -354,8 +354,8 @@ bool qm_scn_build_doc(ld *L)
         case YAML_DOCUMENT_START_EVENT:
             if (++docs > 1) {
                 qm_scn_add_diag(L, QM_E_YAML_SYNTAX, line, col,
-                         "YAML: a second document starts here; a scenario file holds one "
-                         "document");
+                                "YAML: a second document starts here; a scenario file holds one "
+                                "document");
                 bad = true;
             }
             break;

@@ -67,7 +67,7 @@ qm_code qm_scenario_load_string(const char *text, size_t len, const char *name_f
         goto done;
     if (L.doc.root < 0)
         qm_scn_add_diag(&L, QM_E_MISSING_FIELD, 1, 1,
-                 "scenario: the file is empty; a scenario starts with 'schema: qmesh/1'");
+                        "scenario: the file is empty; a scenario starts with 'schema: qmesh/1'");
     else
         qm_scn_load_root(&L, &L.doc.nodes[L.doc.root]);
 done:
