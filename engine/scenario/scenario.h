@@ -1,7 +1,8 @@
 /* scenario.h — the in-memory topology description (what a `qmesh/1` scenario file says).
  *
- * Role: the contract between the scenario loader (scenario_load.c, the only file that includes
- * libyaml), the topology graph (topology.c), the planner, the simulated backend and the dumper.
+ * Role: the contract between the scenario loader (scenario_load.c and the files that
+ * scenario_internal.h lists; scenario_doc.c is the only one that includes libyaml), the topology
+ * graph (topology.c), the planner, the simulated backend and the dumper.
  * Everything is plain data owned by one qm_topology (freed by qm_topology_destroy). Indices refer to
  * the arrays of the same topology; ids are the scenario's strings. Units are SI base units: bytes,
  * bytes per second (per direction), seconds. Every entity carries the location it was parsed from
@@ -167,7 +168,7 @@ typedef struct qm_topology {
     uint64_t default_reserve_bytes;
     double efficiency[QM_LINK_CLASS_COUNT_]; /* default 1 */
     double hbm_efficiency;                    /* default 1 */
-    double latency_s[QM_LINK_CLASS_COUNT_];  /* default per class: see scenario_load.c */
+    double latency_s[QM_LINK_CLASS_COUNT_];  /* default per class: see scenario_names.c */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
     int n_nodes;         qm_node *nodes;

@@ -5,7 +5,8 @@
  * and unitless dimensioned values are errors) and collects every error of a file, up to
  * QM_DIAGS_PER_LOAD, as located diagnostics `FILE:LINE:COL: error[CODE]: message` (1-based).
  * In: text and a name for messages. Out: a topology that owns all its memory, or NULL.
- * This header includes no libyaml header: only scenario_load.c does.
+ * This header includes no libyaml header: only scenario_doc.c does (scenario_internal.h lists
+ * the loader's files).
  */
 #ifndef QM_SCENARIO_LOADER_H
 #define QM_SCENARIO_LOADER_H

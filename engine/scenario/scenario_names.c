@@ -1,0 +1,85 @@
+/* scenario_names.c — the names and plain helpers that scenario.h declares.
+ *
+ * Role: link class and phase names, request defaults, the topology's class default latencies and
+ * its destructor. In: enum values, a topology. Out: static strings, initialised structs.
+ * Class default latencies (NCCL's per-step model, HARDWARE.md "Collective latency"): nvlink and
+ * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
+ * Must not: allocate, print, or depend on the loader's state.
+ */
+#include "scenario_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names and plain helpers of scenario.h ---------------------------------------------------- */
+
+const char *const qm_scn_class_names[QM_LINK_CLASS_COUNT_] = {"nvlink", "c2c", "pcie", "sys",
+                                                              "net"};
+static const char *const phase_names[QM_PHASE_COUNT_] = {"ingest", "local_norm", "norm_allreduce",
+                                                         "encode", "gather"};
+
+const char *qm_link_class_name(qm_link_class c)
+{
+    return (int)c >= 0 && c < QM_LINK_CLASS_COUNT_ ? qm_scn_class_names[c] : NULL;
+}
+
+const char *qm_phase_name(qm_phase p)
+{
+    return (int)p >= 0 && p < QM_PHASE_COUNT_ ? phase_names[p] : NULL;
+}
+
+void qm_request_init(qm_request *r)
+{
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->qubits = 0;
+    r->dtype = QM_DTYPE_COMPLEX64;
+    r->policy = QM_POLICY_AUTO;
+    r->batch = 1;
+    r->features = 0;
+    r->encoding = QM_ENCODING_AMPLITUDE;
+    snprintf(r->gather, sizeof r->gather, "auto");
+    r->ranks = 0;
+}
+
+void qm_topology_destroy(qm_topology *t)
+{
+    if (!t)
+        return;
+    free(t->description);
+    for (int i = 0; i < t->n_sources; ++i)
+        free(t->sources[i]);
+    free(t->sources);
+    free(t->device_types);
+    free(t->hosts);
+    free(t->nodes);
+    free(t->links);
+    for (int i = 0; i < t->n_fabrics; ++i)
+        free(t->fabrics[i].members);
+    free(t->fabrics);
+    for (int i = 0; i < t->n_ranks; ++i)
+        free(t->ranks[i].devices);
+    free(t->ranks);
+    for (int i = 0; i < t->n_cases; ++i) {
+        free(t->cases[i].expect.devices);
+        free(t->cases[i].expect.ranks);
+    }
+    free(t->cases);
+    free(t->gpus);
+    free(t);
+}
+
+void qm_topology_defaults_init(qm_topology *t)
+{
+    for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
+        t->efficiency[c] = 1.0;
+    t->hbm_efficiency = 1.0;
+    t->default_reserve_bytes = 0;
+    t->latency_s[QM_LINK_NVLINK] = 0.6e-6;
+    t->latency_s[QM_LINK_C2C] = 0.6e-6;
+    t->latency_s[QM_LINK_PCIE] = 1.0e-6;
+    t->latency_s[QM_LINK_SYS] = 1.0e-6;
+    t->latency_s[QM_LINK_NET] = 2.7e-6;
+}
