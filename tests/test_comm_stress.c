@@ -48,6 +48,7 @@ static void delay(uint64_t *rng)
     volatile uint64_t sink = 0;
     for (uint64_t i = 0, n = r % 50000; i < n; ++i)
         sink += i;
+    (void)sink;
     if ((r & 7) == 0)
         sched_yield();
 }
