@@ -2,9 +2,10 @@
 # test_install.sh CMAKE BUILD SRCDIR CC -- the installed package works (issue 14 item 2). Label
 # package. Installs BUILD into a fresh temporary prefix, builds examples/ against it twice —
 # find_package(qmesh) (examples/CMakeLists.txt) and `CC $(pkg-config --cflags --libs --static
-# qmesh)` — checks that the installed qmesh.pc's prefix is that temporary prefix, runs both binaries
-# and compares their stdout byte for byte with examples/encode.expected. Nothing here depends on
-# what the example prints. No network, no root; the prefix is removed on any exit.
+# qmesh)` — checks that the installed qmesh.pc's prefix is that temporary prefix, links all of a
+# static libqmesh both ways, runs both binaries and compares their stdout byte for byte with
+# examples/encode.expected. Nothing here depends on what the example prints. No network, no root;
+# the prefix is removed on any exit.
 set -u
 CMAKE=$1; BUILD=$(cd "$2" && pwd); SRC=$(cd "$3" && pwd); CC=$4
 pass=0; fail=0
@@ -37,7 +38,7 @@ pc=$(find "$P" -name qmesh.pc -path '*/pkgconfig/*' | head -n 1)
 if [ -z "$pc" ]; then
   bad "no qmesh.pc under the prefix"
 else
-  export PKG_CONFIG_PATH=$(dirname "$pc")
+  PKG_CONFIG_PATH=$(dirname "$pc"); export PKG_CONFIG_PATH
   prefix=$(pkg-config --variable=prefix qmesh)
   if [ "$(cd "$prefix" 2>/dev/null && pwd -P)" = "$(cd "$P" && pwd -P)" ]; then
     ok "qmesh.pc's prefix resolves to the install prefix ($prefix)"
@@ -60,7 +61,7 @@ lib=$(find "$P" -name libqmesh.a | head -n 1)
 if [ -z "$lib" ]; then
   echo "skip: whole-archive links (libqmesh is not a static library)"
 else
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046,SC2086 # pkg-config's words are split on purpose
   if [ -n "${flags:-}" ] &&
      run whole-pc.log "$CC" -o "$T/whole-pc" "$SRC/examples/encode.c" $(pkg-config --cflags qmesh) \
          -Wl,--whole-archive "$lib" -Wl,--no-whole-archive ${flags//-lqmesh/}; then
