@@ -18,7 +18,8 @@ folder and include/.
 
 Layers, top to bottom (docs/architecture.md "Layers and include rules"):
   cli > pipeline > stages > scenario > io > comm > factory > backends > hal > core > kernels
-A file may include its own layer or any lower one; kernels only kernels. Moreover engine/ never
+A file may include its own layer or any lower one; kernels only kernels, and only the HAL and
+its backends include kernels/. Moreover engine/ never
 includes a backend's header (only hal/backend.c opens backends), hal/cuda includes no engine/
 header, and no file under kernels/ calls getenv.
 
@@ -53,7 +54,7 @@ def layer_of(rel):
                           ("engine/stages/", "stages"), ("engine/scenario/", "scenario"),
                           ("engine/io/", "io"), ("comm/", "comm"), ("hal/sim/", "backends"),
                           ("hal/cuda/", "backends"), ("hal/fault/", "backends"),
-                          ("engine/core/", "core"), ("include/", "core"), ("kernels/", "kernels")):
+                          ("core/", "core"), ("include/", "core"), ("kernels/", "kernels")):
         if rel.startswith(prefix):
             return layer
     if rel in ("hal/backend.c", "hal/backend.h"):
@@ -70,6 +71,8 @@ def rule_broken(src, dst):
         return "upward", None
     if RANK[b] > RANK[a]:
         return "upward", None
+    if b == "kernels" and a not in ("kernels", "hal", "backends"):
+        return "forbidden", "only the HAL and its backends include kernels/"
     if src.startswith("engine/") and src != "hal/backend.c" and dst in BACKEND_HEADERS:
         return "forbidden", "engine/ opens backends only through hal/backend.c"
     if src.startswith("hal/cuda/") and dst.startswith("engine/"):

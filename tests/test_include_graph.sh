@@ -10,7 +10,7 @@ SRC=$(cd "$1" && pwd)
 . "$(dirname "$0")/testlib.sh"
 G="/usr/bin/python3 $SRC/scripts/include_graph.py"
 R=$T/src
-mkdir -p "$R"/{include,engine/core,engine/stages,engine/io,engine/cli,hal/sim,kernels,misc,tests} \
+mkdir -p "$R"/{include,core,engine/stages,engine/io,engine/cli,hal/sim,kernels,misc,tests} \
          "$R/docs" "$R/build"
 # h FILE [INCLUDE...]: a guarded header (quoted includes)
 h() {
@@ -23,9 +23,9 @@ h() {
 c() { local f=$1; shift; { for i in "$@"; do echo "#include \"$i\""; done
       echo "int x_$(echo "$f" | tr -c 'A-Za-z0-9\n' '_');"; } >"$R/$f"; }
 h include/qmesh.h
-h engine/core/a.h b.h
-h engine/core/b.h a.h
-c engine/core/core.c a.h s.h
+h core/a.h b.h
+h core/b.h a.h
+c core/core.c a.h s.h
 h engine/stages/s.h qmesh.h
 c engine/stages/st.c s.h sim.h
 h hal/sim/sim.h qmesh.h
@@ -36,17 +36,17 @@ c kernels/k.c qmesh.h
 echo 'char *getenv(const char *); char *k_env(void) { return getenv("X"); }' >>"$R/kernels/k.c"
 c misc/x.c qmesh.h
 c tests/t.c s.h cli.h
-I="-I$R/include -I$R/engine/core -I$R/engine/stages -I$R/engine/io -I$R/engine/cli -I$R/hal/sim"
+I="-I$R/include -I$R/core -I$R/engine/stages -I$R/engine/io -I$R/engine/cli -I$R/hal/sim"
 echo "$I" >"$R/build/includes.rsp"
 python3 - "$R" "$I" <<'PY'
 import json, sys
 root, inc = sys.argv[1], sys.argv[2]
-files = ["engine/core/core.c", "engine/stages/st.c", "engine/io/io.c", "kernels/k.c", "misc/x.c",
+files = ["core/core.c", "engine/stages/st.c", "engine/io/io.c", "kernels/k.c", "misc/x.c",
          "tests/t.c"]
 cmds = [{"directory": root + "/build", "file": root + "/" + f,
          "command": "cc %s -O2 -std=c17 -DX=1 -o %s.o -c %s/%s" % (inc, f.replace("/", "_"), root, f)}
         for f in files]
-cmds[0]["command"] = "cc @includes.rsp -o core.o -c %s/engine/core/core.c" % root  # response file
+cmds[0]["command"] = "cc @includes.rsp -o core.o -c %s/core/core.c" % root  # response file
 cmds[1] = {"directory": root + "/build", "file": "../engine/stages/st.c",          # arguments form
            "arguments": ["cc"] + inc.split() + ["-c", "../engine/stages/st.c", "-o", "st.o"]}
 json.dump(cmds, open(root + "/build/compile_commands.json", "w"), indent=1)
@@ -69,19 +69,19 @@ check() {
 
 doc "| engine/io/io.c | engine/cli/cli.h | the fake tree's allowed edge |" \
     "| engine/io/io.c | engine/cli/gone.h | stale: no such include |" \
-    "| engine/core/core.c | engine/core/a.h | stale: not against any rule |" \
+    "| core/core.c | core/a.h | stale: not against any rule |" \
     "| engine/stages/st.c | include/qmesh.h |  |"
 cat >"$T/exp1" <<'OUT'
 no layer: misc/x.c (docs/architecture.md "Layers and include rules")
-cycle: engine/core/a.h -> engine/core/b.h -> engine/core/a.h
+cycle: core/a.h -> core/b.h -> core/a.h
 layer cycle: backends -> core -> stages -> backends
 layer cycle: cli -> io -> cli
 allow-list: docs/architecture.md:9: engine/stages/st.c -> include/qmesh.h has no reason
-upward: engine/core/core.c -> engine/stages/s.h (layer core -> layer stages)
+upward: core/core.c -> engine/stages/s.h (layer core -> layer stages)
 allowed: engine/io/io.c -> engine/cli/cli.h (layer io -> layer cli)
 forbidden: engine/stages/st.c -> hal/sim/sim.h (layer stages -> layer backends): engine/ opens backends only through hal/backend.c
 upward: kernels/k.c -> include/qmesh.h (layer kernels -> layer core)
-stale: engine/core/core.c -> engine/core/a.h: allowed in docs/architecture.md, but it breaks no rule
+stale: core/core.c -> core/a.h: allowed in docs/architecture.md, but it breaks no rule
 stale: engine/io/io.c -> engine/cli/gone.h: allowed in docs/architecture.md, but there is no such include
 getenv: kernels/k.c:3: kernels read no environment
 include graph: 12 files, 13 edges, 4 breaking a rule (1 allowed), 2 stale: FAIL
@@ -89,8 +89,8 @@ OUT
 check "every kind of finding" 1 "$T/exp1" --build "$R/build"
 
 # the same tree, cleaned: only the allowed edge is left
-c engine/core/core.c a.h
-h engine/core/b.h
+c core/core.c a.h
+h core/b.h
 c engine/stages/st.c s.h
 h engine/cli/cli.h qmesh.h
 c kernels/k.c
