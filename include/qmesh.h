@@ -138,6 +138,14 @@ typedef enum qm_encoding {
 const char *qm_policy_name(qm_policy p);     /* NULL when out of range */
 const char *qm_encoding_name(qm_encoding e); /* NULL when out of range */
 
+/* Where states live: the CPU-simulated mesh of the scenario's devices, or CUDA GPUs (each device
+ * of the plan a logical device of a GPU). AUTO is the simulator. */
+typedef enum qm_backend_kind {
+    QM_BACKEND_AUTO = 0,
+    QM_BACKEND_SIM,
+    QM_BACKEND_CUDA,
+} qm_backend_kind;
+
 /* ---- states ------------------------------------------------------------------------------------
  * A state is a vector of 2^n complex amplitudes (or B such vectors in batch mode) split into shards,
  * each a contiguous global index range [start, end) held by one device of one rank. */

@@ -1,11 +1,10 @@
 /* cli_devices.c — `qmesh devices`: the devices of the mesh qmesh would use (GPUs when present,
  * else the built-in simulated mesh), with their capacity. */
 #include "cli_internal.h"
-#include "cuda_backend.h"
+#include "backend.h"
 #include "hal.h"
 #include "mesh.h"
 #include "scenario_loader.h"
-#include "sim.h"
 #include "topology.h"
 #include "status_internal.h"
 
@@ -33,7 +32,7 @@ static qm_code builtin_mesh(qm_hal **out, qm_status *st)
     if (rc == QM_OK)
         rc = qm_mesh_create(t, g, 0, &m, st);
     if (rc == QM_OK)
-        rc = qm_mesh_open_sim(m, QM_SIM_PHANTOM, out, st);
+        rc = qm_mesh_open_backend(m, -1, &(qm_backend_desc){.phantom = true}, out, st);
     qm_mesh_destroy(m);
     qm_topo_graph_destroy(g);
     qm_topology_destroy(t);
@@ -61,10 +60,8 @@ int qm_cli_devices(int argc, char **argv)
     }
     qm_hal *hal = NULL;
     qm_code rc;
-    if (backend && strcmp(backend, "cuda") == 0) {
-        rc = qm_hal_cuda_open(&hal, &st);
-    } else if (!backend && qm_cuda_device_count() > 0) {
-        rc = qm_hal_cuda_open(&hal, &st);
+    if ((backend && strcmp(backend, "cuda") == 0) || (!backend && qm_backend_cuda_count() > 0)) {
+        rc = qm_backend_open(&(qm_backend_desc){.kind = QM_BACKEND_CUDA}, &hal, &st);
     } else {
         fprintf(stderr, "qmesh: no GPU in use: using the built-in simulated mesh\n");
         rc = builtin_mesh(&hal, &st);

@@ -11,7 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
-#include "cuda_backend.h"
+#include "backend.h"
 #include "cuda_discover.h"
 #include "discover.h"
 #include "io.h"
@@ -224,7 +224,7 @@ static int topo_dump(int argc, char **argv)
     qm_code rc;
     if (file) {
         rc = qm_cli_load_scenario(file, &t, &st);
-    } else if (qm_cuda_device_count() > 0) {
+    } else if (qm_backend_cuda_count() > 0) {
         rc = discover_machine(&t, &st);
     } else {
         qm_diags diags;

@@ -20,7 +20,6 @@
  */
 #include "encode.h"
 #include "comm.h"
-#include "cuda_backend.h"
 #include "layout.h"
 #include "materialize_internal.h"
 #include "scenario_loader.h"
@@ -651,29 +650,22 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     r->seconds_read_plan = now_s() - t0;
     /* backend: this rank's devices (one process simulates every rank of the scenario) */
     const int dev0 = R > 1 ? r->mesh->rank_first[me] : 0;
-    if (job->backend == QM_BACKEND_CUDA) {
-        const int need = R > 1 ? r->mesh->rank_first[me + 1] - dev0 : r->mesh->n_devices;
+    int first_gpu = 0;
+    if (job->backend == QM_BACKEND_CUDA && R > 1) {
         /* ranks on one host take that host's GPUs in turn: every rank learns every rank's host */
-        int first_gpu = 0;
-        if (R > 1) {
-            uint64_t *hosts = calloc((size_t)R, sizeof *hosts);
-            const uint64_t mine = host_id();
-            rc = qm_comm_verdict(comm, hosts ? QM_OK : qm_fail(st, QM_E_NOMEM, "encode: out of "
-                                                               "host memory for %d host ids", R), st);
-            if (rc == QM_OK)
-                rc = qm_comm_allgather(comm, &mine, sizeof mine, hosts, st);
-            if (rc == QM_OK)
-                first_gpu = qm_layout_host_first_device(hosts, r->mesh->rank_first, R, me);
-            free(hosts);
-        }
-        if (rc == QM_OK && (rc = qm_hal_cuda_open_logical_at(first_gpu, need, &hal, st)) == QM_OK &&
-            qm_hal_device_count(hal) < need)
-            rc = qm_fail(st, QM_E_ARG, "encode: the plan gives this process %d devices but %d CUDA "
-                         "devices are visible; use a scenario with at most that many", need,
-                         qm_hal_device_count(hal));
-    } else {
-        rc = R > 1 ? qm_mesh_open_sim_rank(r->mesh, me, QM_SIM_MATERIALIZED, &hal, st)
-                   : qm_mesh_open_sim(r->mesh, QM_SIM_MATERIALIZED, &hal, st);
+        uint64_t *hosts = calloc((size_t)R, sizeof *hosts);
+        const uint64_t mine = host_id();
+        rc = qm_comm_verdict(comm, hosts ? QM_OK : qm_fail(st, QM_E_NOMEM, "encode: out of "
+                                                           "host memory for %d host ids", R), st);
+        if (rc == QM_OK)
+            rc = qm_comm_allgather(comm, &mine, sizeof mine, hosts, st);
+        if (rc == QM_OK)
+            first_gpu = qm_layout_host_first_device(hosts, r->mesh->rank_first, R, me);
+        free(hosts);
+    }
+    if (rc == QM_OK) {
+        const qm_backend_desc bd = {.kind = job->backend, .cuda_first_gpu = first_gpu};
+        rc = qm_mesh_open_backend(r->mesh, R > 1 ? me : -1, &bd, &hal, st);
     }
     specs = malloc((size_t)r->plan->n_shards * sizeof *specs);
     global_ids = malloc((size_t)r->plan->n_shards * sizeof *global_ids);
