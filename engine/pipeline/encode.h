@@ -18,6 +18,7 @@
 
 #include "io.h"
 #include "materialize_internal.h"
+#include "pipeline.h"
 #include "plan.h"
 
 #include <signal.h>
@@ -89,11 +90,8 @@ typedef struct qm_encode_job {
 } qm_encode_job;
 
 typedef struct qm_encode_result {
-    qm_plan *plan;            /* owned: qm_encode_result_fini */
-    qm_mesh *mesh;
-    qm_topology *topology;
-    qm_topo_graph *graph;
-    char scenario_name[256];
+    qm_pipeline pipeline;     /* owned: qm_encode_result_fini (topology, mesh, plan, layout;
+                                 the backend is closed before qm_encode_run returns) */
     uint64_t batch, features;
     qm_dtype input_dtype;
     double seconds_read_plan, seconds_materialize, seconds_check, seconds_output;
