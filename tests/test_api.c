@@ -114,6 +114,19 @@ static void test_host_buffer(const qm_scenario *sc)
     qm_state_destroy(g);
 }
 
+/* Write `n` bytes to path, encode the file, check its amplitudes, remove it. */
+static void encode_file(qm_context *ctx, const char *path, const void *bytes, size_t n)
+{
+    qm_status st;
+    qm_state *s = NULL;
+    qm_test_write_file(path, bytes, n);
+    CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
+    if (s)
+        check_state(s);
+    qm_state_destroy(s);
+    unlink(path);
+}
+
 static void test_files(const qm_scenario *sc)
 {
     char dir[] = "/tmp/qm_test_api_XXXXXX", path[128];
@@ -126,13 +139,7 @@ static void test_files(const qm_scenario *sc)
     /* CSV with a header row */
     snprintf(path, sizeof path, "%s/in.csv", dir);
     const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
-    qm_test_write_file(path, csv, sizeof csv - 1);
-    qm_state *s = NULL;
-    CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
-    if (s)
-        check_state(s);
-    qm_state_destroy(s);
-    unlink(path);
+    encode_file(ctx, path, csv, sizeof csv - 1);
     /* .npy, version 1.0, little-endian float64 (2, 5) */
     snprintf(path, sizeof path, "%s/in.npy", dir);
     char hdr[128];
@@ -148,15 +155,10 @@ static void test_files(const qm_scenario *sc)
     char file[256];
     memcpy(file, hdr, 10 + hlen);
     memcpy(file + 10 + hlen, rows, sizeof rows);
-    qm_test_write_file(path, file, 10 + hlen + sizeof rows);
-    CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
-    if (s)
-        check_state(s);
-    qm_state_destroy(s);
-    unlink(path);
+    encode_file(ctx, path, file, 10 + hlen + sizeof rows);
     /* a missing file */
     snprintf(path, sizeof path, "%s/missing.npy", dir);
-    s = (qm_state *)&st; /* must be reset to NULL */
+    qm_state *s = (qm_state *)&st; /* must be reset to NULL */
     CHECK(qm_context_encode_file(ctx, path, &s, &st) == QM_E_IO && s == NULL);
     qm_context_destroy(ctx);
     rmdir(dir);

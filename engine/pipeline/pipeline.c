@@ -17,16 +17,22 @@ void qm_pipeline_init(qm_pipeline *p)
     qm_request_init(&p->request);
 }
 
-/* Drop the products from the mesh on (the topology and graph stay). */
-static void drop_mesh(qm_pipeline *p)
+/* Drop the products from the plan on (the backend, the layout, the plan). */
+static void drop_plan(qm_pipeline *p)
 {
     qm_hal_destroy(p->hal);
     qm_layout_destroy(p->layout);
     qm_plan_destroy(p->plan);
-    qm_mesh_destroy(p->mesh);
     p->hal = NULL;
     p->layout = NULL;
     p->plan = NULL;
+}
+
+/* Drop the products from the mesh on (the topology and graph stay). */
+static void drop_mesh(qm_pipeline *p)
+{
+    drop_plan(p);
+    qm_mesh_destroy(p->mesh);
     p->mesh = NULL;
     p->mesh_ranks = 0;
 }
@@ -98,12 +104,7 @@ qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st)
 {
     if (!p->topology)
         return qm_fail(st, QM_E_ARG, "pipeline: no scenario loaded before the plan");
-    qm_hal_destroy(p->hal);
-    qm_layout_destroy(p->layout);
-    qm_plan_destroy(p->plan);
-    p->hal = NULL;
-    p->layout = NULL;
-    p->plan = NULL;
+    drop_plan(p);
     qm_code rc = qm_request_validate(r, p->topology->n_ranks, st);
     if (rc == QM_OK)
         rc = qm_pipeline_mesh(p, r->ranks, st);
