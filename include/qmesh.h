@@ -1,10 +1,12 @@
 /* qmesh.h — the one public header of qmesh.
  *
  * Role: everything a user of the library needs: error codes, the status object every fallible call
- * fills, and (as the pipeline grows) the opaque handles for meshes, plans and states.
- * Conventions (../docs/architecture.md): every fallible function returns a qm_code and takes a
- * `qm_status *st` last (st may be NULL); objects are opaque, created through `T **out` (NULL on
- * failure) and destroyed with a destroy function that accepts NULL.
+ * fills, requests, scenarios, contexts (a request planned on a scenario, and the backend its
+ * states live on) and states. docs/api.md describes every call, with an example.
+ * Conventions: every fallible function returns a qm_code and takes a `qm_status *st` last (st may
+ * be NULL); objects are opaque, created through `T **out` (NULL on failure) and destroyed with a
+ * destroy function that accepts NULL. Distinct objects may be used from distinct threads at once;
+ * one object (a context and the states made in it) by one thread at a time.
  * This header includes no CUDA, OpenMP, MPI, NCCL or libyaml header.
  */
 #ifndef QMESH_H
@@ -138,6 +140,46 @@ typedef enum qm_encoding {
 const char *qm_policy_name(qm_policy p);     /* NULL when out of range */
 const char *qm_encoding_name(qm_encoding e); /* NULL when out of range */
 
+/* Where states live: the CPU-simulated mesh of the scenario's devices, or CUDA GPUs (each device
+ * of the plan a logical device of a GPU). AUTO is the simulator. */
+typedef enum qm_backend_kind {
+    QM_BACKEND_AUTO = 0,
+    QM_BACKEND_SIM,
+    QM_BACKEND_CUDA,
+} qm_backend_kind;
+
+/* ---- requests ----------------------------------------------------------------------------------
+ * What to encode: the state's size and type, the layout policy, the input's shape. */
+typedef struct qm_request {
+    unsigned qubits;           /* 2^qubits amplitudes per state; at least 1 */
+    qm_dtype dtype;            /* complex64 | complex128 */
+    qm_policy policy;
+    uint64_t batch;            /* states (input rows); at least 1 */
+    uint64_t features;         /* input values per row; 0 = 2^qubits */
+    qm_encoding encoding;      /* amplitude (the others are planned, not encoded) */
+    char gather[64];           /* "auto", "host", "none" or a device id */
+    int ranks;                 /* use the scenario's first k ranks; 0 = all */
+} qm_request;
+
+/* The defaults: policy auto, complex64, batch 1, features 0, amplitude, gather "auto", all ranks;
+ * qubits 0 (must be set). Cannot fail. */
+void qm_request_init(qm_request *r);
+
+/* ---- scenarios ---------------------------------------------------------------------------------
+ * A scenario describes the machine: hosts, devices, links, ranks (the qmesh/1 YAML format). */
+typedef struct qm_scenario qm_scenario;
+
+/* Load a scenario file, or the built-in simulated mesh when path is NULL. Errors carry the file,
+ * line and column of the first problem (E-YAML-SYNTAX, E-UNKNOWN-KEY, ... ; E-IO). */
+qm_code qm_scenario_open(const char *path, qm_scenario **out, qm_status *st);
+/* Parse YAML text of len bytes; name is used in messages (NULL: "<text>"). */
+qm_code qm_scenario_parse(const char *yaml, size_t len, const char *name, qm_scenario **out,
+                          qm_status *st);
+/* The file it came from, else its name. "" for NULL. Valid while the scenario lives. */
+const char *qm_scenario_name(const qm_scenario *scenario);
+/* Drops the caller's reference: contexts made from it keep it alive. NULL is a no-op. */
+void qm_scenario_destroy(qm_scenario *scenario);
+
 /* ---- states ------------------------------------------------------------------------------------
  * A state is a vector of 2^n complex amplitudes (or B such vectors in batch mode) split into shards,
  * each a contiguous global index range [start, end) held by one device of one rank. */
@@ -189,6 +231,63 @@ qm_code qm_state_gather(const qm_state *state, int device, qm_state **out, qm_st
  * must be the state's dtype: E-DTYPE names both otherwise). Crosses shard boundaries. */
 qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_dtype dtype,
                       void *dst, qm_status *st);
+
+/* ---- contexts ----------------------------------------------------------------------------------
+ * A context is one request planned on one scenario, and (once opened) the backend its states live
+ * on. A context is reference-counted by its states: qm_context_destroy drops the caller's
+ * reference, and the backend is freed when the last state made in it is destroyed. */
+typedef struct qm_context qm_context;
+
+typedef struct qm_plan_info {
+    int feasible;               /* 1 when every shard fits its device */
+    qm_status error;            /* why not (code QM_OK when feasible) */
+    qm_policy policy;           /* the policy used (auto resolved) */
+    unsigned qubits;
+    qm_dtype dtype;
+    uint64_t batch, features;
+    uint64_t amplitudes;        /* batch x 2^qubits */
+    uint64_t state_bytes;       /* all states */
+    int n_shards;
+    int n_devices;              /* devices of the mesh */
+    unsigned max_qubits[2];     /* the largest state that fits: [0] complex64, [1] complex128 */
+} qm_plan_info;
+
+/* Validate the request and plan it on the scenario's devices. An invalid request fails with its
+ * code (E-QUBITS, E-DTYPE, E-POLICY, E-INPUT, E-RANK, E-ARG; *out NULL); a request that does not
+ * fit still makes a context (QM_OK): qm_context_plan_info says feasible 0 and why. The context
+ * keeps the scenario alive. */
+qm_code qm_context_create(const qm_scenario *scenario, const qm_request *request,
+                          qm_context **out, qm_status *st);
+qm_code qm_context_plan_info(const qm_context *ctx, qm_plan_info *out, qm_status *st);
+/* The planned shard `shard` (0..n_shards-1; E-ARG "out of range" otherwise). */
+qm_code qm_context_plan_shard(const qm_context *ctx, int shard, qm_shard_info *out, qm_status *st);
+/* The plan as JSON text (one object, two-space indents); free it with qm_free. */
+qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st);
+/* Open the backend: QM_BACKEND_SIM (or AUTO), the scenario's devices simulated in host memory;
+ * QM_BACKEND_CUDA, one logical device per planned device, dealt over the visible GPUs. The plan's
+ * own code when it is not feasible; E-ARG when already open; E-UNSUPPORTED without CUDA. */
+qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st);
+
+/* Input rows in host memory: rows x features values of dtype float32 or float64, row-major. */
+typedef struct qm_host_data {
+    qm_dtype dtype;
+    const void *data;
+    uint64_t rows, features;
+} qm_host_data;
+
+/* Amplitude-encode each row into its own state (row r: amplitudes [r * 2^qubits, (r+1) *
+ * 2^qubits) of the result) on the opened backend. rows and features must be the request's batch
+ * and features (E-INPUT naming both). E-INPUT also for NaN/Inf (the first index) or a zero row.
+ * The state keeps the context alive. */
+qm_code qm_context_encode(qm_context *ctx, const qm_host_data *in, qm_state **out, qm_status *st);
+/* The same from a file: .npy (float32/float64, 1-D or 2-D) or CSV (plain or gzip, numeric, an
+ * optional header row). */
+qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st);
+/* Drops the caller's reference. NULL is a no-op. */
+void qm_context_destroy(qm_context *ctx);
+
+/* Free memory the library returned (qm_context_plan_json). NULL is a no-op. */
+void qm_free(void *p);
 
 #ifdef __cplusplus
 }

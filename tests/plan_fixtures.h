@@ -1,16 +1,18 @@
-/* plan_fixtures.h — scenarios written as YAML text in the tests, loaded, graphed and meshed. */
+/* plan_fixtures.h — scenarios written as YAML text in the tests, loaded, graphed and meshed by the
+ * engine's pipeline. */
 #ifndef QM_PLAN_FIXTURES_H
 #define QM_PLAN_FIXTURES_H
 
 #include "layout.h"
-#include "plan.h"
-#include "scenario_loader.h"
+#include "pipeline.h"
 #include "testlib.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The scenario goes through the engine's pipeline (pipeline.h); t, g and m are its products. */
 typedef struct fixture {
+    qm_pipeline pl;
     qm_topology *t;
     qm_topo_graph *g;
     qm_mesh *m;
@@ -21,25 +23,23 @@ static inline bool fixture_load(fixture *f, const char *yaml, int ranks)
     qm_status st;
     qm_diags d;
     qm_diags_init(&d);
-    f->t = NULL;
-    f->g = NULL;
-    f->m = NULL;
-    bool ok = qm_scenario_load_string(yaml, strlen(yaml), "fixture.yaml", &f->t, &d, &st) == QM_OK &&
-              qm_topo_graph_create(f->t, &f->g, &st) == QM_OK &&
-              qm_mesh_create(f->t, f->g, ranks, &f->m, &st) == QM_OK;
+    qm_pipeline_init(&f->pl);
+    bool ok = qm_pipeline_load_text(&f->pl, yaml, strlen(yaml), "fixture.yaml", &d, &st) == QM_OK &&
+              qm_pipeline_mesh(&f->pl, ranks, &st) == QM_OK;
     if (!ok) {
         qm_diags_print(&d, stderr);
         fprintf(stderr, "fixture: %s\n", st.msg);
     }
+    f->t = f->pl.topology;
+    f->g = f->pl.graph;
+    f->m = f->pl.mesh;
     qm_diags_fini(&d);
     return ok;
 }
 
 static inline void fixture_free(fixture *f)
 {
-    qm_mesh_destroy(f->m);
-    qm_topo_graph_destroy(f->g);
-    qm_topology_destroy(f->t);
+    qm_pipeline_fini(&f->pl);
 }
 
 /* One host, `n` GPUs with the given ids, memory and HBM, all on numa0 behind PCIe, and on one
@@ -73,8 +73,9 @@ static inline const char *fixture_box(char *buf, size_t cap, int n, const char *
     return buf;
 }
 
-/* Plan a request with the given qubits / dtype / policy (other fields default). */
-static inline qm_plan *fixture_plan(const fixture *f, unsigned q, qm_dtype dt, qm_policy pol,
+/* Plan a request with the given qubits / dtype / policy (other fields default) on the fixture's
+ * mesh, through the pipeline (validate, plan); the caller owns the plan (qm_plan_destroy). */
+static inline qm_plan *fixture_plan(fixture *f, unsigned q, qm_dtype dt, qm_policy pol,
                                     qm_code *rc, qm_status *st)
 {
     qm_request r;
@@ -82,8 +83,10 @@ static inline qm_plan *fixture_plan(const fixture *f, unsigned q, qm_dtype dt, q
     r.qubits = q;
     r.dtype = dt;
     r.policy = pol;
-    qm_plan *p = NULL;
-    *rc = qm_plan_create(f->m, &r, &p, st);
+    r.ranks = f->pl.mesh_ranks;
+    *rc = qm_pipeline_plan(&f->pl, &r, st);
+    qm_plan *p = f->pl.plan;
+    f->pl.plan = NULL; /* taken */
     return p;
 }
 

@@ -1,8 +1,10 @@
-/* sim_fixtures.h — small simulated meshes built in C for the tests. */
+/* sim_fixtures.h — small simulated meshes built in C for the tests, opened through the backend
+ * factory (hal/backend.h) as the engine opens them. */
 #ifndef QM_SIM_FIXTURES_H
 #define QM_SIM_FIXTURES_H
 
-#include "sim.h"
+#include "backend.h"
+#include "sim.h" /* qm_sim_memory: the mode argument */
 #include "status_internal.h"
 
 #include <stdio.h>
@@ -17,8 +19,8 @@ static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_me
                                    qm_hal **out, qm_status *st)
 {
     char (*ids)[16] = calloc((size_t)n, sizeof *ids);
-    qm_sim_device_desc *dd = calloc((size_t)n, sizeof *dd);
-    qm_sim_peer_desc *pp = calloc((size_t)n * (size_t)n + 1, sizeof *pp);
+    qm_backend_device *dd = calloc((size_t)n, sizeof *dd);
+    qm_backend_peer *pp = calloc((size_t)n * (size_t)n + 1, sizeof *pp);
     if (!ids || !dd || !pp) {
         free(ids);
         free(dd);
@@ -28,14 +30,15 @@ static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_me
     int np = 0;
     for (int i = 0; i < n; ++i) {
         snprintf(ids[i], sizeof ids[i], "d%d", i);
-        dd[i] = (qm_sim_device_desc){.id = ids[i], .name = "sim test", .memory_bytes = memory,
-                                     .hbm_bw_bytes_per_s = 1e12, .host_bw_bytes_per_s = 5e10,
-                                     .numa = 0};
+        dd[i] = (qm_backend_device){.id = ids[i], .name = "sim test", .memory_bytes = memory,
+                                    .hbm_bw_bytes_per_s = 1e12, .host_bw_bytes_per_s = 5e10,
+                                    .numa = 0};
         for (int j = i + 1; peers && j < n; ++j)
-            pp[np++] = (qm_sim_peer_desc){.a = i, .b = j};
+            pp[np++] = (qm_backend_peer){.a = i, .b = j};
     }
-    qm_sim_desc desc = {.n_devices = n, .devices = dd, .n_peers = np, .peers = pp, .memory = mode};
-    qm_code rc = qm_hal_sim_create(&desc, out, st);
+    const qm_backend_desc desc = {.kind = QM_BACKEND_SIM, .n_devices = n, .devices = dd,
+                                  .n_peers = np, .peers = pp, .phantom = mode == QM_SIM_PHANTOM};
+    qm_code rc = qm_backend_open(&desc, out, st);
     free(ids);
     free(dd);
     free(pp);

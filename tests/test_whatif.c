@@ -79,7 +79,7 @@ int main(void)
         CHECK_EQ_U64(p->max_qubits[0], 45);
         CHECK_EQ_U64(p->max_qubits[1], 44);
         /* account the plan on phantom devices: 256 TiB in use, nothing resident */
-        CHECK_OK(qm_mesh_open_sim(m, QM_SIM_PHANTOM, &hal, &st));
+        CHECK_OK(qm_mesh_open_backend(m, -1, &(qm_backend_desc){.phantom = true}, &hal, &st));
         qm_hal_buf **bufs = calloc((size_t)p->n_shards, sizeof *bufs);
         for (int i = 0; hal && bufs && i < p->n_shards; ++i)
             CHECK_OK(qm_hal_buf_alloc(hal, p->shards[i].device, p->shards[i].bytes, &bufs[i], &st));

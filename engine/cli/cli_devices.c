@@ -1,12 +1,9 @@
 /* cli_devices.c — `qmesh devices`: the devices of the mesh qmesh would use (GPUs when present,
  * else the built-in simulated mesh), with their capacity. */
 #include "cli_internal.h"
-#include "cuda_backend.h"
+#include "backend.h"
 #include "hal.h"
-#include "mesh.h"
-#include "scenario_loader.h"
-#include "sim.h"
-#include "topology.h"
+#include "pipeline.h"
 #include "status_internal.h"
 
 #include <string.h>
@@ -22,22 +19,14 @@ int qm_cli_error(const qm_status *st)
  * --scenario), as a phantom simulated backend: capacities and ids, no memory taken. */
 static qm_code builtin_mesh(qm_hal **out, qm_status *st)
 {
-    qm_diags diags;
-    qm_diags_init(&diags);
-    qm_topology *t = NULL;
-    qm_topo_graph *g = NULL;
-    qm_mesh *m = NULL;
-    qm_code rc = qm_scenario_load_default(&t, &diags, st);
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
+    qm_code rc = qm_pipeline_load(&pl, NULL, NULL, st);
     if (rc == QM_OK)
-        rc = qm_topo_graph_create(t, &g, st);
+        rc = qm_pipeline_mesh(&pl, 0, st);
     if (rc == QM_OK)
-        rc = qm_mesh_create(t, g, 0, &m, st);
-    if (rc == QM_OK)
-        rc = qm_mesh_open_sim(m, QM_SIM_PHANTOM, out, st);
-    qm_mesh_destroy(m);
-    qm_topo_graph_destroy(g);
-    qm_topology_destroy(t);
-    qm_diags_fini(&diags);
+        rc = qm_mesh_open_backend(pl.mesh, -1, &(qm_backend_desc){.phantom = true}, out, st);
+    qm_pipeline_fini(&pl);
     return rc;
 }
 
@@ -61,10 +50,8 @@ int qm_cli_devices(int argc, char **argv)
     }
     qm_hal *hal = NULL;
     qm_code rc;
-    if (backend && strcmp(backend, "cuda") == 0) {
-        rc = qm_hal_cuda_open(&hal, &st);
-    } else if (!backend && qm_cuda_device_count() > 0) {
-        rc = qm_hal_cuda_open(&hal, &st);
+    if ((backend && strcmp(backend, "cuda") == 0) || (!backend && qm_backend_cuda_count() > 0)) {
+        rc = qm_backend_open(&(qm_backend_desc){.kind = QM_BACKEND_CUDA}, &hal, &st);
     } else {
         fprintf(stderr, "qmesh: no GPU in use: using the built-in simulated mesh\n");
         rc = builtin_mesh(&hal, &st);

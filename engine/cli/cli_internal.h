@@ -20,9 +20,10 @@ int qm_cli_topo(int argc, char **argv);
 
 /* Print "error[E-ARG]: CMD: <message>; run 'qmesh help'" and return 2. */
 int qm_cli_usage_error(const char *cmd, const char *fmt, ...) QM_PRINTF(2, 3);
-/* Load --scenario FILE, or the built-in default (said on stderr) when path is NULL; every
- * diagnostic of the file is printed to stderr. */
-qm_code qm_cli_load_scenario(const char *path, qm_topology **out, qm_status *st);
+/* Load --scenario FILE, or the built-in default (said on stderr) when path is NULL, into a pipeline
+ * (initialized by the caller); every diagnostic of the file is printed to stderr. */
+struct qm_pipeline;
+qm_code qm_cli_load_scenario(const char *path, struct qm_pipeline *out, qm_status *st);
 /* Request options shared by plan and encode (see cli_plan.c). */
 int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_request *r,
                           qm_status *st, bool *failed);

@@ -5,12 +5,14 @@
  * exit 0 when feasible, 1 when not (the JSON object is still printed), 2 for usage errors.
  */
 #include "cli_internal.h"
+#include "pipeline.h"
 #include "plan_output.h"
 #include "scenario_loader.h"
 #include "status_internal.h"
 #include "units.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +28,13 @@ int qm_cli_usage_error(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-qm_code qm_cli_load_scenario(const char *path, qm_topology **out, qm_status *st)
+qm_code qm_cli_load_scenario(const char *path, qm_pipeline *out, qm_status *st)
 {
     qm_diags diags;
     qm_diags_init(&diags);
-    qm_code rc;
-    if (path) {
-        rc = qm_scenario_load_file(path, out, &diags, st);
-    } else {
+    if (!path)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
-        rc = qm_scenario_load_default(out, &diags, st);
-    }
+    const qm_code rc = qm_pipeline_load(out, path, &diags, st);
     if (rc != QM_OK && diags.n > 1)
         qm_diags_print_others(&diags, stderr); /* the caller prints the first */
     qm_diags_fini(&diags);
@@ -85,7 +83,7 @@ int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_req
     qm_code rc = QM_OK;
     switch (which) {
     case 0:
-        rc = qm_units_parse_uint(v, 0, 1000, &u, st);
+        rc = qm_units_parse_uint(v, 0, UINT_MAX, &u, st); /* the validator decides the range */
         r->qubits = (unsigned)u;
         break;
     case 1:
@@ -158,25 +156,19 @@ int qm_cli_plan(int argc, char **argv)
         return qm_cli_error(&st);
     if (!have_qubits)
         return qm_cli_usage_error("plan", "%s is required", "--qubits N");
-    qm_topology *t = NULL;
-    qm_topo_graph *g = NULL;
-    qm_mesh *mesh = NULL;
-    qm_plan *p = NULL;
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
     int exit_code = 1;
-    if (qm_cli_load_scenario(scenario, &t, &st) != QM_OK)
+    if (qm_cli_load_scenario(scenario, &pl, &st) != QM_OK)
         return qm_cli_error(&st);
-    qm_code rc = qm_request_validate(&r, t->n_ranks, &st);
-    if (rc == QM_OK)
-        rc = qm_topo_graph_create(t, &g, &st);
-    if (rc == QM_OK)
-        rc = qm_mesh_create(t, g, r.ranks, &mesh, &st);
-    if (rc == QM_OK)
-        rc = qm_plan_create(mesh, &r, &p, &st);
+    (void)qm_pipeline_plan(&pl, &r, &st);
+    const qm_plan *p = pl.plan;
+    const qm_mesh *mesh = pl.mesh;
     if (!p) {
         exit_code = qm_cli_error(&st);
         goto done;
     }
-    const char *name = t->file[0] ? t->file : t->name;
+    const char *name = pl.scenario_name;
     if (json) {
         json_t *o = NULL;
         if (qm_plan_to_json(p, mesh, name, &o, &st) != QM_OK) {
@@ -202,10 +194,7 @@ int qm_cli_plan(int argc, char **argv)
         exit_code = 0;
     }
 done:
-    qm_plan_destroy(p);
-    qm_mesh_destroy(mesh);
-    qm_topo_graph_destroy(g);
-    qm_topology_destroy(t);
+    qm_pipeline_fini(&pl);
     return exit_code;
 }
 

@@ -11,7 +11,8 @@
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
-#include "cuda_backend.h"
+#include "backend.h"
+#include "pipeline.h"
 #include "cuda_discover.h"
 #include "discover.h"
 #include "io.h"
@@ -45,16 +46,18 @@ static int topo_show(int argc, char **argv)
     }
     if (json && dot)
         return qm_cli_usage_error("topo show", "%s", "--json and --dot exclude each other");
-    qm_topology *t = NULL;
-    qm_topo_graph *g = NULL;
-    qm_mesh *mesh = NULL;
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
     int *nodes = NULL, rc_exit = 1;
-    if (qm_cli_load_scenario(file, &t, &st) != QM_OK)
+    if (qm_cli_load_scenario(file, &pl, &st) != QM_OK)
         return qm_cli_error(&st);
-    if (qm_topo_graph_create(t, &g, &st) != QM_OK || qm_mesh_create(t, g, 0, &mesh, &st) != QM_OK) {
+    if (qm_pipeline_mesh(&pl, 0, &st) != QM_OK) {
         rc_exit = qm_cli_error(&st);
         goto done;
     }
+    const qm_topology *t = pl.topology;
+    qm_topo_graph *g = pl.graph;
+    const qm_mesh *mesh = pl.mesh;
     if (dot) {
         rc_exit = qm_topo_graph_dot(g, stdout, &st) == QM_OK ? 0 : qm_cli_error(&st);
         goto done;
@@ -149,9 +152,7 @@ static int topo_show(int argc, char **argv)
     rc_exit = 0;
 done:
     free(nodes);
-    qm_mesh_destroy(mesh);
-    qm_topo_graph_destroy(g);
-    qm_topology_destroy(t);
+    qm_pipeline_fini(&pl);
     return rc_exit;
 }
 
@@ -221,10 +222,14 @@ static int topo_dump(int argc, char **argv)
         }
     }
     qm_topology *t = NULL;
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
     qm_code rc;
     if (file) {
-        rc = qm_cli_load_scenario(file, &t, &st);
-    } else if (qm_cuda_device_count() > 0) {
+        rc = qm_cli_load_scenario(file, &pl, &st);
+        t = pl.topology;
+        pl.owns_topology = false; /* freed below with the others */
+    } else if (qm_backend_cuda_count() > 0) {
         rc = discover_machine(&t, &st);
     } else {
         qm_diags diags;

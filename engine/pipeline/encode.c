@@ -20,8 +20,8 @@
  */
 #include "encode.h"
 #include "comm.h"
-#include "cuda_backend.h"
 #include "layout.h"
+#include "pipeline.h"
 #include "materialize_internal.h"
 #include "scenario_loader.h"
 #include "state_internal.h"
@@ -68,10 +68,7 @@ void qm_encode_result_fini(qm_encode_result *r)
 {
     if (!r)
         return;
-    qm_plan_destroy(r->plan);
-    qm_mesh_destroy(r->mesh);
-    qm_topo_graph_destroy(r->graph);
-    qm_topology_destroy(r->topology);
+    qm_pipeline_fini(&r->pipeline);
     memset(r, 0, sizeof *r);
 }
 
@@ -83,46 +80,6 @@ static void progress_line(void *ctx, uint64_t done, uint64_t total)
             (unsigned long long)(done * 2 <= total ? done : done - total / 2),
             (unsigned long long)(total / 2), done == total ? "\n" : "");
     fflush(stderr);
-}
-
-static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
-{
-    return qm_npy_read_range(ctx, first, count, dst, st);
-}
-
-/* The CSV flags on a .npy input: --drop-column by 0-based index (a .npy has no header row to look
- * a name up in); --header auto is what a .npy is (no header), yes/no are refused: no flag may be
- * ignored silently. */
-static qm_code npy_apply_csv_flags(const char *path, qm_npy_reader *npy, const qm_csv_options *csv,
-                                   qm_status *st)
-{
-    if (csv->header != QM_CSV_HEADER_AUTO)
-        return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a .npy file has no "
-                       "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no");
-    const char *d = csv->drop_column;
-    if (!d)
-        return QM_OK;
-    uint64_t col = 0;
-    bool digits = *d != '\0';
-    for (const char *p = d; *p && digits; ++p) {
-        if (*p < '0' || *p > '9' || col > (UINT64_MAX - 9) / 10)
-            digits = false;
-        else
-            col = col * 10 + (uint64_t)(*p - '0');
-    }
-    if (!digits)
-        return qm_fail(st, QM_E_INPUT, "%s: --drop-column '%.40s' is not a 0-based column index, "
-                       "and a .npy file has no header row to look a name up in; give the label "
-                       "column's index", path, d);
-    return qm_npy_reader_drop_column(npy, col, st);
-}
-
-static unsigned qubits_for(uint64_t features)
-{
-    unsigned n = 1;
-    while (((uint64_t)1 << n) < features && n < 63)
-        ++n;
-    return n;
 }
 
 /* ---- cancel and deterministic faults --------------------------------------------------------- */
@@ -317,11 +274,11 @@ static qm_code norm_check(qm_encode_result *r, const double *sums, uint64_t batc
 static int out_shape(const qm_encode_result *r, uint64_t shape[2])
 {
     if (r->input_ndim == 2) {
-        shape[0] = r->plan->request.batch;
-        shape[1] = r->plan->n_amps;
+        shape[0] = r->pipeline.plan->request.batch;
+        shape[1] = r->pipeline.plan->n_amps;
         return 2;
     }
-    shape[0] = r->plan->n_amps;
+    shape[0] = r->pipeline.plan->n_amps;
     shape[1] = 0;
     return 1;
 }
@@ -340,7 +297,7 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
         json_t *j = json_object();
         json_object_set_new(j, "shard", json_integer(i));
         json_object_set_new(j, "rank", json_integer(sh->rank));
-        json_object_set_new(j, "device", json_string(r->mesh->devices[sh->device].id));
+        json_object_set_new(j, "device", json_string(r->pipeline.mesh->devices[sh->device].id));
         json_object_set_new(j, "start", json_integer((json_int_t)sh->start));
         json_object_set_new(j, "end", json_integer((json_int_t)sh->end));
         json_object_set_new(j, "dtype", json_string(qm_dtype_name(p->request.dtype)));
@@ -363,9 +320,9 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
     shape = NULL;
     json_object_set_new(man, "global_amplitudes", json_integer((json_int_t)p->global_amplitudes));
     json_object_set_new(man, "policy", json_string(qm_policy_name(p->policy)));
-    json_object_set_new(man, "ranks", json_integer(r->mesh->n_ranks));
+    json_object_set_new(man, "ranks", json_integer(r->pipeline.mesh->n_ranks));
     json_object_set_new(man, "plan_hash", json_string(hash));
-    json_object_set_new(man, "scenario", json_string(r->scenario_name));
+    json_object_set_new(man, "scenario", json_string(r->pipeline.scenario_name));
     json_object_set_new(man, "shards", arr);
     arr = NULL;
     text = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -408,7 +365,7 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
             rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
             rc = read_back(s, sh->start, sh->end,
-                           r->plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
+                           r->pipeline.plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
                            npy_sink, w, rb, st);
         if (rc == QM_OK && i == n - 1)
             rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
@@ -417,7 +374,7 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
         else
             qm_npy_writer_abort(w);
     }
-    if (rc == QM_OK && root && !(text = manifest_text(r, r->plan, st)))
+    if (rc == QM_OK && root && !(text = manifest_text(r, r->pipeline.plan, st)))
         rc = st->code;
     if (rc == QM_OK && root) {
         snprintf(name, sizeof name, "%s/manifest.json", tmpdir);
@@ -456,7 +413,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
     qm_comm *c = job->comm;
     const int R = c ? qm_comm_size(c) : 1, me = c ? qm_comm_rank(c) : 0;
     const uint64_t es = qm_dtype_size(s->dtype);
-    const qm_plan *p = r->plan;
+    const qm_plan *p = r->pipeline.plan;
     qm_npy_writer *w = NULL;
     qm_code rc = QM_OK;
     if (me == 0) {
@@ -529,7 +486,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
 /* The bytes each output needs, for the checks before any work. */
 static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
-    const qm_plan *p = r->plan;
+    const qm_plan *p = r->pipeline.plan;
     const qm_dtype dt = p->request.dtype;
     if (job->out) {
         uint64_t shape[2];
@@ -553,13 +510,8 @@ static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_s
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
     qm_code rc = QM_OK;
-    qm_input_format fmt;
-    qm_npy_reader *npy = NULL;
-    qm_csv_data csv = {0};
-    qm_hal *hal = NULL;
+    qm_input_file file = {0};
     qm_state *state = NULL;
-    qm_shard_spec *specs = NULL;
-    int *global_ids = NULL;
     double *sums = NULL;
     void *buf = NULL;
     qm_npy_writer *gathered = NULL; /* --out, rank 0 */
@@ -581,22 +533,9 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                      qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
-    if (rc == QM_OK)
-        rc = qm_input_format_query(job->input, &fmt, st);
-    if (rc == QM_OK && fmt == QM_INPUT_NPY) {
-        if ((rc = qm_npy_open(job->input, &npy, st)) == QM_OK)
-            rc = npy_apply_csv_flags(job->input, npy, &job->csv, st);
-        if (rc == QM_OK) {
-            const qm_npy_info *info = qm_npy_reader_info(npy);
-            in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
-                                .batch = info->n_samples, .read = npy_read_cb, .read_ctx = npy};
-            r->input_ndim = info->ndim;
-        }
-    } else if (rc == QM_OK) {
-        if ((rc = qm_csv_load(job->input, &job->csv, &csv, st)) == QM_OK)
-            in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = csv.values,
-                                .n = csv.n_features, .batch = csv.n_samples};
-        r->input_ndim = 2; /* a CSV file is a table: rows are samples */
+    if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, &file, st)) == QM_OK) {
+        in = file.in;
+        r->input_ndim = file.ndim;
     }
     r->batch = in.batch;
     r->features = in.n;
@@ -605,7 +544,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_request req = job ? job->request : (qm_request){0};
     if (rc == QM_OK) {
         if (req.qubits == 0 && !job->qubits_given)
-            req.qubits = qubits_for(in.n);
+            req.qubits = qm_qubits_for_values(in.n);
         if (!job->dtype_given)
             req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
         req.batch = in.batch;
@@ -616,25 +555,16 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
             rc = qm_fail(st, QM_E_RANK, "encode: --ranks %d but mpirun started %d ranks", req.ranks, R);
     }
     /* scenario, mesh, plan */
-    if (rc == QM_OK)
-        rc = job->scenario ? qm_scenario_load_file(job->scenario, &r->topology, &diags, st)
-                           : qm_scenario_load_default(&r->topology, &diags, st);
-    if (rc == QM_OK) {
-        snprintf(r->scenario_name, sizeof r->scenario_name, "%s",
-                 r->topology->file[0] ? r->topology->file : r->topology->name);
-        if ((rc = qm_request_validate(&req, r->topology->n_ranks, st)) == QM_OK &&
-            (rc = qm_topo_graph_create(r->topology, &r->graph, st)) == QM_OK &&
-            (rc = qm_mesh_create(r->topology, r->graph, req.ranks, &r->mesh, st)) == QM_OK)
-            rc = qm_plan_create(r->mesh, &req, &r->plan, st); /* infeasible: nothing allocated */
-    }
-    if (rc == QM_OK && R > 1 && r->mesh->n_ranks != R)
+    if (rc == QM_OK && (rc = qm_pipeline_load(&r->pipeline, job->scenario, &diags, st)) == QM_OK)
+        rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
+    if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)
         rc = qm_fail(st, QM_E_RANK, "encode: the plan uses %d ranks but mpirun started %d",
-                     r->mesh->n_ranks, R);
+                     r->pipeline.mesh->n_ranks, R);
     /* every rank has the same plan, or every rank stops with the same message */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     if (R > 1) {
-        uint64_t h = r->plan->hash ^ (r->batch * 0x9E3779B97F4A7C15ull) ^ (r->features << 17) ^
+        uint64_t h = r->pipeline.plan->hash ^ (r->batch * 0x9E3779B97F4A7C15ull) ^ (r->features << 17) ^
                      (uint64_t)in.dtype;
         if ((rc = qm_comm_agree(comm, h, "plan hash", st)) != QM_OK)
             goto done;
@@ -650,49 +580,33 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     r->seconds_read_plan = now_s() - t0;
     /* backend: this rank's devices (one process simulates every rank of the scenario) */
-    const int dev0 = R > 1 ? r->mesh->rank_first[me] : 0;
-    if (job->backend == QM_BACKEND_CUDA) {
-        const int need = R > 1 ? r->mesh->rank_first[me + 1] - dev0 : r->mesh->n_devices;
+    int first_gpu = 0;
+    if (job->backend == QM_BACKEND_CUDA && R > 1) {
         /* ranks on one host take that host's GPUs in turn: every rank learns every rank's host */
-        int first_gpu = 0;
-        if (R > 1) {
-            uint64_t *hosts = calloc((size_t)R, sizeof *hosts);
-            const uint64_t mine = host_id();
-            rc = qm_comm_verdict(comm, hosts ? QM_OK : qm_fail(st, QM_E_NOMEM, "encode: out of "
-                                                               "host memory for %d host ids", R), st);
-            if (rc == QM_OK)
-                rc = qm_comm_allgather(comm, &mine, sizeof mine, hosts, st);
-            if (rc == QM_OK)
-                first_gpu = qm_layout_host_first_device(hosts, r->mesh->rank_first, R, me);
-            free(hosts);
-        }
-        if (rc == QM_OK && (rc = qm_hal_cuda_open_logical_at(first_gpu, need, &hal, st)) == QM_OK &&
-            qm_hal_device_count(hal) < need)
-            rc = qm_fail(st, QM_E_ARG, "encode: the plan gives this process %d devices but %d CUDA "
-                         "devices are visible; use a scenario with at most that many", need,
-                         qm_hal_device_count(hal));
-    } else {
-        rc = R > 1 ? qm_mesh_open_sim_rank(r->mesh, me, QM_SIM_MATERIALIZED, &hal, st)
-                   : qm_mesh_open_sim(r->mesh, QM_SIM_MATERIALIZED, &hal, st);
+        uint64_t *hosts = calloc((size_t)R, sizeof *hosts);
+        const uint64_t mine = host_id();
+        rc = qm_comm_verdict(comm, hosts ? QM_OK : qm_fail(st, QM_E_NOMEM, "encode: out of "
+                                                           "host memory for %d host ids", R), st);
+        if (rc == QM_OK)
+            rc = qm_comm_allgather(comm, &mine, sizeof mine, hosts, st);
+        if (rc == QM_OK)
+            first_gpu = qm_layout_host_first_device(hosts, r->pipeline.mesh->rank_first, R, me);
+        free(hosts);
     }
-    specs = malloc((size_t)r->plan->n_shards * sizeof *specs);
-    global_ids = malloc((size_t)r->plan->n_shards * sizeof *global_ids);
+    /* this rank's shards on this rank's devices (one process simulates every rank) */
+    if (rc == QM_OK)
+        rc = qm_pipeline_layout(&r->pipeline, R > 1 ? me : -1, R, st);
+    if (rc == QM_OK) {
+        const qm_backend_desc bd = {.kind = job->backend, .cuda_first_gpu = first_gpu};
+        rc = qm_pipeline_open_backend(&r->pipeline, &bd, st);
+    }
     sums = calloc((size_t)(in.batch ? in.batch : 1), sizeof *sums);
     buf = malloc((size_t)(QM_READBACK_AMPS * qm_dtype_size(req.dtype)));
-    if (rc == QM_OK && (!specs || !global_ids || !sums || !buf))
+    if (rc == QM_OK && (!sums || !buf))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
-    int n_local = 0;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; rc == QM_OK && i < r->plan->n_shards; ++i) {
-        const qm_plan_shard *p = &r->plan->shards[i];
-        if (R > 1 && p->rank != me)
-            continue;
-        global_ids[n_local] = i;
-        specs[n_local++] = (qm_shard_spec){.rank = p->rank, .device = p->device - dev0,
-                                           .start = p->start, .end = p->end};
-        lo = p->start < lo ? p->start : lo;
-        hi = p->end > hi ? p->end : hi;
-    }
+    const qm_layout *lay = r->pipeline.layout;
+    const int n_local = lay ? lay->n_local : 0;
+    const uint64_t lo = lay ? lay->start : 0, hi = lay ? lay->end : 0;
     if (rc == QM_OK && n_local == 0)
         rc = qm_fail(st, QM_E_RANK, "encode: rank %d has no shard in the plan", me);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
@@ -701,18 +615,17 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases};
     /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
     if (job->show_progress && me == 0 &&
-        r->plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
+        r->pipeline.plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
         mo.progress = progress_line;
     if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
                               st)) != QM_OK)
         goto done;
-    if ((rc = qm_materialize_amplitude(hal, req.qubits, req.dtype, specs, n_local, &in, &mo, &state,
-                                       st)) != QM_OK)
+    if ((rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st)) != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = now_s() - t1;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
     double t2 = now_s();
-    const bool replicated = r->plan->policy == QM_POLICY_REPLICATED;
+    const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
     rb_ctx rb = {.job = job, .cancel_ok = R == 1};
     if (job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
@@ -721,7 +634,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if (job->out) {
         rc = write_gathered(job, r, state, lo, hi_read, buf, sums, &rb, &gathered, st);
     } else if (job->out_dir) {
-        rc = write_out_dir(job, r, state, global_ids, buf, sums, &rb, tmpdir, st);
+        rc = write_out_dir(job, r, state, lay->local_shards, buf, sums, &rb, tmpdir, st);
     } else {
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, QM_OK, st);
         if (rc == QM_OK)
@@ -735,7 +648,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
     if (rc == QM_OK)
-        rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->plan->n_amps, st);
+        rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->pipeline.plan->n_amps, st);
     rc = fault_point(job, me, QM_ENC_PHASE_COMMIT, rc, st);
     /* the vote: from here on the commit is rank 0's alone */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
@@ -766,11 +679,8 @@ done:
         qm_diags_print_others(&diags, job->progress); /* the caller prints the first */
     qm_diags_fini(&diags);
     qm_state_destroy(state);
-    qm_hal_destroy(hal);
-    qm_npy_close(npy);
-    qm_csv_data_fini(&csv);
-    free(specs);
-    free(global_ids);
+    qm_pipeline_close_backend(&r->pipeline); /* the state is gone: device memory given back */
+    qm_input_close(&file);
     free(sums);
     free(buf);
     return rc;

@@ -18,6 +18,7 @@
 
 #include "io.h"
 #include "materialize_internal.h"
+#include "pipeline.h"
 #include "plan.h"
 
 #include <signal.h>
@@ -66,12 +67,6 @@ typedef struct qm_encode_fault {
 qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status *st);
 const char *qm_enc_phase_name(qm_enc_phase phase);
 
-typedef enum qm_backend_choice {
-    QM_BACKEND_AUTO = 0, /* sim (the scenario's devices) */
-    QM_BACKEND_SIM,
-    QM_BACKEND_CUDA,
-} qm_backend_choice;
-
 typedef struct qm_encode_job {
     const char *input;        /* path */
     const char *scenario;     /* NULL: the built-in default mesh */
@@ -80,7 +75,7 @@ typedef struct qm_encode_job {
     bool dtype_given;
     bool qubits_given;        /* --qubits was given (then 0 is an error, not the default) */
     qm_csv_options csv;
-    qm_backend_choice backend;
+    qm_backend_kind backend;  /* AUTO: sim (the scenario's devices) */
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
@@ -95,11 +90,8 @@ typedef struct qm_encode_job {
 } qm_encode_job;
 
 typedef struct qm_encode_result {
-    qm_plan *plan;            /* owned: qm_encode_result_fini */
-    qm_mesh *mesh;
-    qm_topology *topology;
-    qm_topo_graph *graph;
-    char scenario_name[256];
+    qm_pipeline pipeline;     /* owned: qm_encode_result_fini (topology, mesh, plan, layout;
+                                 the backend is closed before qm_encode_run returns) */
     uint64_t batch, features;
     qm_dtype input_dtype;
     double seconds_read_plan, seconds_materialize, seconds_check, seconds_output;

@@ -1,9 +1,10 @@
 /* scenario_run.c — `qmesh scenario run`: plan every case of a scenario and check its expectations.
  *
- * In: a loaded topology with cases. Out: one line per case on f — "ok", or one "MISS" line per
+ * In: a loaded topology with cases, each planned through the pipeline (pipeline.h). Out: one line per case on f — "ok", or one "MISS" line per
  * expectation that is not met, with the expected and the actual value — and the counts.
  * Must not: stop at the first miss (every case and every expectation is reported).
  */
+#include "pipeline.h"
 #include "plan_output.h"
 #include "status_internal.h"
 
@@ -133,39 +134,30 @@ static void check_plan(case_ctx *x, const qm_mesh *mesh, const qm_plan *p, qm_co
 qm_code qm_scenario_run_cases(const qm_topology *t, FILE *f, bool print_ok, int *n_cases,
                               int *n_missed, qm_status *st)
 {
-    qm_topo_graph *g = NULL;
-    qm_code rc = qm_topo_graph_create(t, &g, st);
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
+    qm_pipeline_use(&pl, t);
+    qm_code rc = qm_pipeline_graph(&pl, st);
     *n_cases = *n_missed = 0;
-    if (rc != QM_OK)
-        return rc;
-    for (int i = 0; i < t->n_cases; ++i) {
+    for (int i = 0; rc == QM_OK && i < t->n_cases; ++i) {
         const qm_case *c = &t->cases[i];
         case_ctx x = {.f = f, .t = t, .c = c};
-        qm_mesh *mesh = NULL;
-        qm_plan *p = NULL;
         qm_status cst;
         qm_status_clear(&cst);
-        qm_code prc = qm_request_validate(&c->request, t->n_ranks, &cst);
-        if (prc == QM_OK)
-            prc = qm_mesh_create(t, g, c->request.ranks, &mesh, &cst);
-        if (prc == QM_OK)
-            prc = qm_plan_create(mesh, &c->request, &p, &cst);
+        const qm_code prc = qm_pipeline_plan(&pl, &c->request, &cst);
         if (prc == QM_E_NOMEM || prc == QM_E_INTERNAL) {
-            qm_mesh_destroy(mesh);
-            qm_topo_graph_destroy(g);
             if (st)
                 *st = cst;
-            return prc;
+            rc = prc;
+            break;
         }
-        check_plan(&x, mesh, p, prc, &cst);
+        check_plan(&x, pl.mesh, pl.plan, prc, &cst);
         (*n_cases)++;
         if (x.misses)
             (*n_missed)++;
         else if (print_ok)
             fprintf(f, "%s:%d: case %s: ok\n", t->file[0] ? t->file : t->name, c->loc.line, c->id);
-        qm_plan_destroy(p);
-        qm_mesh_destroy(mesh);
     }
-    qm_topo_graph_destroy(g);
-    return QM_OK;
+    qm_pipeline_fini(&pl);
+    return rc;
 }

@@ -114,21 +114,9 @@ typedef enum qm_phase {
 } qm_phase;
 const char *qm_phase_name(qm_phase p); /* "ingest", "local_norm", ... */
 
-/* A request: what `qmesh plan` and scenario cases ask for. */
-typedef struct qm_request {
-    unsigned qubits;
-    qm_dtype dtype;            /* complex64 | complex128 */
-    qm_policy policy;
-    uint64_t batch;            /* >= 1 */
-    uint64_t features;         /* input length; 0 = 2^qubits */
-    qm_encoding encoding;
-    char gather[QM_ID_BYTES];  /* "auto", "host", "none" or a device id */
-    int ranks;                 /* use the first k ranks; 0 = all */
-} qm_request;
-
-/* Fill a request with the defaults of SCENARIOS.md (auto, complex64, batch 1, amplitude, gather
- * auto, all ranks); qubits 0. */
-void qm_request_init(qm_request *r);
+/* qm_request (what `qmesh plan`, scenario cases and the public API ask for) and qm_request_init
+ * are public: include/qmesh.h. */
+_Static_assert(sizeof(((qm_request *)0)->gather) == QM_ID_BYTES, "qm_request.gather holds an id");
 
 typedef struct qm_expect_estimate {
     bool set;

@@ -88,26 +88,25 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
         return qm_fail(st, QM_E_ARG, "encode: input must not be NULL");
     if (in->n == 0)
         return qm_fail(st, QM_E_INPUT, "encode: input cannot be empty (0 values)");
-    if (qubits < 1 || qubits > 62)
-        return qm_fail(st, QM_E_QUBITS, "encode: qubits must be at least 1 and at most 62 "
-                       "(got %u)", qubits);
+    if (out_dtype != QM_DTYPE_COMPLEX64 && out_dtype != QM_DTYPE_COMPLEX128)
+        return qm_fail(st, QM_E_DTYPE, "encode: state dtype must be complex64 or complex128 "
+                       "(got %s)", qm_dtype_name(out_dtype) ? qm_dtype_name(out_dtype) : "unknown");
+    const uint64_t B = in->batch ? in->batch : 1;
+    const unsigned cap = qm_request_max_qubits(out_dtype, B);
+    if (qubits < 1 || qubits > cap)
+        return qm_fail(st, QM_E_QUBITS, "encode: qubits must be at least 1 and at most %u for %llu "
+                       "state%s of %s (got %u)", cap, (unsigned long long)B, B == 1 ? "" : "s",
+                       qm_dtype_name(out_dtype), qubits);
     if (in->n > ((uint64_t)1 << qubits))
         return qm_fail(st, QM_E_INPUT, "encode: input length %llu exceeds state vector size "
                        "%llu (%u qubits); use at least %u qubits", (unsigned long long)in->n,
                        (unsigned long long)((uint64_t)1 << qubits), qubits,
-                       (unsigned)(64 - __builtin_clzll(in->n - 1)));
-    const uint64_t B = in->batch ? in->batch : 1;
-    if (B > (UINT64_MAX >> qubits) / 16)
-        return qm_fail(st, QM_E_QUBITS, "encode: %llu states of %u qubits overflow 64-bit sizes",
-                       (unsigned long long)B, qubits);
+                       qm_qubits_for_values(in->n));
     if (!in->data && !in->read)
         return qm_fail(st, QM_E_ARG, "encode: input needs data or a reader");
     if (in->dtype != QM_DTYPE_FLOAT32 && in->dtype != QM_DTYPE_FLOAT64)
         return qm_fail(st, QM_E_DTYPE, "encode: input dtype must be float32 or float64 (got %s)",
                        qm_dtype_name(in->dtype) ? qm_dtype_name(in->dtype) : "unknown");
-    if (out_dtype != QM_DTYPE_COMPLEX64 && out_dtype != QM_DTYPE_COMPLEX128)
-        return qm_fail(st, QM_E_DTYPE, "encode: state dtype must be complex64 or complex128 "
-                       "(got %s)", qm_dtype_name(out_dtype) ? qm_dtype_name(out_dtype) : "unknown");
     return QM_OK;
 }
 

@@ -149,22 +149,33 @@ int qm_mesh_find(const qm_mesh *mesh, const char *id)
     return -1;
 }
 
-qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out, qm_status *st)
-{
-    return qm_mesh_open_sim_rank(mesh, -1, memory, out, st);
-}
-
-qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memory, qm_hal **out,
-                              qm_status *st)
+qm_code qm_mesh_open_backend(const qm_mesh *mesh, int rank, const qm_backend_desc *base,
+                             qm_hal **out, qm_status *st)
 {
     qm_code rc = QM_OK;
+    if (out)
+        *out = NULL;
+    if (!mesh || !out)
+        return qm_fail(st, QM_E_ARG, "mesh: mesh and out must not be NULL");
     if (rank >= mesh->n_ranks)
         return qm_fail(st, QM_E_RANK, "mesh: rank %d is not below the %d ranks of the mesh", rank,
                        mesh->n_ranks);
     const int first = rank < 0 ? 0 : mesh->rank_first[rank];
     const int n = rank < 0 ? mesh->n_devices : mesh->rank_first[rank + 1] - first;
-    qm_sim_device_desc *dd = calloc((size_t)n, sizeof *dd);
-    qm_sim_peer_desc *pp = NULL;
+    qm_backend_desc desc = base ? *base : (qm_backend_desc){.kind = QM_BACKEND_SIM};
+    if (desc.kind == QM_BACKEND_CUDA) {
+        desc.cuda_devices = n;
+        if ((rc = qm_backend_open(&desc, out, st)) == QM_OK && qm_hal_device_count(*out) < n) {
+            rc = qm_fail(st, QM_E_ARG, "encode: the plan gives this process %d devices but %d CUDA "
+                         "devices are visible; use a scenario with at most that many", n,
+                         qm_hal_device_count(*out));
+            qm_hal_destroy(*out);
+            *out = NULL;
+        }
+        return rc;
+    }
+    qm_backend_device *dd = calloc((size_t)n, sizeof *dd);
+    qm_backend_peer *pp = NULL;
     int np = 0, cap = 0;
     if (!dd)
         return qm_fail(st, QM_E_NOMEM, "mesh: out of host memory");
@@ -175,13 +186,13 @@ qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memor
         if (qm_topo_graph_ingest_path(mesh->graph, d->node, true, &p, st) == QM_OK && p.found)
             host_bw = p.bw_bytes_per_s;
         const int type = mesh->topo->nodes[d->node].type;
-        dd[i] = (qm_sim_device_desc){.id = d->id,
-                                     .name = type >= 0 ? mesh->topo->device_types[type].name : "sim",
-                                     .memory_bytes = d->memory_bytes,
-                                     .reserve_bytes = d->memory_bytes - d->usable_bytes,
-                                     .hbm_bw_bytes_per_s = d->hbm_bw_bytes_per_s,
-                                     .host_bw_bytes_per_s = host_bw,
-                                     .numa = mesh->topo->nodes[d->node].numa};
+        dd[i] = (qm_backend_device){.id = d->id,
+                                    .name = type >= 0 ? mesh->topo->device_types[type].name : "sim",
+                                    .memory_bytes = d->memory_bytes,
+                                    .reserve_bytes = d->memory_bytes - d->usable_bytes,
+                                    .hbm_bw_bytes_per_s = d->hbm_bw_bytes_per_s,
+                                    .host_bw_bytes_per_s = host_bw,
+                                    .numa = mesh->topo->nodes[d->node].numa};
     }
     /* peers: devices of one host with a path (per host, so big meshes stay linear) */
     for (int i = 0; i < n; ++i) {
@@ -195,18 +206,21 @@ qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memor
                 continue;
             if (np == cap) {
                 cap = cap ? 2 * cap : 64;
-                qm_sim_peer_desc *g = realloc(pp, (size_t)cap * sizeof *pp);
+                qm_backend_peer *g = realloc(pp, (size_t)cap * sizeof *pp);
                 if (!g) {
                     rc = qm_fail(st, QM_E_NOMEM, "mesh: out of host memory");
                     goto done;
                 }
                 pp = g;
             }
-            pp[np++] = (qm_sim_peer_desc){.a = i, .b = j};
+            pp[np++] = (qm_backend_peer){.a = i, .b = j};
         }
     }
-    qm_sim_desc desc = {.n_devices = n, .devices = dd, .n_peers = np, .peers = pp, .memory = memory};
-    rc = qm_hal_sim_create(&desc, out, st);
+    desc.n_devices = n;
+    desc.devices = dd;
+    desc.n_peers = np;
+    desc.peers = pp;
+    rc = qm_backend_open(&desc, out, st);
 done:
     free(dd);
     free(pp);

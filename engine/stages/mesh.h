@@ -3,15 +3,16 @@
  * In: a topology (scenario.h) and its graph (topology.h), the number of ranks to use. Out: the
  * mesh: each rank's GPUs in affinity order, ranks in order (rank r's devices precede rank r+1's, so
  * ranks own contiguous global ranges and the high index bits), each device with usable capacity
- * (memory - reserve), HBM bandwidth and its host. Also the simulated backend built from a mesh.
- * Must not: allocate device memory (qm_mesh_open_sim does, on demand, in the backend it creates).
+ * (memory - reserve), HBM bandwidth and its host. Also the backend opened for a mesh (through the
+ * factory, hal/backend.h). Must not: allocate device memory (the backend qm_mesh_open_backend
+ * opens does, on demand).
  */
 #ifndef QM_MESH_H
 #define QM_MESH_H
 
+#include "backend.h"
 #include "hal.h"
 #include "scenario.h"
-#include "sim.h"
 #include "topology.h"
 
 typedef struct qm_mesh_device {
@@ -47,12 +48,13 @@ qm_code qm_mesh_best_connected(const qm_mesh *mesh, int first, int n, int *out, 
 /* Index of a device id in the mesh, or -1. */
 int qm_mesh_find(const qm_mesh *mesh, const char *id);
 
-/* A simulated backend whose devices are the mesh's, in mesh order, with peers wherever the topology
- * has a path between two devices of one host. */
-qm_code qm_mesh_open_sim(const qm_mesh *mesh, qm_sim_memory memory, qm_hal **out, qm_status *st);
-/* The same for one rank's devices only (device i of the backend = mesh device
- * mesh->rank_first[rank] + i). */
-qm_code qm_mesh_open_sim_rank(const qm_mesh *mesh, int rank, qm_sim_memory memory, qm_hal **out,
-                              qm_status *st);
+/* A backend for the mesh's devices (rank < 0: all of them, backend device i = mesh device i; else
+ * rank `rank`'s devices only, backend device i = mesh device mesh->rank_first[rank] + i), opened
+ * through the factory. `base` gives the kind, the simulator's memory mode, the CUDA backend's first
+ * GPU and a fault shim (NULL: a materialized simulator); the devices are the mesh's: for the
+ * simulator with their ids, capacities, bandwidths and peers wherever the topology has a path
+ * between two devices of one host; for CUDA as many logical devices. E-RANK for a rank out of range. */
+qm_code qm_mesh_open_backend(const qm_mesh *mesh, int rank, const qm_backend_desc *base,
+                             qm_hal **out, qm_status *st);
 
 #endif

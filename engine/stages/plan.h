@@ -67,6 +67,13 @@ typedef struct qm_plan {
  * encoding, ranks against the scenario). E-QUBITS, E-DTYPE, E-POLICY, E-ARG, E-INPUT, E-RANK. */
 qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *st);
 
+/* The one qubit cap: the largest n whose `batch` (0 means 1) states of 2^n amplitudes of `dtype`
+ * have a byte count representable in the 64-bit index and size type (complex64: 60, complex128:
+ * 59 for one state). 0 for a dtype outside the enum. Cannot fail. */
+unsigned qm_request_max_qubits(qm_dtype dtype, uint64_t batch);
+/* The fewest qubits (at least 1) whose 2^n amplitudes hold n_values values. Cannot fail. */
+unsigned qm_qubits_for_values(uint64_t n_values);
+
 /* Plan a request on a mesh: layout, feasibility, gather, frontier and estimates. A plan is always
  * returned for a valid request (*out non-NULL) — infeasible ones with feasible=false and error set —
  * and the return code is the plan's error code (QM_OK when feasible). Invalid requests return their

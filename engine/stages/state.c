@@ -91,8 +91,12 @@ void qm_state_destroy(qm_state *state)
     live_remove(state->serial);
     for (int i = 0; i < state->n_shards; ++i)
         qm_hal_buf_free(state->hal, state->shards[i].buf);
+    void (*release)(void *) = state->owner_release;
+    void *owner = state->owner;
     free(state->shards);
     free(state);
+    if (release)
+        release(owner); /* last: may destroy the backend the buffers came from */
 }
 
 int qm_state_shard_count(const qm_state *state) { return state ? state->n_shards : 0; }
@@ -201,6 +205,12 @@ qm_code qm_state_gather(const qm_state *state, int device, qm_state **out, qm_st
         return rc;
     g->batch = state->batch;
     g->norm = state->norm;
+    if (state->owner_retain) { /* the gathered state keeps the backend alive too */
+        state->owner_retain(state->owner);
+        g->owner_retain = state->owner_retain;
+        g->owner_release = state->owner_release;
+        g->owner = state->owner;
+    }
     g->shards[0] = (qm_state_shard){.rank = 0, .device = device, .start = 0, .end = total};
     if ((rc = qm_hal_buf_alloc(state->hal, device, total * es, &g->shards[0].buf, st)) != QM_OK) {
         qm_status_prefix(st, "gather");

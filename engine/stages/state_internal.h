@@ -23,6 +23,12 @@ struct qm_state {
     int n_shards;
     qm_state_shard *shards;
     uint64_t serial;      /* unique per state; registered while the state lives */
+    /* What keeps the backend alive (the public API's context): retained for every state made from
+     * this one (gather), released when the state is destroyed, after its buffers. NULL: none (the
+     * caller keeps the backend alive). */
+    void (*owner_retain)(void *owner);
+    void (*owner_release)(void *owner);
+    void *owner;
 };
 
 /* An empty state with n_shards zeroed shards (buffers NULL). */

@@ -1,7 +1,9 @@
 /* validate.c — the validate stage: request checks that need no device and no mesh.
  *
  * In: a request (and the scenario's rank count). Out: QM_OK, or the first problem as a one-line
- * error with its code and numbers. Must not: touch a backend or allocate.
+ * error with its code and numbers. Also the one qubit cap (from the dtype and the 64-bit index
+ * type) that every other check uses. Parsers parse; this file decides.
+ * Must not: touch a backend or allocate.
  */
 #include "plan.h"
 #include "status_internal.h"
@@ -9,14 +11,18 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Largest qubit count whose batch of states has a byte count representable in 64 bits. */
-static unsigned max_qubits_for(qm_dtype dt, uint64_t batch)
+unsigned qm_request_max_qubits(qm_dtype dt, uint64_t batch)
 {
     const uint64_t es = qm_dtype_size(dt);
     unsigned n = 0;
-    while (n < 62 && ((uint64_t)1 << (n + 1)) <= UINT64_MAX / es / (batch ? batch : 1))
+    while (es && n < 63 && ((uint64_t)1 << (n + 1)) <= UINT64_MAX / es / (batch ? batch : 1))
         ++n;
     return n;
+}
+
+unsigned qm_qubits_for_values(uint64_t n_values)
+{
+    return n_values <= 2 ? 1 : (unsigned)(64 - __builtin_clzll(n_values - 1));
 }
 
 qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *st)
@@ -35,7 +41,7 @@ qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *
                        (unsigned long long)r->batch);
     if (r->qubits < 1)
         return qm_fail(st, QM_E_QUBITS, "request: qubits must be at least 1 (got %u)", r->qubits);
-    const unsigned cap = max_qubits_for(r->dtype, r->batch);
+    const unsigned cap = qm_request_max_qubits(r->dtype, r->batch);
     if (r->qubits > cap)
         return qm_fail(st, QM_E_QUBITS, "request: %u qubits of %s%s overflow 64-bit byte counts "
                        "(2^%u amplitudes x %zu B); at most %u qubits", r->qubits,
@@ -46,7 +52,7 @@ qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *
         return qm_fail(st, QM_E_INPUT, "request: %llu features exceed the state vector size %llu "
                        "(%u qubits); use at least %u qubits", (unsigned long long)r->features,
                        (unsigned long long)n_amps, r->qubits,
-                       (unsigned)(64 - __builtin_clzll(r->features - 1)));
+                       qm_qubits_for_values(r->features));
     if (r->ranks < 0 || r->ranks > scenario_ranks)
         return qm_fail(st, QM_E_RANK, "request: %d ranks requested but the scenario has %d",
                        r->ranks, scenario_ranks);

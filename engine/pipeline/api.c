@@ -1,0 +1,255 @@
+/* api.c — the public API of include/qmesh.h: scenarios, contexts (a request planned on a scenario
+ * and the backend its states live on), encoding from host memory or a file.
+ *
+ * In: calls of a C or C++ program. Out: opaque objects over the engine's pipeline (pipeline.h):
+ * a scenario owns a topology; a context owns a pipeline that borrows the scenario's topology and
+ * holds a reference to the scenario; a state holds a reference to its context.
+ * Reference counts are atomic, so states may be destroyed from any thread; every object is used by
+ * one thread at a time. Must not: keep global mutable state (none here), or let a backend go while
+ * a state lives on it.
+ */
+#include "pipeline.h"
+#include "plan_output.h"
+#include "state_internal.h"
+#include "status_internal.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct qm_scenario {
+    atomic_int refs;
+    qm_topology *topology;
+    char name[256];
+};
+
+struct qm_context {
+    atomic_int refs;
+    qm_scenario *scenario;     /* a reference */
+    qm_pipeline pl;            /* borrows scenario->topology */
+};
+
+/* ---- scenarios ---------------------------------------------------------------------------------- */
+
+static qm_code scenario_wrap(qm_code rc, qm_topology *t, qm_scenario **out, qm_status *st)
+{
+    if (rc != QM_OK)
+        return rc;
+    qm_scenario *s = calloc(1, sizeof *s);
+    if (!s) {
+        qm_topology_destroy(t);
+        return qm_fail(st, QM_E_NOMEM, "scenario: out of host memory");
+    }
+    atomic_init(&s->refs, 1);
+    s->topology = t;
+    snprintf(s->name, sizeof s->name, "%s", t->file[0] ? t->file : t->name);
+    *out = s;
+    return QM_OK;
+}
+
+qm_code qm_scenario_open(const char *path, qm_scenario **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "scenario: out must not be NULL");
+    qm_topology *t = NULL;
+    const qm_code rc = path ? qm_scenario_load_file(path, &t, NULL, st)
+                            : qm_scenario_load_default(&t, NULL, st);
+    return scenario_wrap(rc, t, out, st);
+}
+
+qm_code qm_scenario_parse(const char *yaml, size_t len, const char *name, qm_scenario **out,
+                          qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!yaml || !out)
+        return qm_fail(st, QM_E_ARG, "scenario: text and out must not be NULL");
+    qm_topology *t = NULL;
+    const qm_code rc = qm_scenario_load_string(yaml, len, name ? name : "<text>", &t, NULL, st);
+    return scenario_wrap(rc, t, out, st);
+}
+
+const char *qm_scenario_name(const qm_scenario *s) { return s ? s->name : ""; }
+
+void qm_scenario_destroy(qm_scenario *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    qm_topology_destroy(s->topology);
+    free(s);
+}
+
+/* ---- contexts ----------------------------------------------------------------------------------- */
+
+static void context_retain(void *c) { atomic_fetch_add(&((qm_context *)c)->refs, 1); }
+
+static void context_release(void *c)
+{
+    qm_context *ctx = c;
+    if (atomic_fetch_sub(&ctx->refs, 1) != 1)
+        return;
+    qm_pipeline_fini(&ctx->pl);
+    qm_scenario_destroy(ctx->scenario);
+    free(ctx);
+}
+
+void qm_context_destroy(qm_context *ctx)
+{
+    if (ctx)
+        context_release(ctx);
+}
+
+qm_code qm_context_create(const qm_scenario *scenario, const qm_request *request,
+                          qm_context **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!scenario || !request || !out)
+        return qm_fail(st, QM_E_ARG, "context: scenario, request and out must not be NULL");
+    qm_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return qm_fail(st, QM_E_NOMEM, "context: out of host memory");
+    atomic_init(&c->refs, 1);
+    c->scenario = (qm_scenario *)scenario; /* only its reference count is written */
+    atomic_fetch_add(&c->scenario->refs, 1);
+    qm_pipeline_init(&c->pl);
+    qm_pipeline_use(&c->pl, scenario->topology);
+    const qm_code rc = qm_pipeline_plan(&c->pl, request, st);
+    if (!c->pl.plan) { /* invalid: no plan; an infeasible plan is a context to look at */
+        context_release(c);
+        return rc;
+    }
+    qm_status_clear(st);
+    *out = c;
+    return QM_OK;
+}
+
+qm_code qm_context_plan_info(const qm_context *ctx, qm_plan_info *out, qm_status *st)
+{
+    if (!ctx || !out)
+        return qm_fail(st, QM_E_ARG, "context: ctx and out must not be NULL");
+    const qm_plan *p = ctx->pl.plan;
+    memset(out, 0, sizeof *out);
+    out->feasible = p->feasible;
+    out->error = p->error;
+    out->policy = p->policy;
+    out->qubits = p->request.qubits;
+    out->dtype = p->request.dtype;
+    out->batch = p->request.batch;
+    out->features = p->request.features;
+    out->amplitudes = p->global_amplitudes;
+    out->state_bytes = p->state_bytes;
+    out->n_shards = p->n_shards;
+    out->n_devices = p->n_devices;
+    out->max_qubits[0] = p->max_qubits[0];
+    out->max_qubits[1] = p->max_qubits[1];
+    return QM_OK;
+}
+
+qm_code qm_context_plan_shard(const qm_context *ctx, int shard, qm_shard_info *out, qm_status *st)
+{
+    if (!ctx || !out)
+        return qm_fail(st, QM_E_ARG, "context: ctx and out must not be NULL");
+    qm_plan_shard s;
+    const qm_code rc = qm_layout_shard(ctx->pl.plan, shard, &s, st);
+    if (rc != QM_OK)
+        return rc;
+    memset(out, 0, sizeof *out);
+    out->shard = shard;
+    out->rank = s.rank;
+    out->device = s.device;
+    snprintf(out->device_id, sizeof out->device_id, "%s", ctx->pl.mesh->devices[s.device].id);
+    out->start = s.start;
+    out->end = s.end;
+    return QM_OK;
+}
+
+qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !out)
+        return qm_fail(st, QM_E_ARG, "context: ctx and out must not be NULL");
+    json_t *o = NULL;
+    qm_code rc = qm_plan_to_json(ctx->pl.plan, ctx->pl.mesh, ctx->pl.scenario_name, &o, st);
+    if (rc != QM_OK)
+        return rc;
+    *out = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return *out ? QM_OK : qm_fail(st, QM_E_NOMEM, "context: out of host memory for the JSON text");
+}
+
+void qm_free(void *p) { free(p); }
+
+qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
+{
+    if (!ctx)
+        return qm_fail(st, QM_E_ARG, "context: ctx must not be NULL");
+    if (backend != QM_BACKEND_AUTO && backend != QM_BACKEND_SIM && backend != QM_BACKEND_CUDA)
+        return qm_fail(st, QM_E_ARG, "context: unknown backend %d (use QM_BACKEND_SIM or "
+                       "QM_BACKEND_CUDA)", (int)backend);
+    if (ctx->pl.hal)
+        return qm_fail(st, QM_E_ARG, "context: the backend is already open");
+    qm_code rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
+    if (rc == QM_OK)
+        rc = qm_pipeline_open_backend(&ctx->pl, &(qm_backend_desc){.kind = backend}, st);
+    return rc;
+}
+
+static qm_code encode(qm_context *ctx, const qm_amp_input *in, qm_state **out, qm_status *st)
+{
+    const qm_plan *p = ctx->pl.plan;
+    const uint64_t rows = in->batch ? in->batch : 1;
+    if (rows != p->request.batch || in->n != p->request.features)
+        return qm_fail(st, QM_E_INPUT, "encode: the input has %llu rows of %llu values but the "
+                       "context was planned for %llu rows of %llu", (unsigned long long)rows,
+                       (unsigned long long)in->n, (unsigned long long)p->request.batch,
+                       (unsigned long long)p->request.features);
+    qm_code rc = qm_pipeline_materialize(&ctx->pl, in, NULL, out, st);
+    if (rc == QM_OK) { /* the state keeps the context (and its backend) alive */
+        context_retain(ctx);
+        (*out)->owner_retain = context_retain;
+        (*out)->owner_release = context_release;
+        (*out)->owner = ctx;
+    }
+    return rc;
+}
+
+static qm_code encode_check(const qm_context *ctx, const void *in, qm_state **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !in || !out)
+        return qm_fail(st, QM_E_ARG, "encode: ctx, input and out must not be NULL");
+    if (!ctx->pl.hal)
+        return qm_fail(st, QM_E_ARG, "encode: the context has no backend (call qm_context_open "
+                       "first)");
+    return QM_OK;
+}
+
+qm_code qm_context_encode(qm_context *ctx, const qm_host_data *in, qm_state **out, qm_status *st)
+{
+    qm_code rc = encode_check(ctx, in, out, st);
+    if (rc != QM_OK)
+        return rc;
+    if (!in->data)
+        return qm_fail(st, QM_E_ARG, "encode: input data must not be NULL");
+    const qm_amp_input a = {.dtype = in->dtype, .data = in->data, .n = in->features,
+                            .batch = in->rows};
+    return encode(ctx, &a, out, st);
+}
+
+qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st)
+{
+    qm_code rc = encode_check(ctx, path, out, st);
+    if (rc != QM_OK)
+        return rc;
+    qm_input_file f;
+    if ((rc = qm_input_open(path, NULL, &f, st)) == QM_OK)
+        rc = encode(ctx, &f.in, out, st);
+    qm_input_close(&f);
+    return rc;
+}

@@ -1,0 +1,226 @@
+/* pipeline.c — the chain of stages (see pipeline.h): each call runs one stage on what the earlier
+ * ones left in the pipeline and keeps its product there.
+ *
+ * In: a scenario, a request, a rank and world, a backend description, an input. Out: the pipeline's
+ * members (topology, graph, mesh, plan, layout, backend) and states.
+ * Must not: open a backend or allocate device memory for a plan that does not fit.
+ */
+#include "pipeline.h"
+#include "status_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void qm_pipeline_init(qm_pipeline *p)
+{
+    memset(p, 0, sizeof *p);
+    qm_request_init(&p->request);
+}
+
+/* Drop the products from the plan on (the backend, the layout, the plan). */
+static void drop_plan(qm_pipeline *p)
+{
+    qm_hal_destroy(p->hal);
+    qm_layout_destroy(p->layout);
+    qm_plan_destroy(p->plan);
+    p->hal = NULL;
+    p->layout = NULL;
+    p->plan = NULL;
+}
+
+/* Drop the products from the mesh on (the topology and graph stay). */
+static void drop_mesh(qm_pipeline *p)
+{
+    drop_plan(p);
+    qm_mesh_destroy(p->mesh);
+    p->mesh = NULL;
+    p->mesh_ranks = 0;
+}
+
+void qm_pipeline_fini(qm_pipeline *p)
+{
+    if (!p)
+        return;
+    drop_mesh(p);
+    qm_topo_graph_destroy(p->graph);
+    if (p->owns_topology)
+        qm_topology_destroy(p->topology);
+    qm_pipeline_init(p);
+}
+
+static void set_topology(qm_pipeline *p, qm_topology *t, bool owned)
+{
+    qm_pipeline_fini(p);
+    p->topology = t;
+    p->owns_topology = owned;
+    if (t)
+        snprintf(p->scenario_name, sizeof p->scenario_name, "%s", t->file[0] ? t->file : t->name);
+}
+
+qm_code qm_pipeline_load(qm_pipeline *p, const char *path, qm_diags *diags, qm_status *st)
+{
+    qm_topology *t = NULL;
+    const qm_code rc = path ? qm_scenario_load_file(path, &t, diags, st)
+                            : qm_scenario_load_default(&t, diags, st);
+    set_topology(p, t, true);
+    return rc;
+}
+
+qm_code qm_pipeline_load_text(qm_pipeline *p, const char *text, size_t len, const char *name,
+                              qm_diags *diags, qm_status *st)
+{
+    qm_topology *t = NULL;
+    const qm_code rc = qm_scenario_load_string(text, len, name, &t, diags, st);
+    set_topology(p, t, true);
+    return rc;
+}
+
+void qm_pipeline_use(qm_pipeline *p, const qm_topology *t)
+{
+    set_topology(p, (qm_topology *)t, false); /* never written: owns_topology is false */
+}
+
+qm_code qm_pipeline_graph(qm_pipeline *p, qm_status *st)
+{
+    if (!p->topology)
+        return qm_fail(st, QM_E_ARG, "pipeline: no scenario loaded before the graph");
+    return p->graph ? QM_OK : qm_topo_graph_create(p->topology, &p->graph, st);
+}
+
+qm_code qm_pipeline_mesh(qm_pipeline *p, int ranks, qm_status *st)
+{
+    qm_code rc = qm_pipeline_graph(p, st);
+    if (rc != QM_OK)
+        return rc;
+    if (p->mesh && p->mesh_ranks == ranks)
+        return QM_OK;
+    drop_mesh(p);
+    if ((rc = qm_mesh_create(p->topology, p->graph, ranks, &p->mesh, st)) == QM_OK)
+        p->mesh_ranks = ranks;
+    return rc;
+}
+
+qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st)
+{
+    if (!p->topology)
+        return qm_fail(st, QM_E_ARG, "pipeline: no scenario loaded before the plan");
+    drop_plan(p);
+    qm_code rc = qm_request_validate(r, p->topology->n_ranks, st);
+    if (rc == QM_OK)
+        rc = qm_pipeline_mesh(p, r->ranks, st);
+    if (rc == QM_OK) {
+        p->request = *r;
+        rc = qm_plan_create(p->mesh, r, &p->plan, st);
+    }
+    return rc;
+}
+
+qm_code qm_pipeline_layout(qm_pipeline *p, int rank, int world, qm_status *st)
+{
+    if (!p->plan)
+        return qm_fail(st, QM_E_ARG, "pipeline: no plan before the layout");
+    qm_hal_destroy(p->hal);
+    qm_layout_destroy(p->layout);
+    p->hal = NULL;
+    p->layout = NULL;
+    return rank < 0 ? qm_layout_create_all(p->plan, p->mesh, &p->layout, st)
+                    : qm_layout_create(p->plan, p->mesh, rank, world, &p->layout, st);
+}
+
+qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm_status *st)
+{
+    if (!p->layout)
+        return qm_fail(st, QM_E_ARG, "pipeline: no layout before the backend");
+    qm_hal_destroy(p->hal);
+    p->hal = NULL;
+    return qm_mesh_open_backend(p->mesh, p->layout->world_size > 1 ? p->layout->rank : -1, base,
+                                &p->hal, st);
+}
+
+void qm_pipeline_close_backend(qm_pipeline *p)
+{
+    qm_hal_destroy(p->hal);
+    p->hal = NULL;
+}
+
+qm_code qm_pipeline_materialize(const qm_pipeline *p, const qm_amp_input *in,
+                                const qm_materialize_opts *opts, qm_state **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!p->hal || !p->layout)
+        return qm_fail(st, QM_E_ARG, "pipeline: no backend before materialize");
+    return qm_materialize_amplitude(p->hal, p->request.qubits, p->request.dtype, p->layout->specs,
+                                    p->layout->n_local, in, opts, out, st);
+}
+
+/* ---- input files ------------------------------------------------------------------------------ */
+
+static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    return qm_npy_read_range(ctx, first, count, dst, st);
+}
+
+/* The CSV flags on a .npy input: --drop-column by 0-based index (a .npy has no header row to look
+ * a name up in); --header auto is what a .npy is (no header), yes/no are refused: no flag may be
+ * ignored silently. */
+static qm_code npy_apply_csv_flags(const char *path, qm_npy_reader *npy, const qm_csv_options *csv,
+                                   qm_status *st)
+{
+    if (csv->header != QM_CSV_HEADER_AUTO)
+        return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a .npy file has no "
+                       "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no");
+    const char *d = csv->drop_column;
+    if (!d)
+        return QM_OK;
+    uint64_t col = 0;
+    bool digits = *d != '\0';
+    for (const char *p = d; *p && digits; ++p) {
+        if (*p < '0' || *p > '9' || col > (UINT64_MAX - 9) / 10)
+            digits = false;
+        else
+            col = col * 10 + (uint64_t)(*p - '0');
+    }
+    if (!digits)
+        return qm_fail(st, QM_E_INPUT, "%s: --drop-column '%.40s' is not a 0-based column index, "
+                       "and a .npy file has no header row to look a name up in; give the label "
+                       "column's index", path, d);
+    return qm_npy_reader_drop_column(npy, col, st);
+}
+
+qm_code qm_input_open(const char *path, const qm_csv_options *csv, qm_input_file *f,
+                           qm_status *st)
+{
+    memset(f, 0, sizeof *f);
+    qm_csv_options dflt;
+    if (!csv) {
+        qm_csv_options_init(&dflt);
+        csv = &dflt;
+    }
+    qm_code rc = qm_input_format_query(path, &f->format, st);
+    if (rc == QM_OK && f->format == QM_INPUT_NPY) {
+        if ((rc = qm_npy_open(path, &f->npy, st)) == QM_OK)
+            rc = npy_apply_csv_flags(path, f->npy, csv, st);
+        if (rc == QM_OK) {
+            const qm_npy_info *info = qm_npy_reader_info(f->npy);
+            f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
+                                   .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy};
+            f->ndim = info->ndim;
+        }
+    } else if (rc == QM_OK) {
+        if ((rc = qm_csv_load(path, csv, &f->csv, st)) == QM_OK)
+            f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = f->csv.values,
+                                   .n = f->csv.n_features, .batch = f->csv.n_samples};
+        f->ndim = 2; /* a CSV file is a table: rows are samples */
+    }
+    return rc;
+}
+
+void qm_input_close(qm_input_file *f)
+{
+    if (!f)
+        return;
+    qm_npy_close(f->npy);
+    qm_csv_data_fini(&f->csv);
+    memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,99 @@
+/* pipeline.h — the one chain of stages every entry runs: scenario → validate → topology graph →
+ * mesh → plan (feasibility, gather, frontier, estimates) → layout → backend → materialize.
+ *
+ * The CLI (plan, encode), the scenario runner, the file-to-file job (encode.c), the public API
+ * (api.c) and the test fixtures all go through these calls; none chains the stages itself.
+ *
+ * A qm_pipeline holds what the stages produced, each member owned by the pipeline and replaced
+ * when its stage runs again (a later stage's product is dropped with it):
+ *   topology  qm_pipeline_load / _load_text (owned) or qm_pipeline_use (borrowed: must outlive it)
+ *   graph     built once per topology
+ *   mesh      qm_pipeline_mesh, or by qm_pipeline_plan for the request's rank count
+ *   plan      qm_pipeline_plan: kept also when infeasible (plan->feasible false, plan->error set);
+ *             a caller may take it (set p->plan to NULL, then destroy it itself)
+ *   layout    qm_pipeline_layout: the plan projected onto this process's devices
+ *   hal       qm_pipeline_open_backend: a backend for exactly the layout's devices
+ * Order: each call needs the products before it (E-ARG naming the missing stage otherwise).
+ * Must not: allocate device memory before the plan is known to fit (open_backend and materialize
+ * refuse an infeasible plan with the plan's own code and message).
+ * Thread safety: a pipeline is used by one thread at a time; distinct pipelines are independent
+ * (a borrowed topology may be shared: no stage writes to it).
+ */
+#ifndef QM_PIPELINE_H
+#define QM_PIPELINE_H
+
+#include "backend.h"
+#include "io.h"
+#include "layout.h"
+#include "materialize_internal.h"
+#include "plan.h"
+#include "scenario_loader.h"
+
+typedef struct qm_pipeline {
+    qm_topology *topology;
+    bool owns_topology;
+    char scenario_name[256];   /* the file the topology came from, else its name */
+    qm_topo_graph *graph;
+    qm_mesh *mesh;
+    int mesh_ranks;            /* the rank count the mesh was made for (0: all) */
+    qm_request request;        /* the request planned (a copy) */
+    qm_plan *plan;
+    qm_layout *layout;
+    qm_hal *hal;
+} qm_pipeline;
+
+void qm_pipeline_init(qm_pipeline *p);
+/* Free every product (the topology only when owned) and zero the pipeline. NULL is a no-op. */
+void qm_pipeline_fini(qm_pipeline *p);
+
+/* The scenario: a file, or the built-in default mesh when path is NULL; YAML text (name is used
+ * in messages); or a topology the caller keeps (borrowed). Diagnostics beyond the first go to
+ * diags (may be NULL). Drops every earlier product. */
+qm_code qm_pipeline_load(qm_pipeline *p, const char *path, qm_diags *diags, qm_status *st);
+qm_code qm_pipeline_load_text(qm_pipeline *p, const char *text, size_t len, const char *name,
+                              qm_diags *diags, qm_status *st);
+void qm_pipeline_use(qm_pipeline *p, const qm_topology *t);
+
+/* The topology graph (once per topology). */
+qm_code qm_pipeline_graph(qm_pipeline *p, qm_status *st);
+/* The topology graph (once), then the mesh of the first `ranks` ranks (0: all), reused when it was
+ * made for the same count. */
+qm_code qm_pipeline_mesh(qm_pipeline *p, int ranks, qm_status *st);
+
+/* validate (qm_request_validate) → graph → mesh (r->ranks) → plan. Returns what qm_plan_create
+ * returns: QM_OK for a feasible plan, the plan's code (p->plan set, infeasible) otherwise, or the
+ * validator's / mesh's code with p->plan NULL. */
+qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st);
+
+/* The plan projected onto rank `rank` of `world` ranks (qm_layout_create); rank < 0: one process
+ * holding every rank's devices (qm_layout_create_all). */
+qm_code qm_pipeline_layout(qm_pipeline *p, int rank, int world, qm_status *st);
+
+/* A backend for the layout's devices through the factory: `base` gives the kind, the memory mode,
+ * the CUDA first GPU and a fault shim (NULL: a materialized simulator). */
+qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm_status *st);
+
+/* Destroy the backend (its states must be gone). */
+void qm_pipeline_close_backend(qm_pipeline *p);
+
+/* Amplitude-encode `in` into the layout's shards on the pipeline's backend (materialize.c); the
+ * state borrows p->hal (it must be destroyed before the pipeline is finished). */
+qm_code qm_pipeline_materialize(const qm_pipeline *p, const qm_amp_input *in,
+                                const qm_materialize_opts *opts, qm_state **out, qm_status *st);
+
+/* An input file opened for materialize: a .npy file (header only: values are read per shard on
+ * demand) or a CSV file (plain or gzip: read whole). The CSV options apply to CSV files; on a .npy
+ * file --drop-column takes a 0-based index and --header only auto. */
+typedef struct qm_input_file {
+    qm_input_format format;
+    qm_npy_reader *npy;
+    qm_csv_data csv;
+    qm_amp_input in;           /* what materialize reads (points into this object) */
+    int ndim;                  /* 1 or 2 (a CSV file is a table: 2) */
+} qm_input_file;
+
+qm_code qm_input_open(const char *path, const qm_csv_options *csv, qm_input_file *out,
+                           qm_status *st);
+void qm_input_close(qm_input_file *f); /* NULL and a zeroed object are no-ops */
+
+#endif

@@ -1,0 +1,79 @@
+/* backend.c — the backend factory (see backend.h): a backend-neutral description mapped onto the
+ * simulator's, the CUDA backend's and the fault shim's own descriptions. The only file above the
+ * backends that includes their headers. */
+#include "backend.h"
+#include "cuda_backend.h"
+#include "fault.h"
+#include "sim.h"
+#include "status_internal.h"
+
+#include <stdlib.h>
+
+static qm_code open_sim(const qm_backend_desc *d, qm_hal **out, qm_status *st)
+{
+    if (d->n_devices < 1 || !d->devices)
+        return qm_fail(st, QM_E_ARG, "backend: the simulator needs at least 1 device (got %d)",
+                       d->n_devices);
+    if (d->n_peers < 0 || (d->n_peers > 0 && !d->peers))
+        return qm_fail(st, QM_E_ARG, "backend: %d peers without a peer list", d->n_peers);
+    qm_sim_device_desc *dd = calloc((size_t)d->n_devices, sizeof *dd);
+    qm_sim_peer_desc *pp = calloc((size_t)(d->n_peers ? d->n_peers : 1), sizeof *pp);
+    if (!dd || !pp) {
+        free(dd);
+        free(pp);
+        return qm_fail(st, QM_E_NOMEM, "backend: out of host memory for %d devices", d->n_devices);
+    }
+    for (int i = 0; i < d->n_devices; ++i) {
+        const qm_backend_device *s = &d->devices[i];
+        dd[i] = (qm_sim_device_desc){.id = s->id, .name = s->name, .memory_bytes = s->memory_bytes,
+                                     .reserve_bytes = s->reserve_bytes,
+                                     .hbm_bw_bytes_per_s = s->hbm_bw_bytes_per_s,
+                                     .host_bw_bytes_per_s = s->host_bw_bytes_per_s,
+                                     .numa = s->numa};
+    }
+    for (int i = 0; i < d->n_peers; ++i)
+        pp[i] = (qm_sim_peer_desc){.a = d->peers[i].a, .b = d->peers[i].b};
+    const qm_sim_desc sd = {.n_devices = d->n_devices, .devices = dd, .n_peers = d->n_peers,
+                            .peers = pp, .memory = d->phantom ? QM_SIM_PHANTOM : QM_SIM_MATERIALIZED,
+                            .poison = d->no_poison ? QM_SIM_POISON_OFF : QM_SIM_POISON_ON};
+    const qm_code rc = qm_hal_sim_create(&sd, out, st);
+    free(dd);
+    free(pp);
+    return rc;
+}
+
+qm_code qm_backend_open(const qm_backend_desc *desc, qm_hal **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!desc || !out)
+        return qm_fail(st, QM_E_ARG, "backend: description and out must not be NULL");
+    qm_hal *hal = NULL;
+    qm_code rc;
+    switch (desc->kind) {
+    case QM_BACKEND_AUTO:
+    case QM_BACKEND_SIM:
+        rc = open_sim(desc, &hal, st);
+        break;
+    case QM_BACKEND_CUDA:
+        rc = qm_hal_cuda_open_logical_at(desc->cuda_first_gpu, desc->cuda_devices, &hal, st);
+        break;
+    default:
+        return qm_fail(st, QM_E_ARG, "backend: unknown backend kind %d", (int)desc->kind);
+    }
+    if (rc != QM_OK || !desc->fault)
+        return (*out = hal, rc);
+    const qm_backend_fault *f = desc->fault;
+    qm_fault_config cfg = {.points = 0, .fail_at = f->fail_at, .code = f->code};
+    if (f->points & QM_BACKEND_FAULT_ALLOC)
+        cfg.points |= QM_FAULT_ALLOC;
+    if (f->points & QM_BACKEND_FAULT_COPY)
+        cfg.points |= QM_FAULT_COPY;
+    if (f->points & QM_BACKEND_FAULT_LAUNCH)
+        cfg.points |= QM_FAULT_LAUNCH;
+    if (f->points & QM_BACKEND_FAULT_COLLECTIVE)
+        cfg.points |= QM_FAULT_COLLECTIVE;
+    return qm_hal_fault_create(hal, &cfg, out, st); /* takes hal, also on failure */
+}
+
+int qm_backend_cuda_count(void) { return qm_cuda_device_count(); }

@@ -1,0 +1,302 @@
+/* test_api.c — the public API of qmesh.h end to end: scenario, request, plan (feasible and not),
+ * context on the simulator, encode from host memory and from CSV and .npy files, read-back,
+ * gather, DLPack, bad arguments with their exact codes and messages, two threads each encoding
+ * in its own context at once, and destroy orders (a state keeps its context alive).
+ *
+ * Expected amplitudes are computed here by the documented formula (x * (1 / sqrt(sum of squares)),
+ * the sums exact for these inputs), independently of the engine, and compared bit for bit.
+ */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include "qmesh.h"
+#include "qmesh_dlpack.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ROWS 2
+#define FEATURES 5
+#define AMPS 8
+
+static const double rows[ROWS][FEATURES] = {{1, 2, 3, 4, 5}, {0.5, -1.5, 2.5, -3.5, 4.5}};
+
+static void expected(double out[ROWS * AMPS * 2])
+{
+    memset(out, 0, sizeof(double) * ROWS * AMPS * 2);
+    for (int r = 0; r < ROWS; ++r) {
+        double s = 0;
+        for (int k = 0; k < FEATURES; ++k)
+            s += rows[r][k] * rows[r][k];
+        const double c = 1.0 / sqrt(s);
+        for (int k = 0; k < FEATURES; ++k)
+            out[2 * (r * AMPS + k)] = rows[r][k] * c;
+    }
+}
+
+static qm_request request(void)
+{
+    qm_request r;
+    qm_request_init(&r);
+    r.qubits = 3;
+    r.dtype = QM_DTYPE_COMPLEX128;
+    r.batch = ROWS;
+    r.features = FEATURES;
+    return r;
+}
+
+static void check_state(const qm_state *s)
+{
+    double got[ROWS * AMPS * 2], want[ROWS * AMPS * 2];
+    qm_status st;
+    expected(want);
+    CHECK_OK(qm_state_read(s, 0, ROWS * AMPS, QM_DTYPE_COMPLEX128, got, &st));
+    CHECK(memcmp(got, want, sizeof got) == 0);
+}
+
+static void test_host_buffer(const qm_scenario *sc)
+{
+    qm_status st;
+    qm_context *ctx = NULL;
+    qm_state *s = NULL;
+    const qm_request r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    qm_plan_info info;
+    CHECK_OK(qm_context_plan_info(ctx, &info, &st));
+    CHECK(info.feasible == 1 && info.error.code == QM_OK);
+    CHECK_EQ_U64(info.amplitudes, ROWS * AMPS);
+    CHECK_EQ_U64(info.state_bytes, ROWS * AMPS * 16);
+    uint64_t pos = 0;
+    for (int i = 0; i < info.n_shards; ++i) {
+        qm_shard_info sh;
+        CHECK_OK(qm_context_plan_shard(ctx, i, &sh, &st));
+        CHECK_EQ_U64(sh.start, pos);
+        pos = sh.end;
+    }
+    CHECK_EQ_U64(pos, ROWS * AMPS);
+    char *json = NULL;
+    CHECK_OK(qm_context_plan_json(ctx, &json, &st));
+    CHECK(json && strstr(json, "\"feasible\": true") != NULL);
+    qm_free(json);
+    CHECK_OK(qm_context_open(ctx, QM_BACKEND_SIM, &st));
+    const qm_host_data in = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = ROWS,
+                             .features = FEATURES};
+    CHECK_OK(qm_context_encode(ctx, &in, &s, &st));
+    CHECK(s && qm_state_shard_count(s) == info.n_shards && qm_state_qubits(s) == 3);
+    check_state(s);
+    DLManagedTensor *t = NULL;
+    CHECK_OK(qm_state_shard_to_dlpack(s, 0, &t, &st));
+    CHECK(t && t->dl_tensor.ndim == 1 && t->dl_tensor.dtype.code == kDLComplex &&
+          t->dl_tensor.dtype.bits == 128 && t->dl_tensor.device.device_type == kDLCPU);
+    if (t)
+        t->deleter(t);
+    /* float32 input: the same request, its own amplitudes (each within float rounding) */
+    float rows32[ROWS][FEATURES];
+    for (int r0 = 0; r0 < ROWS; ++r0)
+        for (int k = 0; k < FEATURES; ++k)
+            rows32[r0][k] = (float)rows[r0][k];
+    qm_state *s32 = NULL;
+    const qm_host_data in32 = {.dtype = QM_DTYPE_FLOAT32, .data = rows32, .rows = ROWS,
+                               .features = FEATURES};
+    CHECK_OK(qm_context_encode(ctx, &in32, &s32, &st));
+    check_state(s32); /* these float32 values are exact doubles: the same amplitudes */
+    qm_state_destroy(s32);
+    /* destroy order: the context first; the state keeps its backend */
+    qm_context_destroy(ctx);
+    check_state(s);
+    qm_state *g = NULL;
+    CHECK_OK(qm_state_gather(s, 0, &g, &st));
+    qm_state_destroy(s);
+    check_state(g); /* the gathered state keeps the backend too */
+    qm_state_destroy(g);
+}
+
+/* Write `n` bytes to path, encode the file, check its amplitudes, remove it. */
+static void encode_file(qm_context *ctx, const char *path, const void *bytes, size_t n)
+{
+    qm_status st;
+    qm_state *s = NULL;
+    qm_test_write_file(path, bytes, n);
+    CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
+    if (s)
+        check_state(s);
+    qm_state_destroy(s);
+    unlink(path);
+}
+
+static void test_files(const qm_scenario *sc)
+{
+    char dir[] = "/tmp/qm_test_api_XXXXXX", path[128];
+    CHECK(mkdtemp(dir) != NULL);
+    qm_status st;
+    qm_context *ctx = NULL;
+    const qm_request r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    CHECK_OK(qm_context_open(ctx, QM_BACKEND_AUTO, &st));
+    /* CSV with a header row */
+    snprintf(path, sizeof path, "%s/in.csv", dir);
+    const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
+    encode_file(ctx, path, csv, sizeof csv - 1);
+    /* .npy, version 1.0, little-endian float64 (2, 5) */
+    snprintf(path, sizeof path, "%s/in.npy", dir);
+    char hdr[128];
+    const char dict[] = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 5), }";
+    const size_t total = 10 + sizeof dict - 1 + 1, pad = (64 - total % 64) % 64;
+    const size_t hlen = sizeof dict - 1 + pad + 1;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = (char)(hlen & 0xFF);
+    hdr[9] = (char)(hlen >> 8);
+    memcpy(hdr + 10, dict, sizeof dict - 1);
+    memset(hdr + 10 + sizeof dict - 1, ' ', pad);
+    hdr[10 + hlen - 1] = '\n';
+    char file[256];
+    memcpy(file, hdr, 10 + hlen);
+    memcpy(file + 10 + hlen, rows, sizeof rows);
+    encode_file(ctx, path, file, 10 + hlen + sizeof rows);
+    /* a missing file */
+    snprintf(path, sizeof path, "%s/missing.npy", dir);
+    qm_state *s = (qm_state *)&st; /* must be reset to NULL */
+    CHECK(qm_context_encode_file(ctx, path, &s, &st) == QM_E_IO && s == NULL);
+    qm_context_destroy(ctx);
+    rmdir(dir);
+}
+
+static void test_infeasible(void)
+{
+    qm_status st;
+    qm_context *ctx = NULL;
+    qm_scenario *sc = NULL;
+    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    qm_request r = request();
+    r.qubits = 40; /* 16 TiB of complex128 per state: more than the built-in mesh holds */
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    qm_scenario_destroy(sc); /* the context keeps it alive */
+    qm_plan_info info;
+    CHECK_OK(qm_context_plan_info(ctx, &info, &st));
+    CHECK(info.feasible == 0 && info.error.code == QM_E_CAPACITY);
+    char *json = NULL;
+    CHECK_OK(qm_context_plan_json(ctx, &json, &st));
+    CHECK(json && strstr(json, "\"feasible\": false") != NULL);
+    qm_free(json);
+    CHECK(qm_context_open(ctx, QM_BACKEND_SIM, &st) == QM_E_CAPACITY);
+    CHECK(strncmp(st.msg, "layout: the plan is not feasible: ", 34) == 0);
+    qm_context_destroy(ctx);
+}
+
+static void test_bad_arguments(const qm_scenario *sc)
+{
+    qm_status st;
+    qm_context *ctx = (qm_context *)&st;
+    qm_request r = request();
+    CHECK(qm_context_create(NULL, &r, &ctx, &st) == QM_E_ARG && ctx == NULL);
+    CHECK_STR(st.msg, "context: scenario, request and out must not be NULL");
+    r.qubits = 0;
+    CHECK(qm_context_create(sc, &r, &ctx, &st) == QM_E_QUBITS && ctx == NULL);
+    CHECK_STR(st.msg, "request: qubits must be at least 1 (got 0)");
+    r.qubits = 64;
+    CHECK(qm_context_create(sc, &r, &ctx, &st) == QM_E_QUBITS);
+    CHECK_STR(st.msg, "request: 64 qubits of complex128 in this batch overflow 64-bit byte counts "
+                      "(2^64 amplitudes x 16 B); at most 58 qubits");
+    r = request();
+    r.features = 9;
+    CHECK(qm_context_create(sc, &r, &ctx, &st) == QM_E_INPUT);
+    CHECK_STR(st.msg, "request: 9 features exceed the state vector size 8 (3 qubits); use at least "
+                      "4 qubits");
+    r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    qm_shard_info sh;
+    CHECK(qm_context_plan_shard(ctx, 99, &sh, &st) == QM_E_ARG);
+    CHECK(strstr(st.msg, "shard 99 is out of range") != NULL);
+    const qm_host_data in = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = 1,
+                             .features = FEATURES};
+    qm_state *s = NULL;
+    CHECK(qm_context_encode(ctx, &in, &s, &st) == QM_E_ARG && s == NULL);
+    CHECK_STR(st.msg, "encode: the context has no backend (call qm_context_open first)");
+    CHECK(qm_context_open(ctx, (qm_backend_kind)7, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "context: unknown backend 7 (use QM_BACKEND_SIM or QM_BACKEND_CUDA)");
+    CHECK_OK(qm_context_open(ctx, QM_BACKEND_SIM, &st));
+    CHECK(qm_context_open(ctx, QM_BACKEND_SIM, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "context: the backend is already open");
+    CHECK(qm_context_encode(ctx, &in, &s, &st) == QM_E_INPUT && s == NULL);
+    CHECK_STR(st.msg, "encode: the input has 1 rows of 5 values but the context was planned for 2 "
+                      "rows of 5");
+    const qm_host_data bad = {.dtype = QM_DTYPE_COMPLEX64, .data = rows, .rows = ROWS,
+                              .features = FEATURES};
+    CHECK(qm_context_encode(ctx, &bad, &s, &st) == QM_E_DTYPE);
+    CHECK_STR(st.msg, "encode: input dtype must be float32 or float64 (got complex64)");
+    CHECK(qm_context_encode(ctx, NULL, &s, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "encode: ctx, input and out must not be NULL");
+    CHECK(qm_context_plan_info(NULL, NULL, &st) == QM_E_ARG);
+    qm_scenario *x = (qm_scenario *)&st;
+    CHECK(qm_scenario_open("/nonexistent/qm.yaml", &x, &st) == QM_E_IO && x == NULL);
+    CHECK(qm_scenario_parse("schema: qmesh/1\nbogus: 1\n", 25, "t.yaml", &x, &st) != QM_OK &&
+          x == NULL);
+    CHECK_STR(st.file, "t.yaml");
+    qm_context_destroy(ctx);
+    qm_context_destroy(NULL);
+    qm_scenario_destroy(NULL);
+    CHECK_STR(qm_scenario_name(NULL), "");
+}
+
+typedef struct worker {
+    const qm_scenario *sc;
+    int ok;
+} worker;
+
+static void *encode_many(void *arg)
+{
+    worker *w = arg;
+    qm_status st;
+    const qm_request r = request();
+    const qm_host_data in = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = ROWS,
+                             .features = FEATURES};
+    double want[ROWS * AMPS * 2], got[ROWS * AMPS * 2];
+    expected(want);
+    w->ok = 1;
+    for (int i = 0; i < 20 && w->ok; ++i) {
+        qm_context *ctx = NULL;
+        qm_state *s = NULL;
+        w->ok = qm_context_create(w->sc, &r, &ctx, &st) == QM_OK &&
+                qm_context_open(ctx, QM_BACKEND_SIM, &st) == QM_OK &&
+                qm_context_encode(ctx, &in, &s, &st) == QM_OK &&
+                qm_state_read(s, 0, ROWS * AMPS, QM_DTYPE_COMPLEX128, got, &st) == QM_OK &&
+                memcmp(got, want, sizeof got) == 0;
+        qm_context_destroy(ctx); /* before the state: the state holds the last reference */
+        qm_state_destroy(s);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    qm_status st;
+    qm_scenario *sc = NULL;
+    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    worker w[2] = {{.sc = sc}, {.sc = sc}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; ++i)
+        CHECK(pthread_create(&t[i], NULL, encode_many, &w[i]) == 0);
+    for (int i = 0; i < 2; ++i) {
+        pthread_join(t[i], NULL);
+        CHECK(w[i].ok == 1);
+    }
+    qm_scenario_destroy(sc);
+}
+
+int main(void)
+{
+    qm_status st;
+    qm_scenario *sc = NULL;
+    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    CHECK_STR(qm_scenario_name(sc), "<built-in>");
+    test_host_buffer(sc);
+    test_files(sc);
+    test_infeasible();
+    test_bad_arguments(sc);
+    qm_scenario_destroy(sc);
+    test_threads();
+    return qm_test_end("test_api");
+}
