@@ -589,6 +589,22 @@ const char *qm_hal_op_name(qm_hal_op op)
     return "unknown";
 }
 
+bool qm_hal_op_is_amplitude(qm_hal_op op)
+{
+    switch (op) {
+    case QM_HAL_OP_AMP_STASH:
+    case QM_HAL_OP_AMP_SUMSQ:
+    case QM_HAL_OP_AMP_SUMSQ_DEV:
+    case QM_HAL_OP_AMP_SCAN:
+    case QM_HAL_OP_AMP_SCALE:
+    case QM_HAL_OP_AMP_BATCH:
+        return true;
+    case QM_HAL_OP_COUNT_:
+        break;
+    }
+    return false;
+}
+
 bool qm_hal_supports_op(const qm_hal *hal, qm_hal_op op)
 {
     return hal && op >= QM_HAL_OP_AMP_STASH && op < QM_HAL_OP_COUNT_ &&

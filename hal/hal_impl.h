@@ -114,6 +114,10 @@ typedef struct qm_hal_ops {
     qm_hal_kernel_ops kernel;
 } qm_hal_ops;
 
+/* Whether op is one of the amplitude-encoding ops (QM_HAL_OP_AMP_*), for supports_op of backends
+ * that implement the whole family. Cannot fail. */
+bool qm_hal_op_is_amplitude(qm_hal_op op);
+
 /* Create the wrapper object around a backend. On failure, ops->destroy(ctx) has been called. The
  * table must outlive the object (a static table, or one kept in ctx). */
 qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status *st);

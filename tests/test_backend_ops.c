@@ -144,6 +144,7 @@ typedef struct geom {
     double *coeffs, *scales; /* amp_scale: one per state */
 } geom;
 
+/* The test's own dtype mapping (not the backend's: a reference shares no code under test). */
 static qmk_elem elem_of(qm_dtype dt)
 {
     switch (dt) {

@@ -158,21 +158,11 @@ static qmk_elem elem_of(qm_dtype dt)
     return QMK_F64; /* unreachable: the wrappers checked the dtype */
 }
 
+/* Every op of the amplitude family; an op of a later encoding is added here when its case is. */
 static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
-    switch (op) {
-    case QM_HAL_OP_AMP_STASH:
-    case QM_HAL_OP_AMP_SUMSQ:
-    case QM_HAL_OP_AMP_SUMSQ_DEV:
-    case QM_HAL_OP_AMP_SCAN:
-    case QM_HAL_OP_AMP_SCALE:
-    case QM_HAL_OP_AMP_BATCH:
-        return true;
-    case QM_HAL_OP_COUNT_:
-        break;
-    }
-    return false;
+    return qm_hal_op_is_amplitude(op);
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
