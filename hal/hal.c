@@ -12,15 +12,20 @@
 #include "status_internal.h"
 #include "qm_math.h"
 
-#include <stdlib.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* A member added after ABI 1 is called only when the backend was written against an ABI that has
- * it (its table may predate the member): OPS(hal, member, since) is NULL otherwise, and the wrapper
- * takes the member's documented fallback. The ABI numbers are hal_impl.h's history. */
+/* An optional member is called only when the backend was written against an ABI that has it (its
+ * table may predate the member): OPS(hal, member, since) is NULL otherwise, and the wrapper takes
+ * the member's documented fallback. Every optional member of today's table is in the ABI 5 layout
+ * (ABI_BASE, the oldest qm_hal_create accepts); a member appended later gets its own `since` here
+ * (e.g. ABI_FOO = 6), so a table written against ABI 5 never has it read. */
 #define OPS(hal, member, since) ((hal)->ops->abi >= (since) ? (hal)->ops->member : NULL)
-enum { ABI_EVENTS = 2, ABI_HOST_MEM = 2, ABI_AMP_BATCH = 2, ABI_TRIM = 3, ABI_SUMSQ_DEV = 4 };
+enum { ABI_BASE = QM_HAL_ABI_MIN };
+_Static_assert(QM_HAL_ABI_MIN == 5, "the ABI 5 layout is the base of OPS: review OPS' since numbers");
+_Static_assert(QM_HAL_RED_LOG2_BLOCK == QM_RED_LOG2_BLOCK, "hal_ops.h and qm_math.h disagree");
 
 struct qm_hal {
     const qm_hal_ops *ops;
@@ -58,15 +63,24 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
         rc = qm_fail(st, QM_E_ARG, "hal: ops and out must not be NULL");
         goto fail_ctx;
     }
-    if (ops->abi < 1 || ops->abi > QM_HAL_ABI) {
-        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' was written against HAL ABI %d but this "
-                     "build knows 1 to %d", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
+    if (ops->abi >= 1 && ops->abi < QM_HAL_ABI_MIN) {
+        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' was written against HAL ABI %d, the flat "
+                     "table of one member per kernel; this build takes the grouped table of ABI %d "
+                     "to %d (hal_impl.h)", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI_MIN,
+                     QM_HAL_ABI);
         goto fail_ctx;
     }
-    if (!ops->device_count || !ops->device_info ||
-        !ops->peer || !ops->buf_alloc || !ops->buf_free || !ops->copy_h2d || !ops->copy_d2h ||
-        !ops->copy_d2d || !ops->stash || !ops->sumsq || !ops->scan || !ops->amp_scale ||
-        !ops->destroy || (ops->abi >= 4 && !ops->sumsq_dev)) {
+    if (ops->abi < 1 || ops->abi > QM_HAL_ABI) {
+        rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' was written against HAL ABI %d but this "
+                     "build knows %d to %d", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI_MIN,
+                     QM_HAL_ABI);
+        goto fail_ctx;
+    }
+    const qm_hal_device_ops *d = &ops->device;
+    const qm_hal_stream_ops *s = &ops->stream;
+    if (!ops->destroy || !d->count || !d->info || !d->peer || !d->buf_alloc || !d->buf_free ||
+        !s->copy_h2d || !s->copy_d2h || !s->copy_d2d || !ops->kernel.supports_op ||
+        !ops->kernel.launch) {
         rc = qm_fail(st, QM_E_INTERNAL, "hal: backend '%s' ops table is incomplete (abi %d, this "
                      "build %d)", qm_hal_kind_name(ops->kind), ops->abi, QM_HAL_ABI);
         goto fail_ctx;
@@ -78,7 +92,7 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
     }
     hal->ops = ops;
     hal->ctx = ctx;
-    hal->n_dev = ops->device_count(ctx);
+    hal->n_dev = ops->device.count(ctx);
     if (hal->n_dev < 0) {
         rc = qm_fail(st, QM_E_INTERNAL, "hal: backend reported %d devices", hal->n_dev);
         goto fail_hal;
@@ -91,10 +105,10 @@ qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status 
             goto fail_hal;
         }
     }
-    for (int d = 0; d < hal->n_dev; ++d) {
-        rc = ops->device_info(ctx, d, &hal->info[d], st);
+    for (int dev = 0; dev < hal->n_dev; ++dev) {
+        rc = ops->device.info(ctx, dev, &hal->info[dev], st);
         if (rc != QM_OK) {
-            qm_status_prefix(st, "hal: device %d", d);
+            qm_status_prefix(st, "hal: device %d", dev);
             goto fail_hal;
         }
     }
@@ -183,7 +197,7 @@ bool qm_hal_peer_get(const qm_hal *hal, int dev_a, int dev_b)
         return false;
     if (dev_a == dev_b)
         return true;
-    return hal->ops->peer(hal->ctx, dev_a, dev_b);
+    return hal->ops->device.peer(hal->ctx, dev_a, dev_b);
 }
 
 /* ---- buffers ---------------------------------------------------------------------------------- */
@@ -211,7 +225,7 @@ qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out,
     qm_hal_buf *b = calloc(1, sizeof *b);
     if (!b)
         return qm_fail(st, QM_E_NOMEM, "buf_alloc on %s: out of host memory", hal->info[dev].id);
-    rc = hal->ops->buf_alloc(hal->ctx, dev, bytes, &b->ptr, &b->host_ptr, st);
+    rc = hal->ops->device.buf_alloc(hal->ctx, dev, bytes, &b->ptr, &b->host_ptr, st);
     if (rc != QM_OK) {
         free(b);
         return qm_status_prefix(st, "buf_alloc on %s", hal->info[dev].id);
@@ -236,13 +250,15 @@ qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t byt
         return rc;
     if (!out || !ptr || bytes == 0)
         return qm_fail(st, QM_E_ARG, "wrap_host: out, pointer and a size > 0 are required");
-    if (!hal->ops->wrap_host)
+    qm_code (*wrap)(void *, int, const void *, uint64_t, void **, qm_status *) =
+        OPS(hal, device.wrap_host, ABI_BASE);
+    if (!wrap)
         return qm_fail(st, QM_E_UNSUPPORTED, "wrap_host on %s: the %s backend cannot read host "
                        "memory in place", hal->info[dev].id, qm_hal_kind_name(hal->ops->kind));
     qm_hal_buf *b = calloc(1, sizeof *b);
     if (!b)
         return qm_fail(st, QM_E_NOMEM, "wrap_host: out of host memory");
-    if ((rc = hal->ops->wrap_host(hal->ctx, dev, ptr, bytes, &b->ptr, st)) != QM_OK) {
+    if ((rc = wrap(hal->ctx, dev, ptr, bytes, &b->ptr, st)) != QM_OK) {
         free(b);
         return qm_status_prefix(st, "wrap_host on %s", hal->info[dev].id);
     }
@@ -262,7 +278,7 @@ void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf)
         free(buf);
         return;
     }
-    hal->ops->buf_free(hal->ctx, buf->dev, buf->ptr, buf->bytes);
+    hal->ops->device.buf_free(hal->ctx, buf->dev, buf->ptr, buf->bytes);
     hal->usage[buf->dev].in_use_bytes -= buf->bytes;
     hal->usage[buf->dev].n_frees++;
     free(buf);
@@ -288,8 +304,9 @@ qm_code qm_hal_stream_create(qm_hal *hal, int dev, qm_hal_stream **out, qm_statu
     if (!s)
         return qm_fail(st, QM_E_NOMEM, "stream_create: out of host memory");
     s->dev = dev;
-    if (hal->ops->stream_create) {
-        rc = hal->ops->stream_create(hal->ctx, dev, &s->s, st);
+    qm_code (*create)(void *, int, void **, qm_status *) = OPS(hal, stream.create, ABI_BASE);
+    if (create) {
+        rc = create(hal->ctx, dev, &s->s, st);
         if (rc != QM_OK) {
             free(s);
             return qm_status_prefix(st, "stream_create on %s", hal->info[dev].id);
@@ -303,8 +320,9 @@ void qm_hal_stream_destroy(qm_hal *hal, qm_hal_stream *s)
 {
     if (!hal || !s)
         return;
-    if (hal->ops->stream_destroy)
-        hal->ops->stream_destroy(hal->ctx, s->dev, s->s);
+    void (*destroy)(void *, int, void *) = OPS(hal, stream.destroy, ABI_BASE);
+    if (destroy)
+        destroy(hal->ctx, s->dev, s->s);
     free(s);
 }
 
@@ -312,9 +330,10 @@ qm_code qm_hal_stream_sync(qm_hal *hal, qm_hal_stream *s, qm_status *st)
 {
     if (!hal)
         return qm_fail(st, QM_E_ARG, "stream_sync: hal must not be NULL");
-    if (!s || !hal->ops->stream_sync)
+    qm_code (*sync)(void *, int, void *, qm_status *) = OPS(hal, stream.sync, ABI_BASE);
+    if (!s || !sync)
         return QM_OK;
-    qm_code rc = hal->ops->stream_sync(hal->ctx, s->dev, s->s, st);
+    qm_code rc = sync(hal->ctx, s->dev, s->s, st);
     if (rc != QM_OK)
         qm_status_prefix(st, "stream_sync on %s", hal->info[s->dev].id);
     return rc;
@@ -337,7 +356,7 @@ qm_code qm_hal_event_create(qm_hal *hal, int dev, qm_hal_event **out, qm_status 
     if (!ev)
         return qm_fail(st, QM_E_NOMEM, "event_create: out of host memory");
     ev->dev = dev;
-    qm_code (*create)(void *, int, void **, qm_status *) = OPS(hal, event_create, ABI_EVENTS);
+    qm_code (*create)(void *, int, void **, qm_status *) = OPS(hal, stream.event_create, ABI_BASE);
     if (create && (rc = create(hal->ctx, dev, &ev->ev, st)) != QM_OK) {
         free(ev);
         return qm_status_prefix(st, "event_create on %s", hal->info[dev].id);
@@ -350,7 +369,7 @@ void qm_hal_event_destroy(qm_hal *hal, qm_hal_event *ev)
 {
     if (!hal || !ev)
         return;
-    void (*destroy)(void *, int, void *) = OPS(hal, event_destroy, ABI_EVENTS);
+    void (*destroy)(void *, int, void *) = OPS(hal, stream.event_destroy, ABI_BASE);
     if (destroy)
         destroy(hal->ctx, ev->dev, ev->ev);
     free(ev);
@@ -371,7 +390,7 @@ static qm_code check_event(const qm_hal *hal, const qm_hal_event *ev, const qm_h
 qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, s, "event_record", st);
-    qm_code (*record)(void *, int, void *, void *, qm_status *) = OPS(hal, event_record, ABI_EVENTS);
+    qm_code (*record)(void *, int, void *, void *, qm_status *) = OPS(hal, stream.event_record, ABI_BASE);
     if (rc != QM_OK || !record)
         return rc;
     if ((rc = record(hal->ctx, ev->dev, ev->ev, s ? s->s : NULL, st)) != QM_OK)
@@ -382,7 +401,7 @@ qm_code qm_hal_event_record(qm_hal *hal, qm_hal_event *ev, qm_hal_stream *s, qm_
 qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, s, "stream_wait", st);
-    qm_code (*wait)(void *, int, void *, void *, qm_status *) = OPS(hal, stream_wait, ABI_EVENTS);
+    qm_code (*wait)(void *, int, void *, void *, qm_status *) = OPS(hal, stream.wait, ABI_BASE);
     if (rc != QM_OK || !wait)
         return rc;
     if ((rc = wait(hal->ctx, ev->dev, s ? s->s : NULL, ev->ev, st)) != QM_OK)
@@ -393,7 +412,7 @@ qm_code qm_hal_stream_wait(qm_hal *hal, qm_hal_stream *s, qm_hal_event *ev, qm_s
 qm_code qm_hal_event_sync(qm_hal *hal, qm_hal_event *ev, qm_status *st)
 {
     qm_code rc = check_event(hal, ev, NULL, "event_sync", st);
-    qm_code (*sync)(void *, int, void *, qm_status *) = OPS(hal, event_sync, ABI_EVENTS);
+    qm_code (*sync)(void *, int, void *, qm_status *) = OPS(hal, stream.event_sync, ABI_BASE);
     if (rc != QM_OK || !sync)
         return rc;
     if ((rc = sync(hal->ctx, ev->dev, ev->ev, st)) != QM_OK)
@@ -413,7 +432,7 @@ qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st
     if (bytes > SIZE_MAX)
         return qm_fail(st, QM_E_NOMEM, "host_alloc: %llu bytes do not fit this host's address space",
                        (unsigned long long)bytes);
-    qm_code (*host_alloc)(void *, uint64_t, void **, qm_status *) = OPS(hal, host_alloc, ABI_HOST_MEM);
+    qm_code (*host_alloc)(void *, uint64_t, void **, qm_status *) = OPS(hal, device.host_alloc, ABI_BASE);
     if (host_alloc) {
         qm_code rc = host_alloc(hal->ctx, bytes, out, st);
         return rc == QM_OK ? rc : qm_status_prefix(st, "host_alloc of %llu bytes",
@@ -429,7 +448,7 @@ void qm_hal_host_free(qm_hal *hal, void *p)
 {
     if (!hal || !p)
         return;
-    void (*host_free)(void *, void *) = OPS(hal, host_free, ABI_HOST_MEM);
+    void (*host_free)(void *, void *) = OPS(hal, device.host_free, ABI_BASE);
     if (host_free)
         host_free(hal->ctx, p);
     else
@@ -440,7 +459,7 @@ bool qm_hal_host_is_pinned(const qm_hal *hal, const void *p)
 {
     if (!hal || !p)
         return false;
-    bool (*pinned)(void *, const void *) = OPS(hal, host_is_pinned, ABI_HOST_MEM);
+    bool (*pinned)(void *, const void *) = OPS(hal, device.host_is_pinned, ABI_BASE);
     return pinned ? pinned(hal->ctx, p) : true;
 }
 
@@ -474,7 +493,7 @@ qm_code qm_hal_copy_h2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const vo
         return QM_OK;
     if (!src)
         return qm_fail(st, QM_E_ARG, "copy_h2d: source must not be NULL");
-    rc = hal->ops->copy_h2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), src, bytes,
+    rc = hal->ops->stream.copy_h2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), src, bytes,
                             stream_of(s, dst->dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "copy_h2d on %s", hal->info[dst->dev].id);
@@ -494,7 +513,7 @@ qm_code qm_hal_copy_d2h(qm_hal *hal, void *dst, const qm_hal_buf *src, uint64_t 
         return QM_OK;
     if (!dst)
         return qm_fail(st, QM_E_ARG, "copy_d2h: destination must not be NULL");
-    rc = hal->ops->copy_d2h(hal->ctx, src->dev, dst, cat(src->ptr, src_off), bytes,
+    rc = hal->ops->stream.copy_d2h(hal->ctx, src->dev, dst, cat(src->ptr, src_off), bytes,
                             stream_of(s, src->dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "copy_d2h on %s", hal->info[src->dev].id);
@@ -533,16 +552,18 @@ qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm
     if (rc != QM_OK || bytes == 0)
         return rc;
     if (dst->dev == src->dev) {
-        rc = hal->ops->copy_d2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), cat(src->ptr, src_off),
+        rc = hal->ops->stream.copy_d2d(hal->ctx, dst->dev, at(dst->ptr, dst_off), cat(src->ptr, src_off),
                                 bytes, stream_of(s, dst->dev), st);
         if (rc != QM_OK)
             return qm_status_prefix(st, "copy_d2d on %s", hal->info[dst->dev].id);
         hal->usage[dst->dev].d2d_bytes += bytes;
         return QM_OK;
     }
-    if (!hal->ops->copy_peer || !hal->ops->peer(hal->ctx, src->dev, dst->dev))
+    qm_code (*peer_copy)(void *, int, void *, int, const void *, uint64_t, void *, qm_status *) =
+        OPS(hal, stream.copy_peer, ABI_BASE);
+    if (!peer_copy || !hal->ops->device.peer(hal->ctx, src->dev, dst->dev))
         return copy_staged(hal, dst, dst_off, src, src_off, bytes, st);
-    rc = hal->ops->copy_peer(hal->ctx, dst->dev, at(dst->ptr, dst_off), src->dev,
+    rc = peer_copy(hal->ctx, dst->dev, at(dst->ptr, dst_off), src->dev,
                              cat(src->ptr, src_off), bytes, stream_of(s, dst->dev), st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "copy_peer %s -> %s", hal->info[src->dev].id,
@@ -552,7 +573,68 @@ qm_code qm_hal_copy_d2d(qm_hal *hal, qm_hal_buf *dst, uint64_t dst_off, const qm
     return QM_OK;
 }
 
-/* ---- kernels ---------------------------------------------------------------------------------- */
+/* ---- kernels: op ids, one launch member ------------------------------------------------------ */
+
+const char *qm_hal_op_name(qm_hal_op op)
+{
+    switch (op) {
+    case QM_HAL_OP_AMP_STASH: return "amp_stash";
+    case QM_HAL_OP_AMP_SUMSQ: return "amp_sumsq";
+    case QM_HAL_OP_AMP_SUMSQ_DEV: return "amp_sumsq_dev";
+    case QM_HAL_OP_AMP_SCAN: return "amp_scan";
+    case QM_HAL_OP_AMP_SCALE: return "amp_scale";
+    case QM_HAL_OP_AMP_BATCH: return "amp_batch";
+    case QM_HAL_OP_COUNT_: break;
+    }
+    return "unknown";
+}
+
+bool qm_hal_op_is_amplitude(qm_hal_op op)
+{
+    switch (op) {
+    case QM_HAL_OP_AMP_STASH:
+    case QM_HAL_OP_AMP_SUMSQ:
+    case QM_HAL_OP_AMP_SUMSQ_DEV:
+    case QM_HAL_OP_AMP_SCAN:
+    case QM_HAL_OP_AMP_SCALE:
+    case QM_HAL_OP_AMP_BATCH:
+        return true;
+    case QM_HAL_OP_COUNT_:
+        break;
+    }
+    return false;
+}
+
+bool qm_hal_supports_op(const qm_hal *hal, qm_hal_op op)
+{
+    return hal && op >= QM_HAL_OP_AMP_STASH && op < QM_HAL_OP_COUNT_ &&
+           hal->ops->kernel.supports_op(hal->ctx, op);
+}
+
+/* The common tail of every op's wrapper, after its checks: E-UNSUPPORTED for an op the backend
+ * lacks, else the backend's launch with the buffers by role; `what` names the op in messages as
+ * the wrapper's own checks do ("stash on n0.g1: ..."). */
+static qm_code launch_op(qm_hal *hal, int dev, qm_hal_op op, const char *what, const void *params,
+                         const void *state, const void *input, void *out, qm_hal_stream *s,
+                         qm_status *st)
+{
+    if (!qm_hal_supports_op(hal, op))
+        return qm_fail(st, QM_E_UNSUPPORTED, "%s: the %s backend does not implement op %s", what,
+                       qm_hal_kind_name(hal->ops->kind), qm_hal_op_name(op));
+    void *const bufs[QM_HAL_OP_BUFS] = {
+        [QM_HAL_OP_BUF_STATE] = (void *)(uintptr_t)state,
+        [QM_HAL_OP_BUF_INPUT] = (void *)(uintptr_t)input,
+        [QM_HAL_OP_BUF_OUT] = out,
+    };
+    qm_code rc = hal->ops->kernel.launch(hal->ctx, dev, op, params, bufs, stream_of(s, dev), st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "%s on %s", what, hal->info[dev].id);
+    return QM_OK;
+}
+
+static const void *ptr_of(const qm_hal_buf *b) { return b ? b->ptr : NULL; }
+
+/* ---- amplitude-encoding ops ------------------------------------------------------------------- */
 
 static bool is_state_dtype(qm_dtype dt) { return dt == QM_DTYPE_COMPLEX64 || dt == QM_DTYPE_COMPLEX128; }
 static bool is_input_dtype(qm_dtype dt) { return dt == QM_DTYPE_FLOAT32 || dt == QM_DTYPE_FLOAT64; }
@@ -630,11 +712,8 @@ qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, 
     if (a->in->dev != a->out->dev)
         return qm_fail(st, QM_E_ARG, "stash: input on %s but state on %s", hal->info[a->in->dev].id,
                        hal->info[a->out->dev].id);
-    rc = hal->ops->stash(hal->ctx, a->out->dev, a->out->ptr, a->in->ptr, a, stream_of(s, a->out->dev),
-                         st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "stash on %s", hal->info[a->out->dev].id);
-    return QM_OK;
+    return launch_op(hal, a->out->dev, QM_HAL_OP_AMP_STASH, "stash", a, a->out->ptr, a->in->ptr,
+                     NULL, s, st);
 }
 
 /* The checks shared by both forms of sumsq; *dev is the device of the input (or the state). */
@@ -675,11 +754,8 @@ qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st
     qm_code rc = sumsq_check(hal, a, &dev, st);
     if (rc != QM_OK)
         return rc;
-    rc = hal->ops->sumsq(hal->ctx, dev, a->input ? NULL : a->state->ptr,
-                         a->input ? a->input->ptr : NULL, a, st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "sumsq on %s", hal->info[dev].id);
-    return QM_OK;
+    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ, "sumsq", a,
+                     a->input ? NULL : ptr_of(a->state), ptr_of(a->input), NULL, NULL, st);
 }
 
 qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, uint64_t out_off,
@@ -698,15 +774,9 @@ qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, u
         return qm_fail(st, QM_E_ARG, "sumsq: %llu sums from double %llu do not fit a buffer of "
                        "%llu bytes", (unsigned long long)a->n_blocks,
                        (unsigned long long)out_off, (unsigned long long)out->bytes);
-    const void *state = a->input ? NULL : a->state->ptr, *in = a->input ? a->input->ptr : NULL;
-    if (!OPS(hal, sumsq_dev, ABI_SUMSQ_DEV))
-        return qm_fail(st, QM_E_UNSUPPORTED, "sumsq: the %s backend (abi %d) has no enqueued form",
-                       qm_hal_kind_name(hal->ops->kind), hal->ops->abi);
-    rc = hal->ops->sumsq_dev(hal->ctx, dev, state, in, a, (double *)out->ptr + out_off,
-                             stream_of(s, dev), st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "sumsq on %s", hal->info[dev].id);
-    return QM_OK;
+    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ_DEV, "sumsq", a,
+                     a->input ? NULL : ptr_of(a->state), ptr_of(a->input),
+                     (double *)out->ptr + out_off, s, st);
 }
 
 qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
@@ -724,10 +794,10 @@ qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dt
     out->first_nonfinite = UINT64_MAX;
     if (n == 0)
         return QM_OK;
-    rc = hal->ops->scan(hal->ctx, state->dev, state->ptr, state_dtype, off, n, out, st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "scan on %s", hal->info[state->dev].id);
-    return QM_OK;
+    const qm_hal_scan_args a = {.state = state, .state_dtype = state_dtype, .off = off, .n = n,
+                                .out = out};
+    return launch_op(hal, state->dev, QM_HAL_OP_AMP_SCAN, "scan", &a, state->ptr, NULL, NULL, NULL,
+                     st);
 }
 
 qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
@@ -758,11 +828,8 @@ qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_str
         if (rc != QM_OK)
             return rc;
     }
-    rc = hal->ops->amp_scale(hal->ctx, a->state->dev, a->state->ptr,
-                             a->input ? a->input->ptr : NULL, a, stream_of(s, a->state->dev), st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "amp_scale on %s", hal->info[a->state->dev].id);
-    return QM_OK;
+    return launch_op(hal, a->state->dev, QM_HAL_OP_AMP_SCALE, "amp_scale", a, a->state->ptr,
+                     ptr_of(a->input), NULL, s, st);
 }
 
 qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
@@ -776,11 +843,11 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
     qm_code rc = check_period(a->period, a->period_valid, "amp_batch", st);
     if (rc != QM_OK)
         return rc;
-    if (a->period > ((uint64_t)1 << QM_RED_LOG2_BLOCK) || a->period_valid == 0)
+    if (a->period > ((uint64_t)1 << QM_HAL_RED_LOG2_BLOCK) || a->period_valid == 0)
         return qm_fail(st, QM_E_ARG, "amp_batch: states of %llu slots with %llu values are not "
                        "small states (1 to %llu slots, at least 1 value)",
                        (unsigned long long)a->period, (unsigned long long)a->period_valid,
-                       (unsigned long long)((uint64_t)1 << QM_RED_LOG2_BLOCK));
+                       (unsigned long long)((uint64_t)1 << QM_HAL_RED_LOG2_BLOCK));
     if (a->n_states == 0)
         return QM_OK;
     if (a->n_states > UINT64_MAX / a->period)
@@ -797,58 +864,25 @@ qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_str
         return qm_fail(st, QM_E_ARG, "amp_batch: state on %s, input on %s, sums on %s: all must be "
                        "on one device", hal->info[dev].id, hal->info[a->input->dev].id,
                        hal->info[a->sums->dev].id);
-    if (!OPS(hal, amp_batch, ABI_AMP_BATCH))
-        return qm_fail(st, QM_E_UNSUPPORTED, "amp_batch: the %s backend has no fused batch kernel",
-                       qm_hal_kind_name(hal->ops->kind));
-    rc = hal->ops->amp_batch(hal->ctx, dev, a->state->ptr, a->input->ptr, a->sums->ptr, a,
-                             stream_of(s, dev), st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "amp_batch on %s", hal->info[dev].id);
-    return QM_OK;
+    return launch_op(hal, dev, QM_HAL_OP_AMP_BATCH, "amp_batch", a, a->state->ptr, a->input->ptr,
+                     a->sums->ptr, s, st);
 }
-
-bool qm_hal_has_amp_batch(const qm_hal *hal) { return hal && OPS(hal, amp_batch, ABI_AMP_BATCH); }
 
 void qm_hal_trim(qm_hal *hal)
 {
-    void (*trim)(void *) = hal ? OPS(hal, trim, ABI_TRIM) : NULL;
+    void (*trim)(void *) = hal ? OPS(hal, device.trim, ABI_BASE) : NULL;
     if (trim)
         trim(hal->ctx);
 }
 
-/* ---- collectives ------------------------------------------------------------------------------ */
+/* ---- the maths the engine needs: qm_math.h's, so the numbers are the kernels' ------------------ */
 
-qm_code qm_hal_allgather_fallback(const qm_hal_ops *ops, void *ctx, int n_bufs,
-                                  const qm_hal_buf *const *bufs, uint64_t count, double *out,
-                                  qm_status *st)
+void qm_hal_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t period_valid,
+                        uint64_t *e_lo, uint64_t *e_hi)
 {
-    for (int i = 0; i < n_bufs; ++i) {
-        qm_code rc = ops->copy_d2h(ctx, bufs[i]->dev, out + (uint64_t)i * count, bufs[i]->ptr,
-                                   count * sizeof(double), NULL, st);
-        if (rc != QM_OK)
-            return rc;
-    }
-    return QM_OK;
+    qm_input_range(lo, hi, period, period_valid, e_lo, e_hi);
 }
 
-qm_code qm_hal_allgather_f64(qm_hal *hal, int n_bufs, const qm_hal_buf *const *bufs, uint64_t count,
-                             double *out, qm_status *st)
-{
-    if (!hal || n_bufs < 0 || (n_bufs > 0 && (!bufs || !out)))
-        return qm_fail(st, QM_E_ARG, "allgather: hal, buffers and out must not be NULL");
-    if (count > UINT64_MAX / sizeof(double))
-        return qm_fail(st, QM_E_ARG, "allgather: count %llu overflows", (unsigned long long)count);
-    for (int i = 0; i < n_bufs; ++i) {
-        qm_code rc = check_range(hal, bufs[i], 0, count * sizeof(double), "allgather", "input", st);
-        if (rc != QM_OK)
-            return rc;
-    }
-    qm_code rc = hal->ops->allgather_f64
-                     ? hal->ops->allgather_f64(hal->ctx, n_bufs, bufs, count, out, st)
-                     : qm_hal_allgather_fallback(hal->ops, hal->ctx, n_bufs, bufs, count, out, st);
-    if (rc != QM_OK)
-        return qm_status_prefix(st, "allgather over %d buffers", n_bufs);
-    for (int i = 0; i < n_bufs; ++i)
-        hal->usage[bufs[i]->dev].d2h_bytes += count * sizeof(double);
-    return QM_OK;
-}
+double qm_hal_tree_combine(double *v, uint64_t n) { return qm_tree_combine(v, n); }
+double qm_hal_rescale_factor(double max_abs) { return qm_rescale_factor(max_abs); }
+bool qm_hal_sum_is_fast(double sum) { return isfinite(sum) && sum >= QM_FAST_SUM_MIN; }

@@ -10,13 +10,13 @@
 #define QM_OMP_MIN_ELEMS 65536
 
 /* A stashed value lives in the first 8 bytes of its slot. */
-static uint64_t stride_of(qm_dtype state_dtype) { return state_dtype == QM_DTYPE_COMPLEX128 ? 2 : 1; }
+static uint64_t stride_of(qmk_elem state_elem) { return state_elem == QMK_C128 ? 2 : 1; }
 
-void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t period,
-                  uint64_t period_valid, const void *in, qm_dtype in_dtype, uint64_t in_off,
+void qm_cpu_stash(void *state, qmk_elem state_elem, uint64_t slot_g0, uint64_t period,
+                  uint64_t period_valid, const void *in, qmk_elem in_elem, uint64_t in_off,
                   uint64_t in_first, uint64_t n)
 {
-    const uint64_t k = stride_of(state_dtype);
+    const uint64_t k = stride_of(state_elem);
     /* runs of values that belong to one state are contiguous in both input and slots */
     uint64_t i = 0;
     while (i < n) {
@@ -26,7 +26,7 @@ void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t 
         const int64_t rn = (int64_t)run;
         const int par = run >= QM_OMP_MIN_ELEMS;
         (void)par; /* read only by the OpenMP if-clauses */
-        if (in_dtype == QM_DTYPE_FLOAT64) {
+        if (in_elem == QMK_F64) {
             const double *x = (const double *)in + in_off + i;
             if (k == 1) {
                 memcpy(o, x, (size_t)run * sizeof *o);
@@ -50,12 +50,12 @@ void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t 
     }
 }
 
-void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
+void qm_cpu_sumsq_blocks(const void *state, qmk_elem state_elem, uint64_t off, uint64_t g0,
                          uint64_t period, uint64_t period_valid, unsigned log2_block,
                          uint64_t n_blocks, double scale, double *out_sums, const void *in,
-                         qm_dtype in_dtype, uint64_t in_first)
+                         qmk_elem in_elem, uint64_t in_first)
 {
-    const uint64_t bs = (uint64_t)1 << log2_block, k = stride_of(state_dtype);
+    const uint64_t bs = (uint64_t)1 << log2_block, k = stride_of(state_elem);
     const int64_t nb = (int64_t)n_blocks;
     const int par = (n_blocks << log2_block) >= QM_OMP_MIN_ELEMS;
     (void)par; /* read only by the OpenMP if-clause */
@@ -71,17 +71,17 @@ void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, 
         /* the block's data values are contiguous in the input */
         const uint64_t e = (gs / period) * period_valid + gs % period - in_first;
         out_sums[b] = valid == 0 ? 0.0
-                      : in_dtype == QM_DTYPE_FLOAT64
+                      : in_elem == QMK_F64
                           ? qm_tree_sumsq((const double *)in + e, 1, valid, log2_block, scale)
                           : qm_tree_sumsq_f32((const float *)in + e, 1, valid, log2_block, scale);
     }
 }
 
-void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t n,
+void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite)
 {
     /* Slow path only: serial, in index order, so "first" is well defined. */
-    const uint64_t k = stride_of(state_dtype);
+    const uint64_t k = stride_of(state_elem);
     const double *x = (const double *)state + off * k;
     double m = 0.0;
     uint64_t first = UINT64_MAX;
@@ -103,14 +103,14 @@ void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t
 /* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. x (when not NULL) holds the
  * input values of the data slots, x[0] for slot i0; otherwise the values are the stash. The
  * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. */
-static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint64_t i0,
+static void scale_segment(void *state, qmk_elem state_elem, uint64_t off, uint64_t i0,
                           uint64_t data_end, uint64_t i1, double scale, double coeff,
                           const void *x,
-                          qm_dtype in_dtype, int par)
+                          qmk_elem in_elem, int par)
 {
     (void)par; /* read only by the OpenMP if-clauses */
     const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
-    if (state_dtype == QM_DTYPE_COMPLEX128) {
+    if (state_elem == QMK_C128) {
         double *o = (double *)state + 2 * off;
         if (!x) {
 #pragma omp parallel for schedule(static) if (par)
@@ -118,7 +118,7 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
                 o[2 * i] = qm_amp_scaled(o[2 * i], scale, coeff);
                 o[2 * i + 1] = 0.0;
             }
-        } else if (in_dtype == QM_DTYPE_FLOAT64) {
+        } else if (in_elem == QMK_F64) {
             const double *xi = (const double *)x - a;
 #pragma omp parallel for schedule(static) if (par)
             for (int64_t i = a; i < d; ++i) {
@@ -148,7 +148,7 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
             }
         } else {
             float *o = (float *)base;
-            if (in_dtype == QM_DTYPE_FLOAT64) {
+            if (in_elem == QMK_F64) {
                 const double *xi = (const double *)x - a;
 #pragma omp parallel for schedule(static) if (par)
                 for (int64_t i = a; i < d; ++i) {
@@ -169,16 +169,16 @@ static void scale_segment(void *state, qm_dtype state_dtype, uint64_t off, uint6
     }
 }
 
-void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
+void qm_cpu_amp_scale(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
                       const double *coeffs, const double *scales, const void *in,
-                      qm_dtype in_dtype, uint64_t in_first)
+                      qmk_elem in_elem, uint64_t in_first)
 {
     /* segments = the parts of the range inside one state each */
     const uint64_t s0 = g0 / period, s1 = (g0 + n - 1) / period;
     const int64_t ns = (int64_t)(s1 - s0 + 1);
     const int many = ns >= 16 && n >= QM_OMP_MIN_ELEMS;
-    const size_t is = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t is = in_elem == QMK_F64 ? 8 : 4;
 #pragma omp parallel for schedule(static) if (many)
     for (int64_t k = 0; k < ns; ++k) {
         const uint64_t sidx = s0 + (uint64_t)k;
@@ -191,32 +191,32 @@ void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t 
         const void *x = NULL;
         if (in && data_end > lo)
             x = (const char *)in + (sidx * period_valid + local - in_first) * is;
-        scale_segment(state, state_dtype, off, lo, data_end, hi,
+        scale_segment(state, state_elem, off, lo, data_end, hi,
                       scales ? scales[sidx - first_state] : 1.0, coeffs[sidx - first_state], x,
-                      in_dtype, !many && hi - lo >= QM_OMP_MIN_ELEMS);
+                      in_elem, !many && hi - lo >= QM_OMP_MIN_ELEMS);
     }
 }
 
-void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t period,
-                      uint64_t period_valid, uint64_t n_states, const void *in, qm_dtype in_dtype,
+void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t period,
+                      uint64_t period_valid, uint64_t n_states, const void *in, qmk_elem in_elem,
                       uint64_t in_off, double *sums, uint64_t sums_off)
 {
     const unsigned lp = (unsigned)__builtin_ctzll(period);
-    const size_t is = in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4, ss = state_dtype == QM_DTYPE_COMPLEX128 ? 16 : 8;
+    const size_t is = in_elem == QMK_F64 ? 8 : 4, ss = state_elem == QMK_C128 ? 16 : 8;
     const int64_t ns = (int64_t)n_states;
 #pragma omp parallel for schedule(static) if (n_states * period >= QM_OMP_MIN_ELEMS)
     for (int64_t k = 0; k < ns; ++k) {
         const void *x = (const char *)in + (in_off + (uint64_t)k * period_valid) * is;
-        const double sum = in_dtype == QM_DTYPE_FLOAT64
+        const double sum = in_elem == QMK_F64
                                ? qm_tree_sumsq((const double *)x, 1, period_valid, lp, 1.0)
                                : qm_tree_sumsq_f32((const float *)x, 1, period_valid, lp, 1.0);
         sums[sums_off + (uint64_t)k] = sum;
         const uint64_t slot0 = off + (uint64_t)k * period;
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
-            scale_segment(state, state_dtype, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
-                          in_dtype, 0);
+            scale_segment(state, state_elem, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
+                          in_elem, 0);
         else /* the slow path rescales from the stash */
-            qm_cpu_stash((char *)state + slot0 * ss, state_dtype, 0, period, period_valid, x,
-                         in_dtype, 0, 0, period_valid);
+            qm_cpu_stash((char *)state + slot0 * ss, state_elem, 0, period, period_valid, x,
+                         in_elem, 0, 0, period_valid);
     }
 }

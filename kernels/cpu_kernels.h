@@ -1,39 +1,42 @@
 /* cpu_kernels.h — CPU (OpenMP) implementations of the HAL kernels, used by hal/sim.
  *
- * In: host pointers and slot ranges already bounds-checked by the HAL wrappers (see hal.h,
- * "kernels", for what stash / sumsq / scan / amp_scale do).
+ * In: host pointers and slot ranges already bounds-checked by the HAL wrappers (see hal/hal_ops.h
+ * for what stash / sumsq / scan / amp_scale / amp_batch do), element types as plain qmk_elem.
  * Out: stashed values, block sums, scan results and amplitudes computed with kernels/qm_math.h, so
  * that any thread count gives the same bits (work is cut into fixed blocks; threads only choose
  * which block to do).
- * Must not: allocate, fail, or depend on the OpenMP thread count for any result.
+ * Must not: allocate, fail, include anything of the engine or the HAL, read the environment, or
+ * depend on the OpenMP thread count for any result.
  */
 #ifndef QM_CPU_KERNELS_H
 #define QM_CPU_KERNELS_H
 
-#include "qmesh.h"
+#include "qmk_elem.h"
 
-void qm_cpu_stash(void *state, qm_dtype state_dtype, uint64_t slot_g0, uint64_t period,
-                  uint64_t period_valid, const void *in, qm_dtype in_dtype, uint64_t in_off,
+#include <stdint.h>
+
+void qm_cpu_stash(void *state, qmk_elem state_elem, uint64_t slot_g0, uint64_t period,
+                  uint64_t period_valid, const void *in, qmk_elem in_elem, uint64_t in_off,
                   uint64_t in_first, uint64_t n);
 
-/* From the stash of `state` (in == NULL), or from input `in` (in_dtype; element 0 = input element
+/* From the stash of `state` (in == NULL), or from input `in` (in_elem; element 0 = input element
  * in_first) when in is not NULL. */
-void qm_cpu_sumsq_blocks(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t g0,
+void qm_cpu_sumsq_blocks(const void *state, qmk_elem state_elem, uint64_t off, uint64_t g0,
                          uint64_t period, uint64_t period_valid, unsigned log2_block,
                          uint64_t n_blocks, double scale, double *out_sums, const void *in,
-                         qm_dtype in_dtype, uint64_t in_first);
+                         qmk_elem in_elem, uint64_t in_first);
 
-void qm_cpu_scan(const void *state, qm_dtype state_dtype, uint64_t off, uint64_t n,
+void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite);
 
-void qm_cpu_amp_scale(void *state, qm_dtype state_dtype, uint64_t off, uint64_t n, uint64_t g0,
+void qm_cpu_amp_scale(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                       uint64_t period, uint64_t period_valid, uint64_t first_state,
                       const double *coeffs, const double *scales, const void *in,
-                      qm_dtype in_dtype, uint64_t in_first);
+                      qmk_elem in_elem, uint64_t in_first);
 
-/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h). */
-void qm_cpu_amp_batch(void *state, qm_dtype state_dtype, uint64_t off, uint64_t period,
-                      uint64_t period_valid, uint64_t n_states, const void *in, qm_dtype in_dtype,
+/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal/hal_ops.h). */
+void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t period,
+                      uint64_t period_valid, uint64_t n_states, const void *in, qmk_elem in_elem,
                       uint64_t in_off, double *sums, uint64_t sums_off);
 
 #endif

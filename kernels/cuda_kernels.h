@@ -14,7 +14,7 @@ extern "C" {
 
 /* Fill n bytes at dst with `value` (used to poison buffers in tests). */
 int qm_cuda_launch_fill(void *dst, unsigned char value, uint64_t n, void *stream);
-/* Stash (see hal.h): `state` is the buffer's slot 0 (global index slot_g0); `in` is already at the
+/* Stash (see hal/hal_ops.h): `state` is the buffer's slot 0 (global index slot_g0); `in` is already at the
  * first value, which is input element in_first. */
 int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uint64_t period,
                          uint64_t period_valid, const void *in, int f64, uint64_t in_first,
@@ -43,7 +43,7 @@ int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, uint64_t loc
                                  uint64_t period_valid, double scale, double coeff, const void *x,
                                  int in_f64, void *stream);
 
-/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal.h) with block shape
+/* Fused encode of n_states whole small states (see qm_hal_amp_batch in hal/hal_ops.h) with block shape
  * `shape` of the tuning sweep (0: the default; 1..5: cuda_batch.cu's table; bench_cuda's
  * BM_BatchShape compares them): `state` is state 0's slot 0, `in` its first value, `sums` its
  * sum's slot (device pointers). period <= 2^14. Every shape writes the same bytes. The shape is

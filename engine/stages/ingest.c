@@ -10,7 +10,6 @@
  * input is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
  */
 #include "ingest.h"
-#include "qm_math.h"
 #include "status_internal.h"
 
 #include <stdlib.h>
@@ -56,7 +55,7 @@ static void shard_input(const qm_ingest_req *r, const qm_ingest_shard *s, uint64
 {
     *lo = *hi = 0;
     if (s->slot_end > s->slot_start)
-        qm_input_range(s->slot_start, s->slot_end, r->period, r->period_valid, lo, hi);
+        qm_hal_input_range(s->slot_start, s->slot_end, r->period, r->period_valid, lo, hi);
 }
 
 static uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }

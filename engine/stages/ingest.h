@@ -21,7 +21,7 @@ typedef struct qm_ingest_shard {
     qm_hal_buf *state;          /* the shard's state buffer (slots [slot_start, slot_end)) */
     int device;
     uint64_t slot_start, slot_end;
-    bool fused;                 /* whole states, period <= 2^QM_RED_LOG2_BLOCK: amp_batch */
+    bool fused;                 /* whole states, period <= 2^QM_HAL_RED_LOG2_BLOCK: amp_batch */
     double *sums;               /* fused: one sum per state of the shard (host, page-locked) */
 } qm_ingest_shard;
 

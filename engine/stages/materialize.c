@@ -22,7 +22,6 @@
 #include "comm.h"
 #include "ingest.h"
 #include "plan.h"
-#include "qm_math.h"
 #include "state_internal.h"
 #include "status_internal.h"
 
@@ -188,7 +187,7 @@ static run_of next_run(const enc *e, uint64_t pos, uint64_t hi)
     const uint64_t len = (uint64_t)1 << r.k;
     while (pos + (r.run + 1) * len <= hi && piece_log(pos + r.run * len, hi, e->qubits) == r.k)
         ++r.run;
-    r.lb = r.k < QM_RED_LOG2_BLOCK ? r.k : QM_RED_LOG2_BLOCK;
+    r.lb = r.k < QM_HAL_RED_LOG2_BLOCK ? r.k : QM_HAL_RED_LOG2_BLOCK;
     return r;
 }
 static uint64_t run_blocks(const run_of *r) { return r->run << (r->k - r->lb); }
@@ -215,7 +214,7 @@ static qm_code add_run_pieces(enc *e, const run_of *r, double *block_sums, qm_st
     const uint64_t per = (uint64_t)1 << (r->k - r->lb);
     for (uint64_t j = 0; j < r->run; ++j)
         e->pieces[e->n_pieces++] = (piece){.off = r->pos + (j << r->k), .log2n = r->k,
-                                           .sum = qm_tree_combine(block_sums + j * per, per)};
+                                           .sum = qm_hal_tree_combine(block_sums + j * per, per)};
     return QM_OK;
 }
 
@@ -541,7 +540,7 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu has all %llu "
                        "values zero", (unsigned long long)sidx, (unsigned long long)e->F);
     }
-    const double scale = qm_rescale_factor(all.max_abs);
+    const double scale = qm_hal_rescale_factor(all.max_abs);
     for (int i = 0; i < e->n_norm && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t a = s->start > lo ? s->start : lo, b = s->end < lo + e->N ? s->end : lo + e->N;
@@ -628,7 +627,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             break;
         }
         uint64_t e_lo, e_hi;
-        qm_input_range(s->start, s->end, e.N, e.F, &e_lo, &e_hi);
+        qm_hal_input_range(s->start, s->end, e.N, e.F, &e_lo, &e_hi);
         if (e_hi > e_lo && in->data) {
             rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
                                       (e_hi - e_lo) * is, &e.mapped[i], st);
@@ -644,8 +643,9 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         }
         e.ing[i] = (qm_ingest_shard){.state = sh->buf, .device = s->device, .slot_start = s->start,
                                      .slot_end = e.mapped[i] || e_hi <= e_lo ? s->start : s->end};
-        e.ing[i].fused = !e.mapped[i] && e_hi > e_lo && qubits <= QM_RED_LOG2_BLOCK &&
-                         s->start % e.N == 0 && s->end % e.N == 0 && qm_hal_has_amp_batch(hal);
+        e.ing[i].fused = !e.mapped[i] && e_hi > e_lo && qubits <= QM_HAL_RED_LOG2_BLOCK &&
+                         s->start % e.N == 0 && s->end % e.N == 0 &&
+                         qm_hal_supports_op(hal, QM_HAL_OP_AMP_BATCH);
         if (e.ing[i].fused)
             fused_states += (s->end - s->start) / e.N;
     }
@@ -674,7 +674,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     for (uint64_t k = 0; k < e.B; ++k) {
         const double sum = e.sums[k];
         e.scales[k] = 1.0;
-        if (isfinite(sum) && sum >= QM_FAST_SUM_MIN) {
+        if (qm_hal_sum_is_fast(sum)) {
             e.coeffs[k] = 1.0 / sqrt(sum);
             continue;
         }

@@ -267,17 +267,40 @@ static qm_code c_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, const
     return QM_OK;
 }
 
-static size_t slot_bytes(qm_dtype dt) { return dt == QM_DTYPE_COMPLEX128 ? 16 : 8; }
+/* The launchers' plain element parameters (cuda_kernels.h: int c128, int f64) of a dtype: a switch
+ * over every qm_dtype, so a new dtype fails -Wswitch here instead of passing as the wrong type. */
+static int is_c128(qm_dtype dt)
+{
+    switch (dt) {
+    case QM_DTYPE_COMPLEX128: return 1;
+    case QM_DTYPE_COMPLEX64: return 0;
+    case QM_DTYPE_FLOAT32:
+    case QM_DTYPE_FLOAT64: break;
+    }
+    return 0; /* not a state dtype: the wrappers refused it before */
+}
+static int is_f64(qm_dtype dt)
+{
+    switch (dt) {
+    case QM_DTYPE_FLOAT64: return 1;
+    case QM_DTYPE_FLOAT32: return 0;
+    case QM_DTYPE_COMPLEX64:
+    case QM_DTYPE_COMPLEX128: break;
+    }
+    return 0; /* not an input dtype: the wrappers refused it before */
+}
+static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
+static size_t in_bytes(qm_dtype dt) { return is_f64(dt) ? 8 : 4; }
 
 static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
                        void *s, qm_status *st)
 {
     (void)ctx;
-    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t es = in_bytes(a->in_dtype);
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
-    int le = qm_cuda_launch_stash(state, a->out_dtype == QM_DTYPE_COMPLEX128, a->slot_g0, a->period,
+    int le = qm_cuda_launch_stash(state, is_c128(a->out_dtype), a->slot_g0, a->period,
                                   a->period_valid, (const char *)in + a->in_off * es,
-                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, a->n, s);
+                                  is_f64(a->in_dtype), a->in_first, a->n, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "stash launch", dev);
     if (!s)
@@ -292,9 +315,9 @@ static qm_code sumsq_launch(void *ctx, int dev, const void *state, const void *i
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_sumsq(state ? (const char *)state + a->off * slot_bytes(a->state_dtype)
                                         : NULL,
-                                  a->state_dtype == QM_DTYPE_COMPLEX128, a->g0, a->period,
+                                  is_c128(a->state_dtype), a->g0, a->period,
                                   a->period_valid, a->log2_block, a->n_blocks, a->scale, out, in,
-                                  a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, s);
+                                  is_f64(a->in_dtype), a->in_first, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
     return QM_OK;
@@ -318,7 +341,7 @@ static qm_code c_sumsq(void *ctx, int dev, const void *state, const void *in,
 
 /* Enqueued on s (waited for when s is NULL), into the caller's device buffer. */
 static qm_code c_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
-                           const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
+                           const qm_hal_sumsq_args *a, double *out, void *s, qm_status *st)
 {
     qm_code rc = sumsq_launch(ctx, dev, state, in, a, out, s, st);
     if (rc == QM_OK && !s)
@@ -326,9 +349,12 @@ static qm_code c_sumsq_dev(void *ctx, int dev, const void *state, const void *in
     return rc;
 }
 
-static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
-                      uint64_t n, qm_hal_scan_result *out, qm_status *st)
+static qm_code c_scan(void *ctx, int dev, const void *state, const qm_hal_scan_args *a,
+                      qm_status *st)
 {
+    const qm_dtype state_dtype = a->state_dtype;
+    const uint64_t off = a->off, n = a->n;
+    qm_hal_scan_result *out = a->out;
     (void)ctx;
     unsigned long long h[2] = {0, UINT64_MAX}, *d = NULL;
     qm_code rc = QM_OK;
@@ -341,7 +367,7 @@ static qm_code c_scan(void *ctx, int dev, const void *state, qm_dtype state_dtyp
         goto done;
     }
     int le = qm_cuda_launch_scan((const char *)state + off * slot_bytes(state_dtype),
-                                 state_dtype == QM_DTYPE_COMPLEX128, n, d, NULL);
+                                 is_c128(state_dtype), n, d, NULL);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "scan launch", dev);
         goto done;
@@ -369,15 +395,15 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
         /* all slots in one state (from an input buffer, or the stash in place): one scale and one
          * coefficient passed by value (no device copy, nothing to wait for) */
         const uint64_t local0 = a->g0 - s0 * a->period;
-        const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+        const size_t es = in_bytes(a->in_dtype);
         const uint64_t e0 = s0 * a->period_valid + (local0 < a->period_valid ? local0 : a->period_valid);
         int le = qm_cuda_launch_amp_one_state((char *)state + a->off * slot_bytes(a->state_dtype),
-                                              a->state_dtype == QM_DTYPE_COMPLEX128, a->n, local0,
+                                              is_c128(a->state_dtype), a->n, local0,
                                               a->period_valid,
                                               a->scales ? a->scales[s0 - a->first_state] : 1.0,
                                               a->coeffs[s0 - a->first_state],
                                               in ? (const char *)in + (e0 - a->in_first) * es : NULL,
-                                              a->in_dtype == QM_DTYPE_FLOAT64, s);
+                                              is_f64(a->in_dtype), s);
         if (le != cudaSuccess)
             return cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
         if (!s)
@@ -396,10 +422,10 @@ static qm_code c_amp_scale(void *ctx, int dev, void *state, const void *in,
         goto done;
     }
     int le = qm_cuda_launch_amp_scale((char *)state + a->off * slot_bytes(a->state_dtype),
-                                      a->state_dtype == QM_DTYPE_COMPLEX128, a->n, a->g0, a->period,
+                                      is_c128(a->state_dtype), a->n, a->g0, a->period,
                                       a->period_valid, a->first_state, d_coeffs,
                                       a->scales ? d_coeffs + a->n_coeffs : NULL, in,
-                                      a->in_dtype == QM_DTYPE_FLOAT64, a->in_first, s);
+                                      is_f64(a->in_dtype), a->in_first, s);
     if (le != cudaSuccess) {
         rc = cuda_err(st, (cudaError_t)le, "amp_scale launch", dev);
         goto done;
@@ -415,20 +441,44 @@ done:
 static qm_code c_amp_batch(void *ctx, int dev, void *state, const void *in, void *sums,
                            const qm_hal_amp_batch_args *a, void *s, qm_status *st)
 {
-    const size_t es = a->in_dtype == QM_DTYPE_FLOAT64 ? 8 : 4;
+    const size_t es = in_bytes(a->in_dtype);
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_amp_batch_shape(((const cuda_ctx *)ctx)->batch_shape,
                                             (char *)state + a->off * slot_bytes(a->state_dtype),
-                                            a->state_dtype == QM_DTYPE_COMPLEX128, a->period,
+                                            is_c128(a->state_dtype), a->period,
                                             a->period_valid, a->n_states,
                                             (const char *)in + a->in_off * es,
-                                            a->in_dtype == QM_DTYPE_FLOAT64,
+                                            is_f64(a->in_dtype),
                                             (double *)sums + a->sums_off, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "amp_batch launch", dev);
     if (!s)
         CU(st, cudaStreamSynchronize(NULL), "amp_batch", dev);
     return QM_OK;
+}
+
+/* Every op of the amplitude family; an op of a later encoding is added here when its case is. */
+static bool c_supports_op(void *ctx, qm_hal_op op)
+{
+    (void)ctx;
+    return qm_hal_op_is_amplitude(op);
+}
+
+static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
+                        void *const bufs[QM_HAL_OP_BUFS], void *s, qm_status *st)
+{
+    void *state = bufs[QM_HAL_OP_BUF_STATE], *out = bufs[QM_HAL_OP_BUF_OUT];
+    const void *in = bufs[QM_HAL_OP_BUF_INPUT];
+    switch (op) {
+    case QM_HAL_OP_AMP_STASH: return c_stash(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_AMP_SUMSQ: return c_sumsq(ctx, dev, state, in, params, st);
+    case QM_HAL_OP_AMP_SUMSQ_DEV: return c_sumsq_dev(ctx, dev, state, in, params, out, s, st);
+    case QM_HAL_OP_AMP_SCAN: return c_scan(ctx, dev, state, params, st);
+    case QM_HAL_OP_AMP_SCALE: return c_amp_scale(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_AMP_BATCH: return c_amp_batch(ctx, dev, state, in, out, params, s, st);
+    case QM_HAL_OP_COUNT_: break;
+    }
+    return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);
 }
 
 /* ---- events: the device's work ordered across streams without the host waiting ---------------- */
@@ -522,35 +572,37 @@ static void c_destroy(void *ctx)
 
 static const qm_hal_ops cuda_ops = {
     .kind = QM_HAL_CUDA,
-    .abi = 4, /* the HAL ABI this table was written against (hal_impl.h): up to sumsq_dev */
-    .device_count = c_device_count,
-    .device_info = c_device_info,
-    .peer = c_peer,
-    .buf_alloc = c_buf_alloc,
-    .buf_free = c_buf_free,
-    .stream_create = c_stream_create,
-    .stream_destroy = c_stream_destroy,
-    .stream_sync = c_stream_sync,
-    .copy_h2d = c_copy_h2d,
-    .copy_d2h = c_copy_d2h,
-    .copy_d2d = c_copy_d2d,
-    .copy_peer = c_copy_peer,
-    .stash = c_stash,
-    .sumsq = c_sumsq,
-    .scan = c_scan,
-    .amp_scale = c_amp_scale,
+    .abi = 5, /* the HAL ABI this table was written against (hal_impl.h): the grouped table */
     .destroy = c_destroy,
-    .event_create = c_event_create,
-    .event_destroy = c_event_destroy,
-    .event_record = c_event_record,
-    .stream_wait = c_stream_wait,
-    .event_sync = c_event_sync,
-    .host_alloc = c_host_alloc,
-    .host_free = c_host_free,
-    .host_is_pinned = c_host_is_pinned,
-    .amp_batch = c_amp_batch,
-    .trim = c_trim,
-    .sumsq_dev = c_sumsq_dev,
+    .device = {
+        .count = c_device_count,
+        .info = c_device_info,
+        .peer = c_peer,
+        .buf_alloc = c_buf_alloc,
+        .buf_free = c_buf_free,
+        .host_alloc = c_host_alloc,
+        .host_free = c_host_free,
+        .host_is_pinned = c_host_is_pinned,
+        .trim = c_trim,
+    },
+    .stream = {
+        .create = c_stream_create,
+        .destroy = c_stream_destroy,
+        .sync = c_stream_sync,
+        .event_create = c_event_create,
+        .event_destroy = c_event_destroy,
+        .event_record = c_event_record,
+        .wait = c_stream_wait,
+        .event_sync = c_event_sync,
+        .copy_h2d = c_copy_h2d,
+        .copy_d2h = c_copy_d2h,
+        .copy_d2d = c_copy_d2d,
+        .copy_peer = c_copy_peer,
+    },
+    .kernel = {
+        .supports_op = c_supports_op,
+        .launch = c_launch,
+    },
 };
 
 qm_code qm_hal_cuda_open(qm_hal **out, qm_status *st) { return qm_hal_cuda_open_logical(0, out, st); }

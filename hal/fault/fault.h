@@ -2,7 +2,7 @@
  *
  * Role: prove that every failure path of the engine returns the right error and leaks nothing. The
  * shim owns the wrapped HAL object. Calls are counted per kind of failure point (allocations, copies,
- * kernel launches, collectives); the k-th counted call fails with the configured code instead of
+ * kernel launches); the k-th counted call fails with the configured code instead of
  * reaching the backend, exactly once. The counters live on the HAL object (no global hooks).
  */
 #ifndef QM_FAULT_H
@@ -13,9 +13,8 @@
 typedef enum qm_fault_point {
     QM_FAULT_ALLOC = 1u << 0,
     QM_FAULT_COPY = 1u << 1,       /* h2d, d2h, d2d and peer copies */
-    QM_FAULT_LAUNCH = 1u << 2,     /* stash, sumsq, scan, amp_scale */
-    QM_FAULT_COLLECTIVE = 1u << 3, /* allgather */
-    QM_FAULT_ALL = 0xFu,
+    QM_FAULT_LAUNCH = 1u << 2,     /* kernel launches: every op (hal_ops.h) */
+    QM_FAULT_ALL = 0x7u,
 } qm_fault_point;
 
 typedef struct qm_fault_config {

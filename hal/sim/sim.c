@@ -146,75 +146,75 @@ static qm_code sim_copy_peer(void *ctx, int dst_dev, void *dst, int src_dev, con
     return QM_OK;
 }
 
-static qm_code sim_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
-                         void *s, qm_status *st)
+/* The kernels' element type of a dtype (every dtype has one: a new qm_dtype fails -Wswitch here). */
+static qmk_elem elem_of(qm_dtype dt)
+{
+    switch (dt) {
+    case QM_DTYPE_FLOAT32: return QMK_F32;
+    case QM_DTYPE_FLOAT64: return QMK_F64;
+    case QM_DTYPE_COMPLEX64: return QMK_C64;
+    case QM_DTYPE_COMPLEX128: return QMK_C128;
+    }
+    return QMK_F64; /* unreachable: the wrappers checked the dtype */
+}
+
+/* Every op of the amplitude family; an op of a later encoding is added here when its case is. */
+static bool sim_supports_op(void *ctx, qm_hal_op op)
+{
+    (void)ctx;
+    return qm_hal_op_is_amplitude(op);
+}
+
+/* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
+ * memory is host memory, so the sums of sumsq_dev are written where they go. */
+static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
+                          void *const bufs[QM_HAL_OP_BUFS], void *s, qm_status *st)
 {
     (void)dev;
     (void)s;
     if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "stash");
-    qm_cpu_stash(state, a->out_dtype, a->slot_g0, a->period, a->period_valid, in, a->in_dtype,
-                 a->in_off, a->in_first, a->n);
-    return QM_OK;
-}
-
-static qm_code sim_sumsq(void *ctx, int dev, const void *state, const void *in,
-                         const qm_hal_sumsq_args *a, qm_status *st);
-
-/* Device memory is host memory here: the sums are written where they go. */
-static qm_code sim_sumsq_dev(void *ctx, int dev, const void *state, const void *in,
-                             const qm_hal_sumsq_args *a, void *out, void *s, qm_status *st)
-{
-    (void)s;
-    qm_hal_sumsq_args h = *a;
-    h.out_sums = out;
-    return sim_sumsq(ctx, dev, state, in, &h, st);
-}
-
-static qm_code sim_sumsq(void *ctx, int dev, const void *state, const void *in,
-                         const qm_hal_sumsq_args *a, qm_status *st)
-{
-    (void)dev;
-    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "sumsq");
-    qm_cpu_sumsq_blocks(state, a->state_dtype, a->off, a->g0, a->period, a->period_valid,
-                        a->log2_block, a->n_blocks, a->scale, a->out_sums, in, a->in_dtype,
-                        a->in_first);
-    return QM_OK;
-}
-
-static qm_code sim_scan(void *ctx, int dev, const void *state, qm_dtype state_dtype, uint64_t off,
-                        uint64_t n, qm_hal_scan_result *out, qm_status *st)
-{
-    (void)dev;
-    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "scan");
-    qm_cpu_scan(state, state_dtype, off, n, &out->max_abs, &out->first_nonfinite);
-    return QM_OK;
-}
-
-static qm_code sim_amp_scale(void *ctx, int dev, void *state, const void *in,
-                             const qm_hal_amp_scale_args *a, void *s, qm_status *st)
-{
-    (void)dev;
-    (void)s;
-    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "amp_scale");
-    qm_cpu_amp_scale(state, a->state_dtype, a->off, a->n, a->g0, a->period, a->period_valid,
-                     a->first_state, a->coeffs, a->scales, in, a->in_dtype, a->in_first);
-    return QM_OK;
-}
-
-static qm_code sim_amp_batch(void *ctx, int dev, void *state, const void *in, void *sums,
-                             const qm_hal_amp_batch_args *a, void *s, qm_status *st)
-{
-    (void)dev;
-    (void)s;
-    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
-        return phantom_refusal(st, "amp_batch");
-    qm_cpu_amp_batch(state, a->state_dtype, a->off, a->period, a->period_valid, a->n_states, in,
-                     a->in_dtype, a->in_off, sums, a->sums_off);
-    return QM_OK;
+        return phantom_refusal(st, qm_hal_op_name(op));
+    void *state = bufs[QM_HAL_OP_BUF_STATE], *out = bufs[QM_HAL_OP_BUF_OUT];
+    const void *in = bufs[QM_HAL_OP_BUF_INPUT];
+    switch (op) {
+    case QM_HAL_OP_AMP_STASH: {
+        const qm_hal_stash_args *a = params;
+        qm_cpu_stash(state, elem_of(a->out_dtype), a->slot_g0, a->period, a->period_valid, in,
+                     elem_of(a->in_dtype), a->in_off, a->in_first, a->n);
+        return QM_OK;
+    }
+    case QM_HAL_OP_AMP_SUMSQ:
+    case QM_HAL_OP_AMP_SUMSQ_DEV: {
+        const qm_hal_sumsq_args *a = params;
+        qm_cpu_sumsq_blocks(state, elem_of(a->state_dtype), a->off, a->g0, a->period,
+                            a->period_valid, a->log2_block, a->n_blocks, a->scale,
+                            op == QM_HAL_OP_AMP_SUMSQ ? a->out_sums : out, in,
+                            elem_of(a->in_dtype), a->in_first);
+        return QM_OK;
+    }
+    case QM_HAL_OP_AMP_SCAN: {
+        const qm_hal_scan_args *a = params;
+        qm_cpu_scan(state, elem_of(a->state_dtype), a->off, a->n, &a->out->max_abs,
+                    &a->out->first_nonfinite);
+        return QM_OK;
+    }
+    case QM_HAL_OP_AMP_SCALE: {
+        const qm_hal_amp_scale_args *a = params;
+        qm_cpu_amp_scale(state, elem_of(a->state_dtype), a->off, a->n, a->g0, a->period,
+                         a->period_valid, a->first_state, a->coeffs, a->scales, in,
+                         elem_of(a->in_dtype), a->in_first);
+        return QM_OK;
+    }
+    case QM_HAL_OP_AMP_BATCH: {
+        const qm_hal_amp_batch_args *a = params;
+        qm_cpu_amp_batch(state, elem_of(a->state_dtype), a->off, a->period, a->period_valid,
+                         a->n_states, in, elem_of(a->in_dtype), a->in_off, out, a->sums_off);
+        return QM_OK;
+    }
+    case QM_HAL_OP_COUNT_:
+        break;
+    }
+    return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a simulator kernel", (int)op);
 }
 
 /* Simulated device memory is host memory: kernels read the caller's buffer where it is. */
@@ -243,24 +243,26 @@ static void sim_destroy(void *ctx)
 
 static const qm_hal_ops sim_ops = {
     .kind = QM_HAL_SIM,
-    .abi = 4, /* the HAL ABI this table was written against (hal_impl.h): up to sumsq_dev */
-    .device_count = sim_device_count,
-    .device_info = sim_device_info,
-    .peer = sim_peer,
-    .buf_alloc = sim_buf_alloc,
-    .buf_free = sim_buf_free,
-    .copy_h2d = sim_copy,
-    .copy_d2h = sim_copy,
-    .copy_d2d = sim_copy,
-    .copy_peer = sim_copy_peer,
-    .stash = sim_stash,
-    .sumsq = sim_sumsq,
-    .sumsq_dev = sim_sumsq_dev,
-    .scan = sim_scan,
-    .amp_scale = sim_amp_scale,
-    .wrap_host = sim_wrap_host,
+    .abi = 5, /* the HAL ABI this table was written against (hal_impl.h): the grouped table */
     .destroy = sim_destroy,
-    .amp_batch = sim_amp_batch,
+    .device = {
+        .count = sim_device_count,
+        .info = sim_device_info,
+        .peer = sim_peer,
+        .buf_alloc = sim_buf_alloc,
+        .buf_free = sim_buf_free,
+        .wrap_host = sim_wrap_host,
+    },
+    .stream = {
+        .copy_h2d = sim_copy,
+        .copy_d2h = sim_copy,
+        .copy_d2d = sim_copy,
+        .copy_peer = sim_copy_peer,
+    },
+    .kernel = {
+        .supports_op = sim_supports_op,
+        .launch = sim_launch,
+    },
 };
 
 static int info_id_cmp(const void *x, const void *y)

@@ -1,0 +1,196 @@
+/* hal_ops.h — the HAL's kernels: an extensible set of ops (part of hal.h; include "hal.h").
+ *
+ * Role: every kernel is an op id (qm_hal_op) with its parameter block; a backend implements one
+ * generic member, launch(ctx, dev, op, params, bufs, stream, st), and says which ops it has with
+ * supports_op (hal_impl.h). The engine calls the typed wrappers below (qm_hal_stash, ...): each
+ * checks the device, the dtypes and every buffer range of its op, then launches it. Also the few
+ * numbers of kernels/qm_math.h that the engine needs itself (input ranges, tree combine, the slow
+ * path's scale), implemented in hal.c on top of qm_math.h so that they stay bit-identical to the
+ * kernels without the engine including kernels/.
+ * In: buffers of hal_device.h, streams of hal_stream.h, slot and element indices.
+ * Out: enqueued or finished kernels; E-UNSUPPORTED for an op the backend does not have.
+ * Must not: expose any backend type or kernel header.
+ *
+ * Adding an op (a new encoding's kernel): (1) append an id to qm_hal_op before QM_HAL_OP_COUNT_
+ * (ids are never renumbered) and its name to qm_hal_op_name in hal.c; (2) define its parameter
+ * block here, holding qm_hal_buf handles for the engine side and plain numbers; (3) write a typed
+ * wrapper in hal.c that checks the device and every range its op reads or writes, fills the
+ * buffer pointers by role (QM_HAL_OP_BUF_*) and calls the common launch; (4) add the op's case to
+ * each backend's launch and supports_op (hal/sim/sim.c on the CPU kernels, hal/cuda/cuda.c on the
+ * CUDA launchers), mapping qm_dtype to the kernels' plain element types; (5) add cases to
+ * tests/test_backend_ops.c. No member is added to the backend table (hal_impl.h), so no ABI bump:
+ * a backend that does not know the op answers false in supports_op and the wrapper returns
+ * E-UNSUPPORTED. The fault shim forwards it unchanged (counted as a kernel launch).
+ */
+#ifndef QM_HAL_OPS_H
+#define QM_HAL_OPS_H
+
+#include "hal_stream.h"
+
+/* Kernel ops. Values are stable (tables of cases and backends switch on them). */
+typedef enum qm_hal_op {
+    QM_HAL_OP_AMP_STASH = 1,    /* qm_hal_stash_args; enqueued */
+    QM_HAL_OP_AMP_SUMSQ = 2,    /* qm_hal_sumsq_args, block sums to a host array; blocking */
+    QM_HAL_OP_AMP_SUMSQ_DEV = 3,/* qm_hal_sumsq_args, block sums to device memory; enqueued */
+    QM_HAL_OP_AMP_SCAN = 4,     /* qm_hal_scan_args; blocking */
+    QM_HAL_OP_AMP_SCALE = 5,    /* qm_hal_amp_scale_args; enqueued */
+    QM_HAL_OP_AMP_BATCH = 6,    /* qm_hal_amp_batch_args; enqueued */
+    QM_HAL_OP_COUNT_            /* one past the last id */
+} qm_hal_op;
+
+/* The buffers of an op, by role: the backend receives their backend pointers in an array of
+ * QM_HAL_OP_BUFS (NULL where the op has no such buffer), each documented per op below. */
+enum {
+    QM_HAL_OP_BUF_STATE = 0, /* the state buffer (not offset: the parameters carry slot offsets) */
+    QM_HAL_OP_BUF_INPUT = 1, /* the input buffer (not offset) */
+    QM_HAL_OP_BUF_OUT = 2,   /* a device output: sumsq_dev's sums (already offset), amp_batch's
+                                sums (not offset) */
+    QM_HAL_OP_BUFS = 3
+};
+
+/* "amp_stash", ...; "unknown" for an id this build does not know. Cannot fail. */
+const char *qm_hal_op_name(qm_hal_op op);
+/* Whether the backend implements op (else the op's wrapper answers E-UNSUPPORTED). Cannot fail;
+ * false for a NULL hal or an unknown id. */
+bool qm_hal_supports_op(const qm_hal *hal, qm_hal_op op);
+
+/* --- amplitude encoding (the encode maths of kernels/qm_math.h, run where the buffer lives) ----
+ * Amplitude encoding runs in place in the state buffer, so a device needs the state plus a small
+ * staging buffer: (1) `stash` converts a staged input chunk to float64 and parks each value in its
+ * amplitude slot (complex128: re = x, im = 0; complex64: the slot's 8 bytes hold the double);
+ * (2) `sumsq` sums squares of stashed values as fixed pairwise trees; (3) `scan` finds the largest
+ * magnitude and the first NaN/Inf (slow path only); (4) `amp_scale` turns each stashed value into
+ * its amplitude ((x * scale) * coeff) in place and writes zeros into padding slots; (5) the fused
+ * `amp_batch` does all of it for whole small states.
+ * Indices are amplitude slots of the state buffer; the global index of slot i is g0 + i, and a
+ * slot holds data when (g0 + i) mod period < period_valid (period = 2^qubits amplitudes per state,
+ * period_valid = input features), else it is padding.
+ * Buffers by role: stash: STATE = out, INPUT = in. sumsq: STATE (NULL when `input` is set) and
+ * INPUT (NULL for the stash). sumsq_dev: the same, and OUT = the sums' first double. scan: STATE.
+ * amp_scale: STATE, INPUT (NULL for the stash). amp_batch: STATE, INPUT, OUT = sums. */
+
+/* Stash n input values into their slots. Input element e (a global index into the row-major
+ * batch x period_valid input) belongs to state e / period_valid at local index e % period_valid,
+ * i.e. global slot (e / period_valid) * period + e % period_valid; `out` holds the slots from global
+ * index slot_g0 on. Values come from `in` (a staging buffer of in_dtype float32|float64) from element
+ * in_off on, the first being input element in_first. Enqueued on s. */
+typedef struct qm_hal_stash_args {
+    qm_hal_buf *out;
+    qm_dtype out_dtype;
+    uint64_t slot_g0;
+    uint64_t period, period_valid;
+    const qm_hal_buf *in;
+    qm_dtype in_dtype;
+    uint64_t in_off;
+    uint64_t in_first;
+    uint64_t n;
+} qm_hal_stash_args;
+qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st);
+
+/* Block sums over slots [off, off + n_blocks * 2^log2_block) of `state`: block j's tree sum of
+ * (scale * x)^2 over its data slots (padding counts as +0) goes to out_sums[j] (host array).
+ * Blocks never straddle states (2^log2_block divides period; g0 is block-aligned). The values are
+ * the stash in `state`, or, when `input` is set, read in place from an input buffer whose element
+ * 0 is input element in_first (then `state` is not read). Blocking. */
+typedef struct qm_hal_sumsq_args {
+    const qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off;          /* first slot */
+    uint64_t g0;           /* global index of slot `off` */
+    uint64_t period, period_valid;
+    unsigned log2_block;   /* <= 62 */
+    uint64_t n_blocks;
+    double scale;          /* 1 on the fast path; a power of two on the rescaled retry */
+    double *out_sums;
+    const qm_hal_buf *input; /* NULL: the stash */
+    qm_dtype in_dtype;
+    uint64_t in_first;
+} qm_hal_sumsq_args;
+qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
+/* The same enqueued on s, the block sums going to doubles [out_off, out_off + n_blocks) of the
+ * device buffer `out` (on the same device as the state or input); a->out_sums is not used. So
+ * the sums of several devices run at once: enqueue each, copy the sums back (qm_hal_copy_d2h on
+ * the same stream), then wait. */
+qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, uint64_t out_off,
+                     qm_hal_stream *s, qm_status *st);
+
+/* Scan stashed data slots [off, off + n) (all data: the caller passes data ranges only): the
+ * largest |x| and the first slot (relative to off) holding NaN or Inf (UINT64_MAX when none). */
+typedef struct qm_hal_scan_result {
+    double max_abs;
+    uint64_t first_nonfinite;
+} qm_hal_scan_result;
+/* The op's parameter block (what the backend receives); the engine calls qm_hal_scan_sync. */
+typedef struct qm_hal_scan_args {
+    const qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    qm_hal_scan_result *out;
+} qm_hal_scan_args;
+qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,
+                         uint64_t n, qm_hal_scan_result *out, qm_status *st);
+
+/* Over slots [off, off + n): data slots become ((x * scales[k]) * coeffs[k], 0) in state_dtype
+ * (qm_amp_scaled of qm_math.h), where k = (g0 + i) / period - first_state indexes `coeffs` and
+ * `scales` (one each per state); padding slots become (0, 0). scales (optional, NULL: every scale
+ * is 1, and the amplitude is x * coeffs[k] bit for bit) holds the slow path's powers of two, kept
+ * apart from the coefficients because scale / norm may not be representable. x is the slot's
+ * stash (in place), or, when `input` is set, the value read from an input buffer whose element 0
+ * is input element in_first. coeffs and scales are host arrays. Enqueued on s (they are copied
+ * before return). */
+typedef struct qm_hal_amp_scale_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    uint64_t g0;
+    uint64_t period, period_valid;
+    uint64_t first_state;  /* state index of coeffs[0] */
+    uint64_t n_coeffs;
+    const double *coeffs;
+    const qm_hal_buf *input; /* NULL: the stash */
+    qm_dtype in_dtype;
+    uint64_t in_first;
+    const double *scales;  /* NULL: all 1; else n_coeffs powers of two, state first_state first */
+} qm_hal_amp_scale_args;
+qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_stream *s,
+                         qm_status *st);
+
+/* Fused encode of whole small states (period <= 2^QM_HAL_RED_LOG2_BLOCK), each read once: state k
+ * (k < n_states) occupies slots [off + k * period, off + (k + 1) * period) of `state` and its
+ * period_valid values are input elements [in_off + k * period_valid, ...) of `input` (same device).
+ * For each state: its tree sum of squares (scale 1; qm_tree_sumsq over the whole state) goes to
+ * element sums_off + k of `sums` (a float64 device buffer); when that sum is fast
+ * (qm_hal_sum_is_fast) the state's slots become its amplitudes, x * (1 / sqrt(sum)) with zero
+ * padding (exactly what amp_scale writes with that coefficient), otherwise its values are stashed
+ * (exactly what stash writes) for the slow path. Enqueued on s. */
+typedef struct qm_hal_amp_batch_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off;
+    uint64_t period, period_valid;
+    uint64_t n_states;
+    const qm_hal_buf *input;
+    qm_dtype in_dtype;
+    uint64_t in_off;
+    qm_hal_buf *sums;
+    uint64_t sums_off;
+} qm_hal_amp_batch_args;
+qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
+                         qm_status *st);
+
+/* --- the maths the engine needs (kernels/qm_math.h, through hal.c: bit for bit the same) ------ */
+/* Largest block a kernel sums on its own (QM_RED_LOG2_BLOCK; hal.c asserts they agree). */
+#define QM_HAL_RED_LOG2_BLOCK 14
+/* Input elements whose slots lie in global slots [lo, hi), hi > lo: [*e_lo, *e_hi). */
+void qm_hal_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t period_valid,
+                        uint64_t *e_lo, uint64_t *e_hi);
+/* Combine n (a power of two) subtree sums, in index order, into their root. Destroys v. */
+double qm_hal_tree_combine(double *v, uint64_t n);
+/* The slow path's power-of-two scale for a state whose largest magnitude is max_abs (finite,
+ * > 0). */
+double qm_hal_rescale_factor(double max_abs);
+/* Whether a state's fast-path sum of squares is usable as is (finite and at least
+ * QM_FAST_SUM_MIN); else the state takes the rescaled slow path. */
+bool qm_hal_sum_is_fast(double sum);
+
+#endif

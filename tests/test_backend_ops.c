@@ -1,0 +1,517 @@
+/* test_backend_ops.c — every HAL op on every backend against a reference, byte for byte (in the
+ * spirit of ggml's test-backend-ops, but bit-exact).
+ *
+ * Role: one static table of cases (op, state and input dtype, qubits / values per state, batch,
+ * offsets, the values: random, zeros, subnormals, near DBL_MAX / FLT_MAX, NaN / Inf, padding),
+ * each run through every backend present — the simulator, the fault shim over the simulator with
+ * nothing armed, and (with --cuda) the CUDA backend — and compared with the reference: the CPU
+ * kernels (kernels/cpu_kernels.h) called directly on host memory. Outputs are poisoned (0xFF)
+ * first, so a slot an op must not touch is checked too. One line per failing case names the case,
+ * the op, the backend and the first differing element. Sums compare bit for bit, except that two
+ * NaN sums are equal (NaN payloads are not part of the contract; test_cuda_batch.c says why).
+ * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
+ * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
+ */
+#include "cpu_kernels.h"
+#include "cuda_backend.h"
+#include "fault.h"
+#include "sim_fixtures.h"
+#include "testlib.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum values { V_RANDOM, V_ZERO, V_SUBNORMAL, V_NEAR_MAX, V_NONFINITE, V_WIDE };
+
+typedef struct op_case {
+    qm_hal_op op;
+    qm_dtype st, in;
+    unsigned q;          /* period = 2^q slots */
+    uint64_t F;          /* values per state (period_valid); 0: the period */
+    uint64_t batch;      /* states */
+    enum values values;
+    uint64_t g0;         /* first global slot of the op's range (sumsq: block-aligned) */
+    uint64_t count;      /* stash: values; amp_scale / scan: slots; 0: to the end */
+    uint64_t in_first;   /* first input element in the input buffer (stash: the first stashed) */
+    uint64_t in_off;     /* stash, batch: elements before it in the input buffer */
+    uint64_t st_off;     /* slots before g0 in the state buffer */
+    uint64_t sums_off;   /* sumsq_dev, batch: doubles before the sums */
+    unsigned lb;         /* sumsq: log2 of the block */
+    bool from_input;     /* sumsq, amp_scale: read the input buffer, not the stash */
+    double scale;        /* sumsq: 0 = 1; amp_scale: nonzero = per-state powers of two */
+} op_case;
+
+#define F64 QM_DTYPE_FLOAT64
+#define F32 QM_DTYPE_FLOAT32
+#define C128 QM_DTYPE_COMPLEX128
+#define C64 QM_DTYPE_COMPLEX64
+
+static const op_case cases[] = {
+    /* stash: every dtype pair, runs across states, odd offsets, padding left poisoned */
+    {.op = QM_HAL_OP_AMP_STASH, .st = C128, .in = F64, .q = 10, .F = 1000, .batch = 3},
+    {.op = QM_HAL_OP_AMP_STASH, .st = C64, .in = F64, .q = 10, .F = 1000, .batch = 3, .in_first = 1501, .in_off = 7, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_STASH, .st = C128, .in = F32, .q = 5, .F = 17, .batch = 9, .in_first = 3, .count = 100, .in_off = 1, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_STASH, .st = C64, .in = F32, .q = 0, .F = 1, .batch = 33, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_AMP_STASH, .st = C128, .in = F64, .q = 16, .F = 65531, .batch = 1, .values = V_NEAR_MAX},
+    /* sumsq into host sums: from the stash and from input, every block size, odd input starts,
+     * the rescaled path's scale, every magnitude */
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 9},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 14, .st_off = 3, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 10, .g0 = 1024, .from_input = true, .in_first = 3},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 16, .F = 60001, .batch = 1, .lb = 12, .g0 = 4096, .from_input = true, .in_first = 3, .scale = 0x1p-600},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 13, .from_input = true, .values = V_SUBNORMAL, .scale = 0x1p1023},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 16, .F = 65536, .batch = 1, .lb = 14, .from_input = true, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 8, .F = 200, .batch = 10, .lb = 3, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 4, .F = 5, .batch = 8, .lb = 2, .from_input = true, .values = V_ZERO},
+    /* sumsq into device memory, at an offset */
+    {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 11, .sums_off = 5},
+    {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C64, .in = F32, .q = 12, .F = 3000, .batch = 4, .lb = 12, .from_input = true, .in_first = 0, .sums_off = 1, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C128, .in = F64, .q = 14, .F = 16000, .batch = 2, .lb = 9, .g0 = 512, .from_input = true, .in_first = 501, .values = V_NEAR_MAX, .scale = 0x1p-1000},
+    /* scan: largest magnitude and the first NaN/Inf of stashed data */
+    {.op = QM_HAL_OP_AMP_SCAN, .st = C128, .in = F64, .q = 12, .F = 4000, .batch = 1},
+    {.op = QM_HAL_OP_AMP_SCAN, .st = C64, .in = F64, .q = 12, .F = 4000, .batch = 1, .g0 = 17, .st_off = 5, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SCAN, .st = C128, .in = F32, .q = 12, .F = 4095, .batch = 1, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_AMP_SCAN, .st = C64, .in = F64, .q = 12, .F = 4096, .batch = 1, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_SCAN, .st = C128, .in = F64, .q = 6, .F = 64, .batch = 1, .values = V_ZERO},
+    /* amp_scale: from the stash and from input; one state (odd and even first slots, an odd
+     * count) and many states with per-state scales; every dtype pair */
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .g0 = 1001, .count = 25001, .from_input = true},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C64, .in = F64, .q = 16, .F = 60001, .batch = 1, .g0 = 1000, .count = 25001, .from_input = true},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C128, .in = F32, .q = 16, .F = 60001, .batch = 1, .g0 = 1001, .count = 65535 - 1001, .from_input = true},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C64, .in = F32, .q = 16, .F = 60001, .batch = 1, .g0 = 1000, .count = 25001, .from_input = true},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C128, .in = F64, .q = 16, .F = 65531, .batch = 1, .st_off = 3},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C64, .in = F64, .q = 16, .F = 65531, .batch = 1, .g0 = 7, .values = V_SUBNORMAL, .scale = 1},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 12, .g0 = 100, .values = V_WIDE, .scale = 1},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C64, .in = F32, .q = 10, .F = 1000, .batch = 12, .g0 = 3, .from_input = true, .in_first = 3, .values = V_NEAR_MAX, .scale = 1},
+    {.op = QM_HAL_OP_AMP_SCALE, .st = C128, .in = F32, .q = 3, .F = 5, .batch = 40, .from_input = true, .values = V_NONFINITE},
+    /* amp_batch: periods 1..2^14, values 1..period, offsets, special states side by side */
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F64, .q = 0, .F = 1, .batch = 50, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C64, .in = F32, .q = 1, .F = 1, .batch = 50, .in_off = 1, .st_off = 1, .sums_off = 1},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F32, .q = 3, .F = 7, .batch = 64, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C64, .in = F64, .q = 5, .F = 32, .batch = 64, .values = V_SUBNORMAL, .in_off = 3},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 40, .values = V_WIDE, .st_off = 5, .sums_off = 2},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C64, .in = F32, .q = 10, .F = 1024, .batch = 16, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F64, .q = 12, .F = 4000, .batch = 6, .values = V_ZERO},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F32, .q = 14, .F = 16383, .batch = 3, .in_off = 1},
+    {.op = QM_HAL_OP_AMP_BATCH, .st = C64, .in = F64, .q = 14, .F = 1, .batch = 2, .values = V_WIDE},
+};
+
+/* ---- inputs ----------------------------------------------------------------------------------- */
+
+static uint64_t rng;
+static uint64_t xorshift(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static double uniform(void) { return (double)(xorshift() >> 11) * 0x1p-52 - 1.0; } /* [-1, 1) */
+
+/* Input element e of a case (a double for float64 input, else exactly a float). */
+static double value(const op_case *c, uint64_t e)
+{
+    const bool f64 = c->in == F64;
+    const double r = uniform();
+    switch (c->values) {
+    case V_RANDOM: return r * ldexp(1.0, (int)(e % 9) - 4);
+    case V_ZERO: return e % 2 ? -0.0 : 0.0;
+    case V_SUBNORMAL:
+        return f64 ? copysign(DBL_TRUE_MIN * (double)(1 + e % 1000), r)
+                   : (double)copysignf(FLT_TRUE_MIN * (float)(1 + e % 1000), (float)r);
+    case V_NEAR_MAX: return f64 ? DBL_MAX * r : (double)(FLT_MAX * (float)r);
+    case V_NONFINITE:
+        return e % 97 == 5 ? NAN : e % 89 == 7 ? INFINITY : e % 83 == 11 ? -INFINITY : r;
+    case V_WIDE: /* every exponent, a few values near the largest */
+        if (e % 1009 == 3)
+            return f64 ? DBL_MAX * r : (double)(FLT_MAX * (float)r);
+        return f64 ? ldexp(r, (int)(e % 2098) - 1074) : (double)ldexpf((float)r, (int)(e % 277) - 149);
+    }
+    return r;
+}
+
+/* ---- the case's geometry ---------------------------------------------------------------------- */
+
+typedef struct geom {
+    uint64_t N, F, E, S;  /* period, values per state, input elements, state slots */
+    size_t ss, is;        /* slot and input element sizes */
+    void *input;          /* all E input elements */
+    unsigned char *stash; /* all S slots: poison, then every value stashed (the reference's) */
+    uint64_t g0, n;       /* the op's slots [g0, g0 + n) (stash: values [g0, g0 + n)) */
+    uint64_t n_blocks;    /* sumsq */
+    double *coeffs, *scales; /* amp_scale: one per state */
+} geom;
+
+/* The test's own dtype mapping (not the backend's: a reference shares no code under test). */
+static qmk_elem elem_of(qm_dtype dt)
+{
+    switch (dt) {
+    case QM_DTYPE_FLOAT32: return QMK_F32;
+    case QM_DTYPE_FLOAT64: return QMK_F64;
+    case QM_DTYPE_COMPLEX64: return QMK_C64;
+    case QM_DTYPE_COMPLEX128: return QMK_C128;
+    }
+    return QMK_F64;
+}
+
+static bool geom_make(const op_case *c, geom *g)
+{
+    memset(g, 0, sizeof *g);
+    g->N = (uint64_t)1 << c->q;
+    g->F = c->F ? c->F : g->N;
+    g->E = c->batch * g->F;
+    g->S = c->batch * g->N;
+    g->ss = qm_dtype_size(c->st);
+    g->is = qm_dtype_size(c->in);
+    g->input = malloc(g->E * g->is);
+    g->stash = malloc(g->S * g->ss);
+    g->coeffs = malloc(c->batch * sizeof *g->coeffs);
+    g->scales = malloc(c->batch * sizeof *g->scales);
+    if (!g->input || !g->stash || !g->coeffs || !g->scales)
+        return false;
+    rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)c->op << 32) ^ c->q ^ ((uint64_t)c->values << 8);
+    for (uint64_t e = 0; e < g->E; ++e) {
+        const double v = value(c, e);
+        if (c->in == F64)
+            ((double *)g->input)[e] = v;
+        else
+            ((float *)g->input)[e] = (float)v;
+    }
+    memset(g->stash, 0xFF, g->S * g->ss);
+    qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
+    for (uint64_t k = 0; k < c->batch; ++k) {
+        g->coeffs[k] = 1.0 / (1.5 + (double)k);
+        g->scales[k] = ldexp(1.0, (int)(k % 5) - 2);
+    }
+    g->g0 = c->op == QM_HAL_OP_AMP_STASH ? c->in_first : c->g0;
+    const uint64_t end = c->op == QM_HAL_OP_AMP_STASH ? g->E
+                         : c->op == QM_HAL_OP_AMP_SCAN ? g->F /* data slots of state 0 only */
+                                                       : g->S;
+    g->n = c->count ? c->count : end - g->g0;
+    g->n_blocks = (g->S - g->g0) >> c->lb;
+    return true;
+}
+
+static void geom_free(geom *g)
+{
+    free(g->input);
+    free(g->stash);
+    free(g->coeffs);
+    free(g->scales);
+}
+
+/* The output of a run: one byte array, and where its float64 sums start (NaN == NaN there). */
+typedef struct output {
+    unsigned char *bytes;
+    uint64_t n;
+    uint64_t sums_at, sums_end; /* byte range of float64 sums */
+    size_t elem;                /* element size for the report */
+} output;
+
+static uint64_t in_buf_first(const op_case *c)
+{
+    return c->op == QM_HAL_OP_AMP_STASH ? c->in_first - c->in_off
+           : c->op == QM_HAL_OP_AMP_BATCH ? 0
+                                          : c->in_first;
+}
+
+/* The state buffer's slot 0 is global slot st0; it covers [st0, S) (batch: st_off + S slots). */
+static uint64_t state_first(const op_case *c, const geom *g)
+{
+    if (c->op == QM_HAL_OP_AMP_STASH)
+        return (c->in_first / g->F) * g->N;
+    if (c->op == QM_HAL_OP_AMP_BATCH)
+        return 0;
+    return g->g0 - c->st_off;
+}
+
+static bool output_alloc(output *o, uint64_t n, uint64_t sums_at, uint64_t sums_end, size_t elem)
+{
+    o->bytes = malloc(n ? n : 1);
+    o->n = n;
+    o->sums_at = sums_at;
+    o->sums_end = sums_end;
+    o->elem = elem;
+    return o->bytes != NULL;
+}
+
+/* Layout of the output per op: the state buffer's bytes, then (batch, sumsq_dev) the sums
+ * buffer's bytes; sumsq: the host sums; scan: max_abs and first_nonfinite. */
+static bool output_make(const op_case *c, const geom *g, output *o)
+{
+    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
+                                                           : (g->S - state_first(c, g)) * g->ss;
+    switch (c->op) {
+    case QM_HAL_OP_AMP_STASH:
+    case QM_HAL_OP_AMP_SCALE: return output_alloc(o, st_bytes, 0, 0, g->ss);
+    case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
+    case QM_HAL_OP_AMP_SUMSQ_DEV:
+        return output_alloc(o, (c->sums_off + g->n_blocks) * 8, 0, (c->sums_off + g->n_blocks) * 8, 8);
+    case QM_HAL_OP_AMP_SCAN: return output_alloc(o, 16, 0, 8, 8);
+    case QM_HAL_OP_AMP_BATCH:
+        return output_alloc(o, st_bytes + (c->sums_off + c->batch) * 8, st_bytes,
+                            st_bytes + (c->sums_off + c->batch) * 8, g->ss);
+    case QM_HAL_OP_COUNT_: break;
+    }
+    return false;
+}
+
+/* ---- the reference: the CPU kernels on host memory ------------------------------------------- */
+
+static void run_reference(const op_case *c, const geom *g, output *o)
+{
+    const uint64_t st0 = state_first(c, g), bf = in_buf_first(c);
+    const void *in = c->in == F64 ? (const void *)((const double *)g->input + bf)
+                                  : (const void *)((const float *)g->input + bf);
+    const double scale = c->scale != 0 ? c->scale : 1.0;
+    memset(o->bytes, 0xFF, o->n);
+    switch (c->op) {
+    case QM_HAL_OP_AMP_STASH:
+        qm_cpu_stash(o->bytes, elem_of(c->st), st0, g->N, g->F, in, elem_of(c->in), c->in_off,
+                     c->in_first, g->n);
+        return;
+    case QM_HAL_OP_AMP_SUMSQ:
+    case QM_HAL_OP_AMP_SUMSQ_DEV: {
+        double *sums = (double *)o->bytes + (c->op == QM_HAL_OP_AMP_SUMSQ_DEV ? c->sums_off : 0);
+        qm_cpu_sumsq_blocks(c->from_input ? NULL : g->stash + st0 * g->ss, elem_of(c->st), c->st_off,
+                            g->g0, g->N, g->F, c->lb, g->n_blocks, scale, sums,
+                            c->from_input ? in : NULL, elem_of(c->in), c->in_first);
+        return;
+    }
+    case QM_HAL_OP_AMP_SCAN: {
+        double m;
+        uint64_t first;
+        qm_cpu_scan(g->stash + st0 * g->ss, elem_of(c->st), c->st_off, g->n, &m, &first);
+        memcpy(o->bytes, &m, 8);
+        memcpy(o->bytes + 8, &first, 8);
+        return;
+    }
+    case QM_HAL_OP_AMP_SCALE:
+        if (!c->from_input)
+            memcpy(o->bytes, g->stash + st0 * g->ss, o->n);
+        qm_cpu_amp_scale(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, g->N, g->F, 0, g->coeffs,
+                         c->scale != 0 ? g->scales : NULL, c->from_input ? in : NULL,
+                         elem_of(c->in), c->in_first);
+        return;
+    case QM_HAL_OP_AMP_BATCH:
+        qm_cpu_amp_batch(o->bytes, elem_of(c->st), c->st_off, g->N, g->F, c->batch, g->input,
+                         elem_of(c->in), 0, (double *)(o->bytes + o->sums_at),
+                         c->sums_off);
+        return;
+    case QM_HAL_OP_COUNT_: break;
+    }
+}
+
+/* ---- a backend: the same through the HAL wrappers -------------------------------------------- */
+
+static bool upload(qm_hal *hal, uint64_t bytes, const void *src, qm_hal_buf **out, qm_status *st)
+{
+    return qm_hal_buf_alloc(hal, 0, bytes ? bytes : 1, out, st) == QM_OK &&
+           (!bytes || qm_hal_copy_h2d(hal, *out, 0, src, bytes, NULL, st) == QM_OK);
+}
+
+static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o, qm_status *st)
+{
+    const uint64_t st0 = state_first(c, g), bf = in_buf_first(c);
+    const double scale = c->scale != 0 ? c->scale : 1.0;
+    qm_hal_buf *in = NULL, *state = NULL, *sums = NULL;
+    bool ok = true;
+    unsigned char *poison = malloc(o->n);
+    if (!poison)
+        return false;
+    memset(poison, 0xFF, o->n);
+    /* the input buffer: elements [bf, E) after in_off poisoned ones (stash, batch) */
+    const uint64_t lead = c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_BATCH ? c->in_off : 0;
+    const uint64_t first = c->op == QM_HAL_OP_AMP_STASH ? c->in_first - c->in_off : bf;
+    unsigned char *inb = calloc(1, (lead + g->E - first) * g->is + 1);
+    ok = inb != NULL;
+    if (ok) {
+        if (c->op == QM_HAL_OP_AMP_STASH) /* elements [in_first - in_off, E) */
+            memcpy(inb, (const char *)g->input + first * g->is, (g->E - first) * g->is);
+        else
+            memcpy(inb + lead * g->is, (const char *)g->input + first * g->is, (g->E - first) * g->is);
+    }
+    const uint64_t in_bytes = c->op == QM_HAL_OP_AMP_STASH ? (g->E - first) * g->is
+                                                           : (lead + g->E - first) * g->is;
+    ok = ok && upload(hal, in_bytes, inb, &in, st);
+    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
+                                                           : (g->S - st0) * g->ss;
+    const bool stash_in = !c->from_input && (c->op == QM_HAL_OP_AMP_SUMSQ ||
+                                             c->op == QM_HAL_OP_AMP_SUMSQ_DEV ||
+                                             c->op == QM_HAL_OP_AMP_SCAN || c->op == QM_HAL_OP_AMP_SCALE);
+    ok = ok && upload(hal, st_bytes, stash_in ? g->stash + st0 * g->ss : poison, &state, st);
+    if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH)
+        ok = ok && upload(hal, o->sums_end - o->sums_at, poison, &sums, st);
+    if (ok) {
+        qm_code rc = QM_E_INTERNAL;
+        switch (c->op) {
+        case QM_HAL_OP_AMP_STASH: {
+            const qm_hal_stash_args a = {.out = state, .out_dtype = c->st, .slot_g0 = st0,
+                                         .period = g->N, .period_valid = g->F, .in = in,
+                                         .in_dtype = c->in, .in_off = c->in_off,
+                                         .in_first = c->in_first, .n = g->n};
+            rc = qm_hal_stash(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_AMP_SUMSQ:
+        case QM_HAL_OP_AMP_SUMSQ_DEV: {
+            const qm_hal_sumsq_args a = {.state = state, .state_dtype = c->st, .off = c->st_off,
+                                         .g0 = g->g0, .period = g->N, .period_valid = g->F,
+                                         .log2_block = c->lb, .n_blocks = g->n_blocks,
+                                         .scale = scale, .out_sums = (double *)o->bytes,
+                                         .input = c->from_input ? in : NULL, .in_dtype = c->in,
+                                         .in_first = c->in_first};
+            rc = c->op == QM_HAL_OP_AMP_SUMSQ ? qm_hal_sumsq_sync(hal, &a, st)
+                                              : qm_hal_sumsq(hal, &a, sums, c->sums_off, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_AMP_SCAN: {
+            qm_hal_scan_result r;
+            rc = qm_hal_scan_sync(hal, state, c->st, c->st_off, g->n, &r, st);
+            memcpy(o->bytes, &r.max_abs, 8);
+            memcpy(o->bytes + 8, &r.first_nonfinite, 8);
+            break;
+        }
+        case QM_HAL_OP_AMP_SCALE: {
+            const qm_hal_amp_scale_args a = {.state = state, .state_dtype = c->st, .off = c->st_off,
+                                             .n = g->n, .g0 = g->g0, .period = g->N,
+                                             .period_valid = g->F, .first_state = 0,
+                                             .n_coeffs = c->batch, .coeffs = g->coeffs,
+                                             .input = c->from_input ? in : NULL, .in_dtype = c->in,
+                                             .in_first = c->in_first,
+                                             .scales = c->scale != 0 ? g->scales : NULL};
+            rc = qm_hal_amp_scale(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_AMP_BATCH: {
+            const qm_hal_amp_batch_args a = {.state = state, .state_dtype = c->st, .off = c->st_off,
+                                             .period = g->N, .period_valid = g->F,
+                                             .n_states = c->batch, .input = in, .in_dtype = c->in,
+                                             .in_off = c->in_off, .sums = sums,
+                                             .sums_off = c->sums_off};
+            rc = qm_hal_amp_batch(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_COUNT_: break;
+        }
+        ok = rc == QM_OK;
+    }
+    /* download */
+    if (ok && (c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_SCALE ||
+               c->op == QM_HAL_OP_AMP_BATCH))
+        ok = qm_hal_copy_d2h(hal, o->bytes, state, 0, st_bytes, NULL, st) == QM_OK;
+    if (ok && sums)
+        ok = qm_hal_copy_d2h(hal, o->bytes + o->sums_at, sums, 0, o->sums_end - o->sums_at, NULL,
+                             st) == QM_OK;
+    qm_hal_buf_free(hal, in);
+    qm_hal_buf_free(hal, state);
+    qm_hal_buf_free(hal, sums);
+    free(inb);
+    free(poison);
+    return ok;
+}
+
+/* The first differing byte of a and b (NaN == NaN among the sums), or UINT64_MAX. */
+static uint64_t first_difference(const output *a, const output *b)
+{
+    for (uint64_t i = 0; i < a->n; ++i) {
+        if (a->bytes[i] == b->bytes[i])
+            continue;
+        if (i >= a->sums_at && i < a->sums_end) {
+            const uint64_t at = a->sums_at + (i - a->sums_at) / 8 * 8;
+            double x, y;
+            memcpy(&x, a->bytes + at, 8);
+            memcpy(&y, b->bytes + at, 8);
+            if (isnan(x) && isnan(y)) {
+                i = at + 7;
+                continue;
+            }
+        }
+        return i;
+    }
+    return UINT64_MAX;
+}
+
+typedef struct backend {
+    const char *name;
+    qm_hal *hal;
+} backend;
+
+int main(int argc, char **argv)
+{
+    const bool cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
+    qm_status st;
+    backend be[3] = {{"sim", NULL}, {"fault(sim)", NULL}, {"cuda", NULL}};
+    int n_be = 2;
+    qm_hal *inner = NULL;
+    CHECK_OK(fixture_mesh(1, (uint64_t)1 << 30, false, QM_SIM_MATERIALIZED, &be[0].hal, &st));
+    CHECK_OK(fixture_mesh(1, (uint64_t)1 << 30, false, QM_SIM_MATERIALIZED, &inner, &st));
+    const qm_fault_config nothing = {.points = QM_FAULT_ALL, .fail_at = 0, .code = QM_E_BACKEND};
+    CHECK_OK(qm_hal_fault_create(inner, &nothing, &be[1].hal, &st));
+    if (cuda) {
+        if (qm_hal_cuda_open_logical(1, &be[2].hal, &st) != QM_OK) {
+            printf("test_backend_ops: skipped: %s\n", st.msg);
+            qm_hal_destroy(be[0].hal);
+            qm_hal_destroy(be[1].hal);
+            return st.code == QM_E_UNSUPPORTED ? 77 : 1;
+        }
+        n_be = 3;
+    }
+    if (!be[0].hal || !be[1].hal)
+        return qm_test_end("test_backend_ops");
+    int n_run = 0, n_failed = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        const op_case *c = &cases[k];
+        geom g;
+        output ref = {0};
+        CHECK(geom_make(c, &g) && output_make(c, &g, &ref));
+        if (!ref.bytes) {
+            geom_free(&g);
+            continue;
+        }
+        run_reference(c, &g, &ref);
+        for (int b = 0; b < n_be; ++b) {
+            output got = ref;
+            got.bytes = malloc(ref.n);
+            CHECK(got.bytes != NULL);
+            if (!got.bytes)
+                continue;
+            memset(got.bytes, 0xFF, got.n);
+            qm_status_clear(&st);
+            const bool ok = run_backend(be[b].hal, c, &g, &got, &st);
+            const uint64_t d = ok ? first_difference(&ref, &got) : 0;
+            n_run++;
+            if (!ok || d != UINT64_MAX) {
+                n_failed++;
+                if (!ok)
+                    printf("case %zu: op %s on %s: %s\n", k, qm_hal_op_name(c->op), be[b].name,
+                           st.msg);
+                else if (d >= got.sums_at && d < got.sums_end)
+                    printf("case %zu: op %s on %s (%s from %s, %u qubits, %llu x %llu values): "
+                           "first difference at sum %llu\n", k, qm_hal_op_name(c->op), be[b].name,
+                           qm_dtype_name(c->st), qm_dtype_name(c->in), c->q,
+                           (unsigned long long)c->batch, (unsigned long long)g.F,
+                           (unsigned long long)((d - got.sums_at) / 8));
+                else
+                    printf("case %zu: op %s on %s (%s from %s, %u qubits, %llu x %llu values): "
+                           "first difference at state slot %llu of the buffer\n", k,
+                           qm_hal_op_name(c->op), be[b].name, qm_dtype_name(c->st),
+                           qm_dtype_name(c->in), c->q, (unsigned long long)c->batch,
+                           (unsigned long long)g.F, (unsigned long long)(d / got.elem));
+            }
+            CHECK(ok && d == UINT64_MAX);
+            free(got.bytes);
+        }
+        free(ref.bytes);
+        geom_free(&g);
+    }
+    printf("test_backend_ops: %zu cases on %d backends: %d runs, %d failed\n",
+           sizeof cases / sizeof cases[0], n_be, n_run, n_failed);
+    for (int b = 0; b < n_be; ++b) {
+        CHECK_EQ_U64(qm_hal_bytes_in_use(be[b].hal), 0);
+        qm_hal_destroy(be[b].hal);
+    }
+    return qm_test_end("test_backend_ops");
+}
