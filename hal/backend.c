@@ -71,8 +71,6 @@ qm_code qm_backend_open(const qm_backend_desc *desc, qm_hal **out, qm_status *st
         cfg.points |= QM_FAULT_COPY;
     if (f->points & QM_BACKEND_FAULT_LAUNCH)
         cfg.points |= QM_FAULT_LAUNCH;
-    if (f->points & QM_BACKEND_FAULT_COLLECTIVE)
-        cfg.points |= QM_FAULT_COLLECTIVE;
     return qm_hal_fault_create(hal, &cfg, out, st); /* takes hal, also on failure */
 }
 

@@ -35,7 +35,6 @@ enum {
     QM_BACKEND_FAULT_ALLOC = 1u << 0,
     QM_BACKEND_FAULT_COPY = 1u << 1,       /* h2d, d2h, d2d and peer copies */
     QM_BACKEND_FAULT_LAUNCH = 1u << 2,     /* kernels */
-    QM_BACKEND_FAULT_COLLECTIVE = 1u << 3, /* allgather */
 };
 
 /* A fault shim over the backend: the fail_at-th counted call of the kinds in `points` fails with
