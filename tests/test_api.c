@@ -7,6 +7,7 @@
  * the sums exact for these inputs), independently of the engine, and compared bit for bit.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include "backend.h" /* qm_backend_cuda_count: whether --cuda can run */
 #include "qmesh.h"
 #include "qmesh_dlpack.h"
 #include "testlib.h"
@@ -21,6 +22,10 @@
 #define ROWS 2
 #define FEATURES 5
 #define AMPS 8
+
+/* The backend the host-buffer test opens: the simulator, or CUDA with --cuda (then the amplitudes
+ * must be the same bytes and the DLPack shard a kDLCUDA tensor). */
+static qm_backend_kind g_backend = QM_BACKEND_SIM;
 
 static const double rows[ROWS][FEATURES] = {{1, 2, 3, 4, 5}, {0.5, -1.5, 2.5, -3.5, 4.5}};
 
@@ -81,7 +86,7 @@ static void test_host_buffer(const qm_scenario *sc)
     CHECK_OK(qm_context_plan_json(ctx, &json, &st));
     CHECK(json && strstr(json, "\"feasible\": true") != NULL);
     qm_free(json);
-    CHECK_OK(qm_context_open(ctx, QM_BACKEND_SIM, &st));
+    CHECK_OK(qm_context_open(ctx, g_backend, &st));
     const qm_host_data in = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = ROWS,
                              .features = FEATURES};
     CHECK_OK(qm_context_encode(ctx, &in, &s, &st));
@@ -90,7 +95,8 @@ static void test_host_buffer(const qm_scenario *sc)
     DLManagedTensor *t = NULL;
     CHECK_OK(qm_state_shard_to_dlpack(s, 0, &t, &st));
     CHECK(t && t->dl_tensor.ndim == 1 && t->dl_tensor.dtype.code == kDLComplex &&
-          t->dl_tensor.dtype.bits == 128 && t->dl_tensor.device.device_type == kDLCPU);
+          t->dl_tensor.dtype.bits == 128 &&
+          t->dl_tensor.device.device_type == (g_backend == QM_BACKEND_CUDA ? kDLCUDA : kDLCPU));
     if (t)
         t->deleter(t);
     /* float32 input: the same request, its own amplitudes (each within float rounding) */
@@ -286,10 +292,21 @@ static void test_threads(void)
     qm_scenario_destroy(sc);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     qm_status st;
     qm_scenario *sc = NULL;
+    if (argc > 1 && strcmp(argv[1], "--cuda") == 0) {
+        if (qm_backend_cuda_count() == 0) {
+            printf("test_api --cuda: no CUDA device, skipped\n");
+            return 77;
+        }
+        g_backend = QM_BACKEND_CUDA; /* the built-in mesh's devices as logical devices */
+        CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+        test_host_buffer(sc);
+        qm_scenario_destroy(sc);
+        return qm_test_end("test_api --cuda");
+    }
     CHECK_OK(qm_scenario_open(NULL, &sc, &st));
     CHECK_STR(qm_scenario_name(sc), "<built-in>");
     test_host_buffer(sc);
