@@ -90,6 +90,18 @@ CM
   fi
 fi
 
+# the installed public headers compile as C++ too (a C++ program is a user as well)
+CXX=${CXX:-c++}
+if command -v "$CXX" >/dev/null 2>&1; then
+  printf '#include <qmesh.h>\n#include <qmesh_dlpack.h>\nint main() { qm_status st; qm_status_clear(&st); return st.code; }\n' \
+      > "$T/cxx.cpp"
+  if run cxx.log "$CXX" -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$P/include" "$T/cxx.cpp"; then
+    ok "include/qmesh.h and qmesh_dlpack.h compile as C++17"
+  else
+    bad "the installed headers do not compile as C++17"
+  fi
+fi
+
 # both binaries print exactly examples/encode.expected
 for exe in "$T/ex/encode" "$T/encode-pc"; do
   [ -x "$exe" ] || continue

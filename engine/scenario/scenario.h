@@ -116,7 +116,6 @@ const char *qm_phase_name(qm_phase p); /* "ingest", "local_norm", ... */
 
 /* qm_request (what `qmesh plan`, scenario cases and the public API ask for) and qm_request_init
  * are public: include/qmesh.h. */
-_Static_assert(sizeof(((qm_request *)0)->gather) == QM_ID_BYTES, "qm_request.gather holds an id");
 
 typedef struct qm_expect_estimate {
     bool set;

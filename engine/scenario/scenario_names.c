@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(sizeof(((qm_request *)0)->gather) == QM_ID_BYTES, "qm_request.gather holds an id");
+
 /* ---- names and plain helpers of scenario.h ---------------------------------------------------- */
 
 const char *const qm_scn_class_names[QM_LINK_CLASS_COUNT_] = {"nvlink", "c2c", "pcie", "sys",
