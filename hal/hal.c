@@ -23,7 +23,7 @@
  * (ABI_BASE, the oldest qm_hal_create accepts); a member appended later gets its own `since` here
  * (e.g. ABI_FOO = 6), so a table written against ABI 5 never has it read. */
 #define OPS(hal, member, since) ((hal)->ops->abi >= (since) ? (hal)->ops->member : NULL)
-enum { ABI_BASE = QM_HAL_ABI_MIN };
+enum { ABI_BASE = QM_HAL_ABI_MIN, ABI_WRAP_DEVICE = 6 };
 _Static_assert(QM_HAL_ABI_MIN == 5, "the ABI 5 layout is the base of OPS: review OPS' since numbers");
 _Static_assert(QM_HAL_RED_LOG2_BLOCK == QM_RED_LOG2_BLOCK, "hal_ops.h and qm_math.h disagree");
 
@@ -240,34 +240,53 @@ qm_code qm_hal_buf_alloc(qm_hal *hal, int dev, uint64_t bytes, qm_hal_buf **out,
     return QM_OK;
 }
 
-qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, qm_hal_buf **out,
-                             qm_status *st)
+typedef qm_code (*wrap_fn)(void *, int, const void *, uint64_t, void **, qm_status *);
+
+/* A wrapper buffer over caller-owned memory that dev's kernels read in place (wrap_host and
+ * wrap_device alike): `what` names the operation, `where` the memory in the refusal. */
+static qm_code wrap(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, wrap_fn fn,
+                    const char *what, const char *where, bool host_visible, qm_hal_buf **out,
+                    qm_status *st)
 {
     if (out)
         *out = NULL;
-    qm_code rc = check_dev(hal, dev, "wrap_host", st);
+    qm_code rc = check_dev(hal, dev, what, st);
     if (rc != QM_OK)
         return rc;
     if (!out || !ptr || bytes == 0)
-        return qm_fail(st, QM_E_ARG, "wrap_host: out, pointer and a size > 0 are required");
-    qm_code (*wrap)(void *, int, const void *, uint64_t, void **, qm_status *) =
-        OPS(hal, device.wrap_host, ABI_BASE);
-    if (!wrap)
-        return qm_fail(st, QM_E_UNSUPPORTED, "wrap_host on %s: the %s backend cannot read host "
-                       "memory in place", hal->info[dev].id, qm_hal_kind_name(hal->ops->kind));
+        return qm_fail(st, QM_E_ARG, "%s: out, pointer and a size > 0 are required", what);
+    if (!fn)
+        return qm_fail(st, QM_E_UNSUPPORTED, "%s on %s: the %s backend cannot read %s in place",
+                       what, hal->info[dev].id, qm_hal_kind_name(hal->ops->kind), where);
     qm_hal_buf *b = calloc(1, sizeof *b);
     if (!b)
-        return qm_fail(st, QM_E_NOMEM, "wrap_host: out of host memory");
-    if ((rc = wrap(hal->ctx, dev, ptr, bytes, &b->ptr, st)) != QM_OK) {
+        return qm_fail(st, QM_E_NOMEM, "%s: out of host memory", what);
+    if ((rc = fn(hal->ctx, dev, ptr, bytes, &b->ptr, st)) != QM_OK) {
         free(b);
-        return qm_status_prefix(st, "wrap_host on %s", hal->info[dev].id);
+        return qm_status_prefix(st, "%s on %s", what, hal->info[dev].id);
     }
     b->dev = dev;
     b->bytes = bytes;
-    b->host_ptr = (void *)(uintptr_t)ptr;
+    b->host_ptr = host_visible ? (void *)(uintptr_t)ptr : NULL;
     b->wrapped = true;
     *out = b;
     return QM_OK;
+}
+
+qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, qm_hal_buf **out,
+                             qm_status *st)
+{
+    return wrap(hal, dev, ptr, bytes, hal ? OPS(hal, device.wrap_host, ABI_BASE) : NULL,
+                "wrap_host", "host memory", true, out, st);
+}
+
+qm_code qm_hal_buf_wrap_device(qm_hal *hal, int dev, const void *ptr, uint64_t bytes,
+                               qm_hal_buf **out, qm_status *st)
+{
+    /* host-visible where the device's memory is host memory (the simulator) */
+    const bool host = hal && dev >= 0 && dev < hal->n_dev && hal->info[dev].memory == QM_HAL_MEMORY_HOST;
+    return wrap(hal, dev, ptr, bytes, hal ? OPS(hal, device.wrap_device, ABI_WRAP_DEVICE) : NULL,
+                "wrap_device", "device memory", host, out, st);
 }
 
 void qm_hal_buf_free(qm_hal *hal, qm_hal_buf *buf)

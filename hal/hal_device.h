@@ -84,6 +84,13 @@ int qm_hal_buf_device(const qm_hal_buf *buf);
  * data through a staging buffer instead). */
 qm_code qm_hal_buf_wrap_host(qm_hal *hal, int dev, const void *ptr, uint64_t bytes, qm_hal_buf **out,
                              qm_status *st);
+/* A buffer over caller-owned memory of the device itself (a CUDA device pointer on the device's
+ * GPU; on the simulator, whose device memory is host memory, any host pointer), read in place by
+ * the device's kernels. Not counted against capacity; freeing it releases the wrapper, never the
+ * memory. E-UNSUPPORTED when the memory is elsewhere (another GPU, host memory on CUDA) or the
+ * backend cannot (then copy the data instead). */
+qm_code qm_hal_buf_wrap_device(qm_hal *hal, int dev, const void *ptr, uint64_t bytes,
+                               qm_hal_buf **out, qm_status *st);
 /* Host-addressable pointer to the buffer's bytes: sim materialized only; NULL for device memory
  * and phantom buffers. Valid until the buffer is freed. */
 void *qm_hal_buf_host_ptr(const qm_hal_buf *buf);

@@ -28,7 +28,7 @@
 
 #include "hal.h"
 
-#define QM_HAL_ABI 5     /* the newest ABI this build knows */
+#define QM_HAL_ABI 6     /* the newest ABI this build knows; 6: device.wrap_device */
 #define QM_HAL_ABI_MIN 5 /* the oldest table layout it accepts: 5, the grouped table with op ids
                             (1: flat table; 2: events, host memory, amp_batch; 3: trim;
                             4: sumsq_dev) */
@@ -59,6 +59,13 @@ typedef struct qm_hal_device_ops {
     /* Optional (NULL: the backend keeps nothing). Gives device memory that buf_free kept for reuse
      * back to the driver. Blocking; cannot fail. */
     void (*trim)(void *ctx);
+    /* ABI 6. Optional (NULL: qm_hal_buf_wrap_device answers E-UNSUPPORTED). The backend pointer
+     * under which dev's kernels read caller-owned memory [ptr, ptr + bytes) that lives in this
+     * device's memory (CUDA: device or managed memory of the device's GPU; the simulator: its
+     * device memory is host memory). E-UNSUPPORTED (naming where the memory is) when dev cannot
+     * read it in place. Cannot allocate. */
+    qm_code (*wrap_device)(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                           qm_status *st);
 } qm_hal_device_ops;
 
 /* Streams, events and copies (hal_stream.h). */

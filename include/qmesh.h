@@ -280,6 +280,19 @@ typedef struct qm_host_data {
  * and features (E-INPUT naming both). E-INPUT also for NaN/Inf (the first index) or a zero row.
  * The state keeps the context alive. */
 qm_code qm_context_encode(qm_context *ctx, const qm_host_data *in, qm_state **out, qm_status *st);
+/* Input rows in device memory: the same description, with `data` a device pointer — on the CUDA
+ * backend, device (or managed) memory of one of the GPUs the context's devices live on (e.g. a
+ * torch or CuPy tensor's data pointer); on the simulator, whose device memory is host memory, a
+ * host pointer. */
+typedef qm_host_data qm_device_data;
+
+/* The same from device memory: each shard on the GPU holding the input reads it in place (no copy
+ * through the host); shards on other GPUs receive their part through the host. The memory must
+ * stay valid and unchanged until the call returns (the state does not reference it).
+ * E-UNSUPPORTED (naming the pointer and why) when no device of the context can read it; other
+ * errors as qm_context_encode. */
+qm_code qm_context_encode_device(qm_context *ctx, const qm_device_data *in, qm_state **out,
+                                 qm_status *st);
 /* The same from a file: .npy (float32/float64, 1-D or 2-D) or CSV (plain or gzip, numeric, an
  * optional header row). */
 qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st);

@@ -12,6 +12,9 @@
 #include "qmesh_dlpack.h"
 #include "testlib.h"
 
+#if QM_HAVE_CUDA
+#include <cuda_runtime.h> /* --cuda: the device input is cudaMalloc'd memory */
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -118,6 +121,50 @@ static void test_host_buffer(const qm_scenario *sc)
     qm_state_destroy(s);
     check_state(g); /* the gathered state keeps the backend too */
     qm_state_destroy(g);
+}
+
+/* Input rows in device memory: on the simulator a host pointer, on CUDA cudaMalloc'd memory of
+ * GPU 0 (every logical device of the built-in mesh lives there, so every shard reads it in place).
+ * The same amplitudes; a pointer no device holds is E-UNSUPPORTED naming it. */
+static void test_device_buffer(const qm_scenario *sc)
+{
+    qm_status st;
+    qm_context *ctx = NULL;
+    qm_state *s = NULL;
+    const qm_request r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    CHECK_OK(qm_context_open(ctx, g_backend, &st));
+    const void *data = rows;
+#if QM_HAVE_CUDA
+    void *d = NULL;
+    if (g_backend == QM_BACKEND_CUDA) {
+        CHECK(cudaMalloc(&d, sizeof rows) == cudaSuccess &&
+              cudaMemcpy(d, rows, sizeof rows, cudaMemcpyHostToDevice) == cudaSuccess);
+        data = d;
+    }
+#endif
+    const qm_device_data in = {.dtype = QM_DTYPE_FLOAT64, .data = data, .rows = ROWS,
+                               .features = FEATURES};
+    CHECK_OK(qm_context_encode_device(ctx, &in, &s, &st));
+    if (s)
+        check_state(s);
+    qm_state_destroy(s);
+    s = NULL;
+    if (g_backend == QM_BACKEND_CUDA) { /* host memory is no device's memory on CUDA */
+        const qm_device_data host = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = ROWS,
+                                     .features = FEATURES};
+        CHECK(qm_context_encode_device(ctx, &host, &s, &st) == QM_E_UNSUPPORTED && s == NULL);
+        CHECK(strstr(st.msg, "is not memory of any of this context's 4 devices") != NULL);
+        CHECK(strstr(st.msg, "is host memory, not memory of GPU 0") != NULL);
+    }
+    const qm_device_data bad = {.dtype = QM_DTYPE_COMPLEX64, .data = data, .rows = ROWS,
+                                .features = FEATURES};
+    CHECK(qm_context_encode_device(ctx, &bad, &s, &st) == QM_E_DTYPE);
+    CHECK_STR(st.msg, "encode: input dtype must be float32 or float64 (got complex64)");
+#if QM_HAVE_CUDA
+    cudaFree(d);
+#endif
+    qm_context_destroy(ctx);
 }
 
 /* Write `n` bytes to path, encode the file, check its amplitudes, remove it. */
@@ -304,12 +351,14 @@ int main(int argc, char **argv)
         g_backend = QM_BACKEND_CUDA; /* the built-in mesh's devices as logical devices */
         CHECK_OK(qm_scenario_open(NULL, &sc, &st));
         test_host_buffer(sc);
+        test_device_buffer(sc);
         qm_scenario_destroy(sc);
         return qm_test_end("test_api --cuda");
     }
     CHECK_OK(qm_scenario_open(NULL, &sc, &st));
     CHECK_STR(qm_scenario_name(sc), "<built-in>");
     test_host_buffer(sc);
+    test_device_buffer(sc);
     test_files(sc);
     test_infeasible();
     test_bad_arguments(sc);

@@ -70,6 +70,48 @@ static qm_code launch(void *ctx, int dev, qm_hal_op op, const void *params,
 
 #define NEVER(m) .m = (__typeof__(((qm_hal_stream_ops *)0)->m))never
 
+static qm_hal_ops table(int abi, bool optional);
+static int n_wrap_device;
+static qm_code wrap_device(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                           qm_status *st)
+{
+    (void)ctx, (void)dev, (void)bytes, (void)st;
+    n_wrap_device++;
+    *out = (void *)(uintptr_t)ptr;
+    return QM_OK;
+}
+
+/* wrap_device was appended in ABI 6: a table written against ABI 5 never has it called, even when
+ * the member is set (its memory could be anything an ABI-5 backend put there), and wrap_device
+ * answers E-UNSUPPORTED as for a backend without it; from ABI 6 on it is called. */
+static void check_wrap_device(void)
+{
+    qm_status st;
+    double x[4] = {0};
+    for (int abi = 5; abi <= 6; ++abi) {
+        qm_hal_ops t = table(abi, true);
+        t.device.wrap_device = wrap_device;
+        qm_hal *hal = NULL;
+        qm_hal_buf *w = NULL;
+        n_wrap_device = 0;
+        CHECK_OK(qm_hal_create(&t, NULL, &hal, &st));
+        if (!hal)
+            return;
+        const qm_code rc = qm_hal_buf_wrap_device(hal, 0, x, sizeof x, &w, &st);
+        if (abi == 5) {
+            CHECK(rc == QM_E_UNSUPPORTED && w == NULL && n_wrap_device == 0);
+            CHECK_STR(st.msg, "wrap_device on t0: the sim backend cannot read device memory in "
+                              "place");
+        } else {
+            CHECK(rc == QM_OK && w != NULL && n_wrap_device == 1);
+            CHECK(qm_hal_buf_raw(w) == (void *)x && qm_hal_buf_bytes(w) == sizeof x);
+            CHECK_EQ_U64(qm_hal_bytes_in_use(hal), 0); /* a wrapper is not an allocation */
+        }
+        qm_hal_buf_free(hal, w);
+        qm_hal_destroy(hal);
+    }
+}
+
 /* A complete ABI `abi` table; `optional`: with the optional members this stub has. */
 static qm_hal_ops table(int abi, bool optional)
 {
@@ -161,6 +203,7 @@ int main(void)
     CHECK(exercise(&full) == 4);
     CHECK_EQ_U64(n_trim, 1);
     CHECK(exercise(&bare) == 0);
+    check_wrap_device();
 
     /* a newer ABI than this build knows, ABI 0, and every older layout: refused, each its own way */
     qm_hal_ops t = table(QM_HAL_ABI + 1, true);

@@ -1,6 +1,7 @@
 /* test_materialize.c — amplitude encoding on the simulated mesh: values against an independent
  * reference, bit-identical states across layouts and thread counts, extreme magnitudes, every bad
  * input with its message, state reads. (CONFORMANCE.md items 16-20, 23-25 in their first form.) */
+#include "fault.h"
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -394,6 +395,67 @@ static void test_thread_counts(const char *self)
     remove("t2.bin");
 }
 
+/* The whole state's amplitudes (malloc'd) or NULL. */
+static double *read_all(const qm_state *s, uint64_t amps)
+{
+    qm_status st;
+    double *a = malloc((size_t)amps * 2 * sizeof *a);
+    if (a && qm_state_read(s, 0, amps, QM_DTYPE_COMPLEX128, a, &st) != QM_OK) {
+        free(a);
+        a = NULL;
+    }
+    return a;
+}
+
+/* Input in device memory (device_data): each shard whose device can wrap it reads it in place, the
+ * others and the slow path's scans come through the reader; the state is bit-identical to the
+ * host-input one either way. On the simulator device memory is host memory, so every wrap
+ * succeeds; a fault shim whose second allocation point (shard 0's wrap) answers E-UNSUPPORTED
+ * makes shard 0 take the reader. */
+static void test_device_input(void)
+{
+    qm_status st;
+    const unsigned q = 6;
+    const uint64_t B = 96, F = 50, N = 64;
+    double *x = malloc(B * F * sizeof *x);
+    for (uint64_t i = 0; i < B * F; ++i)
+        x[i] = sin((double)i * 0.31) * (double)(1 + i % 5);
+    x[17 * F + 9] = 1e300; /* sample 17 (on shard 0) takes the rescaled path */
+    qm_shard_spec three[3] = {{0, 4, 0, 40 * N}, {0, 1, 40 * N, 70 * N}, {0, 6, 70 * N, B * N}};
+    qm_amp_input host = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B};
+    qm_state *ref = NULL, *dev = NULL, *viaread = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &host, NULL, &ref,
+                                      &st));
+    counting_reader cr = {.x = x};
+    qm_amp_input din = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B,
+                        .read = count_read, .read_ctx = &cr, .device_data = true};
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &din, NULL, &dev, &st));
+    CHECK_EQ_U64(cr.values, F); /* only the slow state's values, for its scan */
+    /* shard 0 cannot read the input in place: it is ingested through the reader */
+    qm_hal *inner = NULL, *shim = NULL;
+    CHECK_OK(fixture_mesh(8, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &inner, &st));
+    const qm_fault_config fc = {.points = QM_FAULT_ALLOC, .fail_at = 2, .code = QM_E_UNSUPPORTED};
+    CHECK_OK(qm_hal_fault_create(inner, &fc, &shim, &st));
+    cr = (counting_reader){.x = x};
+    CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, three, 3, &din, NULL, &viaread,
+                                      &st));
+    CHECK(qm_hal_fault_fired(shim));
+    CHECK_EQ_U64(cr.values, 40 * F); /* shard 0's samples, once; its slow state scans the stash */
+    double *a = ref ? read_all(ref, B * N) : NULL, *b = dev ? read_all(dev, B * N) : NULL,
+           *c = viaread ? read_all(viaread, B * N) : NULL;
+    CHECK(a && b && c && memcmp(a, b, B * N * 16) == 0 && memcmp(a, c, B * N * 16) == 0);
+    /* a device input without a reader is refused before any work */
+    qm_state *none = NULL;
+    din.read = NULL;
+    CHECK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &din, NULL, &none, &st) ==
+          QM_E_ARG);
+    CHECK_STR(st.msg, "encode: device input needs its pointer and a reader");
+    free(a), free(b), free(c), free(x);
+    qm_state_destroy(ref), qm_state_destroy(dev), qm_state_destroy(viaread);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(shim), 0);
+    qm_hal_destroy(shim);
+}
+
 int main(int argc, char **argv)
 {
     qm_status st;
@@ -413,6 +475,7 @@ int main(int argc, char **argv)
     test_bad_input();
     test_replicated();
     test_batch_and_chunks();
+    test_device_input();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);

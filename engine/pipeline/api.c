@@ -242,6 +242,60 @@ qm_code qm_context_encode(qm_context *ctx, const qm_host_data *in, qm_state **ou
     return encode(ctx, &a, out, st);
 }
 
+/* Device input: the reader copies values out of the buffer that wraps it on the device that
+ * holds it (for shards on other devices and for the slow path's scans). */
+typedef struct device_reader {
+    qm_hal *hal;
+    qm_hal_buf *buf;
+    size_t elem_bytes;
+} device_reader;
+
+static qm_code device_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    const device_reader *r = ctx;
+    return qm_hal_copy_d2h(r->hal, dst, r->buf, first * r->elem_bytes, count * r->elem_bytes, NULL,
+                           st);
+}
+
+qm_code qm_context_encode_device(qm_context *ctx, const qm_device_data *in, qm_state **out,
+                                 qm_status *st)
+{
+    qm_code rc = encode_check(ctx, in, out, st);
+    if (rc != QM_OK)
+        return rc;
+    if (!in->data)
+        return qm_fail(st, QM_E_ARG, "encode: input data must not be NULL");
+    const size_t is = qm_dtype_size(in->dtype);
+    if (in->dtype != QM_DTYPE_FLOAT32 && in->dtype != QM_DTYPE_FLOAT64)
+        return qm_fail(st, QM_E_DTYPE, "encode: input dtype must be float32 or float64 (got %s)",
+                       qm_dtype_name(in->dtype) ? qm_dtype_name(in->dtype) : "unknown");
+    const uint64_t rows = in->rows ? in->rows : 1;
+    if (in->features == 0 || rows > UINT64_MAX / in->features / is)
+        return qm_fail(st, QM_E_INPUT, "encode: %llu rows of %llu values are not a device buffer "
+                       "size", (unsigned long long)rows, (unsigned long long)in->features);
+    /* the device whose memory holds the input (the first that can read it in place) */
+    device_reader r = {.hal = ctx->pl.hal, .elem_bytes = is};
+    const uint64_t bytes = rows * in->features * is;
+    qm_status why;
+    qm_status_clear(&why);
+    const int n = qm_hal_device_count(r.hal);
+    for (int d = 0; d < n && !r.buf; ++d) {
+        qm_status tried;
+        if (qm_hal_buf_wrap_device(r.hal, d, in->data, bytes, &r.buf, &tried) != QM_OK && d == 0)
+            why = tried;
+    }
+    if (!r.buf)
+        return qm_fail(st, QM_E_UNSUPPORTED, "encode: the input at %p (%llu B) is not memory of "
+                       "any of this context's %d devices (%s)", in->data,
+                       (unsigned long long)bytes, n, why.msg);
+    const qm_amp_input a = {.dtype = in->dtype, .data = in->data, .n = in->features,
+                            .batch = in->rows, .read = device_read, .read_ctx = &r,
+                            .device_data = true};
+    rc = encode(ctx, &a, out, st);
+    qm_hal_buf_free(r.hal, r.buf);
+    return rc;
+}
+
 qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st)
 {
     qm_code rc = encode_check(ctx, path, out, st);

@@ -103,6 +103,8 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
                        qm_qubits_for_values(in->n));
     if (!in->data && !in->read)
         return qm_fail(st, QM_E_ARG, "encode: input needs data or a reader");
+    if (in->device_data && (!in->data || !in->read))
+        return qm_fail(st, QM_E_ARG, "encode: device input needs its pointer and a reader");
     if (in->dtype != QM_DTYPE_FLOAT32 && in->dtype != QM_DTYPE_FLOAT64)
         return qm_fail(st, QM_E_DTYPE, "encode: input dtype must be float32 or float64 (got %s)",
                        qm_dtype_name(in->dtype) ? qm_dtype_name(in->dtype) : "unknown");
@@ -444,16 +446,15 @@ done:
     return rc;
 }
 
-/* The slow-path scan of an input that is already in host memory (read in place): the largest
- * magnitude and the first NaN/Inf among n values from input element `first`. */
-static void host_scan(const enc *e, uint64_t first, uint64_t n, qm_hal_scan_result *r)
+/* The slow-path scan of input values in host memory: the largest magnitude and the first NaN/Inf
+ * among n values at `vals` (of the input's dtype). */
+static void host_scan(const enc *e, const void *vals, uint64_t n, qm_hal_scan_result *r)
 {
     r->max_abs = 0.0;
     r->first_nonfinite = UINT64_MAX;
     for (uint64_t i = 0; i < n; ++i) {
-        const double v = e->in->dtype == QM_DTYPE_FLOAT64
-                             ? ((const double *)e->in->data)[first + i]
-                             : (double)((const float *)e->in->data)[first + i];
+        const double v = e->in->dtype == QM_DTYPE_FLOAT64 ? ((const double *)vals)[i]
+                                                          : (double)((const float *)vals)[i];
         if (!isfinite(v)) {
             r->first_nonfinite = i;
             return;
@@ -483,9 +484,23 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         if (a >= b)
             continue;
         qm_hal_scan_result r;
-        if (e->mapped[i])
-            host_scan(e, sidx * e->F + (a - lo), b - a, &r); /* host memory */
-        else if ((rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a,
+        const uint64_t first = sidx * e->F + (a - lo);
+        const size_t is = qm_dtype_size(e->in->dtype);
+        if (e->mapped[i] && !e->in->device_data) {
+            host_scan(e, (const char *)e->in->data + first * is, b - a, &r); /* host memory */
+        } else if (e->mapped[i]) { /* device input read in place: its values through the reader */
+            void *vals = malloc((size_t)((b - a) * is));
+            if (!vals) {
+                rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu values",
+                             (unsigned long long)(b - a));
+                break;
+            }
+            if ((rc = qm_input_read(e->in, first, b - a, vals, st)) == QM_OK)
+                host_scan(e, vals, b - a, &r);
+            free(vals);
+            if (rc != QM_OK)
+                break;
+        } else if ((rc = qm_hal_scan_sync(e->hal, e->state->shards[i].buf, e->sdt, a - s->start, b - a,
                                         &r, st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
             break;
@@ -629,8 +644,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         uint64_t e_lo, e_hi;
         qm_hal_input_range(s->start, s->end, e.N, e.F, &e_lo, &e_hi);
         if (e_hi > e_lo && in->data) {
-            rc = qm_hal_buf_wrap_host(hal, s->device, (const char *)in->data + e_lo * is,
-                                      (e_hi - e_lo) * is, &e.mapped[i], st);
+            const void *at = (const char *)in->data + e_lo * is;
+            rc = in->device_data
+                     ? qm_hal_buf_wrap_device(hal, s->device, at, (e_hi - e_lo) * is, &e.mapped[i], st)
+                     : qm_hal_buf_wrap_host(hal, s->device, at, (e_hi - e_lo) * is, &e.mapped[i], st);
             if (rc == QM_OK) {
                 e.mapped_first[i] = e_lo;
             } else if (rc == QM_E_UNSUPPORTED) {
@@ -657,8 +674,12 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                 at += (int)((shards[i].end - shards[i].start) / e.N);
             }
     if (rc == QM_OK) {
+        /* device input that a shard could not read in place comes through the reader only */
+        qm_amp_input through = *in;
+        if (in->device_data)
+            through.data = NULL;
         qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
-                           .in = in, .chunk_bytes = chunk_bytes};
+                           .in = &through, .chunk_bytes = chunk_bytes};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     t[1] = seconds_now();

@@ -24,6 +24,10 @@ typedef struct qm_amp_input {
     uint64_t batch;
     qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
     void *read_ctx;
+    /* data is device memory (a CUDA pointer; on the simulator, host memory): shards whose device
+     * can read it in place (qm_hal_buf_wrap_device) do so, the others and the slow path's scans
+     * go through `read`, which is then required (it copies device memory to host memory). */
+    bool device_data;
 } qm_amp_input;
 
 struct qm_comm;

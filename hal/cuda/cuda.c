@@ -553,6 +553,26 @@ static bool c_host_is_pinned(void *ctx, const void *p)
     return at.type == cudaMemoryTypeHost;
 }
 
+/* Caller memory read in place: device (or managed) memory of this device's GPU only. */
+static qm_code c_wrap_device(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                             qm_status *st)
+{
+    (void)bytes;
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return qm_fail(st, QM_E_UNSUPPORTED, "%p is not memory the CUDA runtime knows", ptr);
+    }
+    if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged)
+        return qm_fail(st, QM_E_UNSUPPORTED, "%p is host memory, not memory of GPU %d", ptr,
+                       PH(ctx, dev));
+    if (at.device != PH(ctx, dev))
+        return qm_fail(st, QM_E_UNSUPPORTED, "%p is memory of GPU %d, not of this device's GPU %d",
+                       ptr, at.device, PH(ctx, dev));
+    *out = (void *)(uintptr_t)ptr;
+    return QM_OK;
+}
+
 static void c_destroy(void *ctx)
 {
     cuda_ctx *c = ctx;
@@ -572,7 +592,7 @@ static void c_destroy(void *ctx)
 
 static const qm_hal_ops cuda_ops = {
     .kind = QM_HAL_CUDA,
-    .abi = 5, /* the HAL ABI this table was written against (hal_impl.h): the grouped table */
+    .abi = 6, /* the HAL ABI this table was written against (hal_impl.h) */
     .destroy = c_destroy,
     .device = {
         .count = c_device_count,
@@ -583,6 +603,7 @@ static const qm_hal_ops cuda_ops = {
         .host_alloc = c_host_alloc,
         .host_free = c_host_free,
         .host_is_pinned = c_host_is_pinned,
+        .wrap_device = c_wrap_device,
         .trim = c_trim,
     },
     .stream = {

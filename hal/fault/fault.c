@@ -92,6 +92,14 @@ static qm_code f_wrap_host(void *ctx, int dev, const void *ptr, uint64_t bytes, 
     return rc != QM_OK ? rc : f->iops->device.wrap_host(f->ictx, dev, ptr, bytes, out, st);
 }
 
+static qm_code f_wrap_device(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                             qm_status *st)
+{
+    fault_ctx *f = ctx;
+    qm_code rc = fault_tick(f, QM_FAULT_ALLOC, st);
+    return rc != QM_OK ? rc : f->iops->device.wrap_device(f->ictx, dev, ptr, bytes, out, st);
+}
+
 /* Host staging memory is not counted: a failed host allocation is a host-memory error, not a
  * device fault. */
 static qm_code f_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st)
@@ -217,7 +225,8 @@ static void fault_table(fault_ctx *f)
 {
     qm_hal_ops *t = &f->ops;
     *t = (qm_hal_ops){.kind = QM_HAL_FAULT,
-                      .abi = 5, /* the HAL ABI this table is written against (hal_impl.h) */
+                      .abi = f->iops->abi, /* the inner table's: the shim forwards exactly
+                                              the members that ABI has (hal.c's OPS) */
                       .destroy = f_destroy};
     FWD(device, count, f_count);
     FWD(device, info, f_info);
@@ -225,6 +234,7 @@ static void fault_table(fault_ctx *f)
     FWD(device, buf_alloc, f_buf_alloc);
     FWD(device, buf_free, f_buf_free);
     FWD(device, wrap_host, f_wrap_host);
+    FWD(device, wrap_device, f_wrap_device);
     FWD(device, host_alloc, f_host_alloc);
     FWD(device, host_free, f_host_free);
     FWD(device, host_is_pinned, f_host_is_pinned);

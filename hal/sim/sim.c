@@ -229,6 +229,15 @@ static qm_code sim_wrap_host(void *ctx, int dev, const void *ptr, uint64_t bytes
     return QM_OK;
 }
 
+/* ... and so is memory "of the device" handed in by a caller. */
+static qm_code sim_wrap_device(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
+                               qm_status *st)
+{
+    if (((sim_ctx *)ctx)->memory == QM_SIM_PHANTOM)
+        return phantom_refusal(st, "wrap_device");
+    return sim_wrap_host(ctx, dev, ptr, bytes, out, st);
+}
+
 static void sim_destroy(void *ctx)
 {
     sim_ctx *c = ctx;
@@ -243,7 +252,7 @@ static void sim_destroy(void *ctx)
 
 static const qm_hal_ops sim_ops = {
     .kind = QM_HAL_SIM,
-    .abi = 5, /* the HAL ABI this table was written against (hal_impl.h): the grouped table */
+    .abi = 6, /* the HAL ABI this table was written against (hal_impl.h) */
     .destroy = sim_destroy,
     .device = {
         .count = sim_device_count,
@@ -252,6 +261,7 @@ static const qm_hal_ops sim_ops = {
         .buf_alloc = sim_buf_alloc,
         .buf_free = sim_buf_free,
         .wrap_host = sim_wrap_host,
+        .wrap_device = sim_wrap_device,
     },
     .stream = {
         .copy_h2d = sim_copy,
