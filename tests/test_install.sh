@@ -38,7 +38,8 @@ pc=$(find "$P" -name qmesh.pc -path '*/pkgconfig/*' | head -n 1)
 if [ -z "$pc" ]; then
   bad "no qmesh.pc under the prefix"
 else
-  PKG_CONFIG_PATH=$(dirname "$pc"); export PKG_CONFIG_PATH
+  # the package first, then wherever the caller keeps its dependencies' .pc files
+  PKG_CONFIG_PATH=$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}; export PKG_CONFIG_PATH
   prefix=$(pkg-config --variable=prefix qmesh)
   if [ "$(cd "$prefix" 2>/dev/null && pwd -P)" = "$(cd "$P" && pwd -P)" ]; then
     ok "qmesh.pc's prefix resolves to the install prefix ($prefix)"
