@@ -142,6 +142,11 @@ typedef struct geom {
     uint64_t g0, n;       /* the op's slots [g0, g0 + n) (stash: values [g0, g0 + n)) */
     uint64_t n_blocks;    /* sumsq */
     double *coeffs, *scales; /* amp_scale: one per state */
+    /* The state buffer's image for ops that read a stash (sumsq, scan, amp_scale): st_off poisoned
+     * slots, then the stash from global slot g0 on — built apart from `stash`, since g0 - st_off
+     * may lie before slot 0 and no pointer may be formed there. */
+    unsigned char *image;
+    uint64_t image_slots;
 } geom;
 
 /* The test's own dtype mapping (not the backend's: a reference shares no code under test). */
@@ -191,6 +196,11 @@ static bool geom_make(const op_case *c, geom *g)
                                                        : g->S;
     g->n = c->count ? c->count : end - g->g0;
     g->n_blocks = (g->S - g->g0) >> c->lb;
+    g->image_slots = c->st_off + (g->S - g->g0);
+    if (!(g->image = malloc(g->image_slots * g->ss)))
+        return false;
+    memset(g->image, 0xFF, c->st_off * g->ss);
+    memcpy(g->image + c->st_off * g->ss, g->stash + g->g0 * g->ss, (g->S - g->g0) * g->ss);
     return true;
 }
 
@@ -198,6 +208,7 @@ static void geom_free(geom *g)
 {
     free(g->input);
     free(g->stash);
+    free(g->image);
     free(g->coeffs);
     free(g->scales);
 }
@@ -275,7 +286,7 @@ static void run_reference(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_AMP_SUMSQ:
     case QM_HAL_OP_AMP_SUMSQ_DEV: {
         double *sums = (double *)o->bytes + (c->op == QM_HAL_OP_AMP_SUMSQ_DEV ? c->sums_off : 0);
-        qm_cpu_sumsq_blocks(c->from_input ? NULL : g->stash + st0 * g->ss, elem_of(c->st), c->st_off,
+        qm_cpu_sumsq_blocks(c->from_input ? NULL : g->image, elem_of(c->st), c->st_off,
                             g->g0, g->N, g->F, c->lb, g->n_blocks, scale, sums,
                             c->from_input ? in : NULL, elem_of(c->in), c->in_first);
         return;
@@ -283,14 +294,14 @@ static void run_reference(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_AMP_SCAN: {
         double m;
         uint64_t first;
-        qm_cpu_scan(g->stash + st0 * g->ss, elem_of(c->st), c->st_off, g->n, &m, &first);
+        qm_cpu_scan(g->image, elem_of(c->st), c->st_off, g->n, &m, &first);
         memcpy(o->bytes, &m, 8);
         memcpy(o->bytes + 8, &first, 8);
         return;
     }
     case QM_HAL_OP_AMP_SCALE:
         if (!c->from_input)
-            memcpy(o->bytes, g->stash + st0 * g->ss, o->n);
+            memcpy(o->bytes, g->image, o->n);
         qm_cpu_amp_scale(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, g->N, g->F, 0, g->coeffs,
                          c->scale != 0 ? g->scales : NULL, c->from_input ? in : NULL,
                          elem_of(c->in), c->in_first);
@@ -318,10 +329,16 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     const double scale = c->scale != 0 ? c->scale : 1.0;
     qm_hal_buf *in = NULL, *state = NULL, *sums = NULL;
     bool ok = true;
-    unsigned char *poison = malloc(o->n);
+    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
+                                                           : (g->S - st0) * g->ss;
+    /* poison for every buffer that starts poisoned: the output, the state, the device sums */
+    uint64_t poison_n = o->n > st_bytes ? o->n : st_bytes;
+    if (o->sums_end - o->sums_at > poison_n)
+        poison_n = o->sums_end - o->sums_at;
+    unsigned char *poison = malloc(poison_n ? poison_n : 1);
     if (!poison)
         return false;
-    memset(poison, 0xFF, o->n);
+    memset(poison, 0xFF, poison_n);
     /* the input buffer: elements [bf, E) after in_off poisoned ones (stash, batch) */
     const uint64_t lead = c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_BATCH ? c->in_off : 0;
     const uint64_t first = c->op == QM_HAL_OP_AMP_STASH ? c->in_first - c->in_off : bf;
@@ -336,12 +353,10 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     const uint64_t in_bytes = c->op == QM_HAL_OP_AMP_STASH ? (g->E - first) * g->is
                                                            : (lead + g->E - first) * g->is;
     ok = ok && upload(hal, in_bytes, inb, &in, st);
-    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
-                                                           : (g->S - st0) * g->ss;
     const bool stash_in = !c->from_input && (c->op == QM_HAL_OP_AMP_SUMSQ ||
                                              c->op == QM_HAL_OP_AMP_SUMSQ_DEV ||
                                              c->op == QM_HAL_OP_AMP_SCAN || c->op == QM_HAL_OP_AMP_SCALE);
-    ok = ok && upload(hal, st_bytes, stash_in ? g->stash + st0 * g->ss : poison, &state, st);
+    ok = ok && upload(hal, st_bytes, stash_in ? g->image : poison, &state, st);
     if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH)
         ok = ok && upload(hal, o->sums_end - o->sums_at, poison, &sums, st);
     if (ok) {
