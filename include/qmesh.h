@@ -300,6 +300,12 @@ qm_code qm_context_encode_device(qm_context *ctx, const qm_device_data *in, qm_s
 /* The same from a file: .npy (float32/float64, 1-D or 2-D) or CSV (plain or gzip, numeric, an
  * optional header row). */
 qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st);
+/* The shape of an input file as qm_context_encode_file reads it, to make its request: rows (1 for
+ * a 1-D .npy), features per row, ndim (1 or 2; a CSV file is 2) and the values' dtype (float32 or
+ * float64); any out pointer may be NULL. A .npy file's header is read; a CSV file is parsed whole.
+ * Errors as qm_context_encode_file's readers (E-IO, E-INPUT, E-DTYPE). */
+qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features, int *ndim,
+                            qm_dtype *dtype, qm_status *st);
 /* Drops the caller's reference. NULL is a no-op. */
 void qm_context_destroy(qm_context *ctx);
 

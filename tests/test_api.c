@@ -173,6 +173,11 @@ static void encode_file(qm_context *ctx, const char *path, const void *bytes, si
     qm_status st;
     qm_state *s = NULL;
     qm_test_write_file(path, bytes, n);
+    uint64_t nr = 0, nf = 0;
+    int ndim = 0;
+    qm_dtype dt = QM_DTYPE_COMPLEX64;
+    CHECK_OK(qm_input_file_shape(path, &nr, &nf, &ndim, &dt, &st)); /* what the request needs */
+    CHECK(nr == ROWS && nf == FEATURES && ndim == 2 && dt == QM_DTYPE_FLOAT64);
     CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
     if (s)
         check_state(s);
@@ -213,6 +218,9 @@ static void test_files(const qm_scenario *sc)
     snprintf(path, sizeof path, "%s/missing.npy", dir);
     qm_state *s = (qm_state *)&st; /* must be reset to NULL */
     CHECK(qm_context_encode_file(ctx, path, &s, &st) == QM_E_IO && s == NULL);
+    CHECK(qm_input_file_shape(path, NULL, NULL, NULL, NULL, &st) == QM_E_IO);
+    CHECK(qm_input_file_shape(NULL, NULL, NULL, NULL, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "input: path must not be NULL");
     qm_context_destroy(ctx);
     rmdir(dir);
 }

@@ -356,3 +356,24 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
     qm_input_close(&f);
     return rc;
 }
+
+qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features, int *ndim,
+                            qm_dtype *dtype, qm_status *st)
+{
+    if (!path)
+        return qm_fail(st, QM_E_ARG, "input: path must not be NULL");
+    qm_input_file f;
+    const qm_code rc = qm_input_open(path, NULL, &f, st);
+    if (rc == QM_OK) {
+        if (rows)
+            *rows = f.in.batch ? f.in.batch : 1;
+        if (features)
+            *features = f.in.n;
+        if (ndim)
+            *ndim = f.ndim;
+        if (dtype)
+            *dtype = f.in.dtype;
+    }
+    qm_input_close(&f);
+    return rc;
+}
