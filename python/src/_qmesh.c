@@ -400,19 +400,24 @@ typedef struct {
 
 static PyTypeObject StateType, ShardType;
 
-static void State_dealloc(StateObject *self)
+/* Drop one library reference to a state (under its group's mutex, without the GIL) and one
+ * reference to the group. Either may be NULL. */
+static void drop_state(qm_state *s, group *g)
 {
-    Py_CLEAR(self->shards);
-    if (self->s) {
-        group *g = self->g;
-        qm_state *s = self->s;
+    if (s) {
         Py_BEGIN_ALLOW_THREADS
         pthread_mutex_lock(&g->mu);
         qm_state_destroy(s);
         pthread_mutex_unlock(&g->mu);
         Py_END_ALLOW_THREADS
     }
-    group_release(self->g);
+    group_release(g);
+}
+
+static void State_dealloc(StateObject *self)
+{
+    Py_CLEAR(self->shards);
+    drop_state(self->s, self->g);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -786,16 +791,7 @@ static PyTypeObject StateType = {
 
 static void Shard_dealloc(ShardObject *self)
 {
-    if (self->s) {
-        group *g = self->g;
-        qm_state *s = self->s;
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&g->mu);
-        qm_state_destroy(s);
-        pthread_mutex_unlock(&g->mu);
-        Py_END_ALLOW_THREADS
-    }
-    group_release(self->g);
+    drop_state(self->s, self->g);
     PyObject_Free(self);
 }
 
