@@ -193,8 +193,12 @@ typedef struct qm_shard_info {
     uint64_t start, end;/* half-open global amplitude range */
 } qm_shard_info;
 
-/* NULL is a no-op. Frees every device buffer of the state. */
+/* Drops a reference: the last one frees every device buffer of the state. NULL is a no-op. */
 void qm_state_destroy(qm_state *state);
+/* Adds a reference (dropped by qm_state_destroy), for a holder whose lifetime is not the caller's
+ * (a binding's object, a consumer of a DLPack tensor). Returns state; NULL for NULL. Atomic: may
+ * be called from any thread. Cannot fail. */
+qm_state *qm_state_retain(const qm_state *state);
 int qm_state_shard_count(const qm_state *state);          /* 0 for NULL */
 unsigned qm_state_qubits(const qm_state *state);          /* 0 for NULL */
 qm_dtype qm_state_dtype(const qm_state *state);
@@ -296,10 +300,36 @@ qm_code qm_context_encode_device(qm_context *ctx, const qm_device_data *in, qm_s
 /* The same from a file: .npy (float32/float64, 1-D or 2-D) or CSV (plain or gzip, numeric, an
  * optional header row). */
 qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out, qm_status *st);
+/* The shape of an input file as qm_context_encode_file reads it, to make its request: rows (1 for
+ * a 1-D .npy), features per row, ndim (1 or 2; a CSV file is 2) and the values' dtype (float32 or
+ * float64); any out pointer may be NULL. A .npy file's header is read; a CSV file is parsed whole.
+ * Errors as qm_context_encode_file's readers (E-IO, E-INPUT, E-DTYPE). */
+qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features, int *ndim,
+                            qm_dtype *dtype, qm_status *st);
 /* Drops the caller's reference. NULL is a no-op. */
 void qm_context_destroy(qm_context *ctx);
 
-/* Free memory the library returned (qm_context_plan_json). NULL is a no-op. */
+/* ---- devices -----------------------------------------------------------------------------------
+ * What `qmesh devices` lists. */
+typedef struct qm_device_info {
+    int index;                 /* 0..count-1 */
+    char id[64];               /* "n0.g0" (a simulated mesh device) or "cuda:0" */
+    char name[96];             /* the model: "h100-sxm5-80gb", "NVIDIA H200" */
+    uint64_t memory_bytes;     /* total device memory */
+    uint64_t usable_bytes;     /* what allocations may take (memory minus the reserve) */
+    double hbm_bw_bytes_per_s; /* 0 when unknown */
+    int cuda_device;           /* the CUDA ordinal; -1 for a simulated device */
+} qm_device_info;
+
+/* The devices of `backend`: QM_BACKEND_CUDA the visible GPUs (E-UNSUPPORTED without one or
+ * without CUDA support); QM_BACKEND_SIM the built-in simulated mesh (qm_scenario_open(NULL)'s
+ * devices; no memory is taken); QM_BACKEND_AUTO the GPUs when there is at least one, else the
+ * built-in mesh. *out is an array of *count entries (free it with qm_free); *listed (may be NULL)
+ * says which of SIM and CUDA was listed. */
+qm_code qm_devices_list(qm_backend_kind backend, qm_device_info **out, int *count,
+                        qm_backend_kind *listed, qm_status *st);
+
+/* Free memory the library returned (qm_context_plan_json, qm_devices_list). NULL is a no-op. */
 void qm_free(void *p);
 
 #ifdef __cplusplus

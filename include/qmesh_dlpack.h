@@ -3,7 +3,9 @@
  *
  * A shard becomes a 1-D complex DLTensor (kDLComplex, 64 or 128 bits) over the shard's own memory,
  * zero-copy: kDLCPU on the simulated backend, kDLCUDA (device id = the CUDA device) on GPUs. The
- * state must outlive the tensor: calling the tensor's deleter frees only the DLManagedTensor.
+ * tensor holds a reference to the state (qm_state_retain), dropped by its deleter: the memory
+ * stays valid until the deleter runs, even after the caller's qm_state_destroy. The deleter may
+ * be called from any thread.
  */
 #ifndef QMESH_DLPACK_H
 #define QMESH_DLPACK_H

@@ -17,9 +17,10 @@ build does not compile (the .cu files of a CPU-only build) are scanned too, agai
 folder and include/.
 
 Layers, top to bottom (docs/architecture.md "Layers and include rules"):
-  cli > pipeline > stages > scenario > io > comm > factory > backends > hal > core > kernels
+  python > cli > pipeline > stages > scenario > io > comm > factory > backends > hal > core > kernels
 A file may include its own layer or any lower one; kernels only kernels, and only the HAL and
-its backends include kernels/. Moreover engine/ never
+its backends include kernels/; python/ (a front end) only itself and the public headers of
+include/. Moreover engine/ never
 includes a backend's header (only hal/backend.c opens backends), hal/cuda includes no engine/
 header, and no file under kernels/ calls getenv.
 
@@ -38,7 +39,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-LAYERS = ["cli", "pipeline", "stages", "scenario", "io", "comm", "factory", "backends", "hal",
+LAYERS = ["python", "cli", "pipeline", "stages", "scenario", "io", "comm", "factory", "backends", "hal",
           "core", "kernels"]  # top to bottom
 RANK = {name: len(LAYERS) - i for i, name in enumerate(LAYERS)}
 SKIP_DIRS = ("tests/", "bench/", "examples/")
@@ -50,7 +51,7 @@ SOURCE_EXTS = (".c", ".h", ".cu", ".cuh", ".cpp", ".hpp")
 
 def layer_of(rel):
     """The layer of a path relative to the project root, None when it is in none."""
-    for prefix, layer in (("engine/cli/", "cli"), ("engine/pipeline/", "pipeline"),
+    for prefix, layer in (("python/", "python"), ("engine/cli/", "cli"), ("engine/pipeline/", "pipeline"),
                           ("engine/stages/", "stages"), ("engine/scenario/", "scenario"),
                           ("engine/io/", "io"), ("comm/", "comm"), ("hal/sim/", "backends"),
                           ("hal/cuda/", "backends"), ("hal/fault/", "backends"),
@@ -71,6 +72,8 @@ def rule_broken(src, dst):
         return "upward", None
     if RANK[b] > RANK[a]:
         return "upward", None
+    if a == "python" and b != "python" and not dst.startswith("include/"):
+        return "forbidden", "python/ includes only the public headers of include/"
     if b == "kernels" and a not in ("kernels", "hal", "backends"):
         return "forbidden", "only the HAL and its backends include kernels/"
     if src.startswith("engine/") and src != "hal/backend.c" and dst in BACKEND_HEADERS:

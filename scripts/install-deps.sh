@@ -6,6 +6,8 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev zlib1g-dev libdlpack-dev
       libbenchmark-dev python3 libopenmpi-dev openmpi-bin
+      python3-dev python3-numpy python3-pytest python3-torch python3-setuptools python3-pip
+      python3-venv # the Python package (python/, docs/python.md) and its tests
       clang libclang-rt-14-dev) # clang + libFuzzer: the fuzz harnesses (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -173,6 +173,11 @@ static void encode_file(qm_context *ctx, const char *path, const void *bytes, si
     qm_status st;
     qm_state *s = NULL;
     qm_test_write_file(path, bytes, n);
+    uint64_t nr = 0, nf = 0;
+    int ndim = 0;
+    qm_dtype dt = QM_DTYPE_COMPLEX64;
+    CHECK_OK(qm_input_file_shape(path, &nr, &nf, &ndim, &dt, &st)); /* what the request needs */
+    CHECK(nr == ROWS && nf == FEATURES && ndim == 2 && dt == QM_DTYPE_FLOAT64);
     CHECK_OK(qm_context_encode_file(ctx, path, &s, &st));
     if (s)
         check_state(s);
@@ -213,6 +218,9 @@ static void test_files(const qm_scenario *sc)
     snprintf(path, sizeof path, "%s/missing.npy", dir);
     qm_state *s = (qm_state *)&st; /* must be reset to NULL */
     CHECK(qm_context_encode_file(ctx, path, &s, &st) == QM_E_IO && s == NULL);
+    CHECK(qm_input_file_shape(path, NULL, NULL, NULL, NULL, &st) == QM_E_IO);
+    CHECK(qm_input_file_shape(NULL, NULL, NULL, NULL, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "input: path must not be NULL");
     qm_context_destroy(ctx);
     rmdir(dir);
 }
@@ -323,6 +331,77 @@ static void *encode_many(void *arg)
     return NULL;
 }
 
+/* qm_state_retain and the DLPack tensor's reference: the tensor's memory outlives every
+ * qm_state_destroy of the caller, the context and the scenario, and is freed by its deleter
+ * (leak checks of the ASan build prove the last). */
+static void test_lifetime(void)
+{
+    qm_status st;
+    qm_scenario *sc = NULL;
+    qm_context *ctx = NULL;
+    qm_state *s = NULL;
+    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    const qm_request r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    CHECK_OK(qm_context_open(ctx, QM_BACKEND_SIM, &st));
+    const qm_host_data in = {.dtype = QM_DTYPE_FLOAT64, .data = rows, .rows = ROWS,
+                             .features = FEATURES};
+    CHECK_OK(qm_context_encode(ctx, &in, &s, &st));
+    CHECK(qm_state_retain(NULL) == NULL);
+    CHECK(qm_state_retain(s) == s);
+    qm_state_destroy(s); /* the retained reference keeps it */
+    check_state(s);
+    qm_shard_view v;
+    CHECK_OK(qm_state_shard_view(s, 0, &v, &st));
+    DLManagedTensor *t[2] = {NULL, NULL};
+    for (int i = 0; i < 2; ++i)
+        CHECK_OK(qm_state_shard_to_dlpack(s, 0, &t[i], &st));
+    qm_context_destroy(ctx);
+    qm_scenario_destroy(sc);
+    qm_state_destroy(s); /* the caller's last reference: the tensors hold the state */
+    CHECK(qm_shard_view_valid(&v) == 1);
+    double want[ROWS * AMPS * 2];
+    expected(want);
+    CHECK(t[0] && t[1] && t[0]->dl_tensor.data == v.data && t[1]->dl_tensor.data == v.data);
+    if (t[0])
+        CHECK(memcmp(t[0]->dl_tensor.data, want, (size_t)v.length * 16) == 0);
+    t[0]->deleter(t[0]);
+    CHECK(qm_shard_view_valid(&v) == 1);
+    t[1]->deleter(t[1]); /* the last reference: the state is gone */
+    CHECK(qm_shard_view_valid(&v) == 0);
+}
+
+/* qm_devices_list: the built-in mesh's devices (SIM; AUTO without a GPU), the bad backend. */
+static void test_devices(void)
+{
+    qm_status st;
+    qm_device_info *d = NULL;
+    int n = -1;
+    qm_backend_kind k = QM_BACKEND_CUDA;
+    CHECK_OK(qm_devices_list(QM_BACKEND_SIM, &d, &n, &k, &st));
+    CHECK(n == 4 && k == QM_BACKEND_SIM);
+    for (int i = 0; d && i < n; ++i) {
+        char id[16];
+        snprintf(id, sizeof id, "n0.g%d", i);
+        CHECK(d[i].index == i && d[i].cuda_device == -1);
+        CHECK_STR(d[i].id, id);
+        CHECK(d[i].memory_bytes >= d[i].usable_bytes && d[i].usable_bytes > 0);
+    }
+    qm_free(d);
+    if (qm_backend_cuda_count() == 0) {
+        CHECK_OK(qm_devices_list(QM_BACKEND_AUTO, &d, &n, &k, &st));
+        CHECK(n == 4 && k == QM_BACKEND_SIM);
+        qm_free(d);
+        CHECK(qm_devices_list(QM_BACKEND_CUDA, &d, &n, NULL, &st) == QM_E_UNSUPPORTED);
+        CHECK(d == NULL && n == 0);
+    }
+    CHECK(qm_devices_list((qm_backend_kind)9, &d, &n, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG,
+              "devices: unknown backend 9 (use QM_BACKEND_AUTO, QM_BACKEND_SIM or QM_BACKEND_CUDA)");
+    CHECK(qm_devices_list(QM_BACKEND_SIM, NULL, &n, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "devices: out and count must not be NULL");
+}
+
 static void test_threads(void)
 {
     qm_status st;
@@ -363,6 +442,8 @@ int main(int argc, char **argv)
     test_infeasible();
     test_bad_arguments(sc);
     qm_scenario_destroy(sc);
+    test_lifetime();
+    test_devices();
     test_threads();
     return qm_test_end("test_api");
 }

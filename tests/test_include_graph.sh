@@ -2,7 +2,7 @@
 # test_include_graph.sh SRCDIR -- scripts/include_graph.py on small fake trees (label unit): a file
 # cycle, layer cycles, an upward edge, a forbidden backend include, an allowed edge, stale and
 # reasonless allow-list rows, kernels/ including qmesh.h and calling getenv, a file outside every
-# layer, a skipped tests/ file, a response file and the `arguments` form; then the same tree cleaned,
+# layer, python/ including an internal header, a skipped tests/ file, a response file and the `arguments` form; then the same tree cleaned,
 # plus a compiler that cannot run (exit 0, --summary, --dot); then no compile_commands.json (exit 2).
 # Each run's whole output is compared line for line.
 set -u
@@ -10,7 +10,7 @@ SRC=$(cd "$1" && pwd)
 . "$(dirname "$0")/testlib.sh"
 G="/usr/bin/python3 $SRC/scripts/include_graph.py"
 R=$T/src
-mkdir -p "$R"/{include,core,engine/stages,engine/io,engine/cli,hal/sim,kernels,misc,tests} \
+mkdir -p "$R"/{include,core,engine/stages,engine/io,engine/cli,hal/sim,kernels,misc,tests,python} \
          "$R/docs" "$R/build"
 # h FILE [INCLUDE...]: a guarded header (quoted includes)
 h() {
@@ -35,6 +35,7 @@ h engine/cli/cli.h io.h
 c kernels/k.c qmesh.h
 echo 'char *getenv(const char *); char *k_env(void) { return getenv("X"); }' >>"$R/kernels/k.c"
 c misc/x.c qmesh.h
+c python/m.c qmesh.h s.h
 c tests/t.c s.h cli.h
 I="-I$R/include -I$R/core -I$R/engine/stages -I$R/engine/io -I$R/engine/cli -I$R/hal/sim"
 echo "$I" >"$R/build/includes.rsp"
@@ -42,7 +43,7 @@ python3 - "$R" "$I" <<'PY'
 import json, sys
 root, inc = sys.argv[1], sys.argv[2]
 files = ["core/core.c", "engine/stages/st.c", "engine/io/io.c", "kernels/k.c", "misc/x.c",
-         "tests/t.c"]
+         "tests/t.c", "python/m.c"]
 cmds = [{"directory": root + "/build", "file": root + "/" + f,
          "command": "cc %s -O2 -std=c17 -DX=1 -o %s.o -c %s/%s" % (inc, f.replace("/", "_"), root, f)}
         for f in files]
@@ -81,10 +82,11 @@ upward: core/core.c -> engine/stages/s.h (layer core -> layer stages)
 allowed: engine/io/io.c -> engine/cli/cli.h (layer io -> layer cli)
 forbidden: engine/stages/st.c -> hal/sim/sim.h (layer stages -> layer backends): engine/ opens backends only through hal/backend.c
 upward: kernels/k.c -> include/qmesh.h (layer kernels -> layer core)
+forbidden: python/m.c -> engine/stages/s.h (layer python -> layer stages): python/ includes only the public headers of include/
 stale: core/core.c -> core/a.h: allowed in docs/architecture.md, but it breaks no rule
 stale: engine/io/io.c -> engine/cli/gone.h: allowed in docs/architecture.md, but there is no such include
 getenv: kernels/k.c:3: kernels read no environment
-include graph: 12 files, 13 edges, 4 breaking a rule (1 allowed), 2 stale: FAIL
+include graph: 13 files, 15 edges, 5 breaking a rule (1 allowed), 2 stale: FAIL
 OUT
 check "every kind of finding" 1 "$T/exp1" --build "$R/build"
 
@@ -94,6 +96,7 @@ h core/b.h
 c engine/stages/st.c s.h
 h engine/cli/cli.h qmesh.h
 c kernels/k.c
+c python/m.c qmesh.h
 rm "$R/misc/x.c"
 python3 - "$R" <<'PY'
 import json, sys
@@ -109,6 +112,7 @@ doc "| \`engine/io/io.c\` | \`engine/cli/cli.h\` | the fake tree's allowed edge 
 cat >"$T/exp2" <<'OUT'
 note: engine/io/io2.c: `cc -MM` failed ([Errno 2] No such file or directory: '/nonexistent/cc'); its #include lines were scanned
 allowed: engine/io/io.c -> engine/cli/cli.h (layer io -> layer cli)
+edges: python -> core: 1
 edges: cli -> core: 1
 edges: stages -> stages: 1
 edges: stages -> core: 1
@@ -116,7 +120,7 @@ edges: io -> cli: 1
 edges: io -> io: 2
 edges: io -> core: 1
 edges: core -> core: 2
-include graph: 11 files, 9 edges, 1 breaking a rule (1 allowed), 0 stale: OK
+include graph: 12 files, 10 edges, 1 breaking a rule (1 allowed), 0 stale: OK
 OUT
 check "clean tree, --summary" 0 "$T/exp2" --build "$R/build" --summary --dot "$T/layers.dot"
 if grep -qx '  "io" -> "cli" \[label="1", color=red\];' "$T/layers.dot" &&

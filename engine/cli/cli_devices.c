@@ -15,21 +15,6 @@ int qm_cli_error(const qm_status *st)
     return 1;
 }
 
-/* The built-in default scenario's mesh (the one `plan`, `encode` and `topo show` use without
- * --scenario), as a phantom simulated backend: capacities and ids, no memory taken. */
-static qm_code builtin_mesh(qm_hal **out, qm_status *st)
-{
-    qm_pipeline pl;
-    qm_pipeline_init(&pl);
-    qm_code rc = qm_pipeline_load(&pl, NULL, NULL, st);
-    if (rc == QM_OK)
-        rc = qm_pipeline_mesh(&pl, 0, st);
-    if (rc == QM_OK)
-        rc = qm_mesh_open_backend(pl.mesh, -1, &(qm_backend_desc){.phantom = true}, out, st);
-    qm_pipeline_fini(&pl);
-    return rc;
-}
-
 int qm_cli_devices(int argc, char **argv)
 {
     qm_status st;
@@ -49,13 +34,12 @@ int qm_cli_devices(int argc, char **argv)
         return 2;
     }
     qm_hal *hal = NULL;
-    qm_code rc;
-    if ((backend && strcmp(backend, "cuda") == 0) || (!backend && qm_backend_cuda_count() > 0)) {
-        rc = qm_backend_open(&(qm_backend_desc){.kind = QM_BACKEND_CUDA}, &hal, &st);
-    } else {
+    const qm_backend_kind kind = !backend                    ? QM_BACKEND_AUTO
+                                 : strcmp(backend, "cuda") == 0 ? QM_BACKEND_CUDA
+                                                               : QM_BACKEND_SIM;
+    if (kind == QM_BACKEND_SIM || (kind == QM_BACKEND_AUTO && qm_backend_cuda_count() == 0))
         fprintf(stderr, "qmesh: no GPU in use: using the built-in simulated mesh\n");
-        rc = builtin_mesh(&hal, &st);
-    }
+    const qm_code rc = qm_pipeline_devices_backend(kind, &hal, &st);
     if (rc != QM_OK)
         return qm_cli_error(&st);
     printf("%-4s %-10s %-24s %14s %14s %12s\n", "dev", "id", "name", "memory", "usable", "hbm");

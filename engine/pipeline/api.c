@@ -184,6 +184,55 @@ qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st)
 
 void qm_free(void *p) { free(p); }
 
+/* ---- devices ------------------------------------------------------------------------------------ */
+
+qm_code qm_devices_list(qm_backend_kind backend, qm_device_info **out, int *count,
+                        qm_backend_kind *listed, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (count)
+        *count = 0;
+    if (!out || !count)
+        return qm_fail(st, QM_E_ARG, "devices: out and count must not be NULL");
+    if (backend != QM_BACKEND_AUTO && backend != QM_BACKEND_SIM && backend != QM_BACKEND_CUDA)
+        return qm_fail(st, QM_E_ARG, "devices: unknown backend %d (use QM_BACKEND_AUTO, "
+                       "QM_BACKEND_SIM or QM_BACKEND_CUDA)", (int)backend);
+    qm_hal *hal = NULL;
+    qm_code rc = qm_pipeline_devices_backend(backend, &hal, st);
+    if (rc != QM_OK)
+        return rc;
+    const int n = qm_hal_device_count(hal);
+    qm_device_info *d = calloc((size_t)(n > 0 ? n : 1), sizeof *d);
+    if (!d) {
+        qm_hal_destroy(hal);
+        return qm_fail(st, QM_E_NOMEM, "devices: out of host memory");
+    }
+    for (int i = 0; i < n && rc == QM_OK; ++i) {
+        qm_hal_device_info in;
+        if ((rc = qm_hal_device_info_query(hal, i, &in, st)) != QM_OK)
+            break;
+        d[i].index = i;
+        snprintf(d[i].id, sizeof d[i].id, "%s", in.id);
+        snprintf(d[i].name, sizeof d[i].name, "%s", in.name);
+        d[i].memory_bytes = in.memory_bytes;
+        d[i].usable_bytes = in.usable_bytes;
+        d[i].hbm_bw_bytes_per_s = in.hbm_bw_bytes_per_s;
+        d[i].cuda_device = in.memory == QM_HAL_MEMORY_CUDA ? in.cuda_ordinal : -1;
+    }
+    const bool cuda = qm_hal_kind_get(hal) == QM_HAL_CUDA;
+    qm_hal_destroy(hal);
+    if (rc != QM_OK) {
+        free(d);
+        return rc;
+    }
+    if (listed)
+        *listed = cuda ? QM_BACKEND_CUDA : QM_BACKEND_SIM;
+    *out = d;
+    *count = n;
+    return QM_OK;
+}
+
 qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
 {
     if (!ctx)
@@ -304,6 +353,27 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
     qm_input_file f;
     if ((rc = qm_input_open(path, NULL, &f, st)) == QM_OK)
         rc = encode(ctx, &f.in, out, st);
+    qm_input_close(&f);
+    return rc;
+}
+
+qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features, int *ndim,
+                            qm_dtype *dtype, qm_status *st)
+{
+    if (!path)
+        return qm_fail(st, QM_E_ARG, "input: path must not be NULL");
+    qm_input_file f;
+    const qm_code rc = qm_input_open(path, NULL, &f, st);
+    if (rc == QM_OK) {
+        if (rows)
+            *rows = f.in.batch ? f.in.batch : 1;
+        if (features)
+            *features = f.in.n;
+        if (ndim)
+            *ndim = f.ndim;
+        if (dtype)
+            *dtype = f.in.dtype;
+    }
     qm_input_close(&f);
     return rc;
 }

@@ -137,6 +137,22 @@ qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm
                                 &p->hal, st);
 }
 
+qm_code qm_pipeline_devices_backend(qm_backend_kind kind, qm_hal **out, qm_status *st)
+{
+    *out = NULL;
+    if (kind == QM_BACKEND_CUDA || (kind == QM_BACKEND_AUTO && qm_backend_cuda_count() > 0))
+        return qm_backend_open(&(qm_backend_desc){.kind = QM_BACKEND_CUDA}, out, st);
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
+    qm_code rc = qm_pipeline_load(&pl, NULL, NULL, st);
+    if (rc == QM_OK)
+        rc = qm_pipeline_mesh(&pl, 0, st);
+    if (rc == QM_OK)
+        rc = qm_mesh_open_backend(pl.mesh, -1, &(qm_backend_desc){.phantom = true}, out, st);
+    qm_pipeline_fini(&pl);
+    return rc;
+}
+
 void qm_pipeline_close_backend(qm_pipeline *p)
 {
     qm_hal_destroy(p->hal);

@@ -73,6 +73,11 @@ qm_code qm_pipeline_layout(qm_pipeline *p, int rank, int world, qm_status *st);
  * the CUDA first GPU and a fault shim (NULL: a materialized simulator). */
 qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm_status *st);
 
+/* The devices `qmesh devices` and qm_devices_list show: the visible CUDA GPUs (kind CUDA, or AUTO
+ * when there is at least one GPU), else the built-in default scenario's mesh as a phantom
+ * simulated backend (capacities and ids, no memory taken). The caller destroys *out. */
+qm_code qm_pipeline_devices_backend(qm_backend_kind kind, qm_hal **out, qm_status *st);
+
 /* Destroy the backend (its states must be gone). */
 void qm_pipeline_close_backend(qm_pipeline *p);
 

@@ -1,5 +1,6 @@
 /* dlpack_export.c — DLPack export of one shard (see qmesh_dlpack.h). Zero-copy: the tensor points
- * at the shard's memory; the managed struct owns only its own allocation (and the shape). */
+ * at the shard's memory; the managed struct owns its own allocation (and the shape) and one
+ * reference to the state, dropped by the deleter, so the memory lives as long as the tensor. */
 #include "qmesh_dlpack.h"
 #include "status_internal.h"
 
@@ -8,11 +9,17 @@
 typedef struct qm_dl_ctx {
     DLManagedTensor managed;
     int64_t shape[1];
+    qm_state *state; /* a reference (qm_state_retain) */
 } qm_dl_ctx;
 
+/* May run in any thread (a consumer's garbage collector): the reference count is atomic. */
 static void qm_dl_delete(DLManagedTensor *self)
 {
-    free(self ? self->manager_ctx : NULL);
+    qm_dl_ctx *c = self ? self->manager_ctx : NULL;
+    if (!c)
+        return;
+    qm_state_destroy(c->state);
+    free(c);
 }
 
 qm_code qm_state_shard_to_dlpack(const qm_state *state, int shard, DLManagedTensor **out,
@@ -44,6 +51,7 @@ qm_code qm_state_shard_to_dlpack(const qm_state *state, int shard, DLManagedTens
     t->shape = c->shape;
     t->strides = NULL; /* compact */
     t->byte_offset = 0;
+    c->state = qm_state_retain(state);
     c->managed.manager_ctx = c;
     c->managed.deleter = qm_dl_delete;
     *out = &c->managed;

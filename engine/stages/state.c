@@ -72,6 +72,7 @@ qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int 
         free(sh);
         return qm_fail(st, QM_E_NOMEM, "state: out of host memory for %d shards", n_shards);
     }
+    atomic_init(&s->refs, 1);
     s->serial = live_add(); /* 0 when the registry is out of memory: views then report invalid */
     s->hal = hal;
     s->qubits = qubits;
@@ -84,9 +85,16 @@ qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int 
     return QM_OK;
 }
 
+qm_state *qm_state_retain(const qm_state *state)
+{
+    if (state) /* only the reference count is written */
+        atomic_fetch_add(&((qm_state *)state)->refs, 1);
+    return (qm_state *)state;
+}
+
 void qm_state_destroy(qm_state *state)
 {
-    if (!state)
+    if (!state || atomic_fetch_sub(&state->refs, 1) != 1)
         return;
     live_remove(state->serial);
     for (int i = 0; i < state->n_shards; ++i)

@@ -6,6 +6,8 @@
 #include "hal.h"
 #include "qmesh.h"
 
+#include <stdatomic.h>
+
 typedef struct qm_state_shard {
     int rank;
     int device;
@@ -14,6 +16,7 @@ typedef struct qm_state_shard {
 } qm_state_shard;
 
 struct qm_state {
+    atomic_int refs;      /* qm_state_retain / qm_state_destroy; DLPack tensors hold one */
     qm_hal *hal;          /* borrowed: must outlive the state */
     unsigned qubits;
     qm_dtype dtype;

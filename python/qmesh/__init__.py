@@ -1,0 +1,297 @@
+"""qmesh -- classical data into quantum state vectors sharded across a mesh of devices.
+
+A thin layer over the C extension ``qmesh._qmesh``, which calls the public C API (include/qmesh.h)
+only. docs/python.md describes the package; in short::
+
+    import numpy as np, qmesh, torch
+    state = qmesh.encode(np.random.rand(4, 8))       # 4 three-qubit states (complex128)
+    amps = state.to_numpy()                         # (4, 8) on the host
+    t = torch.from_dlpack(state.shards[0])          # zero-copy, keeps the memory alive
+
+Functions: plan, encode, devices. Classes: Plan, State, Shard, Scenario, Error, RunError.
+"""
+import json as _json
+import math as _math
+import os as _os
+
+from . import _qmesh
+from ._qmesh import Error, RunError, Scenario, Shard, State
+
+__all__ = ["plan", "encode", "devices", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
+           "__version__"]
+
+__version__ = "%d.%d.%d" % (_qmesh.VERSION_MAJOR, _qmesh.VERSION_MINOR, _qmesh.VERSION_PATCH)
+
+_DTYPES = ("complex64", "complex128")
+_builtin = None  # the built-in scenario, loaded once (scenarios are read-only: safe to share)
+
+
+def _fail(code, message):
+    """Raise qmesh.Error (or RunError) with the library's code and one-line message."""
+    _qmesh._raise(code, message)
+
+
+def _scenario(scenario):
+    """A Scenario from None (the built-in mesh), a Scenario, a path or YAML text."""
+    global _builtin
+    if scenario is None:
+        if _builtin is None:
+            _builtin = Scenario()
+        return _builtin
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, _os.PathLike):
+        return Scenario.load(_os.fspath(scenario))
+    if isinstance(scenario, str):
+        # YAML text has a newline or a "key:" mapping; a path has neither (or exists)
+        if "\n" in scenario and not _os.path.exists(scenario):
+            return Scenario.from_yaml(scenario)
+        return Scenario.load(scenario)
+    raise TypeError("scenario must be None, a qmesh.Scenario, a path or YAML text (got %s)"
+                    % type(scenario).__name__)
+
+
+def _uint(name, value, code="E-ARG"):
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be an integer (got %r)" % (name, value)) from None
+    if v != value or v < 0:
+        _fail(code, "plan: %s must be a non-negative integer (got %r)" % (name, value))
+    return v
+
+
+def _qubits_for(features):
+    """The smallest n with 2**n >= features (at least 1), as the CLI chooses."""
+    return max(1, (int(features) - 1).bit_length())
+
+
+def _request(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather="auto"):
+    """The request tuple of the C extension, with the CLI's defaults applied."""
+    if features is not None:
+        features = _uint("features", features, "E-INPUT")
+    if qubits is None:
+        if features is None:
+            _fail("E-QUBITS", "plan: qubits is required (or features, to choose the smallest "
+                  "qubit count that holds them)")
+        qubits = _qubits_for(features)
+    qubits = _uint("qubits", qubits, "E-QUBITS")
+    if dtype is None:
+        dtype = "complex64"
+    dtype = getattr(dtype, "name", None) or str(dtype)  # numpy / torch dtypes
+    dtype = dtype.replace("torch.", "")
+    return (_scenario(scenario), qubits, dtype, str(policy),
+            1 if batch is None else _uint("batch", batch), 0 if features is None else features,
+            0 if ranks is None else _uint("ranks", ranks, "E-RANK"), str(encoding), str(gather))
+
+
+class Plan:
+    """A request planned on a scenario's devices: what ``qmesh plan --json`` prints.
+
+    Attributes (the JSON object's keys): ``feasible`` (bool), ``error`` (None, or a dict with
+    ``code`` and ``message``), ``shards`` (list of dicts: shard, rank, device, start, end, bytes),
+    ``devices`` (per-device usable, planned, shard, staging and headroom bytes), ``gather`` (dict:
+    feasible, target, reason), ``max_qubits`` ({"complex64": n, "complex128": n}),
+    ``estimates_s`` (seconds per phase), ``plan_hash`` (str), ``policy`` (the policy used),
+    ``request``, ``scenario``, ``global_amplitudes``, ``state_bytes``, ``pages``.
+    ``to_dict()`` returns the whole object; ``repr()`` a summary like the CLI's table.
+    """
+
+    def __init__(self, data):
+        self._d = data
+        for k, v in data.items():
+            setattr(self, k, v)
+
+    @classmethod
+    def from_json(cls, text):
+        """A Plan from the JSON text of qm_context_plan_json / ``qmesh plan --json``."""
+        return cls(_json.loads(text))
+
+    def to_dict(self):
+        """The plan as a dict, equal to ``json.loads`` of ``qmesh plan --json``'s output."""
+        return _json.loads(_json.dumps(self._d))
+
+    def __eq__(self, other):
+        return isinstance(other, Plan) and self._d == other._d
+
+    def __repr__(self):
+        d, r = self._d, self._d["request"]
+        lines = ["scenario: %s" % d["scenario"],
+                 "request:  %d qubits, %s, policy %s (used: %s), batch %d, features %d, %d ranks"
+                 % (r["qubits"], r["dtype"], r["policy"], d["policy"], r["batch"], r["features"],
+                    r["ranks"]),
+                 "state:    %d amplitudes, %s, %d pages" % (d["global_amplitudes"],
+                                                           _bytes(d["state_bytes"]), d["pages"]),
+                 "feasible: %s" % ("yes" if d["feasible"] else
+                                   "no: error[%s]: %s" % (d["error"]["code"],
+                                                          d["error"]["message"])),
+                 "",
+                 "%-6s %-5s %-20s %22s %22s %12s" % ("shard", "rank", "device", "start", "end",
+                                                     "bytes")]
+        shards = d["shards"]
+        for s in shards[:16]:
+            lines.append("%-6d %-5d %-20s %22d %22d %12s" % (s["shard"], s["rank"], s["device"],
+                                                             s["start"], s["end"],
+                                                             _bytes(s["bytes"])))
+        if len(shards) > 16:
+            lines.append("... %d more shards" % (len(shards) - 16))
+        g = d["gather"]
+        lines += ["",
+                  "gather:   %s%s (%s)" % ("feasible to " if g["feasible"] else "not feasible",
+                                          g["target"] or "", g["reason"]),
+                  "frontier: complex64 up to %d qubits, complex128 up to %d qubits"
+                  % (d["max_qubits"]["complex64"], d["max_qubits"]["complex128"]),
+                  "estimates: " + ", ".join("%s %.3g s" % kv for kv in d["estimates_s"].items()),
+                  "plan_hash: %s" % d["plan_hash"]]
+        return "\n".join(lines)
+
+
+def _bytes(n):
+    """Bytes as the CLI prints them: "512 B", "8.00 GiB"."""
+    if n < 1024:
+        return "%d B" % n
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        n /= 1024.0
+        if n < 1024 or unit == "EiB":
+            return "%.2f %s" % (n, unit)
+
+
+_qmesh._set_plan_factory(Plan.from_json)
+
+
+def plan(qubits=None, dtype=None, policy="auto", scenario=None, batch=None, features=None,
+         ranks=None, encoding="amplitude", gather="auto"):
+    """Plan a request on a scenario's devices without encoding anything.
+
+    qubits:   2**qubits amplitudes per state; None: the smallest count that holds `features`.
+    dtype:    "complex64" (default) or "complex128".
+    policy:   "auto", "single", "equal", "weighted", "balanced" or "replicated".
+    scenario: None (the built-in simulated mesh), a qmesh.Scenario, a YAML file path or YAML text.
+    batch:    states (input rows), default 1; features: values per row, default 2**qubits.
+    ranks:    use the scenario's first k ranks (default all); encoding: "amplitude" (others are
+              planned, not encoded); gather: "auto", "host", "none" or a device id.
+
+    Returns a Plan (feasible or not: an infeasible plan says why in .error and is not raised).
+    Raises qmesh.Error for an invalid request (E-QUBITS, E-DTYPE, E-POLICY, E-INPUT, E-RANK,
+    E-ARG) or scenario (the loader's codes). The GIL is released while planning.
+    """
+    req = _request(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather)
+    return Plan.from_json(_qmesh.plan_json(req))
+
+
+def devices(backend="auto"):
+    """The devices qmesh would use, as ``qmesh devices`` lists them: a list of dicts (index, id,
+    name, memory_bytes, usable_bytes, hbm_bw_bytes_per_s, cuda_device, backend). backend "auto":
+    the visible CUDA GPUs when there is one, else the built-in simulated mesh; "sim" the built-in
+    mesh; "cuda" the GPUs (qmesh.RunError E-UNSUPPORTED without one)."""
+    return _qmesh.devices(backend)
+
+
+def _float_array(np, a):
+    """float32/float64 stay; other real numeric dtypes (ints, bools, float16) become float64;
+    complex and non-numeric data are refused (E-DTYPE)."""
+    if a.dtype.kind == "f" and a.dtype.itemsize in (4, 8):
+        return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    if a.dtype.kind in "biuf":
+        return np.ascontiguousarray(a, dtype=np.float64)
+    _fail("E-DTYPE", "encode: input dtype must be real numeric (float32 and float64 are used as "
+          "they are, other integer and float types become float64; got %s)" % a.dtype)
+
+
+def _torch_tensor(data):
+    """The object when it is a torch.Tensor (without importing torch when it is not loaded)."""
+    import sys
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and isinstance(data, torch.Tensor) else None
+
+
+def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", scenario=None,
+           backend="auto"):
+    """Amplitude-encode data: each row x becomes the state x / ||x||, zero padded to 2**qubits.
+
+    data: a NumPy array (1-D = one state, 2-D = rows are a batch), anything with the buffer
+          protocol or __array_interface__, a list, an object with __dlpack__ (torch CPU/CUDA
+          tensors, CuPy, JAX), or a path (str / os.PathLike) of a .npy, CSV or .csv.gz file.
+          float32 and float64 are used as they are; other integer/float dtypes become float64;
+          non-contiguous arrays are made contiguous. CUDA tensors are read in place on the GPU
+          (qm_context_encode_device: never copied through the host), CPU DLPack tensors in place.
+    qubits: None = the smallest n with 2**n >= features.
+    dtype: None = complex128 for float64 input, complex64 for float32 (the CLI's rule).
+    encoding: "amplitude" (the only one encoded in this version: others raise E-UNSUPPORTED).
+    policy, scenario: as plan(). backend: "auto" (CUDA for a CUDA tensor, else the simulator),
+          "sim" (a CUDA torch tensor is then copied to the host first) or "cuda".
+
+    Returns a State. Raises qmesh.Error: E-INPUT (NaN/Inf, an all-zero row, more features than
+    amplitudes), E-QUBITS, E-DTYPE, E-POLICY, E-CAPACITY and the other planner codes of an
+    infeasible plan (with the Plan as .plan); qmesh.RunError for E-IO, E-BACKEND, E-UNSUPPORTED.
+    The GIL is released while planning, opening the backend and encoding; Ctrl-C is checked
+    between those phases (KeyboardInterrupt, nothing leaked).
+    """
+    if encoding != "amplitude":
+        if encoding not in ("angle", "basis", "phase", "iqp"):
+            _fail("E-ARG", "plan: unknown encoding '%s'; use one of amplitude, angle, basis, "
+                  "phase, iqp" % encoding)
+        _fail("E-UNSUPPORTED", "encode: the %s encoding is planned but not available in this "
+              "version; use --encoding amplitude" % encoding)
+    if backend not in ("auto", "sim", "cuda"):
+        _fail("E-ARG", "backend: unknown backend '%s'; use auto, sim or cuda" % backend)
+    # files: the C library reads them (npy: header first; CSV: whole)
+    if isinstance(data, (str, bytes, _os.PathLike)):
+        path = _os.fsdecode(_os.fspath(data))
+        rows, features, ndim, in_dtype = _qmesh.file_shape(path)
+        if dtype is None:
+            dtype = "complex128" if in_dtype == "float64" else "complex64"
+        req = _request(scenario, qubits, dtype, policy, rows, features, None, encoding)
+        return _qmesh.encode_file(req, backend, path, ndim)
+    torch = _torch_tensor(data)
+    if torch is not None:
+        if data.is_complex():
+            _fail("E-DTYPE", "encode: input dtype must be real numeric (float32 and float64 are "
+                  "used as they are, other integer and float types become float64; got %s)"
+                  % str(data.dtype).replace("torch.", ""))
+        if data.dtype not in (torch.float32, torch.float64):
+            data = data.to(torch.float64)
+        if data.is_cuda and backend == "sim":
+            data = data.cpu()
+        data = data.detach().contiguous()
+        if data.dim() not in (1, 2):
+            _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows "
+                  "are a batch)" % data.dim())
+        if data.is_cuda:  # the encode reads it on the library's own streams
+            torch.cuda.current_stream(data.device).synchronize()
+        return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+    if hasattr(data, "__dlpack__") and not hasattr(data, "__array_interface__") \
+            and not hasattr(data, "__array__"):
+        return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+    if hasattr(data, "__dlpack_device__") and hasattr(data, "__dlpack__"):
+        try:
+            dev = data.__dlpack_device__()[0]
+        except Exception:  # noqa: BLE001 - not a usable DLPack producer: fall through to NumPy
+            dev = None
+        if dev in (2, 13):  # kDLCUDA, kDLCUDAManaged (CuPy, JAX on a GPU)
+            return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+    import numpy as np
+    a = np.asarray(data)
+    a = _float_array(np, a)
+    if a.ndim not in (1, 2):
+        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
+              "a batch)" % a.ndim)
+    rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
+    if dtype is None:
+        dtype = "complex128" if a.dtype == np.float64 else "complex64"
+    req = _request(scenario, qubits, dtype, policy, rows, features, None, encoding)
+    return _qmesh.encode_host(req, backend, a, rows, features, a.dtype.name, a.ndim)
+
+
+def _encode_dlpack(data, qubits, dtype, policy, scenario, backend):
+    """A DLPack producer's tensor, read in place (CUDA memory through qm_context_encode_device)."""
+    shape = tuple(getattr(data, "shape", ()))
+    if len(shape) not in (1, 2):
+        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
+              "a batch)" % len(shape))
+    rows, features = (1, shape[0]) if len(shape) == 1 else shape
+    if dtype is None:
+        name = str(getattr(data, "dtype", ""))
+        dtype = "complex64" if name.endswith("float32") else "complex128"
+    req = _request(scenario, qubits, dtype, policy, int(rows), int(features), None, "amplitude")
+    return _qmesh.encode_dlpack(req, backend, data.__dlpack__())

@@ -1,0 +1,48 @@
+"""CUDA: a CUDA tensor in (read on the GPU, never through the host), shards as cuda:<GPU>
+tensors, byte-identical to the simulator. Skipped without a GPU."""
+import numpy as np
+import pytest
+
+import qmesh
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_tensor_in_equals_simulator(dtype):
+    x = torch.randn(64, 20, dtype=dtype, generator=torch.Generator().manual_seed(3))
+    sim = qmesh.encode(x, backend="sim").to_numpy()
+    s = qmesh.encode(x.cuda())  # backend auto: CUDA
+    assert all(sh.cuda_device >= 0 for sh in s.shards)
+    got = s.to_numpy()
+    assert got.dtype == sim.dtype and got.tobytes() == sim.tobytes()
+
+
+def test_shards_are_cuda_tensors():
+    x = torch.randn(16, 32, dtype=torch.float64).cuda()
+    s = qmesh.encode(x)
+    host = s.to_numpy().reshape(-1)
+    for sh in s.shards:
+        assert sh.__dlpack_device__() == (2, sh.cuda_device)
+        t = torch.from_dlpack(sh)
+        assert t.device == torch.device("cuda", sh.cuda_device)
+        assert t.data_ptr() == sh.data_ptr == torch.from_dlpack(sh).data_ptr()
+        assert t.cpu().numpy().tobytes() == host[sh.start:sh.end].tobytes()
+
+
+def test_cuda_lifetime():
+    s = qmesh.encode(torch.ones(4, 8, dtype=torch.float64).cuda())
+    t = torch.from_dlpack(s.shards[0])
+    want = t.cpu().clone()
+    del s
+    others = [qmesh.encode(torch.full((4, 8), 3.0, device="cuda")) for _ in range(20)]
+    assert torch.equal(t.cpu(), want)
+    del others
+
+
+def test_host_input_on_cuda_backend():
+    x = np.random.default_rng(5).standard_normal((8, 12))
+    assert qmesh.encode(x, backend="cuda").to_numpy().tobytes() == \
+        qmesh.encode(x, backend="sim").to_numpy().tobytes()

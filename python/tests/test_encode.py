@@ -1,0 +1,158 @@
+"""qmesh.encode: amplitudes equal to the CLI's output bytes, every input kind, shapes, dtypes."""
+import gzip
+
+import numpy as np
+import pytest
+
+import qmesh
+
+ROWS = np.array([[1, 2, 3, 4, 5], [0.5, -1.5, 2.5, -3.5, 4.5]])
+
+
+def cli_encode(cli, tmp_path, x, *flags):
+    """The CLI's amplitudes for array x (through a .npy file) and the same flags."""
+    src, out = tmp_path / "in.npy", tmp_path / "cli_out.npy"
+    np.save(src, x)
+    cli("encode", "--input", src, "--out", out, *flags)
+    return np.load(out)
+
+
+def same_bytes(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("shape,dtype", [((5,), np.float64), ((2, 5), np.float64),
+                                         ((7, 12), np.float32), ((1, 3), np.float32),
+                                         ((33,), np.float32), ((16, 64), np.float64)])
+def test_equals_cli_bytes(cli, tmp_path, shape, dtype):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    s = qmesh.encode(x)
+    want = cli_encode(cli, tmp_path, x)
+    got = s.to_numpy()
+    same_bytes(got, want)
+    assert s.shape == got.shape and s.batch == (shape[0] if len(shape) == 2 else 1)
+    assert s.dtype == ("complex128" if dtype == np.float64 else "complex64")
+    assert s.qubits == max(1, (shape[-1] - 1).bit_length())
+
+
+def test_explicit_qubits_dtype_policy_scenario(cli, tmp_path, source_dir):
+    scen = source_dir + "/scenarios/dgx-h100.yaml"
+    x = np.arange(1, 41, dtype=np.float32).reshape(4, 10)
+    s = qmesh.encode(x, qubits=6, dtype="complex128", policy="equal", scenario=scen)
+    want = cli_encode(cli, tmp_path, x, "--qubits", 6, "--dtype", "complex128", "--policy",
+                      "equal", "--scenario", scen)
+    same_bytes(s.to_numpy(), want)
+    assert s.shape == (4, 64) and len(s.shards) >= 2
+
+
+def test_known_values():
+    s = qmesh.encode(ROWS)
+    want = np.zeros((2, 8), np.complex128)
+    for r in range(2):
+        want[r, :5] = ROWS[r] * (1.0 / np.sqrt((ROWS[r] ** 2).sum()))
+    same_bytes(s.to_numpy(), want)
+    assert [(sh.start, sh.end) for sh in s.shards] == [(0, 8), (8, 16)]
+    assert [sh.device_id for sh in s.shards] == ["n0.g0", "n0.g1"]
+    assert repr(s) == "qmesh.State(qubits=3, dtype='complex128', shape=(2, 8), 2 shards)"
+
+
+def test_list_and_buffer_inputs():
+    want = qmesh.encode(ROWS).to_numpy()
+    same_bytes(qmesh.encode(ROWS.tolist()).to_numpy(), want)  # lists: float64
+    same_bytes(qmesh.encode(memoryview(np.ascontiguousarray(ROWS))).to_numpy(), want)
+
+    class ArrayInterface:  # __array_interface__ only
+        def __init__(self, a):
+            self.__array_interface__ = a.__array_interface__
+            self._keep = a
+    same_bytes(qmesh.encode(ArrayInterface(ROWS)).to_numpy(), want)
+    one = qmesh.encode([3, 4])
+    same_bytes(one.to_numpy(), np.array([3 * (1 / 5.0), 4 * (1 / 5.0)], np.complex128))
+    assert one.shape == (2,) and one.batch == 1
+
+
+def test_dtype_conversion_rule():
+    ints = np.array([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], dtype=np.int32)
+    s = qmesh.encode(ints)  # integers become float64 -> complex128
+    same_bytes(s.to_numpy(), qmesh.encode(ints.astype(np.float64)).to_numpy())
+    assert s.dtype == "complex128"
+    f16 = np.array([1, 2, 3], dtype=np.float16)
+    same_bytes(qmesh.encode(f16).to_numpy(), qmesh.encode(f16.astype(np.float64)).to_numpy())
+    same_bytes(qmesh.encode(np.array([True, True])).to_numpy(),
+               qmesh.encode([1.0, 1.0]).to_numpy())
+    assert qmesh.encode(np.ones(3, np.float32), dtype="complex128").dtype == "complex128"
+
+
+def test_non_contiguous_and_byte_order():
+    big = np.arange(1, 61, dtype=np.float64).reshape(6, 10)
+    view = big[::2, 1:6]  # strided
+    assert not view.flags.c_contiguous
+    same_bytes(qmesh.encode(view).to_numpy(), qmesh.encode(view.copy()).to_numpy())
+    fortran = np.asfortranarray(big)
+    same_bytes(qmesh.encode(fortran).to_numpy(), qmesh.encode(big).to_numpy())
+    swapped = big.astype(">f8")
+    same_bytes(qmesh.encode(swapped).to_numpy(), qmesh.encode(big).to_numpy())
+
+
+def test_torch_cpu_tensor():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(ROWS)
+    same_bytes(qmesh.encode(t).to_numpy(), qmesh.encode(ROWS).to_numpy())
+    t32 = torch.tensor(ROWS, dtype=torch.float32)
+    s32 = qmesh.encode(t32)
+    assert s32.dtype == "complex64"
+    same_bytes(s32.to_numpy(), qmesh.encode(ROWS.astype(np.float32)).to_numpy())
+    ti = torch.arange(1, 9)  # int64 -> float64
+    same_bytes(qmesh.encode(ti).to_numpy(), qmesh.encode(np.arange(1, 9.0)).to_numpy())
+    tt = torch.tensor(ROWS).t()  # non-contiguous
+    same_bytes(qmesh.encode(tt).to_numpy(), qmesh.encode(ROWS.T.copy()).to_numpy())
+
+
+def test_files(cli, tmp_path):
+    npy = tmp_path / "x.npy"
+    np.save(npy, ROWS)
+    want = qmesh.encode(ROWS).to_numpy()
+    same_bytes(qmesh.encode(str(npy)).to_numpy(), want)
+    same_bytes(qmesh.encode(npy).to_numpy(), want)  # os.PathLike
+    csv = tmp_path / "x.csv"
+    csv.write_text("a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n")
+    same_bytes(qmesh.encode(csv).to_numpy(), want)
+    gz = tmp_path / "x.csv.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write("1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n")
+    same_bytes(qmesh.encode(gz).to_numpy(), want)
+    out = tmp_path / "o.npy"
+    cli("encode", "--input", gz, "--out", out)
+    same_bytes(qmesh.encode(gz).to_numpy(), np.load(out))
+    one = tmp_path / "one.npy"
+    np.save(one, np.array([3.0, 4.0], np.float32))
+    s = qmesh.encode(one)
+    assert s.shape == (2,) and s.dtype == "complex64"
+
+
+def test_gather_and_shards():
+    x = np.random.default_rng(1).standard_normal((8, 16))
+    s = qmesh.encode(x)
+    assert len(s.shards) > 1
+    g = s.gather(2)
+    assert len(g.shards) == 1 and g.shards[0].device == 2 and g.shards[0].device_id == "n0.g2"
+    same_bytes(g.to_numpy(), s.to_numpy())
+    assert g.shape == s.shape
+    assert s.amplitudes() == 8 * 16
+    pos = 0
+    for i, sh in enumerate(s.shards):
+        assert sh.index == i and sh.start == pos and sh.rank == 0 and sh.dtype == "complex128"
+        pos = sh.end
+    assert pos == 8 * 16
+
+
+def test_help_is_useful():
+    doc = qmesh.encode.__doc__
+    for word in ("qubits", "dtype", "__dlpack__", "E-CAPACITY", "GIL", "Ctrl-C"):
+        assert word in doc
+    for obj in (qmesh.plan, qmesh.devices, qmesh.State, qmesh.State.to_numpy, qmesh.State.gather,
+                qmesh.Shard, qmesh.Scenario, qmesh.Scenario.load, qmesh.Scenario.from_yaml,
+                qmesh.Plan, qmesh.Error, qmesh.RunError):
+        assert obj.__doc__ and len(obj.__doc__) > 20, obj

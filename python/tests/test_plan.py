@@ -1,0 +1,84 @@
+"""qmesh.plan against `qmesh plan --json` on every scenario of the library; Scenario; devices."""
+import glob
+import json
+import os
+
+import pytest
+
+import qmesh
+
+
+def scenario_files(source_dir):
+    files = sorted(glob.glob(os.path.join(source_dir, "scenarios", "*.yaml")))
+    assert len(files) >= 10
+    return files
+
+
+@pytest.mark.parametrize("qubits,dtype,batch", [(30, "complex64", None),
+                                                (34, "complex128", None), (8, "complex64", 64)])
+def test_every_scenario_equals_cli(cli, source_dir, qubits, dtype, batch):
+    for path in scenario_files(source_dir):
+        args = ["plan", "--json", "--scenario", path, "--qubits", qubits, "--dtype", dtype]
+        if batch:
+            args += ["--batch", batch]
+        p = cli(*args, check=False)
+        want = json.loads(p.stdout)
+        got = qmesh.plan(qubits=qubits, dtype=dtype, scenario=path, batch=batch)
+        assert got.to_dict() == want, path
+        assert got.feasible == want["feasible"] == (p.returncode == 0)
+        assert got.shards == want["shards"] and got.devices == want["devices"]
+        assert got.gather == want["gather"] and got.max_qubits == want["max_qubits"]
+        assert got.estimates_s == want["estimates_s"] and got.plan_hash == want["plan_hash"]
+        # the same scenario as a Scenario object and as YAML text plans the same layout
+        sc = qmesh.Scenario.load(path)
+        assert sc.name == path and sc.validate() is sc
+        assert qmesh.plan(qubits=qubits, dtype=dtype, scenario=sc, batch=batch) == got
+        with open(path) as f:
+            text = qmesh.plan(qubits=qubits, dtype=dtype, scenario=f.read(), batch=batch)
+        assert text.plan_hash == got.plan_hash and text.shards == got.shards
+
+
+def test_builtin_and_options(cli):
+    want = json.loads(cli("plan", "--json", "--qubits", 3, "--batch", 2, "--features", 5,
+                          "--policy", "single", "--gather", "host").stdout)
+    got = qmesh.plan(qubits=3, batch=2, features=5, policy="single", gather="host")
+    assert got.to_dict() == want and got.policy == "single"
+    assert qmesh.plan(features=5, batch=2).to_dict()["request"]["qubits"] == 3  # qubits from features
+    r = repr(got)
+    assert r.startswith("scenario: <built-in>\nrequest:  3 qubits, complex64, policy single")
+    assert "feasible: yes" in r and "plan_hash: " + got.plan_hash in r
+
+
+def test_infeasible_plan_is_returned(cli):
+    p = qmesh.plan(qubits=40)
+    assert p.feasible is False and p.error["code"] == "E-CAPACITY"
+    assert "feasible: no: error[E-CAPACITY]" in repr(p)
+
+
+def test_scenario_objects(source_dir):
+    b = qmesh.Scenario()
+    assert b.name == "<built-in>" and repr(b) == "qmesh.Scenario('<built-in>')"
+    assert qmesh.Scenario.builtin().name == "<built-in>"
+    path = os.path.join(source_dir, "scenarios", "hgx-h200.yaml")
+    with open(path) as f:
+        s = qmesh.Scenario.from_yaml(f.read(), name="h200")
+    assert s.name == "h200"
+    assert qmesh.plan(qubits=36, scenario=s).feasible
+
+
+def test_devices(cli):
+    d = qmesh.devices()
+    out = cli("devices").stdout.splitlines()
+    rows = [l.split() for l in out[1:] if l and l[0].isdigit()]
+    assert [x["id"] for x in d] == [r[1] for r in rows]
+    assert [x["name"] for x in d] == [r[2] for r in rows]
+    for x in d:
+        assert x["usable_bytes"] <= x["memory_bytes"]
+        assert (x["backend"] == "cuda") == (x["cuda_device"] >= 0)
+    assert [x["id"] for x in qmesh.devices("sim")] == ["n0.g0", "n0.g1", "n0.g2", "n0.g3"]
+
+
+def test_version():
+    import re
+    assert re.fullmatch(r"\d+\.\d+\.\d+", qmesh.__version__)
+    assert qmesh.__version__ == "0.1.0"
