@@ -236,6 +236,20 @@ qm_code qm_state_gather(const qm_state *state, int device, qm_state **out, qm_st
 qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_dtype dtype,
                       void *dst, qm_status *st);
 
+/* Bytes moved by the backend that holds the state since that backend was opened, summed over its
+ * devices: what proves where data went (an input already on the GPU crosses no host link). A
+ * context's backend serves every state it encodes, so query right after the encode to see that
+ * encode's traffic alone; reads (qm_state_read) add d2h bytes. An encode itself sends the norms'
+ * block sums (8 bytes per block of up to 2^14 amplitudes) back to the host, never the data. */
+typedef struct qm_traffic {
+    uint64_t h2d_bytes;  /* host to device (on the simulator: into simulated device memory) */
+    uint64_t d2h_bytes;  /* device to host */
+    uint64_t d2d_bytes;  /* within a device */
+    uint64_t peer_bytes; /* between devices, direct */
+} qm_traffic;
+/* E-ARG for a NULL state or out. */
+qm_code qm_state_traffic(const qm_state *state, qm_traffic *out, qm_status *st);
+
 /* ---- contexts ----------------------------------------------------------------------------------
  * A context is one request planned on one scenario, and (once opened) the backend its states live
  * on. A context is reference-counted by its states: qm_context_destroy drops the caller's

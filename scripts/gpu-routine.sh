@@ -5,7 +5,7 @@
 #   state, and leave logs under $OUT (or out/gpu when OUT is unset).
 # Usage: scripts/gpu-routine.sh [extra ctest args]
 # Environment: QM_CUDA_BIG=1 also runs test_cuda_big (33 qubits, 128 GiB) on its own;
-# QM_BENCH_FILTER=regex picks benchmarks (QM_BENCH=0: none); QM_NCU=1 profiles the bandwidth
+# QM_BENCH_FILTER=regex picks benchmarks (QM_BENCH=0: none; QM_BENCH_PYTHON=1 adds bench/bench_python.py); QM_NCU=1 profiles the bandwidth
 # kernels with Nsight Compute (clock control off) into $OUT/ncu.txt; QM_QUICK=1 skips the CLI runs
 # (topo dump, digits, the 30-qubit encode) between the tests and the benchmarks.
 set -uo pipefail
@@ -25,8 +25,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 log "configure"
 # with the machine's Open MPI (the NCCL-over-MPI tests run as root under mpiexec); without it if
 # that configuration fails
+# the machine's python3 (the one with torch, CUDA build, numpy and pytest) builds the Python package
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 GPU_CMAKE=(-S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-           -DQM_BUILD_BENCH=ON -DQM_WERROR=ON)
+           -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DPython3_EXECUTABLE="$(command -v python3)")
 cmake "${GPU_CMAKE[@]}" -DQM_WITH_MPI=ON > "$OUT/configure.log" 2>&1 ||
   { log "configure with MPI failed; without MPI"; rm -rf build-gpu;
     cmake "${GPU_CMAKE[@]}" -DQM_WITH_MPI=OFF >> "$OUT/configure.log" 2>&1; } ||
@@ -68,6 +70,11 @@ if [ "${QM_BENCH:-1}" != 0 ] && [ -x build-gpu/bench/bench_cuda ]; then
   build-gpu/bench/bench_cuda --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
       --benchmark_filter="${QM_BENCH_FILTER:-.}" \
       2>&1 | tee "$OUT/bench_cuda.txt" | grep -E "median|Benchmark" | tee -a "$OUT/summary.txt"
+fi
+if [ "${QM_BENCH_PYTHON:-0}" = 1 ] && [ -d build-gpu/python/qmesh ]; then
+  log "bench_python (qmesh.encode against the C API; a CUDA tensor against plain PyTorch)"
+  PYTHONPATH=build-gpu/python python3 bench/bench_python.py --build build-gpu \
+      2>&1 | tee "$OUT/bench_python.txt" | tee -a "$OUT/summary.txt"
 fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ "${QM_NCU:-0}" = 1 ] && [ -n "$NCU" ] && [ -x build-gpu/bench/bench_cuda ]; then

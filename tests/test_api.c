@@ -94,6 +94,15 @@ static void test_host_buffer(const qm_scenario *sc)
                              .features = FEATURES};
     CHECK_OK(qm_context_encode(ctx, &in, &s, &st));
     CHECK(s && qm_state_shard_count(s) == info.n_shards && qm_state_qubits(s) == 3);
+    qm_traffic tr;
+    CHECK_OK(qm_state_traffic(s, &tr, &st));
+    /* back to the host: only the norms' block sums (8 B each), never the data */
+    if (g_backend == QM_BACKEND_CUDA) /* host rows cross the host link once */
+        CHECK(tr.h2d_bytes >= sizeof rows && tr.d2h_bytes < sizeof rows);
+    else /* the simulator reads host rows in place */
+        CHECK(tr.h2d_bytes == 0 && tr.d2h_bytes < sizeof rows);
+    CHECK(qm_state_traffic(NULL, &tr, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "state_traffic: state and out must not be NULL");
     check_state(s);
     DLManagedTensor *t = NULL;
     CHECK_OK(qm_state_shard_to_dlpack(s, 0, &t, &st));
@@ -146,8 +155,12 @@ static void test_device_buffer(const qm_scenario *sc)
     const qm_device_data in = {.dtype = QM_DTYPE_FLOAT64, .data = data, .rows = ROWS,
                                .features = FEATURES};
     CHECK_OK(qm_context_encode_device(ctx, &in, &s, &st));
-    if (s)
+    qm_traffic tr = {1, 1, 0, 0};
+    if (s) { /* read where it lies: no input byte crossed the host link, only the norms' sums */
+        CHECK_OK(qm_state_traffic(s, &tr, &st));
+        CHECK(tr.h2d_bytes == 0 && tr.d2h_bytes < sizeof rows);
         check_state(s);
+    }
     qm_state_destroy(s);
     s = NULL;
     if (g_backend == QM_BACKEND_CUDA) { /* host memory is no device's memory on CUDA */

@@ -165,6 +165,24 @@ qm_code qm_state_read(const qm_state *state, uint64_t start, uint64_t count, qm_
     return QM_OK;
 }
 
+qm_code qm_state_traffic(const qm_state *state, qm_traffic *out, qm_status *st)
+{
+    if (!state || !out)
+        return qm_fail(st, QM_E_ARG, "state_traffic: state and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    for (int d = 0; d < qm_hal_device_count(state->hal); ++d) {
+        qm_hal_usage u;
+        qm_code rc = qm_hal_usage_query(state->hal, d, &u, st);
+        if (rc != QM_OK)
+            return rc;
+        out->h2d_bytes += u.h2d_bytes;
+        out->d2h_bytes += u.d2h_bytes;
+        out->d2d_bytes += u.d2d_bytes;
+        out->peer_bytes += u.peer_out_bytes;
+    }
+    return QM_OK;
+}
+
 qm_code qm_state_shard_view(const qm_state *state, int shard, qm_shard_view *out, qm_status *st)
 {
     qm_shard_info info;

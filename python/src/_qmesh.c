@@ -751,7 +751,26 @@ static PyObject *State_dlpack_device(StateObject *self, PyObject *u)
     return d;
 }
 
+static PyObject *State_traffic(StateObject *self, PyObject *u)
+{
+    (void)u;
+    qm_traffic t;
+    qm_status st;
+    if (qm_state_traffic(self->s, &t, &st) != QM_OK)
+        return raise_status(&st, NULL);
+    return Py_BuildValue("{sKsKsKsK}", "h2d_bytes", (unsigned long long)t.h2d_bytes, "d2h_bytes",
+                         (unsigned long long)t.d2h_bytes, "d2d_bytes",
+                         (unsigned long long)t.d2d_bytes, "peer_bytes",
+                         (unsigned long long)t.peer_bytes);
+}
+
 static PyMethodDef State_methods[] = {
+    {"traffic", (PyCFunction)State_traffic, METH_NOARGS,
+     "traffic() -> dict: bytes the backend holding this state has moved since it was opened\n"
+     "(h2d_bytes, d2h_bytes, d2d_bytes, peer_bytes), summed over its devices. States of one\n"
+     "encode() call share their backend; to_numpy() adds d2h bytes. A CUDA tensor encoded on\n"
+     "the GPU it lives on shows h2d_bytes == 0: it never crossed the host link (d2h_bytes: the\n"
+     "norms' block sums only, 8 bytes per block)."},
     {"_read_into", (PyCFunction)State_read_into, METH_O, State_read_into_doc},
     {"to_numpy", (PyCFunction)State_to_numpy, METH_NOARGS, State_to_numpy_doc},
     {"amplitudes", (PyCFunction)State_len, METH_NOARGS,
