@@ -103,6 +103,21 @@ if command -v "$CXX" >/dev/null 2>&1; then
   fi
 fi
 
+# the Python package, when this build has it: importable from where cmake --install put it
+if [ -d "$BUILD/python/qmesh" ]; then
+  init=$(find "$P" -path '*/qmesh/__init__.py' | head -n 1)
+  PY=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  if [ -n "$init" ] && [ -n "$PY" ] &&
+     out=$(cd "$T" && PYTHONPATH=$(dirname "$(dirname "$init")") "$PY" -c \
+           'import qmesh; print(qmesh.__file__); print(qmesh.encode([3.0, 4.0]).to_numpy().tolist())' 2>&1) &&
+     [ "$(echo "$out" | sed -n 2p)" = "[(0.6000000000000001+0j), (0.8+0j)]" ] && # 3 * (1 / 5)
+     case "$(echo "$out" | sed -n 1p)" in "$P"/*) true ;; *) false ;; esac; then
+    ok "the installed Python package imports from the prefix and encodes [3, 4] to [3 * (1/5), 4 * (1/5)]"
+  else
+    bad "the installed Python package (init: ${init:-none}, python: ${PY:-none}): $out"
+  fi
+fi
+
 # both binaries print exactly examples/encode.expected
 for exe in "$T/ex/encode" "$T/encode-pc"; do
   [ -x "$exe" ] || continue
