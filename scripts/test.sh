@@ -6,6 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+# CI requires the Python package's tests (QM_PYTHON_REQUIRED=1, set by .ci/run): a build that
+# quietly registered none of them (no interpreter with numpy and pytest) fails here.
+if [ "${QM_PYTHON_REQUIRED:-0}" = 1 ] && ! (cd build && ctest -N -L python | grep -q "Total Tests: [1-9]"); then
+  echo "error: no python tests are registered in build/ (the Python package or its test" \
+       "dependencies were not found: see the CMake warning above); QM_PYTHON_REQUIRED=1" >&2
+  exit 1
+fi
 echo "== ctest (Release)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
 # The communicator and multi-rank tests, 20 times over: a race that shows once in 40 runs fails
