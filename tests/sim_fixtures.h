@@ -14,9 +14,10 @@
  * Thread-safe: the id strings live in this call's own allocation (the simulator copies them), so
  * rank threads may build their meshes at the same time. A shared static buffer here once made
  * test_materialize_ranks fail about once in 40 runs: one thread rewrote "d1" while another read it
- * as empty, that rank returned before the first collective and the others waited 30 s for it. */
-static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_memory mode,
-                                   qm_hal **out, qm_status *st)
+ * as empty, that rank returned before the first collective and the others waited 30 s for it.
+ * `fault` (NULL: none) puts the factory's fault shim over the mesh. */
+static inline qm_code fixture_mesh_fault(int n, uint64_t memory, bool peers, qm_sim_memory mode,
+                                         const qm_backend_fault *fault, qm_hal **out, qm_status *st)
 {
     char (*ids)[16] = calloc((size_t)n, sizeof *ids);
     qm_backend_device *dd = calloc((size_t)n, sizeof *dd);
@@ -37,12 +38,20 @@ static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_me
             pp[np++] = (qm_backend_peer){.a = i, .b = j};
     }
     const qm_backend_desc desc = {.kind = QM_BACKEND_SIM, .n_devices = n, .devices = dd,
-                                  .n_peers = np, .peers = pp, .phantom = mode == QM_SIM_PHANTOM};
+                                  .n_peers = np, .peers = pp, .phantom = mode == QM_SIM_PHANTOM,
+                                  .fault = fault};
     qm_code rc = qm_backend_open(&desc, out, st);
     free(ids);
     free(dd);
     free(pp);
     return rc;
+}
+
+/* The same mesh without a fault shim. */
+static inline qm_code fixture_mesh(int n, uint64_t memory, bool peers, qm_sim_memory mode,
+                                   qm_hal **out, qm_status *st)
+{
+    return fixture_mesh_fault(n, memory, peers, mode, NULL, out, st);
 }
 
 #endif

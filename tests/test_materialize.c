@@ -1,7 +1,7 @@
 /* test_materialize.c — amplitude encoding on the simulated mesh: values against an independent
  * reference, bit-identical states across layouts and thread counts, extreme magnitudes, every bad
  * input with its message, state reads. (CONFORMANCE.md items 16-20, 23-25 in their first form.) */
-#include "fault.h"
+#include "fault.h" /* qm_hal_fault_fired */
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -432,10 +432,10 @@ static void test_device_input(void)
     CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, three, 3, &din, NULL, &dev, &st));
     CHECK_EQ_U64(cr.values, F); /* only the slow state's values, for its scan */
     /* shard 0 cannot read the input in place: it is ingested through the reader */
-    qm_hal *inner = NULL, *shim = NULL;
-    CHECK_OK(fixture_mesh(8, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &inner, &st));
-    const qm_fault_config fc = {.points = QM_FAULT_ALLOC, .fail_at = 2, .code = QM_E_UNSUPPORTED};
-    CHECK_OK(qm_hal_fault_create(inner, &fc, &shim, &st));
+    qm_hal *shim = NULL; /* the factory's fault shim over the simulator */
+    const qm_backend_fault fc = {.points = QM_BACKEND_FAULT_ALLOC, .fail_at = 2,
+                                 .code = QM_E_UNSUPPORTED};
+    CHECK_OK(fixture_mesh_fault(8, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &fc, &shim, &st));
     cr = (counting_reader){.x = x};
     CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, three, 3, &din, NULL, &viaread,
                                       &st));

@@ -93,7 +93,7 @@ static int print_json(const qm_encode_result *r, const char *out, const char *ou
 {
     qm_status st;
     json_t *o = json_object(), *plan = NULL, *times = json_object(), *check = json_object();
-    if (qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh, r->pipeline.scenario_name, &plan, &st) != QM_OK) {
+    if (qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh, qm_topology_label(r->pipeline.topology), &plan, &st) != QM_OK) {
         json_decref(o);
         json_decref(times);
         json_decref(check);
@@ -252,7 +252,7 @@ int qm_cli_encode(int argc, char **argv)
         if (r.pipeline.plan && !r.pipeline.plan->feasible && json) {
             json_t *o = NULL;
             qm_status jst;
-            if (qm_plan_to_json(r.pipeline.plan, r.pipeline.mesh, r.pipeline.scenario_name, &o, &jst) == QM_OK) {
+            if (qm_plan_to_json(r.pipeline.plan, r.pipeline.mesh, qm_topology_label(r.pipeline.topology), &o, &jst) == QM_OK) {
                 char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 if (s)
                     printf("%s\n", s);
@@ -272,7 +272,7 @@ int qm_cli_encode(int argc, char **argv)
         printf("input:    %s: %llu sample%s x %llu features, %s\n", job.input,
                (unsigned long long)r.batch, r.batch == 1 ? "" : "s", (unsigned long long)r.features,
                qm_dtype_name(r.input_dtype));
-        qm_plan_print(r.pipeline.plan, r.pipeline.mesh, r.pipeline.scenario_name, stdout);
+        qm_plan_print(r.pipeline.plan, r.pipeline.mesh, qm_topology_label(r.pipeline.topology), stdout);
         printf("\ntimes:    read+plan %s, materialize %s, check+output %s\n",
                qm_format_seconds(r.seconds_read_plan, a, sizeof a),
                qm_format_seconds(r.seconds_materialize, b, sizeof b),

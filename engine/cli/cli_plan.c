@@ -168,7 +168,7 @@ int qm_cli_plan(int argc, char **argv)
         exit_code = qm_cli_error(&st);
         goto done;
     }
-    const char *name = pl.scenario_name;
+    const char *name = qm_topology_label(pl.topology);
     if (json) {
         json_t *o = NULL;
         if (qm_plan_to_json(p, mesh, name, &o, &st) != QM_OK) {

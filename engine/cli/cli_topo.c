@@ -103,7 +103,7 @@ static int topo_show(int argc, char **argv)
             json_object_set_new(j, "devices", ids);
             json_array_append_new(ranks, j);
         }
-        json_object_set_new(o, "scenario", json_string(t->file[0] ? t->file : t->name));
+        json_object_set_new(o, "scenario", json_string(qm_topology_label(t)));
         json_object_set_new(o, "name", json_string(t->name));
         json_object_set_new(o, "devices", devs);
         json_object_set_new(o, "ranks", ranks);

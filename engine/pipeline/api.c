@@ -21,7 +21,6 @@
 struct qm_scenario {
     atomic_int refs;
     qm_topology *topology;
-    char name[256];
 };
 
 struct qm_context {
@@ -43,7 +42,6 @@ static qm_code scenario_wrap(qm_code rc, qm_topology *t, qm_scenario **out, qm_s
     }
     atomic_init(&s->refs, 1);
     s->topology = t;
-    snprintf(s->name, sizeof s->name, "%s", t->file[0] ? t->file : t->name);
     *out = s;
     return QM_OK;
 }
@@ -55,8 +53,7 @@ qm_code qm_scenario_open(const char *path, qm_scenario **out, qm_status *st)
     if (!out)
         return qm_fail(st, QM_E_ARG, "scenario: out must not be NULL");
     qm_topology *t = NULL;
-    const qm_code rc = path ? qm_scenario_load_file(path, &t, NULL, st)
-                            : qm_scenario_load_default(&t, NULL, st);
+    const qm_code rc = qm_scenario_load_path(path, &t, NULL, st);
     return scenario_wrap(rc, t, out, st);
 }
 
@@ -72,7 +69,10 @@ qm_code qm_scenario_parse(const char *yaml, size_t len, const char *name, qm_sce
     return scenario_wrap(rc, t, out, st);
 }
 
-const char *qm_scenario_name(const qm_scenario *s) { return s ? s->name : ""; }
+const char *qm_scenario_name(const qm_scenario *s)
+{
+    return qm_topology_label(s ? s->topology : NULL);
+}
 
 void qm_scenario_destroy(qm_scenario *s)
 {
@@ -174,7 +174,7 @@ qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st)
     if (!ctx || !out)
         return qm_fail(st, QM_E_ARG, "context: ctx and out must not be NULL");
     json_t *o = NULL;
-    qm_code rc = qm_plan_to_json(ctx->pl.plan, ctx->pl.mesh, ctx->pl.scenario_name, &o, st);
+    qm_code rc = qm_plan_to_json(ctx->pl.plan, ctx->pl.mesh, qm_topology_label(ctx->pl.topology), &o, st);
     if (rc != QM_OK)
         return rc;
     *out = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

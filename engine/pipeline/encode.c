@@ -322,7 +322,7 @@ static char *manifest_text(const qm_encode_result *r, const qm_plan *p, qm_statu
     json_object_set_new(man, "policy", json_string(qm_policy_name(p->policy)));
     json_object_set_new(man, "ranks", json_integer(r->pipeline.mesh->n_ranks));
     json_object_set_new(man, "plan_hash", json_string(hash));
-    json_object_set_new(man, "scenario", json_string(r->pipeline.scenario_name));
+    json_object_set_new(man, "scenario", json_string(qm_topology_label(r->pipeline.topology)));
     json_object_set_new(man, "shards", arr);
     arr = NULL;
     text = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -53,15 +53,12 @@ static void set_topology(qm_pipeline *p, qm_topology *t, bool owned)
     qm_pipeline_fini(p);
     p->topology = t;
     p->owns_topology = owned;
-    if (t)
-        snprintf(p->scenario_name, sizeof p->scenario_name, "%s", t->file[0] ? t->file : t->name);
 }
 
 qm_code qm_pipeline_load(qm_pipeline *p, const char *path, qm_diags *diags, qm_status *st)
 {
     qm_topology *t = NULL;
-    const qm_code rc = path ? qm_scenario_load_file(path, &t, diags, st)
-                            : qm_scenario_load_default(&t, diags, st);
+    const qm_code rc = qm_scenario_load_path(path, &t, diags, st);
     set_topology(p, t, true);
     return rc;
 }

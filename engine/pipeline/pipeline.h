@@ -32,7 +32,6 @@
 typedef struct qm_pipeline {
     qm_topology *topology;
     bool owns_topology;
-    char scenario_name[256];   /* the file the topology came from, else its name */
     qm_topo_graph *graph;
     qm_mesh *mesh;
     int mesh_ranks;            /* the rank count the mesh was made for (0: all) */

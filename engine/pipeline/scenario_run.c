@@ -24,7 +24,7 @@ static void miss(case_ctx *x, const char *fmt, ...) QM_PRINTF(2, 3);
 static void miss(case_ctx *x, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(x->f, "%s:%d: case %s: MISS ", x->t->file[0] ? x->t->file : x->t->name, x->c->loc.line,
+    fprintf(x->f, "%s:%d: case %s: MISS ", qm_topology_label(x->t), x->c->loc.line,
             x->c->id);
     va_start(ap, fmt);
     vfprintf(x->f, fmt, ap);
@@ -156,7 +156,7 @@ qm_code qm_scenario_run_cases(const qm_topology *t, FILE *f, bool print_ok, int 
         if (x.misses)
             (*n_missed)++;
         else if (print_ok)
-            fprintf(f, "%s:%d: case %s: ok\n", t->file[0] ? t->file : t->name, c->loc.line, c->id);
+            fprintf(f, "%s:%d: case %s: ok\n", qm_topology_label(t), c->loc.line, c->id);
     }
     qm_pipeline_fini(&pl);
     return rc;

@@ -172,4 +172,8 @@ void qm_topology_destroy(qm_topology *t); /* NULL is a no-op */
  * latencies 0.6 us (nvlink, c2c), 1 us (pcie, sys), 2.7 us (net) — NCCL's per-step figures. */
 void qm_topology_defaults_init(qm_topology *t);
 
+/* How messages and outputs name a loaded topology: the file it came from, else its name
+ * ("<built-in>"); "" for NULL. Valid while the topology lives. Cannot fail. */
+const char *qm_topology_label(const qm_topology *t);
+
 #endif

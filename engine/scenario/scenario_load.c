@@ -174,3 +174,9 @@ qm_code qm_scenario_load_default(qm_topology **out, qm_diags *diags, qm_status *
     const char *text = qm_default_scenario_text();
     return qm_scenario_load_string(text, strlen(text), "<built-in>", out, diags, st);
 }
+
+qm_code qm_scenario_load_path(const char *path, qm_topology **out, qm_diags *diags, qm_status *st)
+{
+    return path ? qm_scenario_load_file(path, out, diags, st)
+                : qm_scenario_load_default(out, diags, st);
+}

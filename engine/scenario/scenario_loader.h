@@ -68,6 +68,8 @@ qm_code qm_scenario_load_string(const char *text, size_t len, const char *name_f
  * host with 4 H100 SXM 80GB-class GPUs on an NVSwitch fabric. Messages name it "<built-in>". */
 const char *qm_default_scenario_text(void);
 qm_code qm_scenario_load_default(qm_topology **out, qm_diags *diags, qm_status *st);
+/* A scenario file, or the built-in default mesh when path is NULL. */
+qm_code qm_scenario_load_path(const char *path, qm_topology **out, qm_diags *diags, qm_status *st);
 
 /* ---- dumping ------------------------------------------------------------------------------------ */
 

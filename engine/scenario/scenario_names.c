@@ -85,3 +85,8 @@ void qm_topology_defaults_init(qm_topology *t)
     t->latency_s[QM_LINK_SYS] = 1.0e-6;
     t->latency_s[QM_LINK_NET] = 2.7e-6;
 }
+
+const char *qm_topology_label(const qm_topology *t)
+{
+    return !t ? "" : t->file[0] ? t->file : t->name;
+}
