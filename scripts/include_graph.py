@@ -196,14 +196,14 @@ class Graph:
         return deps, None
 
     def closure_by_scan(self, cc, start):
-        seen, todo = {start}, [start]
-        while todo:
-            f = todo.pop()
+        seen, frontier = {start}, [start]
+        while frontier:
+            f = frontier.pop()
             for kind, name in self.includes(f):
                 dst = cc.resolve(f, kind, name)
                 if dst and self.rel(dst) and dst not in seen:
                     seen.add(dst)
-                    todo.append(dst)
+                    frontier.append(dst)
         return seen
 
     def add_unit(self, cc, deps):
