@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
 # Fuzzing (docs/fuzzing.md): builds the libFuzzer harnesses of tests/fuzz into build-fuzz/ with
 # clang (-DQM_FUZZ=ON, CPU-only), replays the committed corpora (ctest -L fuzz), then fuzzes each
-# harness for QM_FUZZ_SECONDS (default 30) over a copy of its corpus in a temporary directory, so
-# the repository is never modified. A finding (crash, sanitizer report, leak, timeout, OOM) fails
+# harness over a copy of its corpus in a temporary directory, so the repository is never modified.
+# Two modes:
+#   QM_FUZZ_RUNS=N (what scripts/test.sh and so CI use): N inputs per harness from the fixed seed
+#     QM_FUZZ_SEED (default 1): the same tree meets the same search (up to the few coverage
+#     features that depend on the clock, e.g. fuzz_cli's timings), not one that depends on luck
+#     or machine speed as a time budget does.
+#   QM_FUZZ_SECONDS=S (default 30 when QM_FUZZ_RUNS is unset): S seconds per harness from a random
+#     seed, to explore; the seed is printed so a run can be repeated. A finding (crash, sanitizer report, leak, timeout, OOM) fails
 # the script and leaves its reproducer under build-fuzz/fuzz-findings/<harness>/, printed at the
 # end; replay it with `build-fuzz/tests/fuzz/<harness> FILE`.
 # Without a working clang + libFuzzer it says so and exits 0 (scripts/install-deps.sh installs
 # them); QM_FUZZ_REQUIRED=1 turns that into a failure. QM_FUZZ_SECONDS=0 only replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+runs="${QM_FUZZ_RUNS:-}"
 secs="${QM_FUZZ_SECONDS:-30}"
+seed="${QM_FUZZ_SEED:-}"
+if [ -n "$runs" ]; then
+  [[ "$runs" =~ ^[0-9]+$ ]] || { echo "fuzz: QM_FUZZ_RUNS must be a count, got '$runs'" >&2; exit 2; }
+  seed="${seed:-1}"
+  budget=(-runs="$runs")
+  what="$runs inputs, seed $seed"
+  [ "$runs" -gt 0 ] || secs=0
+else
+  [[ "$secs" =~ ^[0-9]+$ ]] || { echo "fuzz: QM_FUZZ_SECONDS must be a count, got '$secs'" >&2; exit 2; }
+  seed="${seed:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+  budget=(-max_total_time="$secs")
+  what="${secs} s, seed $seed"
+fi
+[[ "$seed" =~ ^[0-9]+$ ]] || { echo "fuzz: QM_FUZZ_SEED must be a number, got '$seed'" >&2; exit 2; }
 harnesses=(fuzz_scenario fuzz_npy fuzz_csv fuzz_cli)
 
 probe_dir="$(mktemp -d)"
@@ -37,10 +58,10 @@ trap 'rm -rf "$probe_dir" "$work"' EXIT
 findings="$PWD/build-fuzz/fuzz-findings"
 failed=()
 for h in "${harnesses[@]}"; do
-  echo "== fuzz: $h for ${secs} s"
+  echo "== fuzz: $h ($what)"
   cp -r "tests/fuzz/corpus/$h" "$work/$h"
   mkdir -p "$findings/$h"
-  flags=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2
+  flags=("${budget[@]}" -seed="$seed" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2
          -print_final_stats=1 -artifact_prefix="$findings/$h/")
   [ -f "tests/fuzz/$h.dict" ] && flags+=(-dict="tests/fuzz/$h.dict")
   if ! "build-fuzz/tests/fuzz/$h" "${flags[@]}" "$work/$h" >"$work/$h.log" 2>&1; then
@@ -56,8 +77,9 @@ if [ ${#failed[@]} -gt 0 ]; then
   for h in "${failed[@]}"; do
     echo "fuzz: FINDING in $h; reproducer(s):"
     find "$findings/$h" -type f ! -name fuzz.log -newer "$work" -print | sed 's/^/  /'
-    echo "  replay: build-fuzz/tests/fuzz/$h FILE; log: $findings/$h/fuzz.log"
+    echo "  replay: build-fuzz/tests/fuzz/$h FILE; log: $findings/$h/fuzz.log;" \
+         "the same search again: QM_FUZZ_SEED=$seed with the same QM_FUZZ_RUNS/QM_FUZZ_SECONDS"
   done
   exit 1
 fi
-echo "fuzz: no findings (${#harnesses[@]} harnesses, ${secs} s each)"
+echo "fuzz: no findings (${#harnesses[@]} harnesses, $what each)"

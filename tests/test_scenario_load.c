@@ -553,6 +553,24 @@ static void test_errors(void)
 
     EXPECT_ERR(BASE "  - {a: n0.g0, b: n0.gx, kind: pcie, bandwidth: 1 GB/s}\n", QM_E_UNKNOWN_REF,
                11, 19, "links[1].b: unknown id 'n0.gx'; did you mean 'n0.g0'?");
+    /* a fabric naming another fabric as its switch, before that fabric's own switch is resolved
+     * (a fuzz finding: the message once read the switch of a fabric that had none yet) */
+    EXPECT_ERR(BASE "fabrics:\n"
+                    "  - {id: f1, kind: nvlink, switch: f2, members: [n0.g0], port_bandwidth: 1 GB/s}\n"
+                    "  - {id: f2, kind: nvlink, switch: f1, members: [n0.g1], port_bandwidth: 1 GB/s}\n",
+               QM_E_UNKNOWN_REF, 12, 36,
+               "fabrics[0].switch: 'f2' is a fabric, not a switch (pcie_switch or nvswitch)");
+    /* a fabric with a declared, resolved switch is named by that switch */
+    EXPECT_ERR("schema: qmesh/1\nname: e\nhosts:\n  - id: n0\n    numa: [{id: 0}]\n"
+               "    devices:\n"
+               "      - {id: n0.g0, memory: 80 GiB, hbm_bandwidth: 3.35 TB/s, numa: 0}\n"
+               "    switches:\n      - {id: n0.sw, kind: nvswitch}\n"
+               "fabrics:\n"
+               "  - {id: f, kind: nvlink, switch: n0.sw, members: [n0.g0], port_bandwidth: 1 GB/s}\n"
+               "links:\n  - {a: n0.g0, b: f, kind: nvlink, bandwidth: 1 GB/s}\n",
+               QM_E_UNKNOWN_REF, 13, 19,
+               "links[0].b: 'f' is a fabric with the switch 'n0.sw', not a node (NUMA node, device, "
+               "switch, NIC or fabric); name the switch instead");
     EXPECT_ERR(BASE "  - {a: n0.g1, b: n0.g1, kind: pcie, bandwidth: 1 GB/s}\n", QM_E_SELF_LINK,
                11, 19, "links[1].b: a link from 'n0.g1' to itself");
     EXPECT_ERR(BASE "  - {a: n0.g1, b: n0.g0, kind: pcie, bandwidth: 1 Gbit/s}\n", QM_E_UNIT, 11,

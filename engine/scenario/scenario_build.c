@@ -598,9 +598,11 @@ static void load_fabric(ld *L, int fi)
     }
     if (f->implicit_switch && f->switch_node >= 0 && host >= 0)
         t->nodes[f->switch_node].host = host;
-    /* pcie, nvlink, c2c and sys stay inside one host; errors point at the fabric entry */
+    /* pcie, nvlink, c2c and sys stay inside one host; errors point at the fabric entry. A
+     * declared switch that did not resolve was reported already: no host to compare with. */
     int sh = f->switch_node >= 0 ? t->nodes[f->switch_node].host : -1;
-    for (int i = 0; cls_ok && f->cls != QM_LINK_NET && i < f->n_members; ++i) {
+    bool check_hosts = cls_ok && f->cls != QM_LINK_NET && (f->implicit_switch || f->switch_node >= 0);
+    for (int i = 0; check_hosts && i < f->n_members; ++i) {
         int mh = t->nodes[f->members[i]].host;
         if (f->implicit_switch ? host >= 0 : (mh == sh && mh >= 0))
             continue;

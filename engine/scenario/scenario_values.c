@@ -293,10 +293,13 @@ int qm_scn_resolve(ld *L, ynode *n, const char *key, enum want w)
     if (e) {
         r = entry_target(L, e, w);
         if (r < 0) {
-            if (e->kind == ID_FABRIC && w != WANT_HOST)
+            /* a fabric with a declared switch (already resolved) can be named by that switch */
+            const qm_fabric *f = e->kind == ID_FABRIC ? &L->t->fabrics[e->index] : NULL;
+            if (f && w != WANT_HOST && !f->implicit_switch && f->switch_node >= 0 &&
+                f->switch_node < L->t->n_nodes)
                 err(L, n, QM_E_UNKNOWN_REF,
                     "'%s' is a fabric with the switch '%s', not %s; name the switch instead", id,
-                    L->t->nodes[L->t->fabrics[e->index].switch_node].id, want_name(w));
+                    L->t->nodes[f->switch_node].id, want_name(w));
             else
                 err(L, n, QM_E_UNKNOWN_REF, "'%s' is %s, not %s", id, entry_kind_name(L, e),
                     want_name(w));
