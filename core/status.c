@@ -249,6 +249,41 @@ const char *qm_policy_name(qm_policy p)
 const char *qm_encoding_name(qm_encoding e)
 {
     static const char *const names[QM_ENCODING_COUNT_] = {"amplitude", "angle", "basis", "phase",
-                                                          "iqp"};
+                                                          "iqp", "iqp-z"};
     return (int)e >= 0 && e < QM_ENCODING_COUNT_ ? names[e] : NULL;
+}
+
+uint64_t qm_encoding_features(qm_encoding e, unsigned n)
+{
+    if (n > 63)
+        return 0;
+    switch (e) {
+    case QM_ENCODING_AMPLITUDE: return (uint64_t)1 << n;
+    case QM_ENCODING_ANGLE:
+    case QM_ENCODING_PHASE:
+    case QM_ENCODING_IQP_Z: return n;
+    case QM_ENCODING_BASIS: return 1;
+    case QM_ENCODING_IQP: return (uint64_t)n + (uint64_t)n * (n - (n > 0)) / 2;
+    case QM_ENCODING_COUNT_: break;
+    }
+    return 0;
+}
+
+unsigned qm_encoding_qubits(qm_encoding e, uint64_t f)
+{
+    switch (e) {
+    case QM_ENCODING_AMPLITUDE:
+        return f == 0 ? 0 : f <= 2 ? 1 : (unsigned)(64 - __builtin_clzll(f - 1));
+    case QM_ENCODING_ANGLE:
+    case QM_ENCODING_PHASE:
+    case QM_ENCODING_IQP_Z: return f <= 63 ? (unsigned)f : 0;
+    case QM_ENCODING_IQP:
+        for (unsigned n = 1; n <= 63; ++n)
+            if (qm_encoding_features(e, n) == f)
+                return n;
+        return 0;
+    case QM_ENCODING_BASIS:
+    case QM_ENCODING_COUNT_: break;
+    }
+    return 0;
 }

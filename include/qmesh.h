@@ -134,11 +134,21 @@ typedef enum qm_encoding {
     QM_ENCODING_BASIS,
     QM_ENCODING_PHASE,
     QM_ENCODING_IQP,
+    QM_ENCODING_IQP_Z,         /* "iqp-z": IQP without the ZZ terms */
     QM_ENCODING_COUNT_
 } qm_encoding;
 
 const char *qm_policy_name(qm_policy p);     /* NULL when out of range */
 const char *qm_encoding_name(qm_encoding e); /* NULL when out of range */
+
+/* Input values per sample that an encoding of n qubits takes (docs/encodings.md): amplitude up
+ * to 2^n (this returns 2^n, the most), angle, phase and iqp-z n, basis 1, iqp n + n(n-1)/2.
+ * 0 for an unknown encoding or n > 63. Cannot fail. */
+uint64_t qm_encoding_features(qm_encoding e, unsigned qubits);
+/* The qubit count that F values per sample make for an encoding: amplitude the smallest n with
+ * 2^n >= F (at least 1), angle/phase/iqp-z F, iqp the n with n + n(n-1)/2 = F; basis has none
+ * (its one value is an index: returns 0). 0 when F fits no qubit count. Cannot fail. */
+unsigned qm_encoding_qubits(qm_encoding e, uint64_t features);
 
 /* Where states live: the CPU-simulated mesh of the scenario's devices, or CUDA GPUs (each device
  * of the plan a logical device of a GPU). AUTO is the simulator. */
@@ -155,8 +165,8 @@ typedef struct qm_request {
     qm_dtype dtype;            /* complex64 | complex128 */
     qm_policy policy;
     uint64_t batch;            /* states (input rows); at least 1 */
-    uint64_t features;         /* input values per row; 0 = 2^qubits */
-    qm_encoding encoding;      /* amplitude (the others are planned, not encoded) */
+    uint64_t features;         /* input values per row; 0 = the encoding's (qm_encoding_features) */
+    qm_encoding encoding;      /* amplitude, angle, basis, phase, iqp, iqp-z */
     char gather[64];           /* "auto", "host", "none" or a device id */
     int ranks;                 /* use the scenario's first k ranks; 0 = all */
 } qm_request;

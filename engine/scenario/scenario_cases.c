@@ -26,7 +26,7 @@ static void load_request(ld *L, ynode *n, qm_request *r)
     static const char *const policies[QM_POLICY_COUNT_] = {"auto",     "single",   "equal",
                                                            "weighted", "balanced", "replicated"};
     static const char *const encodings[QM_ENCODING_COUNT_] = {"amplitude", "angle", "basis",
-                                                             "phase", "iqp"};
+                                                             "phase", "iqp", "iqp-z"};
     ynode *v[8];
     size_t old = qm_scn_path_key(L, "request");
     qm_request_init(r);

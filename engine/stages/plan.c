@@ -53,7 +53,7 @@ static qm_code plan_alloc(const qm_mesh *mesh, const qm_request *r, qm_plan **ou
     p->request = *r;
     p->n_amps = (uint64_t)1 << r->qubits;
     if (p->request.features == 0)
-        p->request.features = p->n_amps;
+        p->request.features = qm_encoding_features(r->encoding, r->qubits);
     p->global_amplitudes = p->n_amps * r->batch;
     p->state_bytes = p->global_amplitudes * qm_dtype_size(r->dtype);
     p->n_devices = mesh->n_devices;
@@ -145,7 +145,9 @@ static void shards_from_units(const qm_mesh *mesh, qm_plan *p, const uint64_t *u
     }
 }
 
-/* Input values inside [start, end) of the concatenated states. */
+/* Input values a shard [start, end) of the concatenated states reads: amplitude encoding the
+ * values inside the range; the others every value of each state the range touches (a state's
+ * amplitudes each depend on all of its sample's values). */
 static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
 {
     const uint64_t N = p->n_amps, F = p->request.features;
@@ -153,6 +155,8 @@ static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
     if (start >= end)
         return 0;
     uint64_t s0 = start / N, s1 = (end - 1) / N;
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE)
+        return (s1 - s0 + 1) * F;
     for (uint64_t s = s0; s <= s1; ++s) {
         uint64_t lo = s == s0 ? start - s * N : 0, hi = s == s1 ? end - s * N : N;
         if (s > s0 + 1 && s < s1) { /* whole samples in between */
