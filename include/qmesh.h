@@ -24,7 +24,8 @@ extern "C" {
 #define QM_VERSION_PATCH 0
 
 /* Error codes. The printed name (qm_code_name) is part of the contract: scenario files, tests and
- * tools match on it. Loader and planner codes are the ones named in SCENARIOS.md. */
+ * tools match on it. Loader and planner codes are listed in docs/scenario-format.md ("Error
+ * codes"). */
 typedef enum qm_code {
     QM_OK = 0,
     /* generic */
@@ -36,7 +37,7 @@ typedef enum qm_code {
     QM_E_IO,             /* "E-IO": a file could not be read or written */
     QM_E_DTYPE,          /* "E-DTYPE": an unknown dtype, or a dtype mismatch */
     QM_E_INTERNAL,       /* "E-INTERNAL": an internal invariant failed (a bug: please report) */
-    /* planner (SCENARIOS.md "Error codes") */
+    /* planner (docs/scenario-format.md, "Planner error codes a case may expect") */
     QM_E_QUBITS,         /* "E-QUBITS" */
     QM_E_CAPACITY,       /* "E-CAPACITY" */
     QM_E_NOT_POW2,       /* "E-NOT-POW2" */
@@ -44,7 +45,7 @@ typedef enum qm_code {
     QM_E_NO_GATHER,      /* "E-NO-GATHER" */
     QM_E_POLICY,         /* "E-POLICY" */
     QM_E_INPUT,          /* "E-INPUT" */
-    /* scenario loader (SCENARIOS.md "Error codes") */
+    /* scenario loader (docs/scenario-format.md, "Error codes") */
     QM_E_YAML_SYNTAX,    /* "E-YAML-SYNTAX" */
     QM_E_SCHEMA_VERSION, /* "E-SCHEMA-VERSION" */
     QM_E_UNKNOWN_KEY,    /* "E-UNKNOWN-KEY" */
@@ -117,7 +118,7 @@ qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st);
 
 
 
-/* Layout policies (DESIGN.md section 2) and encodings (section 3). Names: "auto", "single", ... */
+/* Layout policies (docs/planner.md) and encodings (docs/api.md). Names: "auto", "single", ... */
 typedef enum qm_policy {
     QM_POLICY_AUTO = 0,
     QM_POLICY_SINGLE,

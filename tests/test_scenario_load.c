@@ -279,7 +279,7 @@ static const char *const sink_yaml =
     "name: sink\n"
     "description: 'every key of qmesh/1, with \"quotes\" and a backslash \\'\n"
     "sources:\n"
-    "  - HARDWARE.md\n"
+    "  - H100 datasheet\n"
     "  - \"NCCL topo.h: 20.6 GB/s per NVLink4 link\"\n"
     "defaults:\n"
     "  reserve: 1 GiB\n"

@@ -6,7 +6,7 @@
  * aliases, and the number of nodes after alias expansion (QM_SCENARIO_MAX_NODES), so that an alias
  * bomb is refused before anything is expanded. Also here: the string hash map (ids, device type
  * names, anchors), the "did you mean" distance, and the key check of a mapping (fields).
- * Why not yaml_parser_load (STYLE.md names libyaml's document API): it allocates a node, a tag
+ * Why not yaml_parser_load (libyaml's document API, the obvious choice): it allocates a node, a tag
  * copy and child stacks per node, and on a 1024-host x 8-GPU scenario it alone took 0.3-0.6 s of
  * a fresh process (page faults), against the < 1 s target for the whole load; and it cannot stop
  * early, so a 64 MiB file of tiny nodes would cost gigabytes before any limit applied. The event

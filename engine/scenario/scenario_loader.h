@@ -1,4 +1,4 @@
-/* scenario_loader.h — load, dump and validate `qmesh/1` scenario files (docs/SCENARIOS.md).
+/* scenario_loader.h — load, dump and validate `qmesh/1` scenario files (docs/scenario-format.md).
  *
  * Role: between scenario text (a file, a string, or the built-in default mesh) and the in-memory
  * qm_topology of scenario.h. The loader is strict (unknown keys, duplicate keys, `<<` merge keys

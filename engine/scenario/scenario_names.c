@@ -2,7 +2,8 @@
  *
  * Role: link class and phase names, request defaults, the topology's class default latencies and
  * its destructor. In: enum values, a topology. Out: static strings, initialised structs.
- * Class default latencies (NCCL's per-step model, HARDWARE.md "Collective latency"): nvlink and
+ * Class default latencies (NCCL's per-step hardware latencies, src/graph/tuning.cc hwLat, ring LL;
+ * docs/scenario-library.md): nvlink and
  * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
  * Must not: allocate, print, or depend on the loader's state.
  */

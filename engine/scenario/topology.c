@@ -2,7 +2,8 @@
  *
  * In: a qm_topology (retained by the graph). Out: paths on demand, device matrices, renderings.
  * Must not: allocate device memory, know about plans or ranks, or hand out positions in some other
- * ordering where a node index is meant (CONFORMANCE.md item 4).
+ * ordering where a node index is meant (a gather device or an order is always node indices, also
+ * after devices were reordered by affinity; docs/topology.md).
  *
  * How paths are found: the criteria (worst class, bottleneck bandwidth, hops) are not isotone — the
  * best path to an intermediate node is not always the prefix of the best path beyond it (a

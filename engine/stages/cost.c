@@ -1,4 +1,4 @@
-/* cost.c — the cost model (DESIGN.md section 6): estimates for ingest, local norm, norm
+/* cost.c — the cost model (docs/planner.md, "Cost model"): estimates for ingest, local norm, norm
  * all-reduce, encode write and gather, from the scenario's figures.
  *
  * In: a plan with shards and device accounting, the mesh and its topology graph. Out:

@@ -33,8 +33,8 @@ typedef struct qm_amp_input {
 struct qm_comm;
 
 /* Seconds this rank spent in each phase of one materialize, named as the plan's estimates
- * (DESIGN.md estimates_s): ingest (allocation and input onto the devices), local_norm (the
- * block and piece sums of this rank's shards), norm_allreduce (exchange and merge of the piece
+ * (`estimates_s`, docs/planner.md "Cost model"): ingest (allocation and input onto the devices),
+ * local_norm (the block and piece sums of this rank's shards), norm_allreduce (exchange and merge of the piece
  * sums, coefficients, the slow path), encode (amplitudes). */
 typedef struct qm_materialize_times {
     double ingest, local_norm, norm_allreduce, encode;

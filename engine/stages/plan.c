@@ -4,7 +4,7 @@
  * In: a mesh (devices in global index order: ranks in order, each rank's devices by affinity) and
  * a validated request. Out: a qm_plan. Pure and deterministic: no device memory, no randomness, ties
  * broken by mesh order.
- * Policies (DESIGN.md section 2; choices where it is silent are in docs/planner.md):
+ * Policies (docs/planner.md, "Policies"):
  *  - single: the whole state on one device: the best-connected device of rank 0 if it fits, else
  *    the first device in mesh order that fits;
  *  - equal: one page per device, device count a power of two, ranks holding equal device counts;

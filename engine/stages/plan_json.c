@@ -1,4 +1,4 @@
-/* plan_json.c — a plan as the JSON object of DESIGN.md section 7, and as a readable table.
+/* plan_json.c — a plan as the JSON object of `qmesh plan --json` (docs/cli.md), and as a table.
  *
  * In: a plan, its mesh and the scenario name. Out: a jansson object (never assembled by hand) or
  * text on a FILE. Byte counts are JSON integers, except counts of 2^63 and more (jansson's

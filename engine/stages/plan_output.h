@@ -25,7 +25,8 @@ static inline bool qm_headroom_split(uint64_t usable, uint64_t planned, uint64_t
     return usable < planned;
 }
 
-/* The plan as the JSON object of DESIGN.md section 7 (caller owns the reference). */
+/* The plan as the JSON object `qmesh plan --json` prints, fields in docs/cli.md (caller owns
+ * the reference). */
 qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scenario,
                         struct json_t **out, qm_status *st);
 /* The plan as a readable table. */
