@@ -206,9 +206,7 @@ int qm_cli_parse(const qm_cli_command *cmd, int argc, char **argv, qm_cli_args *
                 if (cmd->max_operands == 0)
                     return qm_cli_usage_error(cmd->name, "unexpected argument '%s' (it takes no "
                                               "operands)", s);
-                return qm_cli_usage_error(cmd->name, "one %s at a time (extra '%s')",
-                                          cmd->operands ? cmd->operands + (cmd->operands[0] == '[')
-                                                        : "operand", s);
+                return qm_cli_usage_error(cmd->name, "one file at a time (extra '%s')", s);
             }
             a->operands[a->n_operands++] = argv[i];
             continue;
