@@ -10,6 +10,7 @@
  * The JSON state is process-wide (one command runs per process).
  */
 #include "cli_internal.h"
+#include "scenario_loader.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -47,6 +48,16 @@ int qm_cli_error(const qm_status *st)
 }
 
 void qm_cli_json_error(const char *code, const char *message) { record_error(code, message); }
+
+void qm_cli_json_diag(const qm_diag *d)
+{
+    char m[QM_STATUS_MSG_BYTES + QM_STATUS_FILE_BYTES + 32];
+    if (d->line > 0)
+        snprintf(m, sizeof m, "%s:%d:%d: %s", d->file, d->line, d->col, d->msg);
+    else
+        snprintf(m, sizeof m, "%s: %s", d->file, d->msg);
+    record_error(qm_code_name(d->code), m);
+}
 
 int qm_cli_error_text(const char *code, const char *fmt, ...)
 {

@@ -82,6 +82,9 @@ int qm_cli_error_text(const char *code, const char *fmt, ...) QM_PRINTF(2, 3);
 /* Only the JSON object's error (the line was printed by other means, like a scenario's
  * diagnostics); the first error recorded stays. */
 void qm_cli_json_error(const char *code, const char *message);
+/* Same for a scenario diagnostic, located as its line on stderr ("FILE:LINE:COL: message"). */
+struct qm_diag;
+void qm_cli_json_diag(const struct qm_diag *d);
 /* --json: the command hands over members of its object (the reference is stolen; members not in
  * its json_members list are dropped). qm_cli_json_finish prints the one object, every member of
  * the list present (null when never handed over), with ok = (exit_code == 0) and the error. */

@@ -207,13 +207,8 @@ static int run_scenario(const qm_cli_args *a)
         if (qm_scenario_load_file(path, &t, &diags, &st) != QM_OK) {
             const qm_diag *d = diags.n ? &diags.items[0] : NULL;
             if (d) { /* every diagnostic once, each its own error line */
-                char where[QM_STATUS_MSG_BYTES + QM_STATUS_FILE_BYTES + 32];
                 qm_diags_print(&diags, stderr);
-                if (d->line > 0)
-                    snprintf(where, sizeof where, "%s:%d:%d: %s", d->file, d->line, d->col, d->msg);
-                else
-                    snprintf(where, sizeof where, "%s: %s", d->file, d->msg);
-                qm_cli_json_error(qm_code_name(d->code), where);
+                qm_cli_json_diag(d);
             } else {
                 qm_cli_error(&st);
             }

@@ -231,15 +231,8 @@ static void validate_each(void *ctx, const char *path, const qm_topology *t, con
         json_array_append_new(errs, json_pack("{s:s, s:i, s:i, s:s}", "code", qm_code_name(g->code),
                                               "line", g->line, "column", g->col, "message", g->msg));
     }
-    if (d && d->n) { /* located as the line on stderr */
-        char m[QM_STATUS_MSG_BYTES + QM_STATUS_FILE_BYTES + 32];
-        const qm_diag *g = &d->items[0];
-        if (g->line > 0)
-            snprintf(m, sizeof m, "%s:%d:%d: %s", g->file, g->line, g->col, g->msg);
-        else
-            snprintf(m, sizeof m, "%s: %s", g->file, g->msg);
-        qm_cli_json_error(qm_code_name(g->code), m);
-    }
+    if (d && d->n)
+        qm_cli_json_diag(&d->items[0]);
     json_t *f = json_pack("{s:s, s:b, s:o}", "file", path, "ok", t != NULL, "errors", errs);
     json_object_set_new(f, "hosts", t ? json_integer(t->n_hosts) : json_null());
     json_object_set_new(f, "devices", t ? json_integer(t->n_gpus) : json_null());
