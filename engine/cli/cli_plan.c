@@ -131,7 +131,8 @@ static const qm_cli_flag plan_flags[] = {
 /* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
 #define QM_PLAN_JSON_MEMBERS                                                                      \
     "scenario", "request", "policy", "feasible", "global_amplitudes", "state_bytes", "pages",     \
-        "shards", "devices", "gather", "max_qubits", "estimates_s", "plan_hash"
+        "shards", "devices", "gather", "max_qubits", "estimates_s", "estimates_note",          \
+        "plan_hash"
 static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, NULL};
 
 static int run_plan(const qm_cli_args *a)
