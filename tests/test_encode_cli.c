@@ -63,7 +63,7 @@ static void test_digits(const char *digits)
     CHECK(strstr(out, "request:  6 qubits, complex128") != NULL);
     CHECK(strstr(out, "norm:     max |sum |psi|^2 - 1| =") != NULL);
     /* materialize's measured phases, named as the plan's estimates */
-    CHECK(strstr(out, "\nmeasured: ingest ") != NULL && strstr(out, ", local_norm ") != NULL &&
+    CHECK(strstr(out, "\nmeasured on this machine (sim backend): ingest ") != NULL && strstr(out, ", local_norm ") != NULL &&
           strstr(out, ", norm_allreduce ") != NULL && strstr(out, ", encode ") != NULL);
     if (rc != 0)
         fprintf(stderr, "%s\n", out);

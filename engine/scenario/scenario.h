@@ -191,5 +191,9 @@ double qm_topology_implicit_bw(const qm_topology *t, int i);
 /* How messages and outputs name a loaded topology: the file it came from, else its name
  * ("<built-in>"); "" for NULL. Valid while the topology lives. Cannot fail. */
 const char *qm_topology_label(const qm_topology *t);
+/* How the command line titles a topology for people, the same in every command: "NAME (FILE)",
+ * or "NAME (built-in simulated mesh)" for the built-in default; written into buf (cap bytes,
+ * truncated), which is returned. Cannot fail. */
+const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap);
 
 #endif

@@ -283,7 +283,7 @@ static void load_device(ld *L, ynode *it, const host_ctx *h)
                 const char *hint = NULL;
                 int best = 3;
                 for (int i = 0; i < t->n_device_types; ++i)
-                    if (qm_scn_closer(name, t->device_types[i].name, &best, hint))
+                    if (qm_hint_closer(name, t->device_types[i].name, &best, hint))
                         hint = t->device_types[i].name;
                 size_t old = qm_scn_path_key(L, "type");
                 if (hint)

@@ -126,3 +126,14 @@ const char *qm_topology_label(const qm_topology *t)
 {
     return !t ? "" : t->file[0] ? t->file : t->name;
 }
+
+const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap)
+{
+    if (!t)
+        snprintf(buf, cap, "(no scenario)");
+    else if (!t->file[0] || strcmp(t->file, "<built-in>") == 0)
+        snprintf(buf, cap, "%s (built-in simulated mesh)", t->name);
+    else
+        snprintf(buf, cap, "%s (%s)", t->name, t->file);
+    return buf;
+}

@@ -526,7 +526,7 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
         rc = layout_policy(mesh, p, QM_POLICY_WEIGHTED, st);
         if (rc == QM_OK || first_err.code == QM_OK)
             first_err = p->error;
-        p->policy = QM_POLICY_AUTO;
+        /* p->policy stays weighted: the policy whose layout the plan shows (docs/cli.md) */
         rc = infeasible(p, first_err.code ? first_err.code : QM_E_CAPACITY, st, "%s", first_err.msg);
     }
 done:
