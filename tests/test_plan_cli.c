@@ -100,7 +100,10 @@ static void test_bad_requests(void)
         {"six-gpu.yaml --qubits 3 --features 9", "error[E-INPUT]: request: 9 features exceed the state vector size 8 (3 qubits); use at least 4 qubits\n"},
         {"six-gpu.yaml --qubits 10 --gather n9.g9", "error[E-NO-GATHER]: gather: target 'n9.g9' is not a device of this mesh (6 devices, first 'n0.g0'); use auto, host, none or a device id\n"},
         {"six-gpu.yaml --qubits 10 --ranks 5", "error[E-RANK]: request: 5 ranks requested but the scenario has 1\n"},
-        {"six-gpu.yaml --qubits 36 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; use weighted or auto\n"},
+        /* the hint names what works: weighted fits 35 qubits; nothing fits 36 (auto's frontier) */
+        {"six-gpu.yaml --qubits 35 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; use --policy weighted\n"},
+        {"six-gpu.yaml --qubits 36 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; largest state that fits is 35 qubits (complex64) with --policy auto\n"},
+        {"six-gpu.yaml --qubits 34 --gather n0.g1", "error[E-NO-GATHER]: plan: gather to n0.g1: 96.00 GiB beyond its own shard exceeds 41.44 GiB free on n0.g1; use --gather none\n"},
     };
     char out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {

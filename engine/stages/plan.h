@@ -87,6 +87,15 @@ qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
 /* Largest qubit count that fits under the request's policy, batch and ranks, per dtype. */
 void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2]);
 
+/* The largest batch (samples of r->features values in r->qubits qubits, r's dtype, policy and
+ * ranks) that fits; 0 when not one sample does. Cannot fail (out of host memory reads as "does
+ * not fit"). */
+uint64_t qm_plan_max_batch(const qm_mesh *mesh, const qm_request *r);
+
+/* The policy auto picks for r (its policy ignored), by the cost model; QM_POLICY_AUTO when no
+ * policy fits. Cannot fail (as above). */
+qm_policy qm_plan_auto_choice(const qm_mesh *mesh, const qm_request *r);
+
 /* The cost model (cost.c): fills plan->estimates_s. */
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
 
