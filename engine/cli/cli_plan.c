@@ -127,6 +127,56 @@ int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_req
     return 0;
 }
 
+/* Print a JSON object (and drop it); E-NOMEM when the text cannot be made. */
+static qm_code print_json(json_t *o, qm_status *st)
+{
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s)
+        return qm_fail(st, QM_E_NOMEM, "plan: out of host memory for the JSON text");
+    printf("%s\n", s);
+    free(s);
+    return QM_OK;
+}
+
+/* `qmesh plan --max`: the largest state (or, with --features, batch) that fits, per dtype and
+ * policy, on the scenario's first r->ranks ranks. */
+static int plan_max(const char *scenario, const qm_request *r, bool json)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    qm_pipeline pl;
+    qm_pipeline_init(&pl);
+    int exit_code = 1;
+    if (qm_cli_load_scenario(scenario, &pl, &st) != QM_OK)
+        return qm_cli_error(&st);
+    qm_request v = *r; /* ranks against the scenario, as a plan checks them */
+    v.qubits = 1;
+    v.features = 0;
+    qm_plan_max m;
+    if (qm_request_validate(&v, pl.topology->n_ranks, &st) != QM_OK ||
+        qm_pipeline_mesh(&pl, r->ranks, &st) != QM_OK ||
+        qm_plan_max_query(pl.mesh, r, &m, &st) != QM_OK) {
+        exit_code = qm_cli_error(&st);
+        goto done;
+    }
+    const char *name = qm_topology_label(pl.topology);
+    if (json) {
+        json_t *o = NULL;
+        if (qm_plan_max_to_json(&m, pl.mesh, name, &o, &st) != QM_OK ||
+            print_json(o, &st) != QM_OK) {
+            exit_code = qm_cli_error(&st);
+            goto done;
+        }
+    } else {
+        qm_plan_max_print(&m, pl.mesh, name, stdout);
+    }
+    exit_code = 0;
+done:
+    qm_pipeline_fini(&pl);
+    return exit_code;
+}
+
 int qm_cli_plan(int argc, char **argv)
 {
     qm_status st;
@@ -134,10 +184,13 @@ int qm_cli_plan(int argc, char **argv)
     qm_request r;
     qm_request_init(&r);
     const char *scenario = NULL;
-    bool json = false, failed = false, have_qubits = false;
+    bool json = false, failed = false, have_qubits = false, max = false;
+    const char *not_with_max = NULL; /* a request option --max does not take */
     for (int i = 1; i < argc && !failed; ++i) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "--max") == 0) {
+            max = true;
         } else if (strcmp(argv[i], "--scenario") == 0) {
             if (i + 1 >= argc)
                 return qm_cli_usage_error("plan", "option %s needs a value", argv[i]);
@@ -145,6 +198,9 @@ int qm_cli_plan(int argc, char **argv)
         } else {
             if (strcmp(argv[i], "--qubits") == 0)
                 have_qubits = true;
+            else if (!not_with_max && strcmp(argv[i], "--ranks") != 0 &&
+                     strcmp(argv[i], "--features") != 0)
+                not_with_max = argv[i];
             int k = qm_cli_request_option("plan", argc, argv, &i, &r, &st, &failed);
             if (k == 1)
                 return qm_cli_usage_error("plan", "unknown option '%s'", argv[i]);
@@ -154,8 +210,17 @@ int qm_cli_plan(int argc, char **argv)
     }
     if (failed)
         return qm_cli_error(&st);
+    if (max && have_qubits)
+        return qm_cli_usage_error("plan", "%s", "--max and --qubits cannot be combined: --max finds "
+                                  "the largest qubit count (or, with --features, batch) that fits");
+    if (max && not_with_max)
+        return qm_cli_usage_error("plan", "--max reports every dtype and policy and takes only "
+                                  "--scenario, --ranks, --features and --json (got %s)", not_with_max);
+    if (max)
+        return plan_max(scenario, &r, json);
     if (!have_qubits)
-        return qm_cli_usage_error("plan", "%s is required", "--qubits N");
+        return qm_cli_usage_error("plan", "%s is required (or --max for the largest that fits)",
+                                  "--qubits N");
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
@@ -175,15 +240,10 @@ int qm_cli_plan(int argc, char **argv)
             exit_code = qm_cli_error(&st);
             goto done;
         }
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (!s) {
-            qm_fail(&st, QM_E_NOMEM, "plan: out of host memory for the JSON text");
+        if (print_json(o, &st) != QM_OK) {
             exit_code = qm_cli_error(&st);
             goto done;
         }
-        printf("%s\n", s);
-        free(s);
     } else {
         qm_plan_print(p, mesh, name, stdout);
     }

@@ -688,6 +688,57 @@ qm_policy qm_plan_auto_choice(const qm_mesh *mesh, const qm_request *r)
     return pick;
 }
 
+qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max *out,
+                          qm_status *st)
+{
+    static const qm_dtype dts[2] = {QM_DTYPE_COMPLEX64, QM_DTYPE_COMPLEX128};
+    memset(out, 0, sizeof *out);
+    out->batch = r->features > 0;
+    out->features = r->features;
+    qm_request q = *r;
+    q.batch = 1;
+    q.gather[0] = '\0';
+    if (out->batch) {
+        out->qubits = qm_qubits_for_values(r->features);
+        if (out->qubits > qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1))
+            return qm_fail(st, QM_E_INPUT, "plan: --max: %llu features need %u qubits, more than "
+                           "the 64-bit cap (%u qubits of complex64); use at most %llu features",
+                           (unsigned long long)r->features, out->qubits,
+                           qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1),
+                           1ull << qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1));
+        q.qubits = out->qubits;
+    } else {
+        q.features = 0;
+    }
+    for (int pol = 0; pol < QM_POLICY_COUNT_; ++pol) {
+        q.policy = (qm_policy)pol;
+        if (!out->batch) {
+            unsigned mq[2];
+            qm_plan_frontier(mesh, &q, mq);
+            out->value[0][pol] = mq[0];
+            out->value[1][pol] = mq[1];
+            continue;
+        }
+        for (int k = 0; k < 2; ++k) {
+            q.dtype = dts[k];
+            out->value[k][pol] = qm_plan_max_batch(mesh, &q);
+        }
+    }
+    for (int k = 0; k < 2; ++k) {
+        out->auto_pick[k] = QM_POLICY_AUTO;
+        const uint64_t v = out->value[k][QM_POLICY_AUTO];
+        if (!v)
+            continue;
+        q.dtype = dts[k];
+        if (out->batch)
+            q.batch = v;
+        else
+            q.qubits = (unsigned)v;
+        out->auto_pick[k] = qm_plan_auto_choice(mesh, &q);
+    }
+    return QM_OK;
+}
+
 /* Append "; <hint>" to an infeasible plan's message: something that works. A capacity error names
  * the largest request of the same shape that fits (state: qubits, same dtype and policy; batch:
  * samples, same features); a policy that cannot serve the mesh names the policy auto would pick

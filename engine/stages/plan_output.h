@@ -31,6 +31,12 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
 /* The plan as a readable table. */
 void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, FILE *f);
 
+/* `qmesh plan --max` as JSON (docs/cli.md: scenario, ranks, devices, unit, features, qubits,
+ * max {complex64, complex128} {policy: value or null, auto_policy}) and as a table. */
+qm_code qm_plan_max_to_json(const qm_plan_max *m, const qm_mesh *mesh, const char *scenario,
+                            struct json_t **out, qm_status *st);
+void qm_plan_max_print(const qm_plan_max *m, const qm_mesh *mesh, const char *scenario, FILE *f);
+
 /* Run every case of a loaded topology: plan each request and compare each expectation. Prints
  * one line per case ("case ID: ok", only with print_ok, or "case ID: MISS <what>: expected X,
  * got Y" per miss) to f.
