@@ -1,8 +1,10 @@
 /* cli_plan.c — `qmesh plan` and `qmesh scenario run|check`, and the scenario selection the other
  * commands share (--scenario FILE, else the built-in default mesh, said on stderr).
  *
- * In: argv. Out: the plan as a table or (--json) the JSON object of DESIGN.md section 7 on stdout;
+ * In: argv. Out: the plan as a table or (--json) the JSON object of docs/cli.md on stdout;
  * exit 0 when feasible, 1 when not (the JSON object is still printed), 2 for usage errors.
+ * `plan --max`: the largest state (with --features, batch) per dtype and policy (qm_plan_max_query),
+ * as a table or one JSON object; exit 0.
  */
 #include "cli_internal.h"
 #include "pipeline.h"

@@ -1,5 +1,5 @@
 /* plan.c — the plan stage: policies turn (mesh, request) into shards; then feasibility, gather,
- * frontier and estimates are attached (feasibility.c, cost.c).
+ * frontier, the hint of an infeasible plan and estimates are attached (feasibility.c, cost.c).
  *
  * In: a mesh (devices in global index order: ranks in order, each rank's devices by affinity) and
  * a validated request. Out: a qm_plan. Pure and deterministic: no device memory, no randomness, ties
@@ -8,13 +8,17 @@
  *  - single: the whole state on one device: the best-connected device of rank 0 if it fits, else
  *    the first device in mesh order that fits;
  *  - equal: one page per device, device count a power of two, ranks holding equal device counts;
- *  - weighted: the smallest power-of-two page count P (>= the device count, a multiple of the rank
- *    count) for which the pages, apportioned by largest remainder in proportion to usable capacity
- *    (per rank: P / ranks pages each), give every device at least one page and keep it within
- *    capacity; each device a contiguous run of pages;
+ *  - weighted: the smallest power-of-two page count P (>= the device count) for which the pages,
+ *    apportioned by largest remainder in proportion to usable capacity (to the ranks by their
+ *    summed capacity, then to each rank's devices), give every device at least one page and keep
+ *    it within capacity; each device a contiguous run of pages; any rank count;
  *  - balanced: nearly equal contiguous ranges, the first N mod D devices one amplitude longer;
  *  - replicated: every device holds the whole state;
- *  - auto: the cheapest feasible of single, equal, weighted by the cost model (ties: that order).
+ *  - auto: the cheapest feasible of single, equal, weighted by the cost model (ties: that order);
+ *    when none fits, balanced; when that does not fit, replicated (docs/planner.md).
+ * An infeasible plan's message ends in a hint computed for the request (plan_hint): a policy that
+ * fits, the largest state or batch that fits, or --gather none. The frontier searches
+ * (qm_plan_frontier: qubits; qm_plan_max_batch: samples) back those hints and `plan --max`.
  * Batch requests (batch > 1) deal whole samples: equal/balanced with equal weights, weighted/auto by
  * usable capacity; single and replicated as above.
  * Must not: allocate device memory, print, or report devices by anything but mesh index / id.
