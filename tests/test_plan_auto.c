@@ -193,6 +193,10 @@ static void test_hints_apply(void)
         /* single: 2^33 x 8 B = 64 GiB > 39 GiB */
         {MESH_C, 33, QM_DTYPE_COMPLEX64, QM_POLICY_SINGLE, 1, 0, NULL,
          "; largest state that fits is 32 qubits (complex64)"},
+        /* replicated: a 2^33 x 8 B = 64 GiB sample fits no 39 GiB device, so no batch at all;
+         * under auto one such state fits (weighted over 234 GiB), two whole samples do not */
+        {MESH_C, 33, QM_DTYPE_COMPLEX64, QM_POLICY_REPLICATED, 2, 1000, NULL,
+         "; largest batch that fits is 1 (1000 features, complex64 with --policy auto)"},
         /* a gather target that cannot hold the rest: 2^34 x 8 B = 128 GiB, 106.67 GiB beyond n0.g1's shard */
         {MESH_C, 34, QM_DTYPE_COMPLEX64, QM_POLICY_AUTO, 1, 0, "n0.g1", "; use --gather none"},
         /* D: 2 ranks of 1 and 3 devices */

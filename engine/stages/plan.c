@@ -746,7 +746,7 @@ qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max 
 /* Append "; <hint>" to an infeasible plan's message: something that works. A capacity error names
  * the largest request of the same shape that fits (state: qubits, same dtype and policy; batch:
  * samples, same features); a policy that cannot serve the mesh names the policy auto would pick
- * for the same request, or, when none fits, the largest that auto fits. */
+ * for the same request. When nothing of that shape fits the policy, the largest that auto fits. */
 static void plan_hint(const qm_mesh *mesh, qm_plan *p)
 {
     const qm_request *r = &p->request;
@@ -767,27 +767,35 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
         }
         any_policy = r->policy != QM_POLICY_AUTO; /* nothing fits it: the largest auto fits */
     }
-    qm_request q = *r;
-    if (any_policy)
-        q.policy = QM_POLICY_AUTO;
-    const char *with = any_policy ? " with --policy auto" : "";
-    if (r->batch > 1) {
-        const uint64_t b = qm_plan_max_batch(mesh, &q);
-        if (b)
-            snprintf(tail, room, "; largest batch that fits is %llu (%llu features, %s%s)",
-                     (unsigned long long)b, (unsigned long long)r->features, dt, with);
-        else
-            snprintf(tail, room, "; not one sample of %llu features fits (%s%s)",
-                     (unsigned long long)r->features, dt, with);
-        return;
+    /* the largest under the request's policy; when nothing fits it, the largest under auto */
+    for (;; any_policy = true) {
+        qm_request q = *r;
+        if (any_policy)
+            q.policy = QM_POLICY_AUTO;
+        const char *with = any_policy ? " with --policy auto" : "";
+        const bool last = any_policy || r->policy == QM_POLICY_AUTO;
+        if (r->batch > 1) {
+            const uint64_t b = qm_plan_max_batch(mesh, &q);
+            if (b)
+                snprintf(tail, room, "; largest batch that fits is %llu (%llu features, %s%s)",
+                         (unsigned long long)b, (unsigned long long)r->features, dt, with);
+            else if (last)
+                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy",
+                         (unsigned long long)r->features, dt);
+            if (b || last)
+                return;
+            continue;
+        }
+        unsigned mq[2] = {p->max_qubits[0], p->max_qubits[1]};
+        if (any_policy)
+            qm_plan_frontier(mesh, &q, mq);
+        if (mq[k])
+            snprintf(tail, room, "; largest state that fits is %u qubits (%s)%s", mq[k], dt, with);
+        else if (last)
+            snprintf(tail, room, "; no %s state fits under any policy", dt);
+        if (mq[k] || last)
+            return;
     }
-    unsigned mq[2] = {p->max_qubits[0], p->max_qubits[1]};
-    if (any_policy)
-        qm_plan_frontier(mesh, &q, mq);
-    if (mq[k])
-        snprintf(tail, room, "; largest state that fits is %u qubits (%s)%s", mq[k], dt, with);
-    else
-        snprintf(tail, room, "; no %s state fits under this policy", dt);
 }
 
 qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
