@@ -82,6 +82,19 @@ static double loads_time(const link_loads *L, const qm_topo_graph *g)
     return t + L->max_latency;
 }
 
+/* Why device d has no path from host memory, in words a scenario author can act on. */
+static void no_host_path(const qm_mesh *mesh, int d, const char *what, char *out, size_t cap)
+{
+    const qm_topology *t = mesh->topo;
+    const qm_node *n = &t->nodes[mesh->devices[d].node];
+    if (n->numa >= 0)
+        snprintf(out, cap, "%s n/a: no path from %.63s to device '%.63s' (add a link from the NUMA node)",
+                 what, t->nodes[n->numa].id, n->id);
+    else
+        snprintf(out, cap, "%s n/a: device '%.63s' names no NUMA node (give it numa: K, with "
+                 "numa: [{id: K}] on its host)", what, n->id);
+}
+
 double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes)
 {
     if (n <= 1)
@@ -205,6 +218,9 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         qm_topo_path path;
         if ((rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, true, &path, st)) != QM_OK)
             goto done;
+        if (!path.found && !p->estimates_note[0])
+            no_host_path(mesh, d, "ingest", p->estimates_note,
+                         sizeof p->estimates_note);
         loads_add(&L, &path, p->devices[d].input_bytes);
     }
     double t = loads_time(&L, mesh->graph);

@@ -114,6 +114,8 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
     json_object_set_new(mq, "complex128", p->max_qubits[1] ? jint(p->max_qubits[1]) : json_null());
     json_object_set_new(o, "max_qubits", mq);
     json_object_set_new(o, "estimates_s", estimates_json(p));
+    json_object_set_new(o, "estimates_note",
+                        p->estimates_note[0] ? json_string(p->estimates_note) : json_null());
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
     json_object_set_new(o, "plan_hash", json_string(hash));
@@ -167,6 +169,8 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, 
             fprintf(f, " %s n/a%s", qm_phase_name((qm_phase)k), k + 1 < QM_PHASE_COUNT_ ? "," : "");
     }
     fprintf(f, "\n");
+    if (p->estimates_note[0])
+        fprintf(f, "          (%s)\n", p->estimates_note);
 }
 
 qm_code qm_plan_max_to_json(const qm_plan_max *m, const qm_mesh *mesh, const char *scenario,
