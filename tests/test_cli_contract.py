@@ -121,7 +121,14 @@ USAGE = [
     (("devices", "--backend", "tpu"),
      "error[E-ARG]: devices: unknown backend 'tpu'; use sim or cuda; run 'qmesh devices "
      "--help'\n"),
-    (("plan",), "error[E-ARG]: plan: --qubits N is required; run 'qmesh plan --help'\n"),
+    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
+                "run 'qmesh plan --help'\n"),
+    (("plan", "--max", "--qubits", "3"),
+     "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit "
+     "count (or, with --features, batch) that fits; run 'qmesh plan --help'\n"),
+    (("plan", "--max", "--dtype", "complex128"),
+     "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, "
+     "--features and --json (got --dtype); run 'qmesh plan --help'\n"),
     (("scenario", "run"),
      "error[E-ARG]: scenario run: FILE... is required; run 'qmesh scenario run --help'\n"),
 ]
@@ -139,7 +146,8 @@ with tempfile.TemporaryDirectory() as d:
 # ---- one error line for a failed request -----------------------------------------------------
 ONE = [
     (("plan", "--scenario", sc("gh200.yaml"), "--qubits", "40"), "E-CAPACITY"),
-    (("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1"), "E-SHARDS"),
+    (("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "3", "--policy", "equal"),
+     "E-SHARDS"),
     (("plan", "--scenario", sc("gh200.yaml"), "--qubits", "70"), "E-QUBITS"),
     (("plan", "--scenario", "/nonexistent.yaml", "--qubits", "3"), "E-IO"),
     (("topo", "show", "/nonexistent.yaml"), "E-IO"),
@@ -152,14 +160,16 @@ for args, code in ONE:
           % (" ".join(args), code, rc, err))
 
 # ---- no broken lines --------------------------------------------------------------------------
-rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1")
+rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "3", "--policy",
+                  "equal")
 check("\ngather:   not planned (the plan stopped at its error)\n" in out, "gather not planned")
 check("feasible: no (E-SHARDS; the error line says why)\n" in out, "feasible: no names the code")
 check(not re.search(r"\(\)|  \(|up to 0 qubits|-  +\d", out), "no hole in the table")
-rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3")
+rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3",
+                  "--policy", "single")
 check(rc == 1 and "\nfrontier: not computed (the plan stopped at its error)\n" in out,
       "frontier not computed")
-check("policy auto (no layout)" in out, "request line without a layout")
+check("policy single (no layout)" in out, "request line without a layout")
 check(not re.search(r"\(\)|  \(|up to 0 qubits|-  +\d", out), "no hole in the table")
 rc, out, err = run("plan", "--scenario", sc("gh200.yaml"), "--qubits", "36")
 check(rc == 1 and re.search(r"\n\s*n0\.g0\s+88\.41 GiB\s+512\.00 GiB\s+64\.00 MiB\s+-423\.66 GiB\n",
@@ -282,10 +292,35 @@ if d:
     check(d["feasible"] is False and d["policy"] == "weighted" and
           d["request"]["policy"] == "auto" and d["error"]["code"] == "E-CAPACITY" and
           d["pages"] == 16777216, "plan --json infeasible: policy is the layout shown (weighted)")
-d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3"], 1)
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3",
+                      "--policy", "single"], 1)
 if d:
-    check(d["policy"] is None and d["shards"] == [] and d["error"]["code"] == "E-POLICY",
-          "plan --json stopped before a layout: policy null")
+    check(d["policy"] is None and d["shards"] == [] and d["error"]["code"] == "E-POLICY" and
+          d["max"] is None, "plan --json stopped before a layout: policy null")
+# auto serves 3 ranks (weighted) and falls back to replicated for a state smaller than the mesh
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3"], 0)
+if d:
+    check(d["policy"] == "weighted" and d["pages"] == 16 and len(d["shards"]) == 12 and
+          d["max"] is None, "plan --json: auto on 3 ranks is weighted, 16 pages")
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1"], 0)
+if d:
+    check(d["policy"] == "replicated" and len(d["shards"]) == 16, "plan --json: auto replicates "
+          "a 2-amplitude state over 16 devices")
+# --max: the plan object with the answer in max, every plan member null
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "3", "--max"], 0)
+if d:
+    c64 = {"auto": 35, "single": None, "equal": None, "weighted": 35, "balanced": 35,
+           "replicated": 32, "auto_policy": "weighted"}
+    c128 = {"auto": 34, "single": None, "equal": None, "weighted": 34, "balanced": 34,
+            "replicated": 31, "auto_policy": "weighted"}
+    check(d["scenario"] == sc("a100-4node-hdr.yaml") and
+          d["max"] == {"ranks": 3, "devices": 12, "unit": "qubits", "features": None,
+                       "qubits": None, "complex64": c64, "complex128": c128} and
+          all(d[m] is None for m, _ in DOCS["plan"][4:-1]), "plan --max --json: exact values")
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "5", "--max"], 1)
+if d:
+    check(d["error"]["code"] == "E-RANK" and d["max"] is None, "plan --max --json: E-RANK")
+d = json_run("plan", ["--max", "--qubits", "3"], 2)
 d = json_run("plan", ["--qubits", "3", "--policy", "fast"], 1)
 if d:
     check(d["error"]["code"] == "E-POLICY" and d["request"] is None, "plan --json bad policy")
