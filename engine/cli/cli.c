@@ -25,6 +25,9 @@ static void usage(FILE *f)
             "  topo validate FILE...          strict check of scenario files\n"
             "  topo show [FILE] [--json|--dot] devices, path matrix, best-connected device, ranks\n"
             "  topo dump [FILE]               write the scenario back as qmesh/1 YAML\n"
+            "  whatif [--scenario FILE] [--hosts N,..] [--devices-per-host K,..] [--device-memory SIZE,..]\n"
+            "       [--without DEV[+DEV],..] [--qubits N | --max] [--dtype D] [--json|--csv]\n"
+            "                                 max qubits and estimates on variants of the cluster\n"
             "  devices [--backend sim|cuda]   list the devices of the mesh qmesh would use\n"
             "  version                        print the version\n"
             "  help                           this text\n"
@@ -56,6 +59,8 @@ int main(int argc, char **argv)
         return qm_cli_scenario(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return qm_cli_topo(argc - 1, argv + 1);
+    if (strcmp(cmd, "whatif") == 0)
+        return qm_cli_whatif(argc - 1, argv + 1);
     if (strcmp(cmd, "devices") == 0)
         return qm_cli_devices(argc - 1, argv + 1);
     fprintf(stderr, "error[E-ARG]: qmesh: unknown command '%s'; run 'qmesh help'\n", cmd);

@@ -17,6 +17,7 @@ int qm_cli_plan(int argc, char **argv);
 int qm_cli_encode(int argc, char **argv);
 int qm_cli_scenario(int argc, char **argv);
 int qm_cli_topo(int argc, char **argv);
+int qm_cli_whatif(int argc, char **argv);
 
 /* Print "error[E-ARG]: CMD: <message>; run 'qmesh help'" and return 2. */
 int qm_cli_usage_error(const char *cmd, const char *fmt, ...) QM_PRINTF(2, 3);

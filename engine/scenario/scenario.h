@@ -176,4 +176,8 @@ void qm_topology_defaults_init(qm_topology *t);
  * ("<built-in>"); "" for NULL. Valid while the topology lives. Cannot fail. */
 const char *qm_topology_label(const qm_topology *t);
 
+/* A "did you mean" for an id that names no device: the device id of t nearest to `id` (edit
+ * distance at most 2, ties by the smaller id), or NULL. Cannot fail. */
+const char *qm_topology_closest_gpu(const qm_topology *t, const char *id);
+
 #endif

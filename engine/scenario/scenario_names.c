@@ -90,3 +90,13 @@ const char *qm_topology_label(const qm_topology *t)
 {
     return !t ? "" : t->file[0] ? t->file : t->name;
 }
+
+const char *qm_topology_closest_gpu(const qm_topology *t, const char *id)
+{
+    const char *hint = NULL;
+    int best = 3;
+    for (int g = 0; t && id && g < t->n_gpus; ++g)
+        if (qm_scn_closer(id, t->nodes[t->gpus[g]].id, &best, hint))
+            hint = t->nodes[t->gpus[g]].id;
+    return hint;
+}
