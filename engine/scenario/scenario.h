@@ -180,4 +180,8 @@ const char *qm_topology_label(const qm_topology *t);
  * distance at most 2, ties by the smaller id), or NULL. Cannot fail. */
 const char *qm_topology_closest_gpu(const qm_topology *t, const char *id);
 
+/* For each device (t->gpus order): whether a chain of links, fabrics and NIC attachments (as the
+ * topology graph builds them) joins it to the first device, into joined[0 .. n_gpus). E-NOMEM. */
+qm_code qm_topology_joined(const qm_topology *t, bool *joined, qm_status *st);
+
 #endif

@@ -289,18 +289,11 @@ static int uf_find(int *parent, int x)
     return x;
 }
 
-/* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and the implicit link of
- * each NIC (to its `attach` node, else to its NUMA node: as topology.c builds the graph). */
-void qm_scn_check_connected(ld *L)
+qm_code qm_topology_joined(const qm_topology *t, bool *joined, qm_status *st)
 {
-    qm_topology *t = L->t;
-    if (t->n_gpus < 2)
-        return;
-    int *parent = malloc((size_t)t->n_nodes * sizeof *parent);
-    if (!parent) {
-        qm_scn_nomem(L);
-        return;
-    }
+    int *parent = malloc(((size_t)t->n_nodes + 1) * sizeof *parent);
+    if (!parent)
+        return qm_fail(st, QM_E_NOMEM, "connectivity: out of host memory (%d nodes)", t->n_nodes);
     for (int i = 0; i < t->n_nodes; ++i)
         parent[i] = i;
     for (int i = 0; i < t->n_links; ++i)
@@ -311,16 +304,34 @@ void qm_scn_check_connected(ld *L)
         if (to >= 0)
             parent[uf_find(parent, i)] = uf_find(parent, to);
     }
-    int root = uf_find(parent, t->gpus[0]);
+    const int root = t->n_gpus ? uf_find(parent, t->gpus[0]) : -1;
+    for (int g = 0; g < t->n_gpus; ++g)
+        joined[g] = uf_find(parent, t->gpus[g]) == root;
+    free(parent);
+    return QM_OK;
+}
+
+/* E-DISCONNECTED: every GPU must reach the first one (qm_topology_joined). */
+void qm_scn_check_connected(ld *L)
+{
+    qm_topology *t = L->t;
+    if (t->n_gpus < 2)
+        return;
+    bool *joined = malloc((size_t)t->n_gpus * sizeof *joined);
+    if (!joined || qm_topology_joined(t, joined, NULL) != QM_OK) {
+        free(joined);
+        qm_scn_nomem(L);
+        return;
+    }
     size_t old = qm_scn_path_key(L, "connectivity");
     for (int g = 1; g < t->n_gpus && !L->stop; ++g) {
         const qm_node *nd = &t->nodes[t->gpus[g]];
-        if (uf_find(parent, t->gpus[g]) != root)
+        if (!joined[g])
             qm_scn_err_loc(L, nd->loc.line, nd->loc.col, QM_E_DISCONNECTED,
                            "device '%s' has no path to device '%s' (no chain of links, fabrics "
                            "or NIC attachments joins them); add a link",
                            nd->id, t->nodes[t->gpus[0]].id);
     }
     qm_scn_path_pop(L, old);
-    free(parent);
+    free(joined);
 }

@@ -383,7 +383,8 @@ static qm_code copy_host(vb *b, int src, long *num)
     qm_topology *t = b->t;
     const int n0 = t->n_nodes, f0 = t->n_fabrics, l0 = t->n_links, r0 = t->n_ranks;
     char hid[QM_ID_BYTES], nid[QM_ID_BYTES];
-    const char *sid = t->hosts[src].id;
+    char sid[QM_ID_BYTES]; /* t->hosts moves when it grows */
+    memcpy(sid, t->hosts[src].id, sizeof sid);
     /* a host id whose every derived id is free */
     for (;; ++*num) {
         if (!id_numbered(sid, *num, hid))
@@ -668,6 +669,27 @@ static qm_code rebuild_gpus(vb *b)
     return QM_OK;
 }
 
+/* The loader's rule holds for a variant too: every device reaches the first one. */
+static qm_code check_joined(vb *b)
+{
+    const qm_topology *t = b->t;
+    bool *joined = malloc(((size_t)t->n_gpus + 1) * sizeof *joined);
+    if (!joined)
+        return nomem(b);
+    qm_code rc = qm_topology_joined(t, joined, b->st);
+    for (int g = 1; rc == QM_OK && g < t->n_gpus; ++g)
+        if (!joined[g])
+            rc = qm_fail(b->st, QM_E_DISCONNECTED, "whatif: device '%s' of this variant has no "
+                         "path to device '%s' (%d hosts; no chain of links, fabrics or NIC "
+                         "attachments joins them)%s", t->nodes[t->gpus[g]].id,
+                         t->nodes[t->gpus[0]].id, t->n_hosts,
+                         t->nodes[t->gpus[g]].host != t->nodes[t->gpus[0]].host
+                             ? "; the scenario has no network between these hosts"
+                             : "");
+    free(joined);
+    return rc;
+}
+
 qm_code qm_topology_variant(const qm_topology *src, const qm_variant *v, qm_topology **out,
                             qm_status *st)
 {
@@ -695,6 +717,8 @@ qm_code qm_topology_variant(const qm_topology *src, const qm_variant *v, qm_topo
     if (rc == QM_OK && b.t->n_gpus == 0)
         rc = qm_fail(st, QM_E_ARG, "whatif: --without: no device is left (%d removed)",
                      v->n_without);
+    if (rc == QM_OK)
+        rc = check_joined(&b);
     idset_fini(&b.ids);
     if (rc != QM_OK) {
         qm_topology_destroy(b.t);

@@ -43,7 +43,9 @@ typedef struct qm_variant {
 
 /* Build the variant of `t`. E-ARG for a variation that cannot be made (a host count or device
  * count out of range, a host without a device to copy, an unknown or non-device id in `without`,
- * a copied id longer than 63 bytes, no device left); E-NOMEM. *out is NULL on failure. */
+ * a copied id longer than 63 bytes, no device left); E-DISCONNECTED when a device of the variant
+ * has no path to the first one (the loader's rule: a scenario without a network between its
+ * hosts cannot grow by hosts); E-NOMEM. *out is NULL on failure. */
 qm_code qm_topology_variant(const qm_topology *t, const qm_variant *v, qm_topology **out,
                             qm_status *st);
 
