@@ -19,7 +19,7 @@ static void usage(FILE *f)
             "       [--backend sim|cuda] [--out FILE.npy | --out-dir DIR [--force]] [--drop-column C] [--json]\n"
             "                                 amplitude-encode .npy or CSV (.gz) data into a sharded state\n"
             "  plan [--scenario FILE] --qubits N [--dtype complex64|complex128] [--policy P]\n"
-            "       [--batch B --features F] [--gather auto|host|none|DEVICE] [--ranks R] [--json]\n"
+            "       [--batch B --features F] [--gather auto|host|none|DEVICE] [--ranks R] [--json|--dot]\n"
             "                                 plan a state: layout, fit, gather, frontier, estimates\n"
             "  scenario run|check FILE...     run every case of scenario files (check: misses only)\n"
             "  topo validate FILE...          strict check of scenario files\n"

@@ -1,7 +1,8 @@
 /* cli_plan.c — `qmesh plan` and `qmesh scenario run|check`, and the scenario selection the other
  * commands share (--scenario FILE, else the built-in default mesh, said on stderr).
  *
- * In: argv. Out: the plan as a table or (--json) the JSON object of DESIGN.md section 7 on stdout;
+ * In: argv. Out: the plan as a table, (--json) the JSON object of DESIGN.md section 7 or (--dot) a
+ * Graphviz picture (plan_dot.c) on stdout;
  * exit 0 when feasible, 1 when not (the JSON object is still printed), 2 for usage errors.
  */
 #include "cli_internal.h"
@@ -134,10 +135,12 @@ int qm_cli_plan(int argc, char **argv)
     qm_request r;
     qm_request_init(&r);
     const char *scenario = NULL;
-    bool json = false, failed = false, have_qubits = false;
+    bool json = false, dot = false, failed = false, have_qubits = false;
     for (int i = 1; i < argc && !failed; ++i) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "--dot") == 0) {
+            dot = true;
         } else if (strcmp(argv[i], "--scenario") == 0) {
             if (i + 1 >= argc)
                 return qm_cli_usage_error("plan", "option %s needs a value", argv[i]);
@@ -156,6 +159,8 @@ int qm_cli_plan(int argc, char **argv)
         return qm_cli_error(&st);
     if (!have_qubits)
         return qm_cli_usage_error("plan", "%s is required", "--qubits N");
+    if (json && dot)
+        return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
@@ -184,6 +189,11 @@ int qm_cli_plan(int argc, char **argv)
         }
         printf("%s\n", s);
         free(s);
+    } else if (dot) {
+        if (qm_plan_dot(p, mesh, stdout, &st) != QM_OK) {
+            exit_code = qm_cli_error(&st);
+            goto done;
+        }
     } else {
         qm_plan_print(p, mesh, name, stdout);
     }
