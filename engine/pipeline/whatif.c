@@ -29,10 +29,13 @@ static void plan_variant(const qm_topology *vt, const qm_whatif_spec *spec, qm_w
     qm_code rc = qm_pipeline_mesh(&pl, 0, &st);
     if (rc == QM_OK) {
         const qm_mesh *m = pl.mesh;
+        int hosts = 0; /* hosts with a device (mesh order keeps a host's devices together) */
+        for (int d = 0; d < m->n_devices; ++d)
+            hosts += d == 0 || m->devices[d].host != m->devices[d - 1].host;
         for (int k = 0; k < spec->n_dtypes; ++k) {
             qm_whatif_row *r = &rows[k];
             r->built = true;
-            r->hosts = vt->n_hosts;
+            r->hosts = hosts;
             r->devices = m->n_devices;
             for (int d = 0; d < m->n_devices; ++d) {
                 r->memory_bytes += m->devices[d].memory_bytes;

@@ -41,7 +41,7 @@ typedef struct qm_whatif_row {
     qm_status error;           /* code != QM_OK: the variant could not be built or planned (the
                                 * results below are then unset) or the plan is infeasible */
     bool built;                /* the variant and its mesh exist: hosts..usable_bytes are set */
-    int hosts, devices;
+    int hosts, devices;        /* hosts with at least one device; devices */
     uint64_t memory_bytes, usable_bytes; /* summed over the devices */
     bool planned;              /* a plan was made: the fields below are set */
     unsigned max_qubits;       /* of this dtype; 0 when nothing fits */

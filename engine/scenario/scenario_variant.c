@@ -639,8 +639,9 @@ static qm_code remove_devices(vb *b, const qm_topology *gpus_of, const char (*id
                          : "switch or NIC");
         } else if (found < 0) {
             const char *hint = qm_topology_closest_gpu(gpus_of, ids[k]);
-            rc = qm_fail(b->st, QM_E_ARG, "whatif: --without '%s': no such device (%d devices in "
-                         "%d hosts)%s%s%s", ids[k], gpus_of->n_gpus, t->n_hosts,
+            rc = qm_fail(b->st, QM_E_ARG, "whatif: --without '%s': no such device (%d device%s "
+                         "in %d host%s)%s%s%s", ids[k], gpus_of->n_gpus,
+                         gpus_of->n_gpus == 1 ? "" : "s", t->n_hosts, t->n_hosts == 1 ? "" : "s",
                          hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
         } else {
             gone[found] = true;
