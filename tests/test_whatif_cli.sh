@@ -129,6 +129,8 @@ err 2 "error[E-ARG]: whatif: --json and --csv exclude each other; run 'qmesh hel
 err 2 "error[E-ARG]: whatif: --hosts is given twice; give one list, e.g. --hosts 1,2,4; run 'qmesh help'" whatif --scenario $S --hosts 1 --hosts 2
 err 2 "error[E-ARG]: whatif: unknown option '--host'; run 'qmesh help'" whatif --scenario $S --host 2
 err 1 "error[E-DTYPE]: whatif: --dtype must be complex64 or complex128 (got 'complex32')" whatif --scenario $S --dtype complex32
+err 1 "error[E-QUBITS]: whatif: request: qubits must be at least 1 (got 0)" whatif --scenario $S --qubits 0
+err 1 "error[E-INPUT]: whatif: request: 9 features exceed the state vector size 8 (3 qubits); use at least 4 qubits" whatif --scenario $S --qubits 3 --features 9
 err 1 "error[E-IO]: scenario: cannot open '$T/none.yaml': No such file or directory" whatif --scenario "$T/none.yaml"
 # with --json the error is also the object's error, rows empty
 run 2 whatif --scenario $S --without n1.g9 --json

@@ -30,6 +30,7 @@ typedef struct whatif_args {
     uint64_t mem[QM_WHATIF_MAX_ROWS];
     int n_mem;
     qm_whatif_failed without[QM_WHATIF_MAX_ROWS];
+    int without_first[QM_WHATIF_MAX_ROWS]; /* each set's first id in ids (ids grows while parsed) */
     int n_without;
     char (*ids)[QM_ID_BYTES]; /* every --without id, in order; the sets point into it */
     int n_ids;
@@ -96,9 +97,9 @@ static int mem_item(whatif_args *a, const char *opt, const char *s)
 /* One failed set: ids joined by '+'. */
 static int without_item(whatif_args *a, const char *opt, const char *s)
 {
-    qm_whatif_failed *f = &a->without[a->n_without++];
+    qm_whatif_failed *f = &a->without[a->n_without];
     f->n = 0;
-    const int first = a->n_ids;
+    a->without_first[a->n_without++] = a->n_ids;
     for (const char *p = s;;) {
         const char *plus = strchr(p, '+');
         size_t len = plus ? (size_t)(plus - p) : strlen(p);
@@ -117,7 +118,6 @@ static int without_item(whatif_args *a, const char *opt, const char *s)
             break;
         p = plus + 1;
     }
-    f->ids = (char(*)[QM_ID_BYTES])(intptr_t)first; /* an index until the list is complete */
     return 0;
 }
 
@@ -412,8 +412,8 @@ static int parse(int argc, char **argv, whatif_args *a, qm_whatif_spec *spec, bo
         return qm_cli_usage_error("whatif", "%s", "--json and --csv exclude each other");
     if (a->max && a->have_qubits)
         return qm_cli_usage_error("whatif", "%s", "--qubits N and --max exclude each other");
-    for (int w = 0; w < a->n_without; ++w) /* indices into ids become pointers */
-        a->without[w].ids = a->ids + (intptr_t)a->without[w].ids;
+    for (int w = 0; w < a->n_without; ++w) /* ids is complete: point into it */
+        a->without[w].ids = a->ids + a->without_first[w];
     spec->max = !a->have_qubits;
     spec->hosts = a->hosts;
     spec->n_hosts = a->n_hosts;

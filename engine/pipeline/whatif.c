@@ -13,6 +13,7 @@
 #include "pipeline.h"
 #include "status_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,18 @@ qm_code qm_whatif_run(const qm_topology *t, const qm_whatif_spec *spec, qm_whati
         return qm_fail(st, QM_E_ARG, "whatif: the variations give %s%lld rows (at most %d); "
                        "give shorter lists", variants > QM_WHATIF_MAX_ROWS ? "more than " : "",
                        total, QM_WHATIF_MAX_ROWS);
+    /* a request no variant can plan is the command's error, not a row's (ranks: per variant) */
+    for (int k = 0; k < spec->n_dtypes; ++k) {
+        qm_request q = spec->request;
+        q.dtype = spec->dtypes[k];
+        if (spec->max)
+            q.qubits = q.features ? qm_qubits_for_values(q.features) : 1;
+        qm_code rc = qm_request_validate(&q, INT_MAX, st);
+        if (rc != QM_OK) {
+            qm_status_prefix(st, "whatif");
+            return rc;
+        }
+    }
     qm_whatif_row *rows = calloc((size_t)total, sizeof *rows);
     bool *built_w = calloc((size_t)nw, sizeof *built_w);    /* per --without item: built once */
     qm_status *fail_w = calloc((size_t)nw, sizeof *fail_w); /* and its first failure */

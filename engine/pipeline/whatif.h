@@ -53,10 +53,12 @@ typedef struct qm_whatif_row {
     bool estimate_set[QM_PHASE_COUNT_];
 } qm_whatif_row;
 
-/* Plan every variant. *rows (caller frees with free()) and *n_rows are set on success. Returns
- * E-ARG (no rows) when the lists give more than QM_WHATIF_MAX_ROWS rows or when a --without id
- * names a device in no variant (the message of its first failure, with a "did you mean"); a
- * variant that cannot be built or planned is a row with its error, not a failure. */
+/* Plan every variant. *rows (caller frees with free()) and *n_rows are set on success. Fails,
+ * with no rows, with the validator's code for a request no variant can plan (qubits 0, features
+ * beyond 2^qubits: qm_request_validate, the rank count excepted), and with E-ARG when the lists
+ * give more than QM_WHATIF_MAX_ROWS rows or a variation can be made in no variant (a --without
+ * id that names a device in no variant: the message of its first failure, with a "did you
+ * mean"). A variant that cannot be built or planned is a row with its error, not a failure. */
 qm_code qm_whatif_run(const qm_topology *t, const qm_whatif_spec *spec, qm_whatif_row **rows,
                       int *n_rows, qm_status *st);
 
