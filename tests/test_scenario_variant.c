@@ -294,7 +294,8 @@ static void test_errors(const qm_topology *t)
     static const char yaml[] =
         "schema: qmesh/1\nname: storage\n"
         "hosts:\n"
-        "  - id: a\n    numa: [{id: 0}]\n    devices: [{id: a.g0, memory: 16 GiB, hbm_bandwidth: 1 TB/s, numa: 0}]\n"
+        "  - id: a\n    numa: [{id: 0}]\n"
+        "    devices: [{id: a.g0, memory: 16 GiB, hbm_bandwidth: 1 TB/s, numa: 0}]\n"
         "  - id: b\n    numa: [{id: 0}]\n";
     qm_topology *s = NULL;
     qm_status st;

@@ -176,6 +176,10 @@ void qm_topology_defaults_init(qm_topology *t);
  * ("<built-in>"); "" for NULL. Valid while the topology lives. Cannot fail. */
 const char *qm_topology_label(const qm_topology *t);
 
+/* Grow one of a topology's arrays (*array of *cap elements) to hold at least `need`, doubling
+ * from 8; false (array unchanged) when out of memory. For the loader and the variant builder. */
+bool qm_topology_grow(void **array, int *cap, int need, size_t elem_bytes);
+
 /* A "did you mean" for an id that names no device: the device id of t nearest to `id` (edit
  * distance at most 2, ties by the smaller id), or NULL. Cannot fail. */
 const char *qm_topology_closest_gpu(const qm_topology *t, const char *id);

@@ -9,8 +9,9 @@
  *   scenario_build.c   the schema walk that builds the topology
  *   scenario_cases.c   cases and the whole-file checks
  *   scenario_load.c    the entry points of scenario_loader.h
- * Names with external linkage carry the prefix qm_scn_.
- * Must not: be included outside these files, or include <yaml.h> (only scenario_doc.c does).
+ * Names with external linkage carry the prefix qm_scn_. scenario_variant.c (qmesh whatif's
+ * variants) uses the string map and "did you mean" too.
+ * Must not: be included outside engine/scenario/, or include <yaml.h> (only scenario_doc.c does).
  */
 #ifndef QM_SCENARIO_INTERNAL_H
 #define QM_SCENARIO_INTERNAL_H

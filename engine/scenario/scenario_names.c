@@ -4,7 +4,7 @@
  * its destructor. In: enum values, a topology. Out: static strings, initialised structs.
  * Class default latencies (NCCL's per-step model, HARDWARE.md "Collective latency"): nvlink and
  * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
- * Must not: allocate, print, or depend on the loader's state.
+ * Must not: print, or depend on the loader's state; qm_topology_grow is its one allocation.
  */
 #include "scenario_internal.h"
 
@@ -89,6 +89,21 @@ void qm_topology_defaults_init(qm_topology *t)
 const char *qm_topology_label(const qm_topology *t)
 {
     return !t ? "" : t->file[0] ? t->file : t->name;
+}
+
+bool qm_topology_grow(void **array, int *cap, int need, size_t elem_bytes)
+{
+    if (need <= *cap)
+        return true;
+    int c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*array, (size_t)c * elem_bytes);
+    if (!q)
+        return false;
+    *array = q;
+    *cap = c;
+    return true;
 }
 
 const char *qm_topology_closest_gpu(const qm_topology *t, const char *id)

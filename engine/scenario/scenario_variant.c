@@ -8,74 +8,23 @@
  * copied host but which also has members outside it is copied with the host's members only.
  */
 #include "scenario_variant.h"
+#include "scenario_internal.h" /* the string map of ids */
 #include "status_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a set of ids (open addressing, FNV-1a) ---------------------------------------------------- */
+/* ---- the ids in use: the loader's string map (scenario_internal.h) ---------------------------- */
 
-typedef struct idset {
-    char **key;
-    size_t cap, n;
-} idset;
-
-static uint32_t id_hash(const char *s)
+static bool idset_has(const map *s, const char *id)
 {
-    uint32_t h = 2166136261u;
-    for (; *s; ++s)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    return qm_scn_map_find(s, id) != NULL;
 }
 
-static bool idset_has(const idset *s, const char *id)
+static bool idset_add(map *s, const char *id)
 {
-    if (!s->cap)
-        return false;
-    for (size_t i = id_hash(id) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-        if (!s->key[i])
-            return false;
-        if (strcmp(s->key[i], id) == 0)
-            return true;
-    }
-}
-
-static bool idset_add(idset *s, const char *id)
-{
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        char **k = calloc(cap, sizeof *k);
-        if (!k)
-            return false;
-        for (size_t j = 0; j < s->cap; ++j) {
-            if (!s->key[j])
-                continue;
-            size_t i = id_hash(s->key[j]) & (cap - 1);
-            while (k[i])
-                i = (i + 1) & (cap - 1);
-            k[i] = s->key[j];
-        }
-        free(s->key);
-        s->key = k;
-        s->cap = cap;
-    }
-    size_t i = id_hash(id) & (s->cap - 1);
-    while (s->key[i])
-        i = (i + 1) & (s->cap - 1);
-    size_t len = strlen(id) + 1;
-    if (!(s->key[i] = malloc(len)))
-        return false;
-    memcpy(s->key[i], id, len);
-    s->n++;
-    return true;
-}
-
-static void idset_fini(idset *s)
-{
-    for (size_t i = 0; i < s->cap; ++i)
-        free(s->key[i]);
-    free(s->key);
+    return qm_scn_map_find(s, id) || qm_scn_map_insert(s, id);
 }
 
 /* ---- the topology being built ------------------------------------------------------------------ */
@@ -83,24 +32,9 @@ static void idset_fini(idset *s)
 typedef struct vb {
     qm_topology *t;
     int cap_hosts, cap_nodes, cap_links, cap_fabrics, cap_ranks;
-    idset ids;
+    map ids;
     qm_status *st;
 } vb;
-
-static bool grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    int c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
 
 static qm_code nomem(vb *b)
 {
@@ -175,7 +109,7 @@ static qm_code copy_topology(const qm_topology *s, vb *b)
 static int add_node(vb *b, const qm_node *like, const char *id, int host)
 {
     qm_topology *t = b->t;
-    if (!grow((void **)&t->nodes, &b->cap_nodes, t->n_nodes + 1, sizeof *t->nodes) ||
+    if (!qm_topology_grow((void **)&t->nodes, &b->cap_nodes, t->n_nodes + 1, sizeof *t->nodes) ||
         !idset_add(&b->ids, id))
         return -1;
     qm_node *n = &t->nodes[t->n_nodes];
@@ -189,7 +123,7 @@ static int add_node(vb *b, const qm_node *like, const char *id, int host)
 static bool add_link(vb *b, const qm_link *like, int a, int bnode, int fabric)
 {
     qm_topology *t = b->t;
-    if (!grow((void **)&t->links, &b->cap_links, t->n_links + 1, sizeof *t->links))
+    if (!qm_topology_grow((void **)&t->links, &b->cap_links, t->n_links + 1, sizeof *t->links))
         return false;
     qm_link *l = &t->links[t->n_links++];
     *l = *like;
@@ -217,7 +151,7 @@ static bool fabric_join(vb *b, int f, int node)
 static bool add_rank(vb *b, int host, const int *devices, int n)
 {
     qm_topology *t = b->t;
-    if (!grow((void **)&t->ranks, &b->cap_ranks, t->n_ranks + 1, sizeof *t->ranks))
+    if (!qm_topology_grow((void **)&t->ranks, &b->cap_ranks, t->n_ranks + 1, sizeof *t->ranks))
         return false;
     qm_rank_desc *r = &t->ranks[t->n_ranks];
     *r = (qm_rank_desc){.rank = t->n_ranks, .host = host, .n_devices = n};
@@ -404,37 +338,38 @@ static qm_code copy_host(vb *b, int src, long *num)
                            sid);
     }
     ++*num;
-    if (!grow((void **)&t->hosts, &b->cap_hosts, t->n_hosts + 1, sizeof *t->hosts) ||
+    if (!qm_topology_grow((void **)&t->hosts, &b->cap_hosts, t->n_hosts + 1, sizeof *t->hosts) ||
         !idset_add(&b->ids, hid))
         return nomem(b);
     const int h = t->n_hosts++;
     t->hosts[h] = t->hosts[src];
     snprintf(t->hosts[h].id, sizeof t->hosts[h].id, "%s", hid);
     t->hosts[h].loc = (qm_loc){0, 0};
-    int *map = malloc((size_t)n0 * sizeof *map); /* source node -> its copy, -1 outside */
-    if (!map)
+    int *copy_of = malloc((size_t)n0 * sizeof *copy_of); /* source node -> its copy, -1 outside */
+    if (!copy_of)
         return nomem(b);
     qm_code rc = QM_OK;
     for (int i = 0; i < n0; ++i) {
-        map[i] = -1;
+        copy_of[i] = -1;
         if (t->nodes[i].host != src)
             continue;
         id_moved(t->nodes[i].id, sid, hid, nid);
         const qm_node like = t->nodes[i];
-        if ((map[i] = add_node(b, &like, nid, h)) < 0)
+        if ((copy_of[i] = add_node(b, &like, nid, h)) < 0)
             goto oom;
     }
     for (int i = n0; i < t->n_nodes; ++i) {
         qm_node *n = &t->nodes[i];
-        n->numa = n->numa >= 0 && map[n->numa] >= 0 ? map[n->numa] : n->numa;
-        n->attach = n->attach >= 0 && map[n->attach] >= 0 ? map[n->attach] : n->attach;
+        n->numa = n->numa >= 0 && copy_of[n->numa] >= 0 ? copy_of[n->numa] : n->numa;
+        n->attach = n->attach >= 0 && copy_of[n->attach] >= 0 ? copy_of[n->attach] : n->attach;
     }
     for (int l = 0; l < l0; ++l) {
         const qm_link lk = t->links[l];
-        if (lk.fabric >= 0 || (map[lk.a] < 0 && map[lk.b] < 0))
+        if (lk.fabric >= 0 || (copy_of[lk.a] < 0 && copy_of[lk.b] < 0))
             continue;
-        if (!add_link(b, &lk, map[lk.a] >= 0 ? map[lk.a] : lk.a, map[lk.b] >= 0 ? map[lk.b] : lk.b,
-                      -1))
+        const int a = copy_of[lk.a] >= 0 ? copy_of[lk.a] : lk.a;
+        const int z = copy_of[lk.b] >= 0 ? copy_of[lk.b] : lk.b;
+        if (!add_link(b, &lk, a, z, -1))
             goto oom;
     }
     for (int f = 0; f < f0; ++f) {
@@ -442,7 +377,7 @@ static qm_code copy_host(vb *b, int src, long *num)
         if (host_fabric(t, f, src)) { /* the host's own fabric: a new one */
             char fid[QM_ID_BYTES];
             id_moved(t->fabrics[f].id, sid, hid, fid);
-            int nsw = map[sw];
+            int nsw = copy_of[sw];
             if (nsw < 0) { /* an implicit switch (its id is the fabric's) */
                 const qm_node like = t->nodes[sw];
                 if ((nsw = add_node(b, &like, fid, -1)) < 0)
@@ -450,7 +385,8 @@ static qm_code copy_host(vb *b, int src, long *num)
             } else if (!idset_add(&b->ids, fid)) {
                 goto oom;
             }
-            if (!grow((void **)&t->fabrics, &b->cap_fabrics, t->n_fabrics + 1, sizeof *t->fabrics))
+            if (!qm_topology_grow((void **)&t->fabrics, &b->cap_fabrics, t->n_fabrics + 1,
+                                  sizeof *t->fabrics))
                 goto oom;
             const int nf = t->n_fabrics++;
             qm_fabric *fb = &t->fabrics[nf];
@@ -462,14 +398,14 @@ static qm_code copy_host(vb *b, int src, long *num)
             memcpy(fb->id, fid, sizeof fid);
             for (int i = 0; i < t->fabrics[f].n_members; ++i) {
                 const int m = t->fabrics[f].members[i];
-                if (map[m] >= 0 && !fabric_join(b, nf, map[m]))
+                if (copy_of[m] >= 0 && !fabric_join(b, nf, copy_of[m]))
                     goto oom;
             }
         } else {
             const int nm = t->fabrics[f].n_members;
             for (int i = 0; i < nm; ++i) {
                 const int m = t->fabrics[f].members[i];
-                if (map[m] >= 0 && !fabric_join(b, f, map[m]))
+                if (copy_of[m] >= 0 && !fabric_join(b, f, copy_of[m]))
                     goto oom;
             }
         }
@@ -481,16 +417,16 @@ static qm_code copy_host(vb *b, int src, long *num)
         if (!d)
             goto oom;
         for (int i = 0; i < t->ranks[r].n_devices; ++i)
-            d[i] = map[t->ranks[r].devices[i]];
+            d[i] = copy_of[t->ranks[r].devices[i]];
         const bool ok = add_rank(b, h, d, t->ranks[r].n_devices);
         free(d);
         if (!ok)
             goto oom;
     }
-    free(map);
+    free(copy_of);
     return rc;
 oom:
-    free(map);
+    free(copy_of);
     return nomem(b);
 }
 
@@ -720,7 +656,7 @@ qm_code qm_topology_variant(const qm_topology *src, const qm_variant *v, qm_topo
                      v->n_without);
     if (rc == QM_OK)
         rc = check_joined(&b);
-    idset_fini(&b.ids);
+    qm_scn_map_fini(&b.ids);
     if (rc != QM_OK) {
         qm_topology_destroy(b.t);
         return rc;
