@@ -64,7 +64,7 @@ def flag_tables():
 
 TABLES = flag_tables()
 check(set(TABLES) == {"encode", "plan", "scenario run", "scenario check", "topo validate",
-                      "topo show", "topo dump", "devices", "version", "help"},
+                      "topo show", "topo dump", "whatif", "devices", "version", "help"},
       "flag tables found for every command: %s" % sorted(TABLES))
 
 rc, full_help, _ = run("help")
@@ -121,6 +121,12 @@ USAGE = [
     (("devices", "--backend", "tpu"),
      "error[E-ARG]: devices: unknown backend 'tpu'; use sim or cuda; run 'qmesh devices "
      "--help'\n"),
+    (("whatif", "--host", "2"),
+     "error[E-ARG]: whatif: unknown option '--host'; did you mean '--hosts'? run 'qmesh whatif "
+     "--help'\n"),
+    (("whatif", "--hosts", "1", "--hosts", "2"),
+     "error[E-ARG]: whatif: --hosts is given twice; give one list, e.g. --hosts 1,2,4; run 'qmesh "
+     "whatif --help'\n"),
     (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
                 "run 'qmesh plan --help'\n"),
     (("plan", "--max", "--qubits", "3"),
@@ -182,7 +188,8 @@ check("cut into 1 pages" not in out and re.search(r"cut into \d+ pages \(equal b
                                                   r"pages\)", out) is not None, "pages explained")
 # the built-in mesh is titled the same by plan, topo show and devices
 title = "scenario: builtin-4xh100-sxm (built-in simulated mesh)"
-for args in (("plan", "--qubits", "20"), ("topo", "show"), ("devices", "--backend", "sim")):
+for args in (("plan", "--qubits", "20"), ("topo", "show"), ("devices", "--backend", "sim"),
+             ("whatif", "--dtype", "complex64")):
     rc, out, _ = run(*args)
     check(rc == 0 and out.startswith(title), "%s starts with %r" % (" ".join(args), title))
 
@@ -321,6 +328,10 @@ d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "5", "
 if d:
     check(d["error"]["code"] == "E-RANK" and d["max"] is None, "plan --max --json: E-RANK")
 d = json_run("plan", ["--max", "--qubits", "3"], 2)
+d = json_run("plan", ["--qubits", "3", "--dot"], 2)
+if d:
+    check(d["error"]["message"] == "plan: --json and --dot exclude each other; run 'qmesh plan "
+          "--help'", "plan --json --dot: the usage error in the object")
 d = json_run("plan", ["--qubits", "3", "--policy", "fast"], 1)
 if d:
     check(d["error"]["code"] == "E-POLICY" and d["request"] is None, "plan --json bad policy")
@@ -354,6 +365,28 @@ if d:
 d = json_run("topo show", ["/nonexistent.yaml"], 1)
 if d:
     check(d["error"]["code"] == "E-IO" and d["devices"] is None, "topo show --json: missing file")
+d = json_run("whatif", ["--scenario", sc("gh200.yaml"), "--device-memory", "192GiB",
+                        "--dtype", "complex64"], 0)
+if d:
+    # gh200: 96 GiB HBM3, 1 GiB reserve: 95 GiB usable: 2^33 x 8 B = 64 GiB fits, 34 does not;
+    # 192 GiB: 191 GiB usable: 34 (128 GiB)
+    check(d["scenario"] == sc("gh200.yaml") and d["request"]["max"] is True and
+          d["request"]["qubits"] is None and d["request"]["dtypes"] == ["complex64"] and
+          [(r["variant"]["label"], r["devices"], r["max_qubits"], r["feasible"]) for r in d["rows"]]
+          == [("scenario", 1, 33, True), ("memory=192GiB", 1, 34, True)] and
+          d["rows"][1]["variant"]["device_memory_bytes"] == 192 << 30,
+          "whatif --json: exact values")
+d = json_run("whatif", ["--scenario", sc("gh200.yaml"), "--without", "n0.g9"], 2)
+if d:
+    check(d["error"]["code"] == "E-ARG" and d["rows"] == [] and
+          d["scenario"] == sc("gh200.yaml") and d["request"]["policy"] == "auto",
+          "whatif --json: a variation no variant can make, after loading: rows empty")
+d = json_run("whatif", ["--hosts", "0"], 2)
+if d:
+    check(all(d[m] is None for m, _ in DOCS["whatif"][3:]), "whatif --json usage error: nulls")
+d = json_run("whatif", ["--scenario", "/nonexistent.yaml"], 1)
+if d:
+    check(d["error"]["code"] == "E-IO" and d["rows"] == [], "whatif --json: missing scenario")
 d = json_run("devices", ["--backend", "sim"], 0)
 if d:
     check(d["backend"] == "sim" and d["scenario"] == "<built-in>" and

@@ -2,10 +2,11 @@
  * the scenario selection the other commands share (--scenario FILE, else the built-in default
  * mesh, said on stderr) and the request flags shared with encode.
  *
- * In: parsed arguments (cli_args.c). Out: the plan as a table or (--json) the plan object of
- * docs/cli.md on stdout; exit 0 when feasible, 1 when not (the JSON object is still printed), 2
- * for usage errors. `plan --max`: the largest state (with --features, batch) per dtype and policy
- * (qm_plan_max_query), as a table or the plan object's `max` member; exit 0.
+ * In: parsed arguments (cli_args.c). Out: the plan as a table, (--json) the plan object of
+ * docs/cli.md or (--dot) a Graphviz picture (plan_dot.c) on stdout; exit 0 when feasible, 1 when
+ * not (the JSON object or the picture is still printed), 2 for usage errors. `plan --max`: the
+ * largest state (with --features, batch) per dtype and policy (qm_plan_max_query), as a table or
+ * the plan object's `max` member; exit 0.
  * scenario run|check: one report line per case (check: misses only), a summary, E-MISS when a
  * case missed. Must not: print an error line twice.
  */
@@ -130,6 +131,7 @@ static const qm_cli_flag plan_flags[] = {
     {"--encoding", "E", "amplitude (default), angle, basis, phase or iqp"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
+    {"--dot", NULL, "print the plan as a Graphviz graph (shards, gather paths) instead"},
     {NULL, NULL, NULL}};
 /* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
 #define QM_PLAN_JSON_MEMBERS                                                                      \
@@ -210,6 +212,8 @@ static int run_plan(const qm_cli_args *a)
                                   "--qubits N");
     if (qm_cli_request_parse(a, &r, &st) != QM_OK)
         return qm_cli_error(&st);
+    if (a->json && qm_cli_arg(a, "--dot"))
+        return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
@@ -230,6 +234,11 @@ static int run_plan(const qm_cli_args *a)
             goto done;
         }
         qm_cli_json_put(o);
+    } else if (qm_cli_arg(a, "--dot")) {
+        if (qm_plan_dot(p, pl.mesh, stdout, &st) != QM_OK) {
+            exit_code = qm_cli_error(&st);
+            goto done;
+        }
     } else {
         qm_plan_print(p, pl.mesh, pl.topology, stdout);
     }

@@ -116,6 +116,13 @@ qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max 
 /* The cost model (cost.c): fills plan->estimates_s. */
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
 
+/* The path a gather takes from mesh device `device` to the plan's gather target (a device, or
+ * the host: the device's host path back to its NUMA node); the cost model charges it, `plan
+ * --dot` draws it. out->found is false when there is none. Needs p->gather planned and
+ * requested. */
+qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_topo_path *out,
+                       qm_status *st);
+
 /* NCCL-style ring all-reduce time of `bytes` over the devices with shards (mesh order). */
 double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes);
 

@@ -40,6 +40,11 @@ qm_code qm_plan_max_to_json(const qm_plan_max *m, const qm_mesh *mesh, struct js
                             qm_status *st);
 void qm_plan_max_print(const qm_plan_max *m, const qm_mesh *mesh, const qm_topology *t, FILE *f);
 
+/* The plan as a Graphviz picture (plan_dot.c): the scenario's graph by hosts, each device with
+ * its shard and bytes, the links of the gather paths highlighted, the others light. E-IO when
+ * writing fails, E-NOMEM. */
+qm_code qm_plan_dot(const qm_plan *p, const qm_mesh *mesh, FILE *f, qm_status *st);
+
 /* Run every case of a loaded topology: plan each request and compare each expectation. Prints
  * one line per case ("case ID: ok", only with print_ok, or "case ID: MISS <what>: expected X,
  * got Y" per miss) to f.
