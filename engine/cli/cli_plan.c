@@ -141,44 +141,30 @@ static const qm_cli_flag plan_flags[] = {
 /* ... and the answer of --max (null for a plan; the plan's members are null under --max) */
 static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "max", NULL};
 
-/* `qmesh plan --max`: the largest state (or, with --features, batch) that fits, per dtype and
- * policy, on the scenario's first r->ranks ranks. */
-static int plan_max(const qm_cli_args *a, const qm_request *r)
+/* `qmesh plan --max` on a loaded scenario: the largest state (or, with --features, batch) that
+ * fits, per dtype and policy, on its first r->ranks ranks. Returns the exit code. */
+static int plan_max(const qm_cli_args *a, const qm_request *r, qm_pipeline *pl)
 {
     qm_status st;
     qm_status_clear(&st);
-    qm_pipeline pl;
-    qm_pipeline_init(&pl);
-    int exit_code = 1;
-    if (qm_cli_load_scenario(qm_cli_arg(a, "--scenario"), &pl, &st) != QM_OK) {
-        exit_code = qm_cli_error(&st);
-        goto done;
-    }
     qm_request v = *r; /* ranks against the scenario, as a plan checks them */
     v.qubits = 1;
     v.features = 0;
     qm_plan_max m;
-    if (qm_request_validate(&v, pl.topology->n_ranks, &st) != QM_OK ||
-        qm_pipeline_mesh(&pl, r->ranks, &st) != QM_OK ||
-        qm_plan_max_query(pl.mesh, r, &m, &st) != QM_OK) {
-        exit_code = qm_cli_error(&st);
-        goto done;
-    }
+    if (qm_request_validate(&v, pl->topology->n_ranks, &st) != QM_OK ||
+        qm_pipeline_mesh(pl, r->ranks, &st) != QM_OK ||
+        qm_plan_max_query(pl->mesh, r, &m, &st) != QM_OK)
+        return qm_cli_error(&st);
     if (a->json) {
         json_t *o = NULL;
-        if (qm_plan_max_to_json(&m, pl.mesh, &o, &st) != QM_OK) {
-            exit_code = qm_cli_error(&st);
-            goto done;
-        }
-        qm_cli_json_put(json_pack("{s:s, s:o}", "scenario", qm_topology_label(pl.topology), "max",
-                                  o));
+        if (qm_plan_max_to_json(&m, pl->mesh, &o, &st) != QM_OK)
+            return qm_cli_error(&st);
+        qm_cli_json_put(json_pack("{s:s, s:o}", "scenario", qm_topology_label(pl->topology),
+                                  "max", o));
     } else {
-        qm_plan_max_print(&m, pl.mesh, pl.topology, stdout);
+        qm_plan_max_print(&m, pl->mesh, pl->topology, stdout);
     }
-    exit_code = 0;
-done:
-    qm_pipeline_fini(&pl);
-    return exit_code;
+    return 0;
 }
 
 static int run_plan(const qm_cli_args *a)
@@ -203,13 +189,10 @@ static int run_plan(const qm_cli_args *a)
                                           "only --scenario, --ranks, --features and --json (got "
                                           "%s)", plan_flags[k].name);
         }
-        if (qm_cli_request_parse(a, &r, &st) != QM_OK)
-            return qm_cli_error(&st);
-        return plan_max(a, &r);
-    }
-    if (!qm_cli_arg(a, "--qubits"))
+    } else if (!qm_cli_arg(a, "--qubits")) {
         return qm_cli_usage_error("plan", "%s is required (or --max for the largest that fits)",
                                   "--qubits N");
+    }
     if (qm_cli_request_parse(a, &r, &st) != QM_OK)
         return qm_cli_error(&st);
     if (a->json && qm_cli_arg(a, "--dot"))
@@ -219,6 +202,10 @@ static int run_plan(const qm_cli_args *a)
     int exit_code = 1;
     if (qm_cli_load_scenario(qm_cli_arg(a, "--scenario"), &pl, &st) != QM_OK) {
         exit_code = qm_cli_error(&st);
+        goto done;
+    }
+    if (qm_cli_arg(a, "--max")) {
+        exit_code = plan_max(a, &r, &pl);
         goto done;
     }
     (void)qm_pipeline_plan(&pl, &r, &st);
