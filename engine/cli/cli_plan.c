@@ -125,7 +125,7 @@ static const qm_cli_flag plan_flags[] = {
     {"--features", "F", "values per sample (default 2^N)"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
-    {"--encoding", "E", "amplitude (default), angle, basis, phase or iqp"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {NULL, NULL, NULL}};
 /* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
