@@ -291,6 +291,14 @@ static int uf_find(int *parent, int x)
 
 /* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and the implicit link of
  * each NIC (to its `attach` node, else to its NUMA node: as topology.c builds the graph). */
+static bool host_has_numa(const qm_topology *t, int host)
+{
+    for (int i = 0; i < t->n_nodes; ++i)
+        if (t->nodes[i].kind == QM_NODE_NUMA && t->nodes[i].host == host)
+            return true;
+    return false;
+}
+
 void qm_scn_check_connected(ld *L)
 {
     qm_topology *t = L->t;
@@ -323,6 +331,9 @@ void qm_scn_check_connected(ld *L)
             nd->host != first->host
                 ? "; hosts meet through NICs on a net fabric: give each host a NIC with numa: K "
                   "(or attach:) and make the NICs members of a fabric of kind net"
+            : nd->numa < 0 && implicit[t->gpus[g]] < 0 && !host_has_numa(t, nd->host)
+                ? "; give its host a NUMA node (numa: [{id: 0}]) and the device numa: 0 (an "
+                  "implicit pcie link to it), or add a link"
             : nd->numa < 0 && implicit[t->gpus[g]] < 0
                 ? "; give the device numa: K (an implicit pcie link to that NUMA node) or add a link"
                 : "; add a link";
