@@ -128,7 +128,7 @@ static const qm_cli_flag plan_flags[] = {
     {"--features", "F", "values per sample (default 2^N); with --max: a batch of such samples"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
-    {"--encoding", "E", "amplitude (default), angle, basis, phase or iqp"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {"--dot", NULL, "print the plan as a Graphviz graph (shards, gather paths) instead"},

@@ -364,7 +364,7 @@ static const qm_cli_flag whatif_flags[] = {
     {"--features", "F", "values per sample (default 2^N)"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
-    {"--encoding", "E", "amplitude (default), angle, basis, phase or iqp"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {"--csv", NULL, "print CSV instead of the table: a header and one line per row"},
     {NULL, NULL, NULL}};

@@ -289,6 +289,14 @@ static int uf_find(int *parent, int x)
     return x;
 }
 
+static bool host_has_numa(const qm_topology *t, int host)
+{
+    for (int i = 0; i < t->n_nodes; ++i)
+        if (t->nodes[i].kind == QM_NODE_NUMA && t->nodes[i].host == host)
+            return true;
+    return false;
+}
+
 qm_code qm_topology_joined(const qm_topology *t, bool *joined, qm_status *st)
 {
     int *parent = malloc(((size_t)t->n_nodes + 1) * sizeof *parent);
@@ -339,6 +347,9 @@ void qm_scn_check_connected(ld *L)
             nd->host != first->host
                 ? "; hosts meet through NICs on a net fabric: give each host a NIC with numa: K "
                   "(or attach:) and make the NICs members of a fabric of kind net"
+            : nd->numa < 0 && !host_has_numa(t, nd->host)
+                ? "; give its host a NUMA node (numa: [{id: 0}]) and the device numa: 0 (an "
+                  "implicit pcie link to it), or add a link"
             : nd->numa < 0
                 ? "; give the device numa: K (an implicit pcie link to that NUMA node) or add a link"
                 : "; add a link";
