@@ -183,9 +183,12 @@ check(rc == 1 and re.search(r"\n\s*n0\.g0\s+88\.41 GiB\s+512\.00 GiB\s+64\.00 Mi
 check("scenario: gh200 (%s)\n" % sc("gh200.yaml") in out, "scenario title")
 check("estimates for gh200's hardware (modelled from the scenario, not measured): ingest " in out,
       "estimates labelled as the scenario's hardware")
-check("cut into 1 pages" not in out and re.search(r"cut into \d+ pages \(equal blocks of \d+ "
-                                                  r"amplitudes; each device holds a run of whole "
-                                                  r"pages\)", out) is not None, "pages explained")
+check(re.search(r"cut into \d+ pages \(equal blocks of \d+ amplitudes; each device holds a run "
+                r"of whole pages\)", out) is not None, "pages explained")
+rc, out, err = run("plan", "--qubits", "20", "--policy", "single")
+check(rc == 0 and "cut into 1 pages" not in out and
+      "state:    1048576 amplitudes, 8.00 MiB, one page (the whole state in one block)\n" in out,
+      "one page said in words")
 # the built-in mesh is titled the same by plan, topo show and devices
 title = "scenario: builtin-4xh100-sxm (built-in simulated mesh)"
 for args in (("plan", "--qubits", "20"), ("topo", "show"), ("devices", "--backend", "sim"),

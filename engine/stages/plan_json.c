@@ -150,7 +150,10 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
             p->feasible || p->n_shards ? qm_policy_name(p->policy) : "",
             (unsigned long long)p->request.batch,
             (unsigned long long)p->request.features, mesh->n_ranks);
-    if (p->pages)
+    if (p->pages == 1)
+        fprintf(f, "state:    %llu amplitudes, %s, one page (the whole state in one block)\n",
+                (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a));
+    else if (p->pages)
         fprintf(f, "state:    %llu amplitudes, %s, cut into %llu pages (equal blocks of %llu "
                    "amplitudes; each device holds a run of whole pages)\n",
                 (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
