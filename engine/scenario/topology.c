@@ -1051,6 +1051,48 @@ qm_code qm_topo_graph_check_connected(qm_topo_graph *g, const int *devices, int 
     return rc;
 }
 
+/* Whether pair a is better than pair b for a best peer: found, class, bandwidth, hops. */
+static bool best_peer_better(const qm_topo_pair *a, const qm_topo_pair *b)
+{
+    if (a->peer != b->peer)
+        return a->peer;
+    if (a->cls != b->cls)
+        return a->cls < b->cls;
+    if (a->bw_bytes_per_s != b->bw_bytes_per_s)
+        return a->bw_bytes_per_s > b->bw_bytes_per_s;
+    return a->hops < b->hops;
+}
+
+qm_code qm_topo_graph_best_peers(qm_topo_graph *g, const int *devices, int n_devices,
+                                 qm_topo_pair *out, qm_status *st)
+{
+    qm_topo_pair pair;
+    if (!g || !devices || !out || n_devices < 1)
+        return qm_fail(st, QM_E_ARG, "topology: best peers: graph, devices and out must be given "
+                       "(%d devices)", n_devices);
+    if (n_devices == 1) {
+        out[0] = (qm_topo_pair){.peer = false};
+        return QM_OK;
+    }
+    if (qm_topo_graph_uniform_hub(g, devices, n_devices, NULL, &pair)) {
+        for (int i = 0; i < n_devices; ++i)
+            out[i] = pair;
+        return QM_OK;
+    }
+    qm_topo_matrix *m = NULL;
+    qm_code rc = qm_topo_matrix_create(g, devices, n_devices, &m, st);
+    for (int i = 0; rc == QM_OK && i < n_devices; ++i) {
+        out[i] = (qm_topo_pair){.peer = false};
+        for (int j = 0; j < n_devices; ++j) {
+            const qm_topo_pair *p = &m->pairs[(size_t)i * (size_t)n_devices + (size_t)j];
+            if (j != i && best_peer_better(p, &out[i]))
+                out[i] = *p;
+        }
+    }
+    qm_topo_matrix_destroy(m);
+    return rc;
+}
+
 qm_code qm_topo_graph_matrix_json(qm_topo_graph *g, const int *devices, int n_devices,
                                   struct json_t **out, qm_status *st)
 {

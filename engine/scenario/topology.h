@@ -168,6 +168,11 @@ qm_code qm_topo_graph_affinity_order(qm_topo_graph *g, const int *devices, int n
                                      int *out_nodes, qm_status *st);
 qm_code qm_topo_graph_check_connected(qm_topo_graph *g, const int *devices, int n_devices,
                                       qm_status *st);
+/* Per device of the set, its best peer in the set: out[i] is the best pair devices[i] -> another
+ * device (found first, then class, bandwidth, hops; out[i].peer false when it reaches none, also
+ * for a set of one). Without the matrix when qm_topo_graph_uniform_hub holds; else one matrix. */
+qm_code qm_topo_graph_best_peers(qm_topo_graph *g, const int *devices, int n_devices,
+                                 qm_topo_pair *out, qm_status *st);
 qm_code qm_topo_graph_matrix_json(qm_topo_graph *g, const int *devices, int n_devices,
                                   struct json_t **out, qm_status *st);
 
