@@ -127,18 +127,52 @@ static int print_json(const qm_encode_result *r, const char *out, const char *ou
     return 0;
 }
 
+/* --phantom: the request from the input's shape (a .npy header; a CSV file is parsed), the plan,
+ * and every shard accounted on a phantom mesh; no values are encoded and nothing is written. */
+static int encode_phantom(const qm_encode_job *job, bool json)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    if (job->out || job->out_dir) {
+        qm_fail(&st, QM_E_ARG, "encode --phantom: %s %s would need the amplitudes, which a phantom "
+                "mesh does not hold; drop it (the plan and per-device bytes are printed)",
+                job->out ? "--out" : "--out-dir", job->out ? job->out : job->out_dir);
+        return qm_cli_error(&st);
+    }
+    if (job->backend == QM_BACKEND_CUDA) {
+        qm_fail(&st, QM_E_ARG, "encode --phantom: --backend cuda allocates device memory; a phantom "
+                "run uses the simulated mesh only");
+        return qm_cli_error(&st);
+    }
+    uint64_t rows = 0, features = 0;
+    int ndim = 0;
+    qm_dtype dt = QM_DTYPE_FLOAT64;
+    if (qm_input_file_shape(job->input, &rows, &features, &ndim, &dt, &st) != QM_OK)
+        return qm_cli_error(&st);
+    qm_request r = job->request;
+    if (r.qubits == 0 && !job->qubits_given)
+        r.qubits = qm_qubits_for_values(features);
+    if (!job->dtype_given)
+        r.dtype = dt == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
+    r.batch = rows;
+    r.features = features;
+    return qm_cli_phantom("encode", job->scenario, &r, json);
+}
+
 int qm_cli_encode(int argc, char **argv)
 {
     qm_status st;
     qm_status_clear(&st);
     qm_encode_job job;
     qm_encode_job_init(&job);
-    bool json = false, failed = false;
+    bool json = false, failed = false, phantom = false;
     for (int i = 1; i < argc && !failed; ++i) {
         const char *a = argv[i];
         const bool has_value = i + 1 < argc;
         if (strcmp(a, "--json") == 0) {
             json = true;
+        } else if (strcmp(a, "--phantom") == 0) {
+            phantom = true;
         } else if (strcmp(a, "--force") == 0) {
             job.force = true;
         } else if (strcmp(a, "--input") == 0 || strcmp(a, "--scenario") == 0 ||
@@ -198,6 +232,8 @@ int qm_cli_encode(int argc, char **argv)
         return qm_cli_error(&st);
     if (!job.input)
         return qm_cli_usage_error("encode", "%s is required", "--input FILE");
+    if (phantom)
+        return encode_phantom(&job, json);
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
     const char *fr = getenv("QM_FAULT_RANK");

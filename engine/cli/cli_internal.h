@@ -28,6 +28,11 @@ qm_code qm_cli_load_scenario(const char *path, struct qm_pipeline *out, qm_statu
 int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_request *r,
                           qm_status *st, bool *failed);
 
+/* `plan --phantom` / `encode --phantom` (cli_phantom.c): plan the request on the scenario, account
+ * every shard on a phantom mesh, print the plan and the bytes reserved per device; returns the exit
+ * status. */
+int qm_cli_phantom(const char *cmd, const char *scenario, const qm_request *r, bool json);
+
 /* Print `error[CODE]: message` (with a location when st has one) as one line on stderr; returns 1. */
 int qm_cli_error(const qm_status *st);
 

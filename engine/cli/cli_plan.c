@@ -134,10 +134,12 @@ int qm_cli_plan(int argc, char **argv)
     qm_request r;
     qm_request_init(&r);
     const char *scenario = NULL;
-    bool json = false, failed = false, have_qubits = false;
+    bool json = false, failed = false, have_qubits = false, phantom = false;
     for (int i = 1; i < argc && !failed; ++i) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "--phantom") == 0) {
+            phantom = true;
         } else if (strcmp(argv[i], "--scenario") == 0) {
             if (i + 1 >= argc)
                 return qm_cli_usage_error("plan", "option %s needs a value", argv[i]);
@@ -156,6 +158,8 @@ int qm_cli_plan(int argc, char **argv)
         return qm_cli_error(&st);
     if (!have_qubits)
         return qm_cli_usage_error("plan", "%s is required", "--qubits N");
+    if (phantom)
+        return qm_cli_phantom("plan", scenario, &r, json);
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
