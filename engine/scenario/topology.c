@@ -591,16 +591,30 @@ qm_code qm_topo_graph_path(qm_topo_graph *g, int src, int dst, qm_topo_path *out
     return fill_path(g, src, dst, out, st);
 }
 
+/* The path rule's order on (found, class, bandwidth, hops): found first, then the key. */
+typedef struct path_key {
+    bool found;
+    qm_link_class cls;
+    double bw;
+    int hops;
+} path_key;
+
+static bool key_better(path_key a, path_key b)
+{
+    if (a.found != b.found)
+        return a.found;
+    if (a.cls != b.cls)
+        return a.cls < b.cls;
+    if (a.bw != b.bw)
+        return a.bw > b.bw;
+    return a.hops < b.hops;
+}
+
 /* Whether path a is better than b by the path rule (found first). */
 static bool path_better(const qm_topo_path *a, const qm_topo_path *b)
 {
-    if (a->found != b->found)
-        return a->found;
-    if (a->cls != b->cls)
-        return a->cls < b->cls;
-    if (a->bw_bytes_per_s != b->bw_bytes_per_s)
-        return a->bw_bytes_per_s > b->bw_bytes_per_s;
-    return a->hops < b->hops;
+    return key_better((path_key){a->found, a->cls, a->bw_bytes_per_s, a->hops},
+                      (path_key){b->found, b->cls, b->bw_bytes_per_s, b->hops});
 }
 
 /* `what` names the argument in the message: "device", "device set entry 2". */
@@ -1054,13 +1068,8 @@ qm_code qm_topo_graph_check_connected(qm_topo_graph *g, const int *devices, int 
 /* Whether pair a is better than pair b for a best peer: found, class, bandwidth, hops. */
 static bool best_peer_better(const qm_topo_pair *a, const qm_topo_pair *b)
 {
-    if (a->peer != b->peer)
-        return a->peer;
-    if (a->cls != b->cls)
-        return a->cls < b->cls;
-    if (a->bw_bytes_per_s != b->bw_bytes_per_s)
-        return a->bw_bytes_per_s > b->bw_bytes_per_s;
-    return a->hops < b->hops;
+    return key_better((path_key){a->peer, a->cls, a->bw_bytes_per_s, a->hops},
+                      (path_key){b->peer, b->cls, b->bw_bytes_per_s, b->hops});
 }
 
 qm_code qm_topo_graph_best_peers(qm_topo_graph *g, const int *devices, int n_devices,
