@@ -1,4 +1,4 @@
-/* comm.h — the communicator between ranks, as the engine sees it (DESIGN.md section 5).
+/* comm.h — the communicator between ranks, as the engine sees it (docs/comm.md).
  *
  * Role: one small interface over every way ranks talk to each other: rank and world size, an
  * all-gather of fixed-size records, a deterministic float64 sum, broadcast, point-to-point bytes (to
@@ -14,8 +14,8 @@
  * Rules every caller follows (docs/comm.md):
  *   - Collectives (allgather, allreduce, broadcast, barrier, agree, allgather_status) are entered by
  *     every rank, in the same order, with the same sizes and root. A rank that found bad data still
- *     enters them (DESIGN.md section 3): it contributes its failure through allgather_status or a
- *     NaN, and every rank then fails with the same message.
+ *     enters them (docs/comm.md, "Failure semantics"): it contributes its failure through
+ *     allgather_status or a NaN, and every rank then fails with the same message.
  *   - Argument errors (a NULL buffer, a root or peer out of range, a bad tag) are reported at once,
  *     without entering the collective. They are programming errors: when they happen on some ranks
  *     only, the other ranks wait (the threads comm times out; mpirun must be killed).
@@ -107,7 +107,8 @@ qm_code qm_comm_allgather(qm_comm *c, const void *mine, size_t record_bytes, voi
 /* values[i] becomes the sum over ranks of values[i], in place, identical on every rank. The sum is
  * formed in rank order ((v_0 + v_1) + v_2) + ... after an all-gather, never by the backend's
  * reduction, so it depends only on the values and the world size. (The engine's norms do not use
- * this: they all-gather partial sums and combine them in global index order; DESIGN.md section 3.)
+ * this: they all-gather partial sums and combine them in global index order; docs/comm.md,
+ * "Determinism".)
  * Scratch of at most 1 MiB (or size * 8 bytes when larger) is allocated. */
 qm_code qm_comm_allreduce_sum_f64(qm_comm *c, double *values, uint64_t count, qm_status *st);
 /* root's `bytes` bytes of buf are copied into buf on every rank. */

@@ -16,7 +16,7 @@
  * devices of qm_hal_cuda_open_logical (several per GPU) cannot be used here.
  * The environment: NCCL_NVLS_ENABLE is set to 0 before any NCCL call, overriding the user's value.
  *
- * Every fallible function follows STYLE.md: a qm_code, qm_status *st last (may be NULL); NCCL and
+ * Every fallible function follows the project's convention (docs/api.md): a qm_code, qm_status *st last (may be NULL); NCCL and
  * CUDA errors are E-BACKEND naming the operation, the device(s) and NCCL's error string. A build
  * without NCCL (QM_WITH_NCCL=OFF) has the same functions answering E-UNSUPPORTED.
  * Retained: the HAL (and for a rank communicator the qm_comm) must outlive the communicator.

@@ -1,4 +1,5 @@
-/* status.c — the status model: code names, failure helpers, size/rate/time formatting.
+/* status.c — the status model: code names, failure helpers, size/rate/time formatting, and the
+ * "did you mean" distance shared by the scenario loader and the command line.
  *
  * In: codes and printf-style messages from whichever function detects a failure.
  * Out: a filled qm_status (fixed size: never allocates, so it works when memory is gone).
@@ -249,6 +250,81 @@ const char *qm_policy_name(qm_policy p)
 const char *qm_encoding_name(qm_encoding e)
 {
     static const char *const names[QM_ENCODING_COUNT_] = {"amplitude", "angle", "basis", "phase",
-                                                          "iqp"};
+                                                          "iqp", "iqp-z"};
     return (int)e >= 0 && e < QM_ENCODING_COUNT_ ? names[e] : NULL;
+}
+
+uint64_t qm_encoding_features(qm_encoding e, unsigned n)
+{
+    if (n > 63)
+        return 0;
+    switch (e) {
+    case QM_ENCODING_AMPLITUDE: return (uint64_t)1 << n;
+    case QM_ENCODING_ANGLE:
+    case QM_ENCODING_PHASE:
+    case QM_ENCODING_IQP_Z: return n;
+    case QM_ENCODING_BASIS: return 1;
+    case QM_ENCODING_IQP: return (uint64_t)n + (uint64_t)n * (n - (n > 0)) / 2;
+    case QM_ENCODING_COUNT_: break;
+    }
+    return 0;
+}
+
+unsigned qm_encoding_qubits(qm_encoding e, uint64_t f)
+{
+    switch (e) {
+    case QM_ENCODING_AMPLITUDE:
+        return f == 0 ? 0 : f <= 2 ? 1 : (unsigned)(64 - __builtin_clzll(f - 1));
+    case QM_ENCODING_ANGLE:
+    case QM_ENCODING_PHASE:
+    case QM_ENCODING_IQP_Z: return f <= 63 ? (unsigned)f : 0;
+    case QM_ENCODING_IQP:
+        for (unsigned n = 1; n <= 63; ++n)
+            if (qm_encoding_features(e, n) == f)
+                return n;
+        return 0;
+    case QM_ENCODING_BASIS:
+    case QM_ENCODING_COUNT_: break;
+    }
+    return 0;
+}
+
+/* Levenshtein distance, or 3 when it is more than 2 (all "did you mean" needs). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64 || la > lb + 2 || lb > la + 2)
+        return 3;
+    int prev[65], cur[65];
+    for (size_t j = 0; j <= lb; ++j)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= la; ++i) {
+        cur[0] = (int)i;
+        int rowmin = cur[0];
+        for (size_t j = 1; j <= lb; ++j) {
+            int best = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            cur[j] = best;
+            if (best < rowmin)
+                rowmin = best;
+        }
+        if (rowmin > 2)
+            return 3;
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb] > 2 ? 3 : prev[lb];
+}
+
+bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *hint)
+{
+    int d = edit_distance(typed, cand);
+    if (d > 2 || d > *best || (size_t)d >= strlen(typed) || (size_t)d >= strlen(cand))
+        return false;
+    if (d == *best && (!hint || strcmp(cand, hint) >= 0))
+        return false;
+    *best = d;
+    return true;
 }

@@ -10,6 +10,8 @@
 
 #include "qmesh.h"
 
+#include <stdbool.h>
+
 #if defined(__GNUC__)
 #define QM_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -23,6 +25,13 @@ qm_code qm_fail_backend(qm_status *st, qm_code code, int backend_code, const cha
     QM_PRINTF(4, 5);
 /* Prepend "prefix: " to the message already in st (truncating at the end). Returns st->code. */
 qm_code qm_status_prefix(qm_status *st, const char *fmt, ...) QM_PRINTF(2, 3);
+/* "Did you mean": whether cand is a better suggestion for the misspelt typed than hint (found at
+ * distance *best; start with *best = 3 and hint = NULL). A candidate qualifies within edit
+ * distance 2, when that is not a rewrite of a whole short word; it is better when closer, or as
+ * close and first in byte order (so the hint does not depend on the order of candidates). On true,
+ * *best is its distance and the caller keeps cand as the new hint. Used by the scenario loader
+ * (keys, names) and the command line (commands, flags). */
+bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *hint);
 /* Attach a scenario location to st. */
 void qm_status_locate(qm_status *st, const char *file, int line, int col);
 

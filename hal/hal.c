@@ -603,6 +603,7 @@ const char *qm_hal_op_name(qm_hal_op op)
     case QM_HAL_OP_AMP_SCAN: return "amp_scan";
     case QM_HAL_OP_AMP_SCALE: return "amp_scale";
     case QM_HAL_OP_AMP_BATCH: return "amp_batch";
+    case QM_HAL_OP_PRODUCT: return "product";
     case QM_HAL_OP_COUNT_: break;
     }
     return "unknown";
@@ -618,6 +619,7 @@ bool qm_hal_op_is_amplitude(qm_hal_op op)
     case QM_HAL_OP_AMP_SCALE:
     case QM_HAL_OP_AMP_BATCH:
         return true;
+    case QM_HAL_OP_PRODUCT:
     case QM_HAL_OP_COUNT_:
         break;
     }
@@ -905,3 +907,39 @@ void qm_hal_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t peri
 double qm_hal_tree_combine(double *v, uint64_t n) { return qm_tree_combine(v, n); }
 double qm_hal_rescale_factor(double max_abs) { return qm_rescale_factor(max_abs); }
 bool qm_hal_sum_is_fast(double sum) { return isfinite(sum) && sum >= QM_FAST_SUM_MIN; }
+
+/* ---- product-state ops (angle, basis, phase) ------------------------------------------------- */
+
+qm_code qm_hal_product(qm_hal *hal, const qm_hal_product_args *a, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a || !a->state || !a->table)
+        return qm_fail(st, QM_E_ARG, "product: hal, args, state and table must not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "product: state dtype must be complex64 or complex128 (got %s)",
+                       dtn(a->state_dtype));
+    if (a->qubits < 1 || a->qubits > 62)
+        return qm_fail(st, QM_E_ARG, "product: %u qubits (1 to 62)", a->qubits);
+    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "product", "state", st);
+    if (rc != QM_OK || a->n == 0)
+        return rc;
+    if (a->g0 > UINT64_MAX - a->n)
+        return qm_fail(st, QM_E_BOUNDS, "product: global indices overflow 64 bits");
+    const uint64_t first = a->g0 >> a->qubits, last = (a->g0 + a->n - 1) >> a->qubits;
+    if (first < a->first_state || last - a->first_state >= a->n_states)
+        return qm_fail(st, QM_E_BOUNDS, "product: slots span states %llu..%llu but the table covers "
+                       "%llu..%llu", (unsigned long long)first, (unsigned long long)last,
+                       (unsigned long long)a->first_state,
+                       (unsigned long long)(a->first_state + a->n_states - 1));
+    const uint64_t per = 4 * (uint64_t)a->qubits;
+    if (a->n_states > UINT64_MAX / per)
+        return qm_fail(st, QM_E_BOUNDS, "product: table size overflows 64 bits");
+    rc = check_elems(hal, a->table, QM_DTYPE_FLOAT64, a->table_off, a->n_states * per, "product",
+                     "table", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->table->dev != a->state->dev)
+        return qm_fail(st, QM_E_ARG, "product: table on %s but state on %s",
+                       hal->info[a->table->dev].id, hal->info[a->state->dev].id);
+    return launch_op(hal, a->state->dev, QM_HAL_OP_PRODUCT, "product", a, a->state->ptr,
+                     (const char *)a->table->ptr + a->table_off * sizeof(double), NULL, s, st);
+}

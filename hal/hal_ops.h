@@ -35,6 +35,7 @@ typedef enum qm_hal_op {
     QM_HAL_OP_AMP_SCAN = 4,     /* qm_hal_scan_args; blocking */
     QM_HAL_OP_AMP_SCALE = 5,    /* qm_hal_amp_scale_args; enqueued */
     QM_HAL_OP_AMP_BATCH = 6,    /* qm_hal_amp_batch_args; enqueued */
+    QM_HAL_OP_PRODUCT = 7,      /* qm_hal_product_args; enqueued (angle, basis, phase) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;
 
@@ -192,5 +193,26 @@ double qm_hal_rescale_factor(double max_abs);
 /* Whether a state's fast-path sum of squares is usable as is (finite and at least
  * QM_FAST_SUM_MIN); else the state takes the rescaled slow path. */
 bool qm_hal_sum_is_fast(double sum);
+
+/* --- product states: angle, basis and phase encodings -------------------------------------------
+ * Slots [off, off + n) of `state` become product-state amplitudes (kernels/qm_math.h: a fixed
+ * left-to-right product of one complex factor per qubit, times `scale`), slot i being global index
+ * g0 + i: state (g0 + i) >> qubits, local index (g0 + i) mod 2^qubits. The factors are float64
+ * elements of `table` (same device as the state): for state k (first_state <= k < first_state +
+ * n_states), from element table_off + (k - first_state) * 4 * qubits on, per qubit q the pairs
+ * (re, im) of f_q(0) and f_q(1). Buffers by role: STATE = state, INPUT = the table (already at
+ * table_off). Enqueued on s. */
+typedef struct qm_hal_product_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    uint64_t g0;
+    unsigned qubits;           /* 1 .. 62 */
+    uint64_t first_state, n_states;
+    const qm_hal_buf *table;
+    uint64_t table_off;
+    double scale;
+} qm_hal_product_args;
+qm_code qm_hal_product(qm_hal *hal, const qm_hal_product_args *a, qm_hal_stream *s, qm_status *st);
 
 #endif

@@ -24,7 +24,8 @@ extern "C" {
 #define QM_VERSION_PATCH 0
 
 /* Error codes. The printed name (qm_code_name) is part of the contract: scenario files, tests and
- * tools match on it. Loader and planner codes are the ones named in SCENARIOS.md. */
+ * tools match on it. Loader and planner codes are listed in docs/scenario-format.md ("Error
+ * codes"). */
 typedef enum qm_code {
     QM_OK = 0,
     /* generic */
@@ -36,7 +37,7 @@ typedef enum qm_code {
     QM_E_IO,             /* "E-IO": a file could not be read or written */
     QM_E_DTYPE,          /* "E-DTYPE": an unknown dtype, or a dtype mismatch */
     QM_E_INTERNAL,       /* "E-INTERNAL": an internal invariant failed (a bug: please report) */
-    /* planner (SCENARIOS.md "Error codes") */
+    /* planner (docs/scenario-format.md, "Planner error codes a case may expect") */
     QM_E_QUBITS,         /* "E-QUBITS" */
     QM_E_CAPACITY,       /* "E-CAPACITY" */
     QM_E_NOT_POW2,       /* "E-NOT-POW2" */
@@ -44,7 +45,7 @@ typedef enum qm_code {
     QM_E_NO_GATHER,      /* "E-NO-GATHER" */
     QM_E_POLICY,         /* "E-POLICY" */
     QM_E_INPUT,          /* "E-INPUT" */
-    /* scenario loader (SCENARIOS.md "Error codes") */
+    /* scenario loader (docs/scenario-format.md, "Error codes") */
     QM_E_YAML_SYNTAX,    /* "E-YAML-SYNTAX" */
     QM_E_SCHEMA_VERSION, /* "E-SCHEMA-VERSION" */
     QM_E_UNKNOWN_KEY,    /* "E-UNKNOWN-KEY" */
@@ -117,7 +118,7 @@ qm_code qm_dtype_parse(const char *text, qm_dtype *out, qm_status *st);
 
 
 
-/* Layout policies (DESIGN.md section 2) and encodings (section 3). Names: "auto", "single", ... */
+/* Layout policies (docs/planner.md) and encodings (docs/api.md). Names: "auto", "single", ... */
 typedef enum qm_policy {
     QM_POLICY_AUTO = 0,
     QM_POLICY_SINGLE,
@@ -134,11 +135,21 @@ typedef enum qm_encoding {
     QM_ENCODING_BASIS,
     QM_ENCODING_PHASE,
     QM_ENCODING_IQP,
+    QM_ENCODING_IQP_Z,         /* "iqp-z": IQP without the ZZ terms */
     QM_ENCODING_COUNT_
 } qm_encoding;
 
 const char *qm_policy_name(qm_policy p);     /* NULL when out of range */
 const char *qm_encoding_name(qm_encoding e); /* NULL when out of range */
+
+/* Input values per sample that an encoding of n qubits takes (docs/encodings.md): amplitude up
+ * to 2^n (this returns 2^n, the most), angle, phase and iqp-z n, basis 1, iqp n + n(n-1)/2.
+ * 0 for an unknown encoding or n > 63. Cannot fail. */
+uint64_t qm_encoding_features(qm_encoding e, unsigned qubits);
+/* The qubit count that F values per sample make for an encoding: amplitude the smallest n with
+ * 2^n >= F (at least 1), angle/phase/iqp-z F, iqp the n with n + n(n-1)/2 = F; basis has none
+ * (its one value is an index: returns 0). 0 when F fits no qubit count. Cannot fail. */
+unsigned qm_encoding_qubits(qm_encoding e, uint64_t features);
 
 /* Where states live: the CPU-simulated mesh of the scenario's devices, or CUDA GPUs (each device
  * of the plan a logical device of a GPU). AUTO is the simulator. */
@@ -155,8 +166,8 @@ typedef struct qm_request {
     qm_dtype dtype;            /* complex64 | complex128 */
     qm_policy policy;
     uint64_t batch;            /* states (input rows); at least 1 */
-    uint64_t features;         /* input values per row; 0 = 2^qubits */
-    qm_encoding encoding;      /* amplitude (the others are planned, not encoded) */
+    uint64_t features;         /* input values per row; 0 = the encoding's (qm_encoding_features) */
+    qm_encoding encoding;      /* amplitude, angle, basis, phase, iqp, iqp-z */
     char gather[64];           /* "auto", "host", "none" or a device id */
     int ranks;                 /* use the scenario's first k ranks; 0 = all */
 } qm_request;

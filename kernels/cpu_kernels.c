@@ -220,3 +220,59 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
                          in_elem, 0, 0, period_valid);
     }
 }
+
+void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
+                    unsigned qubits, uint64_t first_state, const double *table, double scale)
+{
+    if (n == 0)
+        return;
+    const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
+    const uint64_t bs = (uint64_t)1 << m, mask = bs - 1;
+    /* blocks of 2^m aligned global indices (a state is a whole number of them) */
+    const uint64_t b0 = g0 >> m, b1 = (g0 + n - 1) >> m;
+    const int64_t nb = (int64_t)(b1 - b0 + 1);
+    const int par = n >= (1u << 16);
+    double *o64 = state_elem == QMK_C128 ? (double *)state + 2 * off : NULL;
+    float *o32 = state_elem == QMK_C128 ? NULL : (float *)state + 2 * off;
+#pragma omp parallel if (par)
+    {
+        double lo[2 << QM_PRODUCT_LO_BITS];
+        uint64_t lo_state = UINT64_MAX;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint64_t first = (b0 + (uint64_t)b) << m;
+            const uint64_t s = first >> qubits;
+            const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
+            if (s != lo_state) { /* lo of this state: the same left-to-right products */
+                lo[0] = 1.0;
+                lo[1] = 0.0;
+                for (unsigned q = 0; q < m; ++q) {
+                    const uint64_t w = (uint64_t)1 << q;
+                    for (uint64_t j = w; j-- > 0;) {
+                        const double *f1 = f + 4 * q + 2, *f0 = f + 4 * q;
+                        qm_cmul(lo[2 * j], lo[2 * j + 1], f1[0], f1[1], &lo[2 * (j + w)],
+                                &lo[2 * (j + w) + 1]);
+                        qm_cmul(lo[2 * j], lo[2 * j + 1], f0[0], f0[1], &lo[2 * j], &lo[2 * j + 1]);
+                    }
+                }
+                lo_state = s;
+            }
+            double hr, hi;
+            qm_product_range(f, m, qubits, first, &hr, &hi);
+            const uint64_t a = first > g0 ? first - g0 : 0;
+            const uint64_t e = first + bs - g0 < n ? first + bs - g0 : n;
+            for (uint64_t i = a; i < e; ++i) {
+                const uint64_t j = (g0 + i) & mask;
+                double re, im;
+                qm_product_amp(hr, hi, lo[2 * j], lo[2 * j + 1], scale, &re, &im);
+                if (o64) {
+                    o64[2 * i] = re;
+                    o64[2 * i + 1] = im;
+                } else {
+                    o32[2 * i] = (float)re;
+                    o32[2 * i + 1] = (float)im;
+                }
+            }
+        }
+    }
+}

@@ -39,4 +39,10 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
                       uint64_t period_valid, uint64_t n_states, const void *in, qmk_elem in_elem,
                       uint64_t in_off, double *sums, uint64_t sums_off);
 
+/* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [off, off + n) of `state`,
+ * slot i being global index g0 + i: state (g0 + i) >> qubits, whose factors are table[(state -
+ * first_state) * 4 * qubits ...]. */
+void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
+                    unsigned qubits, uint64_t first_state, const double *table, double scale);
+
 #endif

@@ -447,3 +447,34 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
                                                       (const float *)x);
     return (int)cudaGetLastError();
 }
+
+/* Product-state amplitudes (qm_math.h): a grid-stride loop over the slots; each thread forms its
+ * amplitude from the same left-to-right products as the CPU kernel (which keeps a lo table: the
+ * products are the same, so are the bits). */
+__global__ void product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                               uint64_t first_state, const double *table, double scale)
+{
+    const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint64_t g = g0 + i;
+        const double *f = table + ((g >> qubits) - first_state) * 4 * (uint64_t)qubits;
+        double lr, li, hr, hi, re, im;
+        qm_product_range(f, 0, m, g, &lr, &li);
+        qm_product_range(f, m, qubits, g, &hr, &hi);
+        qm_product_amp(hr, hi, lr, li, scale, &re, &im);
+        if (c128)
+            ((double2 *)state)[i] = make_double2(re, im);
+        else
+            ((float2 *)state)[i] = make_float2((float)re, (float)im);
+    }
+}
+
+extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale, void *stream)
+{
+    product_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+        state, c128, n, g0, qubits, first_state, table, scale);
+    return (int)cudaGetLastError();
+}

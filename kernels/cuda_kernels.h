@@ -52,6 +52,12 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
                                    uint64_t period_valid, uint64_t n_states, const void *in,
                                    int in_f64, double *sums, void *stream);
 
+/* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot
+ * i being global index g0 + i, with the factors of state s at table[(s - first_state) * 4 *
+ * qubits] (device array). */
+int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                           uint64_t first_state, const double *table, double scale, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -169,4 +169,49 @@ QM_HD double qm_tree_combine(double *v, uint64_t n)
     return n ? v[0] : 0.0;
 }
 
+
+/* ---- product states: angle, basis and phase encodings -----------------------------------------
+ * Every amplitude of a product state is a product of one complex factor per qubit: for index i of
+ * a state of n qubits, factor q is f_q(bit q of i), given as table[4q + 2b] (re) and
+ * [4q + 2b + 1] (im) for bit b. The evaluation order is fixed, so both backends and every layout
+ * give the same bits:
+ *   lo(i) = ((1 * f_0) * f_1) ... * f_{m-1}    over the low m = min(n, QM_PRODUCT_LO_BITS) qubits,
+ *   hi(i) = ((1 * f_m) * f_{m+1}) ... * f_{n-1} over the others,
+ *   a(i)  = scale * (hi(i) * lo(i)),
+ * each complex product (ar br - ai bi, ar bi + ai br) without fused multiply-adds. lo depends on
+ * the low bits only, so a kernel may keep a table of it per state (built by the same left-to-right
+ * products) and hi is shared by each aligned block of 2^m amplitudes. */
+#define QM_PRODUCT_LO_BITS 10
+
+QM_HD void qm_cmul(double ar, double ai, double br, double bi, double *re, double *im)
+{
+    const double r = ar * br - ai * bi;
+    const double i = ar * bi + ai * br;
+    *re = r;
+    *im = i;
+}
+
+/* The product of the factors of qubits [q0, q1) for index i, left to right from 1. */
+QM_HD void qm_product_range(const double *table, unsigned q0, unsigned q1, uint64_t i, double *re,
+                            double *im)
+{
+    double r = 1.0, m = 0.0;
+    for (unsigned q = q0; q < q1; ++q) {
+        const double *f = table + 4 * q + 2 * ((i >> q) & 1u);
+        qm_cmul(r, m, f[0], f[1], &r, &m);
+    }
+    *re = r;
+    *im = m;
+}
+
+/* The amplitude from its hi and lo parts: scale * (hi * lo). */
+QM_HD void qm_product_amp(double hr, double hi, double lr, double li, double scale, double *re,
+                          double *im)
+{
+    double r, m;
+    qm_cmul(hr, hi, lr, li, &r, &m);
+    *re = scale * r;
+    *im = scale * m;
+}
+
 #endif

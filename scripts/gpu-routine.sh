@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole GPU routine for the lent machine (see ../shared/docs/DEVICE.md), in one call:
+# The whole GPU routine for a one-GPU CUDA machine, in one call:
 #   unpack the carried Debian packages (.devdeps), configure with CUDA for sm_90, build, run the
 #   cuda/diff tests and the whole suite, run the CUDA encode of the digits set and a 30-qubit
 #   state, and leave logs under $OUT (or out/gpu when OUT is unset).

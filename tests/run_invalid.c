@@ -3,7 +3,7 @@
  * Usage: run_invalid DIR. Every .yaml file of DIR (read at run time, in name order) must fail
  * `qmesh topo validate` (qm_cli_topo_validate_to: exit status 1), and its diagnostics must match
  * the POSIX extended regex on its first line, `# expect: <regex>`. The corpus must also name every
- * loader code of SCENARIOS.md in at least one expect line. Prints one line per file.
+ * loader code of docs/scenario-format.md ("Error codes") in at least one expect line. Prints one line per file.
  */
 #define _POSIX_C_SOURCE 200809L
 

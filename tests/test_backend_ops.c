@@ -96,6 +96,15 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F64, .q = 12, .F = 4000, .batch = 6, .values = V_ZERO},
     {.op = QM_HAL_OP_AMP_BATCH, .st = C128, .in = F32, .q = 14, .F = 16383, .batch = 3, .in_off = 1},
     {.op = QM_HAL_OP_AMP_BATCH, .st = C64, .in = F64, .q = 14, .F = 1, .batch = 2, .values = V_WIDE},
+    /* product (angle, basis, phase): the input is the factor table, 4 q doubles per state; small
+     * states in a batch, one state past the 2^10 low-bit table with a range that starts and ends
+     * inside blocks, offsets; factors that are random, zeros (basis-like), subnormal */
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 3},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 5, .g0 = 100, .count = 4000, .st_off = 3},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 16, .batch = 1, .g0 = 1001, .count = 30001, .scale = 0x1p-8},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 17, .batch = 2, .g0 = 70000, .count = 130000, .st_off = 1},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 1, .batch = 50, .values = V_ZERO},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 3, .batch = 40, .values = V_SUBNORMAL, .g0 = 5},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
@@ -165,7 +174,7 @@ static bool geom_make(const op_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
     g->N = (uint64_t)1 << c->q;
-    g->F = c->F ? c->F : g->N;
+    g->F = c->op == QM_HAL_OP_PRODUCT ? 4 * (uint64_t)c->q : c->F ? c->F : g->N;
     g->E = c->batch * g->F;
     g->S = c->batch * g->N;
     g->ss = qm_dtype_size(c->st);
@@ -185,7 +194,8 @@ static bool geom_make(const op_case *c, geom *g)
             ((float *)g->input)[e] = (float)v;
     }
     memset(g->stash, 0xFF, g->S * g->ss);
-    qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
+    if (c->op != QM_HAL_OP_PRODUCT) /* product reads its table, not a stash */
+        qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
     for (uint64_t k = 0; k < c->batch; ++k) {
         g->coeffs[k] = 1.0 / (1.5 + (double)k);
         g->scales[k] = ldexp(1.0, (int)(k % 5) - 2);
@@ -256,7 +266,8 @@ static bool output_make(const op_case *c, const geom *g, output *o)
                                                            : (g->S - state_first(c, g)) * g->ss;
     switch (c->op) {
     case QM_HAL_OP_AMP_STASH:
-    case QM_HAL_OP_AMP_SCALE: return output_alloc(o, st_bytes, 0, 0, g->ss);
+    case QM_HAL_OP_AMP_SCALE:
+    case QM_HAL_OP_PRODUCT: return output_alloc(o, st_bytes, 0, 0, g->ss);
     case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
     case QM_HAL_OP_AMP_SUMSQ_DEV:
         return output_alloc(o, (c->sums_off + g->n_blocks) * 8, 0, (c->sums_off + g->n_blocks) * 8, 8);
@@ -310,6 +321,9 @@ static void run_reference(const op_case *c, const geom *g, output *o)
         qm_cpu_amp_batch(o->bytes, elem_of(c->st), c->st_off, g->N, g->F, c->batch, g->input,
                          elem_of(c->in), 0, (double *)(o->bytes + o->sums_at),
                          c->sums_off);
+        return;
+    case QM_HAL_OP_PRODUCT:
+        qm_cpu_product(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, c->q, 0, g->input, scale);
         return;
     case QM_HAL_OP_COUNT_: break;
     }
@@ -409,13 +423,21 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
             rc = qm_hal_amp_batch(hal, &a, NULL, st);
             break;
         }
+        case QM_HAL_OP_PRODUCT: {
+            const qm_hal_product_args a = {.state = state, .state_dtype = c->st, .off = c->st_off,
+                                           .n = g->n, .g0 = g->g0, .qubits = c->q,
+                                           .first_state = 0, .n_states = c->batch, .table = in,
+                                           .table_off = 0, .scale = scale};
+            rc = qm_hal_product(hal, &a, NULL, st);
+            break;
+        }
         case QM_HAL_OP_COUNT_: break;
         }
         ok = rc == QM_OK;
     }
     /* download */
     if (ok && (c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_SCALE ||
-               c->op == QM_HAL_OP_AMP_BATCH))
+               c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_PRODUCT))
         ok = qm_hal_copy_d2h(hal, o->bytes, state, 0, st_bytes, NULL, st) == QM_OK;
     if (ok && sums)
         ok = qm_hal_copy_d2h(hal, o->bytes + o->sums_at, sums, 0, o->sums_end - o->sums_at, NULL,

@@ -1,5 +1,11 @@
-/* test_conformance_encode.c — CONFORMANCE.md items 16-20 and 23-25 (encoding) in our API's terms,
- * on the simulated mesh. Items 21-22 (multi-rank) are in the comm / MPI tests. */
+/* test_conformance_encode.c — the reference system's distributed amplitude encoding behaviours
+ * (Apache Mahout QDP) in our API's terms, on the simulated mesh. The item numbers count those
+ * behaviours across the conformance tests: 16 shard values of [1, 2, 3] over two devices; 17 any
+ * layout gives the single-device result (ours bit-identical); 18 more values than amplitudes is
+ * rejected before device work; 19 empty input is rejected before the layout is looked at; 20 a
+ * zero or non-finite norm is rejected, naming the first offending index; 23 shard reads by id,
+ * with the dtype checked; 24 the one view of a one-shard state; 25 sum |psi|^2 = 1. Items 21-22
+ * (multi-rank: a NaN on one rank, each rank's own input range) are in the comm / MPI tests. */
 #include "materialize_internal.h"
 #include "qmesh_dlpack.h"
 #include "sim_fixtures.h"

@@ -1,5 +1,9 @@
-/* test_conformance_planner.c — CONFORMANCE.md items 5-15 (planner) in our API's terms, on the
- * simulated mesh. Each check names its item. */
+/* test_conformance_planner.c — the reference system's planner behaviours (Apache Mahout QDP) in
+ * our API's terms, on the simulated mesh. Each check names its item: 5 equal over two devices,
+ * 6 balanced ranges, 7 single, 8 replicated (implemented), 9 the balanced order on T3 with ids
+ * [10, 11, 12], 10 world size and rank checks, 11 one contiguous range per rank, 12 no empty
+ * shard, 13 no global 30-qubit cap, 14 balanced over six devices, 15 zero qubits and shard ids out
+ * of range. (T3 and items 1 and 4 are described in test_conformance_topology.c.) */
 #include "plan_fixtures.h"
 
 static char buf[16384];
@@ -64,7 +68,7 @@ static void item6_7_8_balanced_single_replicated(void)
 static const char *t3(const char *a, const char *b, const char *c)
 {
     snprintf(buf, sizeof buf,
-             "schema: qmesh/1\nname: t3\nsources: [CONFORMANCE.md item 4]\n"
+             "schema: qmesh/1\nname: t3\nsources: [T3 of the conformance tests]\n"
              "hosts:\n  - id: n0\n    numa: [{id: 0}]\n    devices:\n"
              "      - {id: '%s', memory: 16 GiB, hbm_bandwidth: 1 TB/s}\n"
              "      - {id: '%s', memory: 16 GiB, hbm_bandwidth: 1 TB/s, numa: 0}\n"

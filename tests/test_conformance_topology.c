@@ -1,4 +1,5 @@
-/* test_conformance_topology.c — CONFORMANCE.md items 1 and 4 on the topology graph.
+/* test_conformance_topology.c — the reference system's topology behaviours (items 1 and 4 of the
+ * conformance tests) on the topology graph.
  *
  * Item 1: a topology of n devices has itself as the best link on the diagonal; unknown pairs have no
  * peer access. Item 4: the gather device is the best-connected one; on T3 (3 devices; 0<->1 through
@@ -274,16 +275,16 @@ static void item4(const int ids[3], const int given[3])
 int main(void)
 {
     const int ids_a[3] = {0, 1, 2}, ids_b[3] = {10, 11, 12};
-    /* CONFORMANCE.md item 1 */
+    /* item 1 */
     item1_t3(ids_a);
     item1_t3(ids_b);
     item1_nvswitch();
-    /* CONFORMANCE.md item 4: [0,1,2] -> gather 1, order [1, 0, 2]; [10,11,12] -> 11, [11, 10, 12],
+    /* item 4: [0,1,2] -> gather 1, order [1, 0, 2]; [10,11,12] -> 11, [11, 10, 12],
      * whatever order the request lists them in */
     item4(ids_a, ids_a);
     item4(ids_b, ids_b);
     const int shuffled[3] = {12, 10, 11}, reversed[3] = {12, 11, 10};
     item4(ids_b, shuffled);
     item4(ids_b, reversed);
-    return qm_test_end("test_conformance_topology (CONFORMANCE.md items 1 and 4)");
+    return qm_test_end("test_conformance_topology (items 1 and 4)");
 }

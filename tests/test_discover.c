@@ -97,7 +97,7 @@ static void make_tree(void)
     put_file("proc/meminfo", "MemFree:        1000 kB\nMemTotal:       263855520 kB\n");
 }
 
-#define H200_BYTES 150754820096ull /* 143771 MiB (docs/HARDWARE.md) */
+#define H200_BYTES 150754820096ull /* 143771 MiB, nvidia-smi's total on an H200 */
 #define H200_HBM 3352320000000.0   /* 2 x 2619000 kHz x 5120 bits / 8 */
 
 /* Two H200-like GPUs, peer access both ways, 18 NVLinks between them. */
@@ -408,6 +408,11 @@ static void test_build_round_trip(void)
     CHECK(has_source(back, "NVML (libnvidia-ml.so.1 through dlopen)"));
     CHECK(has_source(back, "assumed: sys links between NUMA nodes at 40 GB/s per direction"));
     CHECK(has_source(back, "assumed: NVLink 25 GB/s per link per direction"));
+    /* the assumed figures say where they come from, inside the repository or in public sources */
+    CHECK(has_source(back, "40 GB/s per direction (NCCL src/graph/topo.h ERP_QPI_BW: the Emerald "
+                           "Rapids socket link)"));
+    CHECK(has_source(back, "(line rate; NVLink4: 18 x 25 GB/s = 450 GB/s, NVIDIA's 900 GB/s both "
+                           "ways)"));
     CHECK(has_source(back, "(totalGlobalMem - cudaMemGetInfo free)"));
     CHECK(back->n_hosts == 1);
     CHECK_STR(back->hosts[0].id, "n0");
@@ -713,7 +718,8 @@ static void test_cli(const char *qmesh)
     CHECK(run(qmesh, "a.yaml b.yaml", err, sizeof err) == 2);
     CHECK(strstr(err, "one file at a time (extra 'b.yaml')") != NULL);
     CHECK(run(qmesh, "--out", err, sizeof err) == 2);
-    CHECK(strstr(err, "--out needs a file name") != NULL);
+    CHECK(strstr(err, "error[E-ARG]: topo dump: option --out needs a value (FILE); run 'qmesh topo "
+                      "dump --help'\n") != NULL);
     CHECK(run(qmesh, "--out /nonexistent-dir-qmesh/x.yaml", err, sizeof err) == 1);
     CHECK(strstr(err, "error[E-IO]") != NULL && strstr(err, "/nonexistent-dir-qmesh/x.yaml"));
     /* a named file is dumped as before (no discovery), to --out as well */

@@ -8,6 +8,7 @@
 #include "testlib.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -63,7 +64,7 @@ static void test_digits(const char *digits)
     CHECK(strstr(out, "request:  6 qubits, complex128") != NULL);
     CHECK(strstr(out, "norm:     max |sum |psi|^2 - 1| =") != NULL);
     /* materialize's measured phases, named as the plan's estimates */
-    CHECK(strstr(out, "\nmeasured: ingest ") != NULL && strstr(out, ", local_norm ") != NULL &&
+    CHECK(strstr(out, "\nmeasured on this machine (sim backend): ingest ") != NULL && strstr(out, ", local_norm ") != NULL &&
           strstr(out, ", norm_allreduce ") != NULL && strstr(out, ", encode ") != NULL);
     if (rc != 0)
         fprintf(stderr, "%s\n", out);
@@ -233,6 +234,83 @@ static void test_float32_npy(void)
     free(a);
 }
 
+/* Run a command line (stderr only captured): its exit code; *last = its last stderr line. */
+static int run_err(char *out, size_t cap, const char **last, const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1 >/dev/null", sizeof cmd - strlen(cmd) - 1);
+    const int rc = qm_test_run(cmd, out, cap);
+    const size_t n = strlen(out);
+    const char *p = n > 1 ? out + n - 2 : out;
+    while (p > out && p[-1] != '\n')
+        --p;
+    *last = p;
+    return rc;
+}
+
+/* The product-state encodings from the command line: CSV in, the .npy shape and amplitudes out
+ * (against cos/sin here), basis from a 1-D column of indices, and the error lines. */
+static void test_featuremaps(void)
+{
+    char out[8192], in[512], dst[512];
+    snprintf(in, sizeof in, "%s/angles.csv", tmpdir);
+    snprintf(dst, sizeof dst, "%s/angles-out.npy", tmpdir);
+    write_file(in, "0.1,0.2,0.3\n1,2,3\n", 18);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --encoding angle --out %s", qmesh,
+                          in, dst);
+    CHECK(rc == 0);
+    uint64_t n = 0;
+    double *a = read_npy(dst, "'descr': '<c16', 'fortran_order': False, 'shape': (2, 8)", &n, 8);
+    CHECK(a != NULL && n == 16);
+    const double x[2][3] = {{0.1, 0.2, 0.3}, {1, 2, 3}};
+    for (int smp = 0; a && n == 16 && smp < 2; ++smp)
+        for (int i = 0; i < 8; ++i) {
+            long double r = 1;
+            for (int k = 0; k < 3; ++k)
+                r *= (i >> k) & 1 ? sinl(x[smp][k]) : cosl(x[smp][k]);
+            CHECK(fabsl(a[2 * (8 * smp + i)] - r) <= 1e-15L && a[2 * (8 * smp + i) + 1] == 0.0);
+        }
+    free(a);
+    snprintf(in, sizeof in, "%s/basis.csv", tmpdir);
+    snprintf(dst, sizeof dst, "%s/basis-out.npy", tmpdir);
+    write_file(in, "0\n5\n3\n", 6);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --encoding basis --out %s", qmesh, in,
+                      dst);
+    CHECK(rc == 0);
+    a = read_npy(dst, "'descr': '<c16', 'fortran_order': False, 'shape': (3, 8)", &n, 8);
+    CHECK(a != NULL && n == 24);
+    const int j[3] = {0, 5, 3};
+    for (int smp = 0; a && n == 24 && smp < 3; ++smp)
+        for (int i = 0; i < 8; ++i)
+            CHECK(a[2 * (8 * smp + i)] == (i == j[smp] ? 1.0 : 0.0));
+    free(a);
+    write_file(in, "0\n2.5\n", 6);
+    const char *last;
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding basis", qmesh, in);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: encode: sample 1: basis index 2.5 is not a non-negative "
+                    "integer\n");
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding basis --qubits 1", qmesh,
+                 in);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: encode: sample 1: basis index 2.5 is not an integer in [0, 2) "
+                    "(1 qubits)\n");
+    snprintf(in, sizeof in, "%s/angles.csv", tmpdir);
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding angle --qubits 4", qmesh,
+                 in);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: request: the angle encoding of 4 qubits takes 4 values per "
+                    "sample, got 3; 3 values make 3 qubits\n");
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp", qmesh, in);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-UNSUPPORTED]: encode: the iqp encoding is planned but cannot be "
+                    "encoded by this version (amplitude, angle, basis and phase can)\n");
+}
+
 /* A digits-shaped data set: 1797 rows of 64 integer "pixels" in 0..16 and a label 0..9, as
  * gzip-compressed CSV without a header, from a fixed linear congruential sequence (the same bytes on
  * every machine). Every row has at least one nonzero pixel. */
@@ -273,6 +351,7 @@ int main(int argc, char **argv)
     snprintf(digits, sizeof digits, "%s/digits.csv.gz", tmpdir);
     test_errors();
     test_float32_npy();
+    test_featuremaps();
     CHECK(make_digits(digits));
     test_digits(digits);
     char cmd[600];

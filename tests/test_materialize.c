@@ -1,6 +1,7 @@
 /* test_materialize.c — amplitude encoding on the simulated mesh: values against an independent
  * reference, bit-identical states across layouts and thread counts, extreme magnitudes, every bad
- * input with its message, state reads. (CONFORMANCE.md items 16-20, 23-25 in their first form.) */
+ * input with its message, state reads. (The reference system's encoding behaviours, items 16-20
+ * and 23-25 of test_conformance_encode.c, in their first form.) */
 #include "fault.h" /* qm_hal_fault_fired */
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
@@ -202,7 +203,7 @@ static void test_bad_input(void)
     CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);
     CHECK(s == NULL);
     CHECK_ERR(st, QM_E_INPUT, "input cannot be empty");
-    /* empty input is reported before the layout is looked at (CONFORMANCE 19) */
+    /* empty input is reported before the layout is looked at (conformance item 19) */
     CHECK(qm_materialize_amplitude(mesh8, 2, QM_DTYPE_COMPLEX128, NULL, 0, &in, NULL, &s, &st) == QM_E_INPUT);
     in.n = 3;
     CHECK(qm_materialize_amplitude(mesh8, 1, QM_DTYPE_COMPLEX128, sh, 2, &in, NULL, &s, &st) == QM_E_INPUT);

@@ -1,6 +1,6 @@
 /* test_materialize_ranks.c — a multi-rank encode with the in-process threads communicator: each
  * rank owns its devices and its contiguous part of the index space, reads only its own input range
- * (CONFORMANCE.md item 22), and the result is bit-identical to a one-process run; a NaN on one rank
+ * (conformance item 22), and the result is bit-identical to a one-process run; a NaN on one rank
  * makes every rank fail with the same message, after taking part in every exchange (item 21). */
 #include "comm.h"
 #include "materialize_internal.h"

@@ -1,4 +1,4 @@
-/* test_plan_cli.c — `qmesh plan` from the command line: the JSON object of DESIGN.md section 7, the
+/* test_plan_cli.c — `qmesh plan` from the command line: the plan's JSON object (docs/cli.md), the
  * tracker's acceptance cases, and every bad request as a one-line error with its code.
  * Arguments: the qmesh binary, the source dir. */
 #define _POSIX_C_SOURCE 200809L

@@ -89,7 +89,7 @@ static void check_state(unsigned q, const char *dt, uint64_t bytes)
     snprintf(want, sizeof want, "%llu amplitudes, %s", (unsigned long long)1 << q,
              bytes == (uint64_t)1 << 63 ? "8.00 EiB" : "4.00 EiB");
     CHECK(strstr(out, want) != NULL);
-    snprintf(want, sizeof want, "88.41 GiB     %s    64.00 MiB -   %s",
+    snprintf(want, sizeof want, "88.41 GiB     %s    64.00 MiB    -%s",
              bytes == (uint64_t)1 << 63 ? "8.00 EiB" : "4.00 EiB",
              bytes == (uint64_t)1 << 63 ? "8.00 EiB" : "4.00 EiB");
     if (!strstr(out, want))

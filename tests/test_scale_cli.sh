@@ -49,7 +49,7 @@ print(len(s), s[0]["device"], s[1]["device"], s[8191]["device"], s[0]["bytes"], 
 expect "one host: 8192 shards in given order" "8192 n0.g0 n0.g1 n0.g8191 68719476736 46" "$got"
 "$Q" topo show "$T/h8k.yaml" > "$T/t.txt" 2>&1
 expect "topo show summary exit" 0 $?
-expect "topo show summary lines" "scenario: big-1x8192 ($T/h8k.yaml)
+expect "topo show summary lines" "scenario: big-1x8192 ($T/h8k.yaml), 8192 devices
 devices: 8192 on 1 hosts in 1 ranks; usable 78.65 GiB to 78.65 GiB per device
 links: nvlink 8192 c2c 0 pcie 24576 sys 1 net 8192
 best peer in its rank (devices):
@@ -65,14 +65,14 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 s = d["summary"]
 b = s["best_peer_in_rank"]
-print("paths" in d, d["best_connected_rank0"], s["devices"], s["hosts"], s["ranks"],
+print(d["paths"], d["best_connected"], d["best_connected_rank0"], s["devices"], s["hosts"], s["ranks"],
       s["links_per_class"]["nvlink"], len(b), b[0]["class"], b[0]["bw_bytes_per_s"], b[0]["devices"],
       len(d["devices"]))' "$T/t.json")
-expect "topo show --json summary" "False n0.g0 8192 1 1 8192 1 nvlink 370800000000.0 8192 8192" "$got"
+expect "topo show --json summary" "None None n0.g0 8192 1 1 8192 1 nvlink 370800000000.0 8192 8192" "$got"
 "$Q" topo show "$T/h8k.yaml" --matrix --summary > /dev/null 2> "$T/u.err"
 expect "--matrix --summary exit" 2 $?
 expect "--matrix --summary message" \
-  "error[E-ARG]: topo show: --matrix and --summary exclude each other; run 'qmesh help'" "$(cat "$T/u.err")"
+  "error[E-ARG]: topo show: --matrix and --summary exclude each other; run 'qmesh topo show --help'" "$(cat "$T/u.err")"
 
 # ---- phantom what-if: 45 qubits complex64 on 256 hosts x 8 H200 -----------------------------------
 python3 - "$T/whatif.yaml" <<'PY'

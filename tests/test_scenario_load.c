@@ -167,6 +167,7 @@ static bool topo_equal(const qm_topology *a, const qm_topology *b)
         DIFF(strcmp(a->sources[i], b->sources[i]), "source %d", i);
     DIFF(a->default_reserve_bytes != b->default_reserve_bytes, "default reserve");
     DIFF(a->hbm_efficiency != b->hbm_efficiency, "hbm efficiency");
+    DIFF(a->host_link_bw_bytes_per_s != b->host_link_bw_bytes_per_s, "host_link");
     for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
         DIFF(a->efficiency[c] != b->efficiency[c] || a->latency_s[c] != b->latency_s[c],
              "class %d efficiency or latency", c);
@@ -278,7 +279,7 @@ static const char *const sink_yaml =
     "name: sink\n"
     "description: 'every key of qmesh/1, with \"quotes\" and a backslash \\'\n"
     "sources:\n"
-    "  - HARDWARE.md\n"
+    "  - H100 datasheet\n"
     "  - \"NCCL topo.h: 20.6 GB/s per NVLink4 link\"\n"
     "defaults:\n"
     "  reserve: 1 GiB\n"
@@ -553,6 +554,31 @@ static void test_errors(void)
 
     EXPECT_ERR(BASE "  - {a: n0.g0, b: n0.gx, kind: pcie, bandwidth: 1 GB/s}\n", QM_E_UNKNOWN_REF,
                11, 19, "links[1].b: unknown id 'n0.gx'; did you mean 'n0.g0'?");
+    /* a NIC may attach to the implicit switch of a fabric inside its host (its host is known
+     * once the fabric's members are), and defaults.host_link sets the implicit device links */
+    {
+        static const char nic[] =
+            "schema: qmesh/1\nname: e\ndefaults: {host_link: 63 GB/s}\nhosts:\n  - id: n0\n"
+            "    numa: [{id: 0}]\n    devices:\n"
+            "      - {id: n0.g0, memory: 80 GiB, hbm_bandwidth: 3.35 TB/s, numa: 0}\n"
+            "      - {id: n0.g1, memory: 80 GiB, hbm_bandwidth: 3.35 TB/s, numa: 0}\n"
+            "    nics: [{id: n0.ib, speed: 400 Gb/s, attach: n0.nvl}]\n"
+            "fabrics:\n"
+            "  - {id: n0.nvl, kind: nvlink, members: [n0.g0, n0.g1], port_bandwidth: 450 GB/s}\n";
+        qm_topology *tn = load_ok(nic, "nic.yaml");
+        CHECK(tn && tn->n_fabrics == 1 && tn->host_link_bw_bytes_per_s == 63e9);
+        if (tn) {
+            const int sw = tn->fabrics[0].switch_node;
+            int ib = 0;
+            while (ib + 1 < tn->n_nodes && strcmp(tn->nodes[ib].id, "n0.ib") != 0)
+                ++ib;
+            CHECK_STR(tn->nodes[ib].id, "n0.ib");
+            CHECK(tn->nodes[sw].host == 0 && tn->nodes[ib].attach == sw);
+            check_roundtrip(tn, "nic.yaml (dumped)");
+            qm_topology_destroy(tn);
+        }
+    }
+    EXPECT_ERR(BASE "defaults: {host_link: 0 GB/s}\n", QM_E_RANGE, 11, 23, "defaults.host_link");
     /* a fabric naming another fabric as its switch, before that fabric's own switch is resolved
      * (a fuzz finding: the message once read the switch of a fabric that had none yet) */
     EXPECT_ERR(BASE "fabrics:\n"

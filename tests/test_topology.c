@@ -478,6 +478,54 @@ static void test_two_hosts_ib(void)
     tb_free(&b);
 }
 
+/* ---- implicit device links: a device with a NUMA node and no pcie/sys/c2c link of its own ------ */
+
+static void test_implicit_device_links(void)
+{
+    tb b;
+    tb_init(&b, "implicit", 1, 8, 8);
+    b.t.host_link_bw_bytes_per_s = 31.5e9;
+    int host = tb_host(&b, "n0");
+    int numa = tb_node(&b, "n0.numa0", QM_NODE_NUMA, host, -1);
+    int sw = tb_node(&b, "n0.sw0", QM_NODE_PCIE_SWITCH, host, numa);
+    int g0 = tb_gpu(&b, "n0.g0", host, numa, 2e12); /* nvlink only: gets the implicit link */
+    int g1 = tb_gpu(&b, "n0.g1", host, numa, 2e12); /* behind the switch: none */
+    int g2 = tb_gpu(&b, "n0.g2", host, -1, 2e12);   /* no NUMA node: none */
+    tb_link(&b, numa, sw, QM_LINK_PCIE, 64e9);
+    tb_link(&b, sw, g1, QM_LINK_PCIE, 64e9);
+    tb_link(&b, g0, g1, QM_LINK_NVLINK, 300e9);
+    tb_link(&b, g1, g2, QM_LINK_NVLINK, 300e9);
+    int target[8];
+    CHECK_EQ_U64(qm_topology_implicit_links(&b.t, target), 1);
+    CHECK_EQ_U64(target[g0], numa);
+    CHECK(target[g1] == -1 && target[g2] == -1 && target[numa] == -1 && target[sw] == -1);
+    CHECK_DBL(qm_topology_implicit_bw(&b.t, g0), 31.5e9);
+
+    qm_topo_graph *gr = make_graph(&b);
+    CHECK_EQ_U64(qm_topo_graph_link_count(gr), b.t.n_links + 1);
+    const qm_link *il = qm_topo_graph_link(gr, b.t.n_links);
+    CHECK(il && il->a == g0 && il->b == numa && il->cls == QM_LINK_PCIE);
+    CHECK_DBL(qm_topo_graph_link_bw(gr, b.t.n_links, true), 31.5e9);
+    qm_topo_path p;
+    qm_status st;
+    CHECK_OK(qm_topo_graph_ingest_path(gr, g0, true, &p, &st));
+    CHECK(p.found && p.hops == 1 && p.links[0] == b.t.n_links);
+    CHECK_DBL(p.bw_bytes_per_s, 31.5e9);
+    CHECK_OK(qm_topo_graph_ingest_path(gr, g1, true, &p, &st));
+    CHECK(p.found && p.hops == 2);
+    CHECK_DBL(p.bw_bytes_per_s, 64e9);
+    qm_topo_graph_destroy(gr);
+
+    /* host_link 0 turns them off (the hand-built topologies of the other tests) */
+    b.t.host_link_bw_bytes_per_s = 0;
+    CHECK_EQ_U64(qm_topology_implicit_links(&b.t, target), 0);
+    /* a pcie link of its own, to anything, means the file modelled the attachment itself */
+    b.t.host_link_bw_bytes_per_s = 31.5e9;
+    tb_link(&b, g0, sw, QM_LINK_PCIE, 16e9);
+    CHECK_EQ_U64(qm_topology_implicit_links(&b.t, target), 0);
+    tb_free(&b);
+}
+
 /* ---- (d) NVLink bridge beside PCIe (A6000 style) --------------------------------------------- */
 
 static void test_nvlink_bridge(void)
@@ -1004,6 +1052,7 @@ int main(void)
     test_uniform_hub();
     test_pcie_two_sockets();
     test_two_hosts_ib();
+    test_implicit_device_links();
     test_nvlink_bridge();
     test_asymmetric();
     test_pareto_labels();

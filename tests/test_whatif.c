@@ -15,7 +15,7 @@ static char *cluster_yaml(int hosts)
     if (!b)
         return NULL;
     k += (size_t)snprintf(b + k, cap - k,
-                          "schema: qmesh/1\nname: whatif\nsources: [HARDWARE.md]\n"
+                          "schema: qmesh/1\nname: whatif\nsources: [test]\n"
                           "defaults: {reserve: 1 GiB}\n"
                           "device_types:\n  - {name: h200, memory: 143771 MiB, hbm_bandwidth: 4.8 TB/s}\n"
                           "hosts:\n");

@@ -1,11 +1,11 @@
 #define _POSIX_C_SOURCE 200809L /* sigaction */
 /* cli_encode.c — `qmesh encode`: the main job.
  *
- * qmesh encode --input FILE [--qubits N] [--dtype complex64|complex128] [--policy P]
- *              [--scenario FILE] [--backend sim|cuda] [--out FILE.npy | --out-dir DIR [--force]]
- *              [--drop-column NAME|INDEX] [--header auto|yes|no] [--json]
- * Prints the plan used, per-phase times and the norm check (a table, or one JSON object);
- * errors as one line `error[CODE]: ...` with exit 1 (2 for usage errors).
+ * Its flags are the table encode_flags at the end of the file (the help prints the same table).
+ * Prints the plan used, per-phase times measured on this machine and the norm check (a table), or
+ * with --json one object of the same shape on every outcome (the plan filled once planned, the
+ * encode's members once it ran; error set on failure); errors as one line `error[CODE]: ...` with
+ * exit 1 (2 for usage errors).
  *
  * Run lifecycle (docs/io.md): SIGINT and SIGTERM set a flag the job polls at safe points (the run
  * then cleans up on its normal path and exits 130 / 143 with one E-INTERRUPTED line); a second
@@ -89,21 +89,29 @@ static int io_fault_from_env(int rank, bool *count)
     return 0;
 }
 
-static int print_json(const qm_encode_result *r, const char *out, const char *out_dir)
+/* The members of encode's JSON object. plan is the plan object of `qmesh plan --json` (also for an
+ * infeasible plan); the others are null until the encode has run. */
+static const char *const encode_json[] = {"input", "plan", "seconds", "measured_s", "norm_check",
+                                          "output", "files", "phantom", NULL};
+
+static void put_plan_json(const qm_encode_result *r)
 {
+    json_t *plan = NULL;
     qm_status st;
-    json_t *o = json_object(), *plan = NULL, *times = json_object(), *check = json_object();
-    if (qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh, qm_topology_label(r->pipeline.topology), &plan, &st) != QM_OK) {
-        json_decref(o);
-        json_decref(times);
-        json_decref(check);
-        return qm_cli_error(&st);
-    }
+    if (r->pipeline.plan && qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh,
+                                            qm_topology_label(r->pipeline.topology), &plan,
+                                            &st) == QM_OK)
+        qm_cli_json_put(json_pack("{s:o}", "plan", plan));
+}
+
+static void put_json(const qm_encode_result *r, const char *out, const char *out_dir)
+{
+    put_plan_json(r);
+    json_t *o = json_object(), *times = json_object(), *check = json_object();
     json_object_set_new(o, "input", json_pack("{s:s, s:I, s:I}", "dtype",
                                               qm_dtype_name(r->input_dtype), "samples",
                                               (json_int_t)r->batch, "features",
                                               (json_int_t)r->features));
-    json_object_set_new(o, "plan", plan);
     json_object_set_new(times, "read_and_plan", json_real(r->seconds_read_plan));
     json_object_set_new(times, "materialize", json_real(r->seconds_materialize));
     json_object_set_new(times, "check_and_output", json_real(r->seconds_output));
@@ -118,13 +126,7 @@ static int print_json(const qm_encode_result *r, const char *out, const char *ou
     json_object_set_new(o, "norm_check", check);
     json_object_set_new(o, "output", out ? json_string(out) : out_dir ? json_string(out_dir) : json_null());
     json_object_set_new(o, "files", json_integer(r->n_files));
-    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!s)
-        return 1;
-    printf("%s\n", s);
-    free(s);
-    return 0;
+    qm_cli_json_put(o);
 }
 
 /* --phantom: the request from the input's shape (a .npy header; a CSV file is parsed), the plan,
@@ -159,80 +161,53 @@ static int encode_phantom(const qm_encode_job *job, bool json)
     return qm_cli_phantom("encode", job->scenario, &r, json);
 }
 
-int qm_cli_encode(int argc, char **argv)
+static int run_encode(const qm_cli_args *args)
 {
     qm_status st;
     qm_status_clear(&st);
     qm_encode_job job;
     qm_encode_job_init(&job);
-    bool json = false, failed = false, phantom = false;
-    for (int i = 1; i < argc && !failed; ++i) {
-        const char *a = argv[i];
-        const bool has_value = i + 1 < argc;
-        if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--phantom") == 0) {
-            phantom = true;
-        } else if (strcmp(a, "--force") == 0) {
-            job.force = true;
-        } else if (strcmp(a, "--input") == 0 || strcmp(a, "--scenario") == 0 ||
-                   strcmp(a, "--out") == 0 || strcmp(a, "--out-dir") == 0 ||
-                   strcmp(a, "--drop-column") == 0 || strcmp(a, "--backend") == 0 ||
-                   strcmp(a, "--header") == 0 || strcmp(a, "--chunk-bytes") == 0) {
-            if (!has_value)
-                return qm_cli_usage_error("encode", "option %s needs a value", a);
-            const char *v = argv[++i];
-            if (strcmp(a, "--input") == 0)
-                job.input = v;
-            else if (strcmp(a, "--scenario") == 0)
-                job.scenario = v;
-            else if (strcmp(a, "--out") == 0)
-                job.out = v;
-            else if (strcmp(a, "--out-dir") == 0)
-                job.out_dir = v;
-            else if (strcmp(a, "--drop-column") == 0)
-                job.csv.drop_column = v;
-            else if (strcmp(a, "--backend") == 0) {
-                if (strcmp(v, "sim") == 0)
-                    job.backend = QM_BACKEND_SIM;
-                else if (strcmp(v, "cuda") == 0)
-                    job.backend = QM_BACKEND_CUDA;
-                else
-                    return qm_cli_usage_error("encode", "unknown backend '%s'; use sim or cuda", v);
-            } else if (strcmp(a, "--header") == 0) {
-                if (strcmp(v, "auto") == 0)
-                    job.csv.header = QM_CSV_HEADER_AUTO;
-                else if (strcmp(v, "yes") == 0)
-                    job.csv.header = QM_CSV_HEADER_YES;
-                else if (strcmp(v, "no") == 0)
-                    job.csv.header = QM_CSV_HEADER_NO;
-                else
-                    return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
-            } else {
-                uint64_t u;
-                if (qm_units_parse_size(v, &u, &st) != QM_OK) {
-                    qm_status_prefix(&st, "encode --chunk-bytes");
-                    return qm_cli_error(&st);
-                }
-                job.chunk_bytes = u;
-            }
-        } else {
-            if (strcmp(a, "--dtype") == 0)
-                job.dtype_given = true;
-            if (strcmp(a, "--qubits") == 0)
-                job.qubits_given = true;
-            int k = qm_cli_request_option("encode", argc, argv, &i, &job.request, &st, &failed);
-            if (k == 1)
-                return qm_cli_usage_error("encode", "unknown option '%s'", a);
-            if (k == 2)
-                return 2;
-        }
+    const bool json = args->json;
+    const char *v;
+    job.input = qm_cli_arg(args, "--input");
+    job.scenario = qm_cli_arg(args, "--scenario");
+    job.out = qm_cli_arg(args, "--out");
+    job.out_dir = qm_cli_arg(args, "--out-dir");
+    job.csv.drop_column = qm_cli_arg(args, "--drop-column");
+    job.force = qm_cli_arg(args, "--force") != NULL;
+    job.dtype_given = qm_cli_arg(args, "--dtype") != NULL;
+    job.qubits_given = qm_cli_arg(args, "--qubits") != NULL;
+    if ((v = qm_cli_arg(args, "--backend"))) {
+        if (strcmp(v, "sim") == 0)
+            job.backend = QM_BACKEND_SIM;
+        else if (strcmp(v, "cuda") == 0)
+            job.backend = QM_BACKEND_CUDA;
+        else
+            return qm_cli_usage_error("encode", "unknown backend '%s'; use sim or cuda", v);
     }
-    if (failed)
+    if ((v = qm_cli_arg(args, "--header"))) {
+        if (strcmp(v, "auto") == 0)
+            job.csv.header = QM_CSV_HEADER_AUTO;
+        else if (strcmp(v, "yes") == 0)
+            job.csv.header = QM_CSV_HEADER_YES;
+        else if (strcmp(v, "no") == 0)
+            job.csv.header = QM_CSV_HEADER_NO;
+        else
+            return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
+    }
+    if ((v = qm_cli_arg(args, "--chunk-bytes"))) {
+        uint64_t u;
+        if (qm_units_parse_size(v, &u, &st) != QM_OK) {
+            qm_status_prefix(&st, "encode --chunk-bytes");
+            return qm_cli_error(&st);
+        }
+        job.chunk_bytes = u;
+    }
+    if (qm_cli_request_parse(args, &job.request, &st) != QM_OK)
         return qm_cli_error(&st);
     if (!job.input)
         return qm_cli_usage_error("encode", "%s is required", "--input FILE");
-    if (phantom)
+    if (qm_cli_arg(args, "--phantom"))
         return encode_phantom(&job, json);
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
@@ -256,6 +231,8 @@ int qm_cli_encode(int argc, char **argv)
         job.comm = comm;
     }
     const bool root = !comm || qm_comm_rank(comm) == 0;
+    if (!root)
+        qm_cli_json_silence(); /* rank 0 prints the one object */
     bool count_io = false;
     if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0) {
         qm_comm_destroy(comm);
@@ -285,37 +262,29 @@ int qm_cli_encode(int argc, char **argv)
         return 0;
     }
     if (rc != QM_OK) {
-        if (r.pipeline.plan && !r.pipeline.plan->feasible && json) {
-            json_t *o = NULL;
-            qm_status jst;
-            if (qm_plan_to_json(r.pipeline.plan, r.pipeline.mesh, qm_topology_label(r.pipeline.topology), &o, &jst) == QM_OK) {
-                char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                if (s)
-                    printf("%s\n", s);
-                free(s);
-                json_decref(o);
-            }
-        }
+        if (json) /* the plan when there is one (an infeasible plan, or bad data after planning) */
+            put_plan_json(&r);
         exit_code = qm_cli_error(&st);
         qm_encode_result_fini(&r);
         qm_comm_destroy(comm);
         return interrupted ? interrupted : exit_code;
     }
     if (json) {
-        exit_code = print_json(&r, job.out, job.out_dir);
+        put_json(&r, job.out, job.out_dir);
     } else {
         char a[32], b[32], c[32];
         printf("input:    %s: %llu sample%s x %llu features, %s\n", job.input,
                (unsigned long long)r.batch, r.batch == 1 ? "" : "s", (unsigned long long)r.features,
                qm_dtype_name(r.input_dtype));
-        qm_plan_print(r.pipeline.plan, r.pipeline.mesh, qm_topology_label(r.pipeline.topology), stdout);
+        qm_plan_print(r.pipeline.plan, r.pipeline.mesh, r.pipeline.topology, stdout);
         printf("\ntimes:    read+plan %s, materialize %s, check+output %s\n",
                qm_format_seconds(r.seconds_read_plan, a, sizeof a),
                qm_format_seconds(r.seconds_materialize, b, sizeof b),
                qm_format_seconds(r.seconds_output, c, sizeof c));
         char p0[32], p1[32], p2[32], p3[32];
-        printf("measured: ingest %s, local_norm %s, norm_allreduce %s, encode %s (materialize's "
-               "phases; compare the estimates)\n",
+        printf("measured on this machine (%s backend): ingest %s, local_norm %s, norm_allreduce "
+               "%s, encode %s (materialize's phases; the estimates above are for the scenario's "
+               "hardware)\n", job.backend == QM_BACKEND_CUDA ? "cuda" : "sim",
                qm_format_seconds(r.phases.ingest, p0, sizeof p0),
                qm_format_seconds(r.phases.local_norm, p1, sizeof p1),
                qm_format_seconds(r.phases.norm_allreduce, p2, sizeof p2),
@@ -334,3 +303,31 @@ int qm_cli_encode(int argc, char **argv)
     qm_comm_destroy(comm);
     return exit_code;
 }
+
+static const qm_cli_flag encode_flags[] = {
+    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D) or CSV, plain or gzip"},
+    {"--qubits", "N", "qubits per state (default: the smallest N with 2^N >= features)"},
+    {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
+                                        "complex64 for float32)"},
+    {"--policy", "P", "auto (default), single, equal, weighted, balanced or replicated"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase; iqp and iqp-z are planned only"},
+    {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (planned; default auto)"},
+    {"--ranks", "R", "processes the devices are split over (default: the scenario's)"},
+    {"--scenario", "FILE", "the scenario to run on; default: the GPUs, else the built-in mesh"},
+    {"--backend", "sim|cuda", "simulated devices, or this machine's CUDA GPUs"},
+    {"--out", "FILE.npy", "write the whole state as one complex .npy"},
+    {"--out-dir", "DIR", "write one .npy per shard and manifest.json into DIR"},
+    {"--force", NULL, "with --out-dir: replace a non-empty directory that is not a qmesh output"},
+    {"--drop-column", "NAME|INDEX", "leave out one input column (CSV: a header name or an index; "
+                                    ".npy: an index)"},
+    {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
+    {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
+    {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
+                        "bytes per device"},
+    {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
+    {NULL, NULL, NULL}};
+
+const qm_cli_command qm_cli_cmd_encode = {
+    .name = "encode",
+    .summary = "amplitude-encode .npy or CSV data into a state sharded over the mesh's devices",
+    .flags = encode_flags, .json_members = encode_json, .run = run_encode};

@@ -107,18 +107,13 @@ int qm_cli_phantom(const char *cmd, const char *scenario, const qm_request *r, b
             exit_code = qm_cli_error(&st);
             goto done;
         }
+        /* plan: the plan object's members at the top; encode: under "plan", as encode prints it */
+        if (strcmp(cmd, "encode") == 0)
+            o = json_pack("{s:o}", "plan", o);
         json_object_set_new(o, "phantom", reserved_json(&pl, bytes));
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (!s) {
-            qm_fail(&st, QM_E_NOMEM, "%s --phantom: out of host memory for the JSON text", cmd);
-            exit_code = qm_cli_error(&st);
-            goto done;
-        }
-        printf("%s\n", s);
-        free(s);
+        qm_cli_json_put(o);
     } else {
-        qm_plan_print(pl.plan, pl.mesh, name, stdout);
+        qm_plan_print(pl.plan, pl.mesh, pl.topology, stdout);
         print_reserved(&pl, bytes);
     }
     exit_code = 0;

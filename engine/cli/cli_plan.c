@@ -1,9 +1,13 @@
-/* cli_plan.c — `qmesh plan` and `qmesh scenario run|check`, and the scenario selection the other
- * commands share (--scenario FILE, else the built-in default mesh, said on stderr).
+/* cli_plan.c — `qmesh plan` and `qmesh scenario run|check` (their flag tables and run functions),
+ * the scenario selection the other commands share (--scenario FILE, else the built-in default
+ * mesh, said on stderr) and the request flags shared with encode.
  *
- * In: argv. Out: the plan as a table or (--json) the JSON object of DESIGN.md section 7 on stdout;
- * exit 0 when feasible, 1 when not (the JSON object is still printed), 2 for usage errors.
+ * In: parsed arguments (cli_args.c). Out: the plan as a table or (--json) the plan object of
+ * docs/cli.md on stdout; exit 0 when feasible, 1 when not (the JSON object is still printed), 2
+ * for usage errors. scenario run|check: one report line per case (check: misses only), a summary,
+ * E-MISS when a case missed. Must not: print an error line twice.
  */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
 #include "pipeline.h"
 #include "plan_output.h"
@@ -16,17 +20,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-int qm_cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "error[E-ARG]: %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "; run 'qmesh help'\n");
-    return 2;
-}
 
 qm_code qm_cli_load_scenario(const char *path, qm_pipeline *out, qm_status *st)
 {
@@ -61,23 +54,10 @@ static qm_code parse_enum(const char *what, const char *text, const char *(*name
 static const char *policy_name_i(int i) { return qm_policy_name((qm_policy)i); }
 static const char *encoding_name_i(int i) { return qm_encoding_name((qm_encoding)i); }
 
-/* Parse the request options shared by plan and encode. Returns 0 when argv[*i] was consumed (with
- * its value), 1 when it is not a request option, 2 on a usage error (printed). */
-int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_request *r,
-                          qm_status *st, bool *failed)
+/* One request flag (opt, with its value v) into *r. */
+static qm_code request_option(const char *cmd, int which, const char *opt, const char *v,
+                              qm_request *r, qm_status *st)
 {
-    const char *opt = argv[*i];
-    static const char *const opts[] = {"--qubits", "--dtype", "--policy", "--batch", "--features",
-                                       "--gather", "--ranks", "--encoding"};
-    int which = -1;
-    for (int k = 0; k < (int)(sizeof opts / sizeof *opts); ++k)
-        if (strcmp(opt, opts[k]) == 0)
-            which = k;
-    if (which < 0)
-        return 1;
-    if (*i + 1 >= argc)
-        return qm_cli_usage_error(cmd, "option %s needs a value", opt);
-    const char *v = argv[++*i];
     uint64_t u = 0;
     int e = 0;
     qm_code rc = QM_OK;
@@ -119,77 +99,77 @@ int qm_cli_request_option(const char *cmd, int argc, char **argv, int *i, qm_req
         r->encoding = (qm_encoding)e;
         break;
     }
-    if (rc != QM_OK) {
-        if (strncmp(st->msg, cmd, strlen(cmd)) != 0)
-            qm_status_prefix(st, "%s %s", cmd, opt);
-        *failed = true;
-    }
-    return 0;
+    if (rc != QM_OK && strncmp(st->msg, cmd, strlen(cmd)) != 0)
+        qm_status_prefix(st, "%s %s", cmd, opt);
+    return rc;
 }
 
-int qm_cli_plan(int argc, char **argv)
+qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st)
+{
+    static const char *const opts[] = {"--qubits", "--dtype", "--policy", "--batch", "--features",
+                                       "--gather", "--ranks", "--encoding"};
+    for (int k = 0; k < (int)(sizeof opts / sizeof *opts); ++k) {
+        const char *v = qm_cli_arg(a, opts[k]);
+        if (v && request_option(a->cmd->name, k, opts[k], v, r, st) != QM_OK)
+            return st->code;
+    }
+    return QM_OK;
+}
+
+static const qm_cli_flag plan_flags[] = {
+    {"--scenario", "FILE", "the scenario (qmesh/1 YAML) to plan on; default: the built-in mesh"},
+    {"--qubits", "N", "qubits of each state (required): 2^N amplitudes"},
+    {"--dtype", "complex64|complex128", "amplitude type (default complex64)"},
+    {"--policy", "P", "auto (default), single, equal, weighted, balanced or replicated"},
+    {"--batch", "B", "number of states (samples) planned together (default 1)"},
+    {"--features", "F", "values per sample (default 2^N)"},
+    {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
+    {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
+    {"--phantom", NULL, "also reserve every shard on a phantom mesh (no memory): bytes per device"},
+    {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
+    {NULL, NULL, NULL}};
+/* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
+#define QM_PLAN_JSON_MEMBERS                                                                      \
+    "scenario", "request", "policy", "feasible", "global_amplitudes", "state_bytes", "pages",     \
+        "shards", "devices", "gather", "max_qubits", "estimates_s", "estimates_note",          \
+        "plan_hash"
+static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "phantom", NULL};
+
+static int run_plan(const qm_cli_args *a)
 {
     qm_status st;
     qm_status_clear(&st);
     qm_request r;
     qm_request_init(&r);
-    const char *scenario = NULL;
-    bool json = false, failed = false, have_qubits = false, phantom = false;
-    for (int i = 1; i < argc && !failed; ++i) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (strcmp(argv[i], "--phantom") == 0) {
-            phantom = true;
-        } else if (strcmp(argv[i], "--scenario") == 0) {
-            if (i + 1 >= argc)
-                return qm_cli_usage_error("plan", "option %s needs a value", argv[i]);
-            scenario = argv[++i];
-        } else {
-            if (strcmp(argv[i], "--qubits") == 0)
-                have_qubits = true;
-            int k = qm_cli_request_option("plan", argc, argv, &i, &r, &st, &failed);
-            if (k == 1)
-                return qm_cli_usage_error("plan", "unknown option '%s'", argv[i]);
-            if (k == 2)
-                return 2;
-        }
-    }
-    if (failed)
-        return qm_cli_error(&st);
-    if (!have_qubits)
+    if (!qm_cli_arg(a, "--qubits"))
         return qm_cli_usage_error("plan", "%s is required", "--qubits N");
-    if (phantom)
-        return qm_cli_phantom("plan", scenario, &r, json);
+    if (qm_cli_request_parse(a, &r, &st) != QM_OK)
+        return qm_cli_error(&st);
+    if (qm_cli_arg(a, "--phantom"))
+        return qm_cli_phantom("plan", qm_cli_arg(a, "--scenario"), &r, a->json);
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
-    if (qm_cli_load_scenario(scenario, &pl, &st) != QM_OK)
-        return qm_cli_error(&st);
+    if (qm_cli_load_scenario(qm_cli_arg(a, "--scenario"), &pl, &st) != QM_OK) {
+        exit_code = qm_cli_error(&st);
+        goto done;
+    }
     (void)qm_pipeline_plan(&pl, &r, &st);
     const qm_plan *p = pl.plan;
-    const qm_mesh *mesh = pl.mesh;
     if (!p) {
         exit_code = qm_cli_error(&st);
         goto done;
     }
-    const char *name = qm_topology_label(pl.topology);
-    if (json) {
+    if (a->json) {
         json_t *o = NULL;
-        if (qm_plan_to_json(p, mesh, name, &o, &st) != QM_OK) {
+        if (qm_plan_to_json(p, pl.mesh, qm_topology_label(pl.topology), &o, &st) != QM_OK) {
             exit_code = qm_cli_error(&st);
             goto done;
         }
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (!s) {
-            qm_fail(&st, QM_E_NOMEM, "plan: out of host memory for the JSON text");
-            exit_code = qm_cli_error(&st);
-            goto done;
-        }
-        printf("%s\n", s);
-        free(s);
+        qm_cli_json_put(o);
     } else {
-        qm_plan_print(p, mesh, name, stdout);
+        qm_plan_print(p, pl.mesh, pl.topology, stdout);
     }
     if (!p->feasible) {
         qm_status e = p->error;
@@ -202,45 +182,106 @@ done:
     return exit_code;
 }
 
+const qm_cli_command qm_cli_cmd_plan = {
+    .name = "plan",
+    .summary = "plan a state without allocating it: layout, fit per device, gather, the largest "
+               "state that fits, time estimates",
+    .flags = plan_flags, .json_members = plan_json, .run = run_plan};
+
 /* `qmesh scenario run FILE...` (every case, one line each) and `scenario check FILE...` (only the
- * misses and a summary). */
-int qm_cli_scenario(int argc, char **argv)
+ * misses); both end with "scenario: N cases, P passed, M missed". --json: per file its cases,
+ * misses and the report lines. */
+static int run_scenario(const qm_cli_args *a)
 {
-    if (argc < 2)
-        return qm_cli_usage_error("scenario", "%s", "usage: qmesh scenario run|check FILE...");
-    const bool quiet = strcmp(argv[1], "check") == 0;
-    if (!quiet && strcmp(argv[1], "run") != 0)
-        return qm_cli_usage_error("scenario", "unknown subcommand '%s'; use run or check", argv[1]);
-    if (argc < 3)
-        return qm_cli_usage_error("scenario", "%s", "no scenario file given");
+    const bool quiet = strcmp(a->cmd->name, "scenario check") == 0;
     int total = 0, missed = 0, bad_files = 0;
-    for (int i = 2; i < argc; ++i) {
+    json_t *files = a->json ? json_array() : NULL;
+    for (int i = 0; i < a->n_operands; ++i) {
+        const char *path = a->operands[i];
         qm_status st;
         qm_status_clear(&st);
         qm_topology *t = NULL;
         qm_diags diags;
         qm_diags_init(&diags);
-        if (qm_scenario_load_file(argv[i], &t, &diags, &st) != QM_OK) {
-            if (diags.n)
+        json_t *jf = a->json ? json_pack("{s:s}", "file", path) : NULL;
+        json_t *jerr = json_null();
+        int n = 0, m = 0;
+        char *text = NULL;
+        size_t len = 0;
+        if (qm_scenario_load_file(path, &t, &diags, &st) != QM_OK) {
+            const qm_diag *d = diags.n ? &diags.items[0] : NULL;
+            if (d) { /* every diagnostic once, each its own error line */
                 qm_diags_print(&diags, stderr);
-            else
+                qm_cli_json_diag(d);
+            } else {
                 qm_cli_error(&st);
-            qm_diags_fini(&diags);
+            }
+            if (jf)
+                jerr = d ? json_pack("{s:s, s:s}", "code", qm_code_name(d->code), "message", d->msg)
+                         : json_pack("{s:s, s:s}", "code", qm_code_name(st.code), "message", st.msg);
             bad_files++;
-            continue;
+        } else {
+            FILE *sink = a->json ? open_memstream(&text, &len) : stdout;
+            if (!sink) {
+                qm_fail(&st, QM_E_NOMEM, "scenario: out of host memory for the report of %s", path);
+            } else if (qm_scenario_run_cases(t, sink, !quiet, &n, &m, &st) == QM_OK) {
+                qm_status_clear(&st);
+            }
+            if (sink && sink != stdout)
+                fclose(sink);
+            if (st.code != QM_OK) {
+                qm_cli_error(&st);
+                if (jf)
+                    jerr = json_pack("{s:s, s:s}", "code", qm_code_name(st.code), "message", st.msg);
+                bad_files++;
+            }
         }
         qm_diags_fini(&diags);
-        int n = 0, m = 0;
-        FILE *sink = stdout;
-        if (qm_scenario_run_cases(t, sink, !quiet, &n, &m, &st) != QM_OK) {
-            qm_cli_error(&st);
-            bad_files++;
-        }
+        qm_topology_destroy(t);
         total += n;
         missed += m;
-        qm_topology_destroy(t);
+        if (jf) {
+            json_t *lines = json_array();
+            for (char *line = text, *nl; line && *line; line = nl + 1) {
+                nl = strchr(line, '\n');
+                if (!nl)
+                    nl = line + strlen(line) - 1;
+                json_array_append_new(lines, json_stringn(line, (size_t)(nl - line) + (*nl != '\n')));
+            }
+            json_object_set_new(jf, "ok", json_boolean(json_is_null(jerr) && m == 0));
+            json_object_set_new(jf, "error", jerr);
+            json_object_set_new(jf, "cases", json_integer(n));
+            json_object_set_new(jf, "passed", json_integer(n - m));
+            json_object_set_new(jf, "missed", json_integer(m));
+            json_object_set_new(jf, "report", lines);
+            json_array_append_new(files, jf);
+        } else {
+            json_decref(jerr);
+        }
+        free(text);
     }
-    printf("scenario: %d cases, %d passed, %d missed%s\n", total, total - missed, missed,
-           bad_files ? " (some files failed to load)" : "");
-    return (missed || bad_files) ? 1 : 0;
+    if (a->json)
+        qm_cli_json_put(json_pack("{s:o, s:i, s:i, s:i}", "files", files, "cases", total, "passed",
+                                  total - missed, "missed", missed));
+    else
+        printf("scenario: %d cases, %d passed, %d missed%s\n", total, total - missed, missed,
+               bad_files ? " (some files failed to load)" : "");
+    if (missed)
+        return qm_cli_error_text("E-MISS", "scenario: %d of %d cases missed their expectations%s",
+                                 missed, total, bad_files ? "; some files failed to load" : "");
+    return bad_files ? 1 : 0; /* each file's errors are printed above */
 }
+
+static const qm_cli_flag scenario_flags[] = {
+    {"--json", NULL, "print one JSON object (docs/cli.md): per file its cases, misses and report"},
+    {NULL, NULL, NULL}};
+static const char *const scenario_json[] = {"files", "cases", "passed", "missed", NULL};
+
+const qm_cli_command qm_cli_cmd_scenario_run = {
+    .name = "scenario run", .operands = "FILE...", .min_operands = 1, .max_operands = -1,
+    .summary = "plan every case of scenario files and check its expectations; one line per case",
+    .flags = scenario_flags, .json_members = scenario_json, .run = run_scenario};
+const qm_cli_command qm_cli_cmd_scenario_check = {
+    .name = "scenario check", .operands = "FILE...", .min_operands = 1, .max_operands = -1,
+    .summary = "as scenario run, but print only the misses and the summary",
+    .flags = scenario_flags, .json_members = scenario_json, .run = run_scenario};

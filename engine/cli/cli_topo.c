@@ -150,28 +150,14 @@ static void summary_print(const qm_mesh *mesh, const topo_summary *sum)
     printf("(summary of %d devices; the full path matrix with --matrix)\n", mesh->n_devices);
 }
 
-static int topo_show(int argc, char **argv)
+static int topo_show(const qm_cli_args *args)
 {
     qm_status st;
     qm_status_clear(&st);
-    const char *file = NULL;
-    bool json = false, dot = false, want_matrix = false, want_summary = false;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = true;
-        else if (strcmp(argv[i], "--dot") == 0)
-            dot = true;
-        else if (strcmp(argv[i], "--matrix") == 0)
-            want_matrix = true;
-        else if (strcmp(argv[i], "--summary") == 0)
-            want_summary = true;
-        else if (argv[i][0] == '-')
-            return qm_cli_usage_error("topo show", "unknown option '%s'", argv[i]);
-        else if (!file)
-            file = argv[i];
-        else
-            return qm_cli_usage_error("topo show", "one file at a time (extra '%s')", argv[i]);
-    }
+    const char *file = args->n_operands ? args->operands[0] : NULL;
+    const bool json = args->json, dot = qm_cli_arg(args, "--dot") != NULL;
+    const bool want_matrix = qm_cli_arg(args, "--matrix") != NULL;
+    const bool want_summary = qm_cli_arg(args, "--summary") != NULL;
     if (json && dot)
         return qm_cli_usage_error("topo show", "%s", "--json and --dot exclude each other");
     if (want_matrix && want_summary)
@@ -258,16 +244,13 @@ static int topo_show(int argc, char **argv)
             json_object_set_new(o, "summary", summary_json(mesh, &sum));
             free(sum.bins);
         }
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (s)
-            printf("%s\n", s);
-        free(s);
-        rc_exit = s ? 0 : 1;
+        qm_cli_json_put(o);
+        rc_exit = 0;
         goto done;
     }
-    char a[32], b[32], c[32];
-    printf("scenario: %s (%s)\n", t->name, t->file[0] ? t->file : "built-in");
+    char a[32], b[32], c[32], title[QM_STATUS_FILE_BYTES + 96];
+    printf("scenario: %s, %d devices\n", qm_topology_title(t, title, sizeof title),
+           mesh->n_devices);
     if (!full) {
         summary_print(mesh, &sum);
         free(sum.bins);
@@ -359,25 +342,11 @@ static qm_code dump_to(const qm_topology *t, const char *path, qm_status *st)
     return rc;
 }
 
-static int topo_dump(int argc, char **argv)
+static int topo_dump(const qm_cli_args *a)
 {
     qm_status st;
     qm_status_clear(&st);
-    const char *file = NULL, *out = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--out") == 0) {
-            if (i + 1 >= argc)
-                return qm_cli_usage_error("topo dump", "%s", "--out needs a file name");
-            out = argv[++i];
-        } else if (argv[i][0] == '-') {
-            return qm_cli_usage_error("topo dump", "unknown option '%s'; usage: qmesh topo dump "
-                                      "[FILE] [--out FILE]", argv[i]);
-        } else if (!file) {
-            file = argv[i];
-        } else {
-            return qm_cli_usage_error("topo dump", "one file at a time (extra '%s')", argv[i]);
-        }
-    }
+    const char *file = a->n_operands ? a->operands[0] : NULL, *out = qm_cli_arg(a, "--out");
     qm_topology *t = NULL;
     qm_pipeline pl;
     qm_pipeline_init(&pl);
@@ -403,15 +372,69 @@ static int topo_dump(int argc, char **argv)
     return rc == QM_OK ? 0 : qm_cli_error(&st);
 }
 
-int qm_cli_topo(int argc, char **argv)
+/* validate: one entry per file for --json */
+typedef struct validate_json {
+    json_t *files;
+} validate_json;
+
+static void validate_each(void *ctx, const char *path, const qm_topology *t, const qm_diags *d)
 {
-    if (argc < 2)
-        return qm_cli_usage_error("topo", "%s", "usage: qmesh topo validate|show|dump ...");
-    if (strcmp(argv[1], "validate") == 0)
-        return qm_cli_topo_validate(argc - 1, argv + 1);
-    if (strcmp(argv[1], "show") == 0)
-        return topo_show(argc - 1, argv + 1);
-    if (strcmp(argv[1], "dump") == 0)
-        return topo_dump(argc - 1, argv + 1);
-    return qm_cli_usage_error("topo", "unknown subcommand '%s'; use validate, show or dump", argv[1]);
+    validate_json *v = ctx;
+    json_t *errs = json_array();
+    for (int i = 0; d && i < d->n; ++i) {
+        const qm_diag *g = &d->items[i];
+        json_array_append_new(errs, json_pack("{s:s, s:i, s:i, s:s}", "code", qm_code_name(g->code),
+                                              "line", g->line, "column", g->col, "message", g->msg));
+    }
+    if (d && d->n)
+        qm_cli_json_diag(&d->items[0]);
+    json_t *f = json_pack("{s:s, s:b, s:o}", "file", path, "ok", t != NULL, "errors", errs);
+    json_object_set_new(f, "hosts", t ? json_integer(t->n_hosts) : json_null());
+    json_object_set_new(f, "devices", t ? json_integer(t->n_gpus) : json_null());
+    json_object_set_new(f, "links", t ? json_integer(t->n_links) : json_null());
+    json_object_set_new(f, "cases", t ? json_integer(t->n_cases) : json_null());
+    json_array_append_new(v->files, f);
 }
+
+static int topo_validate(const qm_cli_args *a)
+{
+    validate_json v = {.files = a->json ? json_array() : NULL};
+    const int rc = qm_topo_validate_files(a->n_operands, a->operands, a->json ? NULL : stdout,
+                                          stderr, a->json ? validate_each : NULL, &v);
+    if (a->json)
+        qm_cli_json_put(json_pack("{s:o}", "files", v.files));
+    return rc;
+}
+
+static const qm_cli_flag validate_flags[] = {
+    {"--json", NULL, "print one JSON object (docs/cli.md): per file ok, counts and every error"},
+    {NULL, NULL, NULL}};
+static const char *const validate_json_members[] = {"files", NULL};
+const qm_cli_command qm_cli_cmd_topo_validate = {
+    .name = "topo validate", .operands = "FILE...", .min_operands = 1, .max_operands = -1,
+    .summary = "strict check of scenario files: every error located as FILE:LINE:COL",
+    .flags = validate_flags, .json_members = validate_json_members, .run = topo_validate};
+
+static const qm_cli_flag show_flags[] = {
+    {"--json", NULL, "print one JSON object (docs/cli.md) instead of the tables"},
+    {"--dot", NULL, "print the topology as a Graphviz graph instead"},
+    {"--matrix", NULL, "the full path matrix at any size (default: up to 16 devices; it is quadratic)"},
+    {"--summary", NULL, "the summary (counts, best peers, rank 0's best device) at any size "
+                        "(default: above 16 devices)"},
+    {NULL, NULL, NULL}};
+static const char *const show_json[] = {"scenario", "name", "devices", "ranks", "best_connected",
+                                        "paths", "best_connected_rank0", "summary", NULL};
+const qm_cli_command qm_cli_cmd_topo_show = {
+    .name = "topo show", .operands = "[FILE]", .max_operands = 1,
+    .summary = "devices with usable memory, the path matrix, the best-connected device, ranks "
+               "(default: the built-in mesh)",
+    .flags = show_flags, .json_members = show_json, .run = topo_show};
+
+static const qm_cli_flag dump_flags[] = {
+    {"--out", "FILE", "write the YAML to FILE (atomically) instead of stdout"},
+    {NULL, NULL, NULL}};
+const qm_cli_command qm_cli_cmd_topo_dump = {
+    .name = "topo dump", .operands = "[FILE]", .max_operands = 1,
+    .summary = "write a scenario back as qmesh/1 YAML (no FILE: this machine if it has GPUs, else "
+               "the built-in mesh); YAML only, no --json",
+    .flags = dump_flags, .run = topo_dump};

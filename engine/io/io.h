@@ -1,4 +1,4 @@
-/* io.h — input and output files of `qmesh encode` (DESIGN.md section 7; docs/io.md).
+/* io.h — input and output files of `qmesh encode` (docs/io.md).
  *
  * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order)
  * and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a

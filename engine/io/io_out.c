@@ -19,7 +19,7 @@
  * (unlink of our own temporaries, removal of the previous directory's content after the swap,
  * the stale sweep, the best-effort directory fsync) are not fault points: their failure cannot
  * change what is under a requested name, only leave a temporary that the next run removes.
- * Known wart: the hook is process-wide state (STYLE.md prefers hooks on an instance); the CLI sets
+ * Known wart: the hook is process-wide state (hooks on an instance would be cleaner); the CLI sets
  * it once from QM_FAULT_IO before any work, and only the encode path reads it.
  */
 #define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE (glibc 2.28+) */

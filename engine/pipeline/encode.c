@@ -20,6 +20,7 @@
  */
 #include "encode.h"
 #include "comm.h"
+#include "ingest.h"
 #include "layout.h"
 #include "pipeline.h"
 #include "materialize_internal.h"
@@ -507,6 +508,53 @@ static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_s
     return QM_OK;
 }
 
+/* basis takes one index per sample: a 1-D input of B values is B samples (as a (B, 1) input,
+ * and the output is (B, 2^n)); a 2-D input must have one column. */
+static qm_code basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
+{
+    if (*ndim == 1) {
+        in->batch = in->n;
+        in->n = 1;
+        *ndim = 2;
+        return QM_OK;
+    }
+    if (in->n != 1)
+        return qm_fail(st, QM_E_INPUT, "encode: the basis encoding takes one index per sample "
+                       "(shape (B,) or (B, 1)), got %llu columns", (unsigned long long)in->n);
+    return QM_OK;
+}
+
+/* Without --qubits, basis takes the fewest qubits that hold the largest index (at least 1). The
+ * values are checked again, with their sample named, when the state is built. */
+static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status *st)
+{
+    const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
+    double *v = malloc(chunk * sizeof *v);
+    if (!v)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+    double top = 0;
+    qm_code rc = QM_OK;
+    for (uint64_t at = 0; rc == QM_OK && at < B; at += chunk) {
+        const uint64_t n = B - at < chunk ? B - at : chunk;
+        float *f = (float *)(void *)v;
+        rc = qm_input_read(in, at, n, in->dtype == QM_DTYPE_FLOAT64 ? (void *)v : (void *)f, st);
+        for (uint64_t i = n; rc == QM_OK && i-- > 0;) {
+            const double x = in->dtype == QM_DTYPE_FLOAT64 ? v[i] : (double)f[i];
+            if (!(x >= 0 && x == floor(x) && x < 0x1p62))
+                rc = qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %.17g is not a "
+                             "non-negative integer", (unsigned long long)(at + i), x);
+            else if (x > top)
+                top = x;
+        }
+    }
+    free(v);
+    unsigned q = 1;
+    while (rc == QM_OK && ldexp(1.0, (int)q) <= top)
+        ++q;
+    *qubits = q;
+    return rc;
+}
+
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -527,9 +575,10 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_fail(st, QM_E_ARG, "encode: an input file is required (--input FILE)");
     else if (job->out && job->out_dir)
         rc = qm_fail(st, QM_E_ARG, "encode: --out and --out-dir exclude each other");
-    else if (job->request.encoding != QM_ENCODING_AMPLITUDE)
-        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding is planned but not available "
-                     "in this version; use --encoding amplitude",
+    else if (job->request.encoding != QM_ENCODING_AMPLITUDE &&
+             !qm_encoding_is_product(job->request.encoding))
+        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding is planned but cannot be "
+                     "encoded by this version (amplitude, angle, basis and phase can)",
                      qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
@@ -537,14 +586,24 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         in = file.in;
         r->input_ndim = file.ndim;
     }
+    const qm_encoding enc = job ? job->request.encoding : QM_ENCODING_AMPLITUDE;
+    if (rc == QM_OK && enc == QM_ENCODING_BASIS)
+        rc = basis_shape(&in, &r->input_ndim, st);
     r->batch = in.batch;
     r->features = in.n;
     r->input_dtype = in.dtype;
     /* request */
     qm_request req = job ? job->request : (qm_request){0};
     if (rc == QM_OK) {
-        if (req.qubits == 0 && !job->qubits_given)
+        if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_AMPLITUDE)
             req.qubits = qm_qubits_for_values(in.n);
+        else if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_BASIS)
+            rc = basis_qubits(&in, &req.qubits, st);
+        else if (req.qubits == 0 && !job->qubits_given &&
+                 (req.qubits = qm_encoding_qubits(enc, in.n)) == 0)
+            rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
+                         "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in.n,
+                         qm_encoding_name(enc));
         if (!job->dtype_given)
             req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
         req.batch = in.batch;

@@ -192,6 +192,10 @@ qm_code qm_pipeline_materialize(const qm_pipeline *p, const qm_amp_input *in,
         *out = NULL;
     if (!p->hal || !p->layout)
         return qm_fail(st, QM_E_ARG, "pipeline: no backend before materialize");
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE)
+        return qm_materialize_featuremap(p->hal, p->request.encoding, p->request.qubits,
+                                         p->request.dtype, p->layout->specs, p->layout->n_local, in,
+                                         opts, out, st);
     return qm_materialize_amplitude(p->hal, p->request.qubits, p->request.dtype, p->layout->specs,
                                     p->layout->n_local, in, opts, out, st);
 }

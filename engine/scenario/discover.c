@@ -696,14 +696,15 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         goto nomem;
     if (n_numa > 1) {
         snprintf(line, sizeof line, "assumed: sys links between NUMA nodes at %g GB/s per "
-                 "direction (docs/HARDWARE.md: Emerald Rapids socket link)",
+                 "direction (NCCL src/graph/topo.h ERP_QPI_BW: the Emerald Rapids socket link)",
                  QM_DISCOVER_SYS_BW_BYTES_PER_S / 1e9);
         if (!add_source(t, line))
             goto nomem;
     }
     for (int r = 0; r < n_rates; ++r) {
         snprintf(line, sizeof line, "assumed: NVLink %g GB/s per link per direction for this "
-                 "GPU generation (docs/HARDWARE.md; NVLink4: 18 x 25 GB/s = 450 GB/s)",
+                 "GPU generation (line rate; NVLink4: 18 x 25 GB/s = 450 GB/s, NVIDIA's 900 GB/s "
+                 "both ways)",
                  nvl_rates[r] / 1e9);
         if (!add_source(t, line))
             goto nomem;

@@ -1,8 +1,8 @@
 /* discover.h — describe the machine this process runs on as a qm_topology (`qmesh topo dump`).
  *
- * Role: the "discovered" side of DESIGN.md's mesh stage: a real host becomes the same in-memory
- * description a `qmesh/1` file loads into, so that qm_scenario_dump can write it and any machine
- * can replay it in the simulator (docs/discover.md).
+ * Role: the "discovered" side of the mesh stage (docs/architecture.md): a real host becomes the
+ * same in-memory description a `qmesh/1` file loads into, so that qm_scenario_dump can write it
+ * and any machine can replay it in the simulator (docs/discover.md).
  * How, in three steps:
  *   1. facts: a plain struct (qm_discover_facts) filled by the gatherers: the CUDA runtime and NVML
  *      (hal/cuda/cuda_discover.h: names, memory, HBM bandwidth, PCI bus ids, peer access, NVLink
@@ -31,8 +31,9 @@
 #define QM_DISCOVER_BUS_ID_BYTES 24 /* "0000:17:00.0" and a NUL, with room for wider domains */
 #define QM_DISCOVER_NOTE_BYTES 160
 
-/* Assumed figures, written into every discovered scenario's sources. */
-#define QM_DISCOVER_SYS_BW_BYTES_PER_S 40e9 /* socket link per direction (HARDWARE.md: Emerald Rapids) */
+/* Assumed figures, written into every discovered scenario's sources: the socket link per
+ * direction, NCCL's Emerald Rapids figure (src/graph/topo.h ERP_QPI_BW). */
+#define QM_DISCOVER_SYS_BW_BYTES_PER_S 40e9
 
 /* What the facts say about NVLink. */
 typedef enum qm_discover_nvlink_state {

@@ -156,6 +156,7 @@ typedef struct qm_topology {
     double efficiency[QM_LINK_CLASS_COUNT_]; /* default 1 */
     double hbm_efficiency;                    /* default 1 */
     double latency_s[QM_LINK_CLASS_COUNT_];  /* default per class: see scenario_names.c */
+    double host_link_bw_bytes_per_s;          /* defaults.host_link: implicit device links */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
     int n_nodes;         qm_node *nodes;
@@ -172,8 +173,27 @@ void qm_topology_destroy(qm_topology *t); /* NULL is a no-op */
  * latencies 0.6 us (nvlink, c2c), 1 us (pcie, sys), 2.7 us (net) — NCCL's per-step figures. */
 void qm_topology_defaults_init(qm_topology *t);
 
+/* The line rate of a device's implicit link to its NUMA node when `defaults.host_link` is not
+ * given: PCIe Gen4 x16 per direction (16 GT/s x 16 lanes x 128/130 / 8 bits). */
+#define QM_DEFAULT_HOST_LINK_BW 31.5e9
+
+/* The implicit pcie links a scenario gets without writing them (docs/scenario-format.md):
+ *  - a NIC to its `attach` node, else to its NUMA node, at the NIC's speed, unless a link joins
+ *    the two already;
+ *  - a device to its NUMA node, at defaults.host_link, unless the file links the device by a
+ *    pcie, sys or c2c link of its own (it then modelled its host attachment itself).
+ * Fills target[i] with the node node i's implicit link goes to, or -1, and returns how many
+ * there are; target has t->n_nodes entries. One pass over the nodes and one over the links. */
+int qm_topology_implicit_links(const qm_topology *t, int *target);
+/* The line rate (bytes/s, both directions) of node i's implicit link. */
+double qm_topology_implicit_bw(const qm_topology *t, int i);
+
 /* How messages and outputs name a loaded topology: the file it came from, else its name
  * ("<built-in>"); "" for NULL. Valid while the topology lives. Cannot fail. */
 const char *qm_topology_label(const qm_topology *t);
+/* How the command line titles a topology for people, the same in every command: "NAME (FILE)",
+ * or "NAME (built-in simulated mesh)" for the built-in default; written into buf (cap bytes,
+ * truncated), which is returned. Cannot fail. */
+const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap);
 
 #endif

@@ -111,13 +111,16 @@ static void load_sources(ld *L, ynode *n)
 
 static void load_defaults(ld *L, ynode *n)
 {
-    static const fld spec[] = {{"reserve", false}, {"efficiency", false}, {"latency", false}};
-    ynode *v[3];
+    static const fld spec[] = {{"reserve", false}, {"efficiency", false}, {"latency", false},
+                               {"host_link", false}};
+    ynode *v[4];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 3, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 4, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
+        if (v[3])
+            qm_scn_get_bw(L, v[3], "host_link", &t->host_link_bw_bytes_per_s);
         if (v[1]) {
             static const fld eff[] = {{"nvlink", false}, {"c2c", false}, {"pcie", false},
                                       {"sys", false},    {"net", false}, {"hbm", false}};
@@ -280,7 +283,7 @@ static void load_device(ld *L, ynode *it, const host_ctx *h)
                 const char *hint = NULL;
                 int best = 3;
                 for (int i = 0; i < t->n_device_types; ++i)
-                    if (qm_scn_closer(name, t->device_types[i].name, &best, hint))
+                    if (qm_hint_closer(name, t->device_types[i].name, &best, hint))
                         hint = t->device_types[i].name;
                 size_t old = qm_scn_path_key(L, "type");
                 if (hint)
@@ -900,9 +903,11 @@ void qm_scn_load_root(ld *L, ynode *root)
     }
     if (v[F_FABRICS])
         declare_fabrics(L, v[F_FABRICS]);
-    resolve_attach(L);
     for (int f = 0; f < t->n_fabrics && !L->stop; ++f)
         load_fabric(L, f);
+    /* after the fabrics: an implicit switch learns its host from the fabric's members, and a NIC
+     * may attach to the switch of a fabric inside its host */
+    resolve_attach(L);
     if (v[F_LINKS])
         load_links(L, v[F_LINKS]);
     expand_fabrics(L);

@@ -26,7 +26,7 @@ static void load_request(ld *L, ynode *n, qm_request *r)
     static const char *const policies[QM_POLICY_COUNT_] = {"auto",     "single",   "equal",
                                                            "weighted", "balanced", "replicated"};
     static const char *const encodings[QM_ENCODING_COUNT_] = {"amplitude", "angle", "basis",
-                                                             "phase", "iqp"};
+                                                             "phase", "iqp", "iqp-z"};
     ynode *v[8];
     size_t old = qm_scn_path_key(L, "request");
     qm_request_init(r);
@@ -291,13 +291,24 @@ static int uf_find(int *parent, int x)
 
 /* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and the implicit link of
  * each NIC (to its `attach` node, else to its NUMA node: as topology.c builds the graph). */
+static bool host_has_numa(const qm_topology *t, int host)
+{
+    for (int i = 0; i < t->n_nodes; ++i)
+        if (t->nodes[i].kind == QM_NODE_NUMA && t->nodes[i].host == host)
+            return true;
+    return false;
+}
+
 void qm_scn_check_connected(ld *L)
 {
     qm_topology *t = L->t;
     if (t->n_gpus < 2)
         return;
     int *parent = malloc((size_t)t->n_nodes * sizeof *parent);
-    if (!parent) {
+    int *implicit = malloc((size_t)t->n_nodes * sizeof *implicit);
+    if (!parent || !implicit) {
+        free(parent);
+        free(implicit);
         qm_scn_nomem(L);
         return;
     }
@@ -305,22 +316,33 @@ void qm_scn_check_connected(ld *L)
         parent[i] = i;
     for (int i = 0; i < t->n_links; ++i)
         parent[uf_find(parent, t->links[i].a)] = uf_find(parent, t->links[i].b);
-    for (int i = 0; i < t->n_nodes; ++i) { /* the implicit NIC link of topology.c */
-        const qm_node *n = &t->nodes[i];
-        int to = n->kind != QM_NODE_NIC ? -1 : n->attach >= 0 ? n->attach : n->numa;
-        if (to >= 0)
-            parent[uf_find(parent, i)] = uf_find(parent, to);
-    }
+    qm_topology_implicit_links(t, implicit);
+    for (int i = 0; i < t->n_nodes; ++i)
+        if (implicit[i] >= 0)
+            parent[uf_find(parent, i)] = uf_find(parent, implicit[i]);
     int root = uf_find(parent, t->gpus[0]);
     size_t old = qm_scn_path_key(L, "connectivity");
     for (int g = 1; g < t->n_gpus && !L->stop; ++g) {
         const qm_node *nd = &t->nodes[t->gpus[g]];
-        if (uf_find(parent, t->gpus[g]) != root)
-            qm_scn_err_loc(L, nd->loc.line, nd->loc.col, QM_E_DISCONNECTED,
-                           "device '%s' has no path to device '%s' (no chain of links, fabrics "
-                           "or NIC attachments joins them); add a link",
-                           nd->id, t->nodes[t->gpus[0]].id);
+        if (uf_find(parent, t->gpus[g]) == root)
+            continue;
+        const qm_node *first = &t->nodes[t->gpus[0]];
+        const char *hint =
+            nd->host != first->host
+                ? "; hosts meet through NICs on a net fabric: give each host a NIC with numa: K "
+                  "(or attach:) and make the NICs members of a fabric of kind net"
+            : nd->numa < 0 && implicit[t->gpus[g]] < 0 && !host_has_numa(t, nd->host)
+                ? "; give its host a NUMA node (numa: [{id: 0}]) and the device numa: 0 (an "
+                  "implicit pcie link to it), or add a link"
+            : nd->numa < 0 && implicit[t->gpus[g]] < 0
+                ? "; give the device numa: K (an implicit pcie link to that NUMA node) or add a link"
+                : "; add a link";
+        qm_scn_err_loc(L, nd->loc.line, nd->loc.col, QM_E_DISCONNECTED,
+                       "device '%s' has no path to device '%s' (no chain of links, fabrics or "
+                       "NIC attachments joins them)%s",
+                       nd->id, first->id, hint);
     }
     qm_scn_path_pop(L, old);
     free(parent);
+    free(implicit);
 }

@@ -7,7 +7,7 @@
  * file's bytes when that is more), so that an alias
  * bomb is refused before anything is expanded. Also here: the string hash map (ids, device type
  * names, anchors), the "did you mean" distance, and the key check of a mapping (fields).
- * Why not yaml_parser_load (STYLE.md names libyaml's document API): it allocates a node, a tag
+ * Why not yaml_parser_load (libyaml's document API, the obvious choice): it allocates a node, a tag
  * copy and child stacks per node, and on a 1024-host x 8-GPU scenario it alone took 0.3-0.6 s of
  * a fresh process (page faults), against the < 1 s target for the whole load; and it cannot stop
  * early, so a 64 MiB file of tiny nodes would cost gigabytes before any limit applied. The event
@@ -93,49 +93,6 @@ entry *qm_scn_map_insert(map *m, const char *key)
     m->e[i] = (entry){.key = k, .hash = h};
     m->n++;
     return &m->e[i];
-}
-
-/* Levenshtein distance, or 3 when it is more than 2 (all "did you mean" needs). */
-static int edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64 || la > lb + 2 || lb > la + 2)
-        return 3;
-    int prev[65], cur[65];
-    for (size_t j = 0; j <= lb; ++j)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= la; ++i) {
-        cur[0] = (int)i;
-        int rowmin = cur[0];
-        for (size_t j = 1; j <= lb; ++j) {
-            int best = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            if (prev[j] + 1 < best)
-                best = prev[j] + 1;
-            if (cur[j - 1] + 1 < best)
-                best = cur[j - 1] + 1;
-            cur[j] = best;
-            if (best < rowmin)
-                rowmin = best;
-        }
-        if (rowmin > 2)
-            return 3;
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb] > 2 ? 3 : prev[lb];
-}
-
-/* Whether cand is a better "did you mean" for typed than hint (at distance *best): within
- * distance 2, not a rewrite of a whole short word, closer, or as close and first in byte order
- * (so that the hint does not depend on hash order). */
-bool qm_scn_closer(const char *typed, const char *cand, int *best, const char *hint)
-{
-    int d = edit_distance(typed, cand);
-    if (d > 2 || d > *best || (size_t)d >= strlen(typed) || (size_t)d >= strlen(cand))
-        return false;
-    if (d == *best && (!hint || strcmp(cand, hint) >= 0))
-        return false;
-    *best = d;
-    return true;
 }
 
 char *qm_scn_dup_str(const char *s)
@@ -224,7 +181,7 @@ bool qm_scn_fields(ld *L, ynode *n, const fld *spec, int n_spec, ynode **vals,
             int best = 3;
             const char *hint = NULL;
             for (int i = 0; i < n_spec; ++i)
-                if (qm_scn_closer(key, spec[i].key, &best, hint))
+                if (qm_hint_closer(key, spec[i].key, &best, hint))
                     hint = spec[i].key;
             if (hint) {
                 err(L, k, QM_E_UNKNOWN_KEY, "unknown key '%.64s' in %s; did you mean '%s'?", key,

@@ -364,7 +364,9 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
         fprintf(f, "%s%s: ", c ? ", " : "", qm_link_class_name((qm_link_class)c));
         put_time(f, t->latency_s[c]);
     }
-    fputs("}\n", f);
+    fputs("}\n  host_link: ", f);
+    put_bw(f, t->host_link_bw_bytes_per_s);
+    fputs("\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);
         for (int i = 0; i < t->n_device_types; ++i) {

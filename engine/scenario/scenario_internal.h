@@ -45,9 +45,6 @@ void qm_scn_map_fini(map *m);
 entry *qm_scn_map_find(const map *m, const char *key);
 /* Insert key (not present yet). NULL when out of memory. */
 entry *qm_scn_map_insert(map *m, const char *key);
-/* Whether cand is a better "did you mean" for typed than hint (at distance *best); see
- * scenario_doc.c. */
-bool qm_scn_closer(const char *typed, const char *cand, int *best, const char *hint);
 char *qm_scn_dup_str(const char *s);
 
 /* ---- the loader context ------------------------------------------------------------------------ */

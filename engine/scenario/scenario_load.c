@@ -1,4 +1,4 @@
-/* scenario_load.c — the strict `qmesh/1` scenario loader (docs/SCENARIOS.md, docs/scenarios.md).
+/* scenario_load.c — the strict `qmesh/1` scenario loader (docs/scenario-format.md, docs/scenarios.md).
  *
  * Role: the entry points of scenario_loader.h. Turns scenario text into a qm_topology
  * (scenario.h) and reports every problem of a file as located diagnostics.

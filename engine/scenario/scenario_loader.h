@@ -1,4 +1,4 @@
-/* scenario_loader.h — load, dump and validate `qmesh/1` scenario files (docs/SCENARIOS.md).
+/* scenario_loader.h — load, dump and validate `qmesh/1` scenario files (docs/scenario-format.md).
  *
  * Role: between scenario text (a file, a string, or the built-in default mesh) and the in-memory
  * qm_topology of scenario.h. The loader is strict (unknown keys, duplicate keys, `<<` merge keys
@@ -89,5 +89,12 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st);
 int qm_cli_topo_validate(int argc, char **argv);
 /* Same, writing to out (the ok lines, help) and err (diagnostics, usage errors). */
 int qm_cli_topo_validate_to(int argc, char **argv, FILE *out, FILE *err);
+/* The check itself, on n file paths: the ok lines to out (none when out is NULL), diagnostics to
+ * err, and for each file each(ctx, path, topology or NULL, its diagnostics) when each is not NULL
+ * (the command line's --json). Returns 0 when every file is valid, else 1. */
+int qm_topo_validate_files(int n, char **paths, FILE *out, FILE *err,
+                           void (*each)(void *ctx, const char *path, const qm_topology *t,
+                                        const qm_diags *d),
+                           void *ctx);
 
 #endif

@@ -2,7 +2,8 @@
  *
  * Role: link class and phase names, request defaults, the topology's class default latencies and
  * its destructor. In: enum values, a topology. Out: static strings, initialised structs.
- * Class default latencies (NCCL's per-step model, HARDWARE.md "Collective latency"): nvlink and
+ * Class default latencies (NCCL's per-step hardware latencies, src/graph/tuning.cc hwLat, ring LL;
+ * docs/scenario-library.md): nvlink and
  * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
  * Must not: allocate, print, or depend on the loader's state.
  */
@@ -84,9 +85,55 @@ void qm_topology_defaults_init(qm_topology *t)
     t->latency_s[QM_LINK_PCIE] = 1.0e-6;
     t->latency_s[QM_LINK_SYS] = 1.0e-6;
     t->latency_s[QM_LINK_NET] = 2.7e-6;
+    t->host_link_bw_bytes_per_s = QM_DEFAULT_HOST_LINK_BW;
+}
+
+int qm_topology_implicit_links(const qm_topology *t, int *target)
+{
+    for (int i = 0; i < t->n_nodes; ++i) {
+        const qm_node *n = &t->nodes[i];
+        int to = -1;
+        if (n->kind == QM_NODE_NIC && n->nic_bw_bytes_per_s > 0)
+            to = n->attach >= 0 ? n->attach : n->numa;
+        else if (n->kind == QM_NODE_GPU && t->host_link_bw_bytes_per_s > 0)
+            to = n->numa;
+        target[i] = to == i ? -1 : to;
+    }
+    for (int i = 0; i < t->n_links; ++i) {
+        const qm_link *l = &t->links[i];
+        const bool host_class = l->cls == QM_LINK_PCIE || l->cls == QM_LINK_SYS || l->cls == QM_LINK_C2C;
+        for (int end = 0; end < 2; ++end) {
+            const int me = end ? l->b : l->a, other = end ? l->a : l->b;
+            if (target[me] < 0)
+                continue;
+            if (target[me] == other || (t->nodes[me].kind == QM_NODE_GPU && host_class))
+                target[me] = -1;
+        }
+    }
+    int n = 0;
+    for (int i = 0; i < t->n_nodes; ++i)
+        n += target[i] >= 0;
+    return n;
+}
+
+double qm_topology_implicit_bw(const qm_topology *t, int i)
+{
+    const qm_node *n = &t->nodes[i];
+    return n->kind == QM_NODE_NIC ? n->nic_bw_bytes_per_s : t->host_link_bw_bytes_per_s;
 }
 
 const char *qm_topology_label(const qm_topology *t)
 {
     return !t ? "" : t->file[0] ? t->file : t->name;
+}
+
+const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap)
+{
+    if (!t)
+        snprintf(buf, cap, "(no scenario)");
+    else if (!t->file[0] || strcmp(t->file, "<built-in>") == 0)
+        snprintf(buf, cap, "%s (built-in simulated mesh)", t->name);
+    else
+        snprintf(buf, cap, "%s (%s)", t->name, t->file);
+    return buf;
 }

@@ -178,7 +178,7 @@ bool qm_scn_get_enum_list(ld *L, ynode *n, const char *key, const char *const *n
                 if (used < sizeof list)
                     used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
                                              i ? ", " : "", names[i]);
-                if (qm_scn_closer(s, names[i], &best, hint))
+                if (qm_hint_closer(s, names[i], &best, hint))
                     hint = names[i];
             }
             if (shown)
@@ -310,7 +310,7 @@ int qm_scn_resolve(ld *L, ynode *n, const char *key, enum want w)
         if (L->n_ref_hints++ < 16) {
             for (size_t i = 0; i < L->ids.cap; ++i) {
                 const entry *c = &L->ids.e[i];
-                if (c->key && entry_target(L, c, w) >= 0 && qm_scn_closer(id, c->key, &best, hint))
+                if (c->key && entry_target(L, c, w) >= 0 && qm_hint_closer(id, c->key, &best, hint))
                     hint = c->key;
             }
         }

@@ -1,4 +1,5 @@
-/* cli_topo_validate.c — `qmesh topo validate FILE...`.
+/* topo_validate.c — `qmesh topo validate FILE...` (the command line parses its flags in
+ * cli_topo.c and calls qm_topo_validate_files; qm_cli_topo_validate_to is the test entry).
  *
  * Role: the CLI face of the scenario loader: load each file, print every diagnostic, say which
  * files are valid. Wired into the qmesh main by engine/cli.c.
@@ -9,6 +10,7 @@
  */
 #include "scenario_loader.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -44,34 +46,61 @@ int qm_cli_topo_validate_to(int argc, char **argv, FILE *out, FILE *err)
         usage(err);
         return 2;
     }
-    int status = 0;
+    char **paths = malloc((size_t)argc * sizeof *paths);
+    if (!paths) {
+        fputs("error[E-NOMEM]: topo validate: out of host memory for the file list\n", err);
+        return 1;
+    }
+    int n = 0;
     only_files = false;
     for (int i = first; i < argc; ++i) {
-        const char *path = argv[i];
-        if (!only_files && strcmp(path, "--") == 0) {
+        if (!only_files && strcmp(argv[i], "--") == 0)
             only_files = true;
-            continue;
-        }
+        else if (strcmp(argv[i], "-") == 0 && !only_files)
+            paths[n++] = NULL; /* stdin: refused below, in its place */
+        else
+            paths[n++] = argv[i];
+    }
+    const int status = qm_topo_validate_files(n, paths, out, err, NULL, NULL);
+    free(paths);
+    return status;
+}
+
+int qm_topo_validate_files(int n, char **paths, FILE *out, FILE *err,
+                           void (*each)(void *ctx, const char *path, const qm_topology *t,
+                                        const qm_diags *d),
+                           void *ctx)
+{
+    int status = 0;
+    for (int i = 0; i < n; ++i) {
+        const char *path = paths[i];
         qm_diags diags;
         qm_diags_init(&diags);
         qm_topology *t = NULL;
         qm_status st;
         qm_status_clear(&st);
-        if (strcmp(path, "-") == 0 && !only_files) {
+        if (!path) {
             fputs("-: error[E-ARG]: reading a scenario from stdin is not supported; name a file\n",
                   err);
+            qm_diags_add(&diags, QM_E_ARG, "-", 0, 0, "reading a scenario from stdin is not "
+                         "supported; name a file");
+            path = "-";
             status = 1;
         } else if (qm_scenario_load_file(path, &t, &diags, &st) == QM_OK) {
-            fprintf(out, "%s: ok (%d hosts, %d devices, %d links, %d cases)\n", path, t->n_hosts,
-                    t->n_gpus, t->n_links, t->n_cases);
+            if (out)
+                fprintf(out, "%s: ok (%d hosts, %d devices, %d links, %d cases)\n", path,
+                        t->n_hosts, t->n_gpus, t->n_links, t->n_cases);
         } else {
             qm_diags_print(&diags, err);
             status = 1;
         }
+        if (each)
+            each(ctx, path, t, &diags);
         qm_topology_destroy(t);
         qm_diags_fini(&diags);
     }
-    fflush(out);
+    if (out)
+        fflush(out);
     fflush(err);
     return status;
 }

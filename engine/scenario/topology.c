@@ -2,7 +2,8 @@
  *
  * In: a qm_topology (retained by the graph). Out: paths on demand, device matrices, renderings.
  * Must not: allocate device memory, know about plans or ranks, or hand out positions in some other
- * ordering where a node index is meant (CONFORMANCE.md item 4).
+ * ordering where a node index is meant (a gather device or an order is always node indices, also
+ * after devices were reordered by affinity; docs/topology.md).
  *
  * How paths are found: the criteria (worst class, bottleneck bandwidth, hops) are not isotone — the
  * best path to an intermediate node is not always the prefix of the best path beyond it (a
@@ -113,6 +114,10 @@ static qm_code check_topology(const qm_topology *t, qm_status *st)
         return qm_fail(st, QM_E_RANGE,
                        "topology: hbm efficiency must be in (0, 1] (got %g); set defaults.efficiency.hbm",
                        t->hbm_efficiency);
+    if (!(t->host_link_bw_bytes_per_s >= 0) || isinf(t->host_link_bw_bytes_per_s))
+        return qm_fail(st, QM_E_RANGE,
+                       "topology: the implicit host link bandwidth must be finite and >= 0 (got %g "
+                       "B/s); set defaults.host_link", t->host_link_bw_bytes_per_s);
     for (int i = 0; i < t->n_nodes; ++i) {
         const qm_node *n = &t->nodes[i];
         if ((int)n->kind < 0 || (int)n->kind >= KIND_COUNT)
@@ -153,43 +158,11 @@ static qm_code check_topology(const qm_topology *t, qm_status *st)
     return QM_OK;
 }
 
-/* The node an implicit NIC link could go to (its attach node, else its NUMA node), or -1. */
-static int nic_target(const qm_topology *t, int i)
-{
-    const qm_node *n = &t->nodes[i];
-    if (n->kind != QM_NODE_NIC || !(n->nic_bw_bytes_per_s > 0))
-        return -1;
-    int target = n->attach >= 0 ? n->attach : n->numa;
-    return target == i ? -1 : target;
-}
-
-/* Per node: the node its implicit NIC link goes to, or -1 (not a NIC, no target, or the scenario
- * already links the two). One pass over the links, so a 8192-NIC cluster stays linear. */
-static int *implicit_nic_targets(const qm_topology *t, int *n_implicit)
-{
-    int *target = malloc((size_t)(t->n_nodes ? t->n_nodes : 1) * sizeof *target);
-    *n_implicit = 0;
-    if (!target)
-        return NULL;
-    for (int i = 0; i < t->n_nodes; ++i)
-        target[i] = nic_target(t, i);
-    for (int i = 0; i < t->n_links; ++i) {
-        const int a = t->links[i].a, b = t->links[i].b;
-        if (target[a] == b)
-            target[a] = -1;
-        if (target[b] == a)
-            target[b] = -1;
-    }
-    for (int i = 0; i < t->n_nodes; ++i)
-        *n_implicit += target[i] >= 0;
-    return target;
-}
-
 qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_status *st)
 {
     qm_code rc = QM_OK;
     qm_topo_graph *g = NULL;
-    int *nic_targets = NULL;
+    int *implicit = NULL;
     if (out)
         *out = NULL;
     if (!topo || !out)
@@ -197,12 +170,12 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
     if ((rc = check_topology(topo, st)) != QM_OK)
         return rc;
 
-    int n_implicit = 0;
-    nic_targets = implicit_nic_targets(topo, &n_implicit);
-    if (!nic_targets)
+    implicit = malloc((size_t)(topo->n_nodes ? topo->n_nodes : 1) * sizeof *implicit);
+    if (!implicit)
         goto nomem;
+    const int n_implicit = qm_topology_implicit_links(topo, implicit);
     if (topo->n_links > INT_MAX / 4 - n_implicit || topo->n_nodes > INT_MAX / 4) {
-        free(nic_targets);
+        free(implicit);
         return qm_fail(st, QM_E_ARG, "topology: too large (%d nodes, %d links)", topo->n_nodes,
                        topo->n_links);
     }
@@ -236,12 +209,12 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
     if (topo->n_links > 0)
         memcpy(g->links, topo->links, (size_t)topo->n_links * sizeof *g->links);
     for (int i = 0, k = topo->n_links; i < topo->n_nodes; ++i) {
-        int target = nic_targets[i];
+        int target = implicit[i];
         if (target < 0)
             continue;
+        const double bw = qm_topology_implicit_bw(topo, i);
         g->links[k] = (qm_link){.a = i, .b = target, .cls = QM_LINK_PCIE,
-                                .bw_ab_bytes_per_s = topo->nodes[i].nic_bw_bytes_per_s,
-                                .bw_ba_bytes_per_s = topo->nodes[i].nic_bw_bytes_per_s,
+                                .bw_ab_bytes_per_s = bw, .bw_ba_bytes_per_s = bw,
                                 .latency_s = -1, .fabric = -1, .loc = topo->nodes[i].loc};
         ++k;
     }
@@ -293,12 +266,12 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
         long long bound = 64LL * ((long long)g->n_nodes + g->out_start[g->n_nodes]) + 1024;
         g->max_labels = bound > INT_MAX / 2 ? INT_MAX / 2 : (int)bound;
     }
-    free(nic_targets);
+    free(implicit);
     *out = g;
     return QM_OK;
 
 nomem:
-    free(nic_targets);
+    free(implicit);
     qm_topo_graph_destroy(g);
     return qm_fail(st, QM_E_NOMEM, "topology: out of host memory building the graph (%d nodes, %d links)",
                    topo->n_nodes, topo->n_links);

@@ -13,7 +13,7 @@
  *   sizes       B KiB MiB GiB TiB (binary) and KB MB GB TB (decimal); the byte count must be a
  *               whole number ("1.5 GiB" is fine, "0.1 KiB" is E-RANGE) that fits in 64 bits.
  *   bandwidths  MB/s GB/s TB/s GiB/s and bits Mb/s Gb/s (400 Gb/s = 50e9 B/s), plus B/s (an
- *               extension of SCENARIOS.md, used by the dumper when no other unit is exact).
+ *               the dumper uses it when no other unit is exact; docs/scenario-format.md, "Units").
  *   times       ns us ms s.
  * Decimal values are rounded once (strtod of the whole decimal, unit exponent included), binary
  * and bit scalings are exact, so "0.9 us" is the double nearest to 9e-7.

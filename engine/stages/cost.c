@@ -1,4 +1,4 @@
-/* cost.c — the cost model (DESIGN.md section 6): estimates for ingest, local norm, norm
+/* cost.c — the cost model (docs/planner.md, "Cost model"): estimates for ingest, local norm, norm
  * all-reduce, encode write and gather, from the scenario's figures.
  *
  * In: a plan with shards and device accounting, the mesh and its topology graph. Out:
@@ -105,6 +105,19 @@ static bool *uniform_runs(const qm_mesh *mesh, const int *devices, int n, int *r
     }
     free(nodes);
     return uni;
+}
+
+/* Why device d has no path from host memory, in words a scenario author can act on. */
+static void no_host_path(const qm_mesh *mesh, int d, const char *what, char *out, size_t cap)
+{
+    const qm_topology *t = mesh->topo;
+    const qm_node *n = &t->nodes[mesh->devices[d].node];
+    if (n->numa >= 0)
+        snprintf(out, cap, "%s n/a: no path from %.63s to device '%.63s' (add a link from the NUMA node)",
+                 what, t->nodes[n->numa].id, n->id);
+    else
+        snprintf(out, cap, "%s n/a: device '%.63s' names no NUMA node (give it numa: K, with "
+                 "numa: [{id: K}] on its host)", what, n->id);
 }
 
 double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes)
@@ -253,6 +266,9 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         qm_topo_path path;
         if ((rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, true, &path, st)) != QM_OK)
             goto done;
+        if (!path.found && !p->estimates_note[0])
+            no_host_path(mesh, d, "ingest", p->estimates_note,
+                         sizeof p->estimates_note);
         loads_add(&L, &path, p->devices[d].input_bytes);
     }
     double t = loads_time(&L, mesh->graph);

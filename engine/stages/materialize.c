@@ -80,8 +80,8 @@ static unsigned piece_log(uint64_t pos, uint64_t end, unsigned cap)
     return k;
 }
 
-static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
-                              qm_status *st)
+qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
+                                   qm_status *st)
 {
     if (!in)
         return qm_fail(st, QM_E_ARG, "encode: input must not be NULL");
@@ -111,8 +111,8 @@ static qm_code validate_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_
     return QM_OK;
 }
 
-static qm_code validate_layout(uint64_t total, const qm_shard_spec *shards, int n_shards, int n_dev,
-                               bool part, bool *replicated, qm_status *st)
+qm_code qm_materialize_check_layout(uint64_t total, const qm_shard_spec *shards, int n_shards,
+                                    int n_dev, bool part, bool *replicated, qm_status *st)
 {
     if (n_shards < 1 || !shards)
         return qm_fail(st, QM_E_ARG, "encode: a layout needs at least 1 shard (got %d)", n_shards);
@@ -244,7 +244,7 @@ static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double
                                 qm_status *st);
 
 /* Wait for stream s (keeping the first error in *rc and st), then destroy it. */
-static void drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status *st)
+void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status *st)
 {
     if (!s)
         return;
@@ -304,7 +304,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             qm_status_prefix(st, "encode: shard %d", i);
     }
     for (int i = 0; str && i < n; ++i)
-        drain(hal, str[i], &rc, st);
+        qm_materialize_drain(hal, str[i], &rc, st);
     for (int i = 0; part && i < n; ++i)
         qm_hal_buf_free(hal, part[i]);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
@@ -590,7 +590,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         rc = qm_fail(st, QM_E_ARG, "encode: hal and out must not be NULL");
         goto early;
     }
-    if ((rc = validate_input(qubits, out_dtype, in, st)) != QM_OK)
+    if ((rc = qm_materialize_check_input(qubits, out_dtype, in, st)) != QM_OK)
         goto early;
     e.hal = hal;
     e.qubits = qubits;
@@ -603,7 +603,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.n_shards = n_shards;
     e.comm = opts ? opts->comm : NULL;
     const bool part = e.comm && qm_comm_size(e.comm) > 1;
-    if ((rc = validate_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), part,
+    if ((rc = qm_materialize_check_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), part,
                               &replicated, st)) != QM_OK)
         goto early;
     e.n_norm = replicated ? 1 : n_shards;
@@ -722,7 +722,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     }
     for (int i = 0; e.amp_streams && i < n_shards; ++i) {
         const bool had = e.amp_streams[i] != NULL;
-        drain(hal, e.amp_streams[i], &rc, st);
+        qm_materialize_drain(hal, e.amp_streams[i], &rc, st);
         if (had && rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }

@@ -33,8 +33,8 @@ typedef struct qm_amp_input {
 struct qm_comm;
 
 /* Seconds this rank spent in each phase of one materialize, named as the plan's estimates
- * (DESIGN.md estimates_s): ingest (allocation and input onto the devices), local_norm (the
- * block and piece sums of this rank's shards), norm_allreduce (exchange and merge of the piece
+ * (`estimates_s`, docs/planner.md "Cost model"): ingest (allocation and input onto the devices),
+ * local_norm (the block and piece sums of this rank's shards), norm_allreduce (exchange and merge of the piece
  * sums, coefficients, the slow path), encode (amplitudes). */
 typedef struct qm_materialize_times {
     double ingest, local_norm, norm_allreduce, encode;
@@ -69,5 +69,27 @@ typedef struct qm_materialize_opts {
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
                                  const qm_materialize_opts *opts, qm_state **out, qm_status *st);
+
+/* The same for the product-state encodings (angle, basis, phase: featuremap.c): `in` holds B
+ * samples of qm_encoding_features(enc, qubits) values (basis: one index each), every amplitude a
+ * product of per-qubit factors built on the host. E-UNSUPPORTED for another encoding (iqp, iqp-z:
+ * planned, not encoded yet), E-INPUT for a wrong value count, NaN/Inf or a bad basis index (the
+ * sample and value named); the same failure contract as qm_materialize_amplitude. */
+qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits, qm_dtype out_dtype,
+                                  const qm_shard_spec *shards, int n_shards,
+                                  const qm_amp_input *in, const qm_materialize_opts *opts,
+                                  qm_state **out, qm_status *st);
+/* Whether featuremap.c encodes e (angle, basis, phase). Cannot fail. */
+bool qm_encoding_is_product(qm_encoding e);
+
+/* Shared by both materialize stages: the input and request checks that need no device, the layout
+ * check (a partition of [0, total) in index order, or every shard the whole range; `part`: this
+ * rank's contiguous part only), and the end of a stream (sync then destroy; the first error kept
+ * in *rc / st; NULL is a no-op). */
+qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
+                                   qm_status *st);
+qm_code qm_materialize_check_layout(uint64_t total, const qm_shard_spec *shards, int n_shards,
+                                    int n_dev, bool part, bool *replicated, qm_status *st);
+void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status *st);
 
 #endif

@@ -29,9 +29,9 @@ static double node_hbm(const qm_topology *t, const qm_node *n)
                                                          : 0;
 }
 
-/* Every device of a rank must reach at least one other device of it (SCENARIOS.md: "a device
- * that a case uses with no path to the others is E-DISCONNECTED"); pairs without a path are
- * allowed (CONFORMANCE.md item 4's T3 has one): they simply have no peer access. */
+/* Every device of a rank must reach at least one other device of it, else E-DISCONNECTED
+ * (docs/planner.md, "Devices and order"); pairs without a path are allowed (three devices joined
+ * 0-1 and 1-2 but not 0-2 form a valid rank): they simply have no peer access. */
 static qm_code check_reachable(const qm_topology *topo, qm_topo_graph *graph, const int *devs, int n,
                                qm_status *st)
 {

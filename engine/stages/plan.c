@@ -4,7 +4,7 @@
  * In: a mesh (devices in global index order: ranks in order, each rank's devices by affinity) and
  * a validated request. Out: a qm_plan. Pure and deterministic: no device memory, no randomness, ties
  * broken by mesh order.
- * Policies (DESIGN.md section 2; choices where it is silent are in docs/planner.md):
+ * Policies (docs/planner.md, "Policies"):
  *  - single: the whole state on one device: the best-connected device of rank 0 if it fits, else
  *    the first device in mesh order that fits;
  *  - equal: one page per device, device count a power of two, ranks holding equal device counts;
@@ -53,7 +53,7 @@ static qm_code plan_alloc(const qm_mesh *mesh, const qm_request *r, qm_plan **ou
     p->request = *r;
     p->n_amps = (uint64_t)1 << r->qubits;
     if (p->request.features == 0)
-        p->request.features = p->n_amps;
+        p->request.features = qm_encoding_features(r->encoding, r->qubits);
     p->global_amplitudes = p->n_amps * r->batch;
     p->state_bytes = p->global_amplitudes * qm_dtype_size(r->dtype);
     p->n_devices = mesh->n_devices;
@@ -145,7 +145,9 @@ static void shards_from_units(const qm_mesh *mesh, qm_plan *p, const uint64_t *u
     }
 }
 
-/* Input values inside [start, end) of the concatenated states. */
+/* Input values a shard [start, end) of the concatenated states reads: amplitude encoding the
+ * values inside the range; the others every value of each state the range touches (a state's
+ * amplitudes each depend on all of its sample's values). */
 static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
 {
     const uint64_t N = p->n_amps, F = p->request.features;
@@ -153,6 +155,8 @@ static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
     if (start >= end)
         return 0;
     uint64_t s0 = start / N, s1 = (end - 1) / N;
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE)
+        return (s1 - s0 + 1) * F;
     for (uint64_t s = s0; s <= s1; ++s) {
         uint64_t lo = s == s0 ? start - s * N : 0, hi = s == s1 ? end - s * N : N;
         if (s > s0 + 1 && s < s1) { /* whole samples in between */
@@ -522,7 +526,7 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
         rc = layout_policy(mesh, p, QM_POLICY_WEIGHTED, st);
         if (rc == QM_OK || first_err.code == QM_OK)
             first_err = p->error;
-        p->policy = QM_POLICY_AUTO;
+        /* p->policy stays weighted: the policy whose layout the plan shows (docs/cli.md) */
         rc = infeasible(p, first_err.code ? first_err.code : QM_E_CAPACITY, st, "%s", first_err.msg);
     }
 done:

@@ -60,6 +60,7 @@ typedef struct qm_plan {
     bool has_estimates;
     double estimates_s[QM_PHASE_COUNT_];
     bool estimate_set[QM_PHASE_COUNT_];
+    char estimates_note[320]; /* why an estimate is missing (the first reason); "" when none */
     uint64_t hash;            /* FNV-1a of the request and the layout (multi-rank agreement) */
 } qm_plan;
 

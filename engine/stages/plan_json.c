@@ -1,7 +1,11 @@
-/* plan_json.c — a plan as the JSON object of DESIGN.md section 7, and as a readable table.
+/* plan_json.c — a plan as the JSON object of `qmesh plan --json` (docs/cli.md), and as a table.
  *
- * In: a plan, its mesh and the scenario name. Out: a jansson object (never assembled by hand) or
- * text on a FILE. Byte counts are JSON integers, except counts of 2^63 and more (jansson's
+ * In: a plan, its mesh and the scenario (its label for JSON; the topology for the table, titled as
+ * every command titles it). Out: a jansson object (never assembled by hand) or text on a FILE.
+ * The table never prints a line with a hole in it: a plan that stopped at its error says "not
+ * planned" / "not computed" for the gather and the frontier; its error itself is printed once, by
+ * the caller, on stderr; headrooms carry their sign next to the number; estimates are labelled as
+ * the scenario's hardware (encode labels its measured times as this machine's). Byte counts are JSON integers, except counts of 2^63 and more (jansson's
  * integers are signed 64-bit), which are reals (qm_json_count); start/end are half-open global
  * amplitude indices; estimates are seconds (null when the scenario lacks the figures for a phase).
  * Sizes stay uint64_t throughout; the headroom (usable - planned, may be negative) is formed as a
@@ -67,7 +71,11 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
     json_object_set_new(req, "gather", json_string(p->request.gather));
     json_object_set_new(req, "ranks", jint((uint64_t)mesh->n_ranks));
     json_object_set_new(o, "request", req);
-    json_object_set_new(o, "policy", json_string(qm_policy_name(p->policy)));
+    /* the policy whose layout shards and devices show: the one chosen when feasible; null when
+     * the plan stopped before any layout */
+    json_object_set_new(o, "policy", p->feasible || p->n_shards > 0
+                                         ? json_string(qm_policy_name(p->policy))
+                                         : json_null());
     json_object_set_new(o, "feasible", json_boolean(p->feasible));
     if (p->feasible) {
         json_object_set_new(o, "error", json_null());
@@ -114,6 +122,8 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
     json_object_set_new(mq, "complex128", p->max_qubits[1] ? jint(p->max_qubits[1]) : json_null());
     json_object_set_new(o, "max_qubits", mq);
     json_object_set_new(o, "estimates_s", estimates_json(p));
+    json_object_set_new(o, "estimates_note",
+                        p->estimates_note[0] ? json_string(p->estimates_note) : json_null());
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
     json_object_set_new(o, "plan_hash", json_string(hash));
@@ -121,20 +131,39 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
     return QM_OK;
 }
 
-void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, FILE *f)
+/* A byte count right-aligned in width w, with its sign ("-1.92 TiB", never "-   1.92 TiB"). */
+static void print_signed_bytes(FILE *f, int w, bool neg, uint64_t mag)
 {
-    char a[32], b[32], c[32], d[32];
-    fprintf(f, "scenario: %s\n", scenario ? scenario : "");
-    fprintf(f, "request:  %u qubits, %s, policy %s (used: %s), batch %llu, features %llu, %d ranks\n",
+    char a[32], b[40];
+    snprintf(b, sizeof b, "%s%s", neg ? "-" : "", qm_format_bytes(mag, a, sizeof a));
+    fprintf(f, "%*s", w, b);
+}
+
+void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, FILE *f)
+{
+    char a[32], b[32], c[32], title[QM_STATUS_FILE_BYTES + 96];
+    const char *name = t ? t->name : "";
+    fprintf(f, "scenario: %s\n", qm_topology_title(t, title, sizeof title));
+    fprintf(f, "request:  %u qubits, %s, policy %s (%s%s), batch %llu, features %llu, %d ranks\n",
             p->request.qubits, qm_dtype_name(p->request.dtype), qm_policy_name(p->request.policy),
-            qm_policy_name(p->policy), (unsigned long long)p->request.batch,
+            p->feasible ? "used: " : p->n_shards ? "layout shown: " : "no layout",
+            p->feasible || p->n_shards ? qm_policy_name(p->policy) : "",
+            (unsigned long long)p->request.batch,
             (unsigned long long)p->request.features, mesh->n_ranks);
-    fprintf(f, "state:    %llu amplitudes, %s, %s pages\n",
-            (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
-            p->pages ? (snprintf(b, sizeof b, "%llu", (unsigned long long)p->pages), b) : "no");
-    fprintf(f, "feasible: %s\n", p->feasible ? "yes" : "no");
-    if (!p->feasible)
-        fprintf(f, "error[%s]: %s\n", qm_code_name(p->error.code), p->error.msg);
+    if (p->pages)
+        fprintf(f, "state:    %llu amplitudes, %s, cut into %llu pages (equal blocks of %llu "
+                   "amplitudes; each device holds a run of whole pages)\n",
+                (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
+                (unsigned long long)p->pages,
+                (unsigned long long)(p->global_amplitudes / p->pages));
+    else
+        fprintf(f, "state:    %llu amplitudes, %s, not cut into pages (%s)\n",
+                (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
+                p->feasible ? "ranges not aligned to pages" : "the plan stopped at its error");
+    if (p->feasible)
+        fprintf(f, "feasible: yes\n");
+    else
+        fprintf(f, "feasible: no (%s; the error line says why)\n", qm_code_name(p->error.code));
     fprintf(f, "\n%-6s %-5s %-14s %22s %22s %12s\n", "shard", "rank", "device", "start", "end",
             "bytes");
     for (int i = 0; i < p->n_shards; ++i) {
@@ -148,17 +177,33 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, 
         const qm_plan_device *pd = &p->devices[i];
         uint64_t head;
         const bool neg = qm_headroom_split(pd->usable_bytes, pd->planned_bytes, &head);
-        fprintf(f, "%-14s %12s %12s %12s %s%11s\n", mesh->devices[i].id,
+        fprintf(f, "%-14s %12s %12s %12s ", mesh->devices[i].id,
                 qm_format_bytes(pd->usable_bytes, a, sizeof a),
                 qm_format_bytes(pd->shard_bytes, b, sizeof b),
-                qm_format_bytes(pd->staging_bytes, c, sizeof c), neg ? "-" : " ",
-                qm_format_bytes(head, d, sizeof d));
+                qm_format_bytes(pd->staging_bytes, c, sizeof c));
+        print_signed_bytes(f, 12, neg, head);
+        fputc('\n', f);
     }
-    fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
-            p->gather.target, p->gather.reason);
-    fprintf(f, "frontier: complex64 up to %u qubits, complex128 up to %u qubits (policy %s)\n",
-            p->max_qubits[0], p->max_qubits[1], qm_policy_name(p->request.policy));
-    fprintf(f, "estimates:");
+    if (p->gather.target[0])
+        fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
+                p->gather.target, p->gather.reason);
+    else
+        fprintf(f, "\ngather:   not planned (the plan stopped at its error)\n");
+    if (p->max_qubits[0] || p->max_qubits[1]) {
+        fprintf(f, "frontier: largest state that fits under policy %s:",
+                qm_policy_name(p->request.policy));
+        for (int k = 0; k < 2; ++k) {
+            if (p->max_qubits[k])
+                fprintf(f, " %s %u qubits%s", k ? "complex128" : "complex64", p->max_qubits[k],
+                        k ? "" : ",");
+            else
+                fprintf(f, " %s none%s", k ? "complex128" : "complex64", k ? "" : ",");
+        }
+        fputc('\n', f);
+    } else {
+        fprintf(f, "frontier: not computed (the plan stopped at its error)\n");
+    }
+    fprintf(f, "estimates for %s's hardware (modelled from the scenario, not measured):", name);
     for (int k = 0; k < QM_PHASE_COUNT_; ++k) {
         if (p->has_estimates && p->estimate_set[k])
             fprintf(f, " %s %s%s", qm_phase_name((qm_phase)k),
@@ -167,4 +212,6 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, 
             fprintf(f, " %s n/a%s", qm_phase_name((qm_phase)k), k + 1 < QM_PHASE_COUNT_ ? "," : "");
     }
     fprintf(f, "\n");
+    if (p->estimates_note[0])
+        fprintf(f, "          (%s)\n", p->estimates_note);
 }

@@ -25,11 +25,13 @@ static inline bool qm_headroom_split(uint64_t usable, uint64_t planned, uint64_t
     return usable < planned;
 }
 
-/* The plan as the JSON object of DESIGN.md section 7 (caller owns the reference). */
+/* The plan as the JSON object `qmesh plan --json` prints, fields in docs/cli.md (caller owns
+ * the reference). */
 qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scenario,
                         struct json_t **out, qm_status *st);
-/* The plan as a readable table. */
-void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const char *scenario, FILE *f);
+/* The plan as a readable table; t is the topology planned on (its title heads the table and its
+ * name labels the estimates). The plan's error is not printed (the caller prints it once). */
+void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, FILE *f);
 
 /* Run every case of a loaded topology: plan each request and compare each expectation. Prints
  * one line per case ("case ID: ok", only with print_ok, or "case ID: MISS <what>: expected X,

@@ -48,6 +48,22 @@ qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *
                        qm_dtype_name(r->dtype), r->batch > 1 ? " in this batch" : "", r->qubits,
                        qm_dtype_size(r->dtype), cap);
     const uint64_t n_amps = (uint64_t)1 << r->qubits;
+    const uint64_t want = qm_encoding_features(r->encoding, r->qubits);
+    if (r->encoding != QM_ENCODING_AMPLITUDE && r->features != 0 && r->features != want) {
+        const unsigned fit = qm_encoding_qubits(r->encoding, r->features);
+        char hint[96] = "";
+        if (r->encoding == QM_ENCODING_BASIS)
+            snprintf(hint, sizeof hint, "; basis takes one index per sample");
+        else if (fit)
+            snprintf(hint, sizeof hint, "; %llu values make %u qubits",
+                     (unsigned long long)r->features, fit);
+        else
+            snprintf(hint, sizeof hint, "; no qubit count takes %llu values",
+                     (unsigned long long)r->features);
+        return qm_fail(st, QM_E_INPUT, "request: the %s encoding of %u qubits takes %llu values per "
+                       "sample, got %llu%s", qm_encoding_name(r->encoding), r->qubits,
+                       (unsigned long long)want, (unsigned long long)r->features, hint);
+    }
     if (r->features > n_amps)
         return qm_fail(st, QM_E_INPUT, "request: %llu features exceed the state vector size %llu "
                        "(%u qubits); use at least %u qubits", (unsigned long long)r->features,

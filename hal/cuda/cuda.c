@@ -461,7 +461,21 @@ static qm_code c_amp_batch(void *ctx, int dev, void *state, const void *in, void
 static bool c_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
-    return qm_hal_op_is_amplitude(op);
+    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT;
+}
+
+static qm_code c_product(void *ctx, int dev, void *state, const void *table,
+                         const qm_hal_product_args *a, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_product((char *)state + a->off * slot_bytes(a->state_dtype),
+                                    is_c128(a->state_dtype), a->n, a->g0, a->qubits,
+                                    a->first_state, (const double *)table, a->scale, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "product launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "product", dev);
+    return QM_OK;
 }
 
 static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
@@ -476,6 +490,7 @@ static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_AMP_SCAN: return c_scan(ctx, dev, state, params, st);
     case QM_HAL_OP_AMP_SCALE: return c_amp_scale(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_AMP_BATCH: return c_amp_batch(ctx, dev, state, in, out, params, s, st);
+    case QM_HAL_OP_PRODUCT: return c_product(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_COUNT_: break;
     }
     return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);

@@ -158,11 +158,12 @@ static qmk_elem elem_of(qm_dtype dt)
     return QMK_F64; /* unreachable: the wrappers checked the dtype */
 }
 
-/* Every op of the amplitude family; an op of a later encoding is added here when its case is. */
+/* Every op of the amplitude family and the product states; an op of a later encoding is added
+ * here when its case is. */
 static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
-    return qm_hal_op_is_amplitude(op);
+    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -209,6 +210,12 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
         const qm_hal_amp_batch_args *a = params;
         qm_cpu_amp_batch(state, elem_of(a->state_dtype), a->off, a->period, a->period_valid,
                          a->n_states, in, elem_of(a->in_dtype), a->in_off, out, a->sums_off);
+        return QM_OK;
+    }
+    case QM_HAL_OP_PRODUCT: {
+        const qm_hal_product_args *a = params;
+        qm_cpu_product(state, elem_of(a->state_dtype), a->off, a->n, a->g0, a->qubits,
+                       a->first_state, in, a->scale);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:

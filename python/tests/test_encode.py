@@ -156,3 +156,41 @@ def test_help_is_useful():
                 qmesh.Shard, qmesh.Scenario, qmesh.Scenario.load, qmesh.Scenario.from_yaml,
                 qmesh.Plan, qmesh.Error, qmesh.RunError):
         assert obj.__doc__ and len(obj.__doc__) > 20, obj
+
+
+def _angle_ref(x):
+    s = np.array([1.0 + 0j])
+    for k in range(len(x)):
+        s = np.concatenate([s * np.cos(x[k]), s * np.sin(x[k])])
+    return s
+
+
+@pytest.mark.parametrize("encoding", ["angle", "phase", "basis"])
+def test_feature_maps_equal_cli_bytes(cli, tmp_path, encoding):
+    rng = np.random.default_rng(7)
+    x = (np.array([[0.0, 5.0, 3.0, 6.0]]).T if encoding == "basis"
+         else rng.uniform(-3, 3, (5, 4)))
+    s = qmesh.encode(x, encoding=encoding)
+    want = cli_encode(cli, tmp_path, x, "--encoding", encoding)
+    same_bytes(s.to_numpy(), want)
+    got = s.to_numpy()
+    if encoding == "angle":
+        assert s.shape == (5, 16)
+        assert max(abs(got[r] - _angle_ref(x[r])).max() for r in range(5)) < 1e-15
+    elif encoding == "phase":
+        n = 4
+        for r in range(5):
+            ref = [np.exp(1j * sum(x[r][k] for k in range(n) if (i >> k) & 1)) / 4
+                   for i in range(16)]
+            assert abs(got[r] - np.array(ref)).max() < 1e-15
+    else:
+        assert s.shape == (4, 8) and s.qubits == 3
+        assert [int(np.argmax(abs(row))) for row in got] == [0, 5, 3, 6]
+        assert (abs(got).sum(axis=1) == 1.0).all()
+
+
+def test_basis_one_dimensional_is_a_batch():
+    s = qmesh.encode(np.array([1, 2]), encoding="basis")
+    assert s.shape == (2, 4) and s.qubits == 2
+    assert s.to_numpy().tobytes() == np.array([[0, 1, 0, 0], [0, 0, 1, 0]],
+                                              np.complex128).tobytes()

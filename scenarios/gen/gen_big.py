@@ -8,7 +8,7 @@ Default: 1024 hosts x 8 H100 SXM5 80GB = 8192 GPUs. Each host is laid out as
 scenarios/dgx-h100.yaml (2 NUMA nodes, one PCIe Gen5 switch per GPU shared with one ConnectX-7
 400 Gb/s NIC, one NVSwitch fabric over its GPUs); one NDR InfiniBand `net` fabric joins every NIC of
 every host; one rank per host owns that host's GPUs. Figures and their sources are those of
-dgx-h100.yaml (HARDWARE.md, NCCL topo.h / tuning.cc).
+dgx-h100.yaml (datasheets, tool output in public issues, NCCL topo.h / topo.cc / tuning.cc).
 
 The output is deterministic (same arguments -> same bytes). It is produced at test/bench time and
 is not committed. Only the Python standard library is used.
@@ -35,7 +35,7 @@ def emit(out, hosts, gpus, cases):
     w(f"name: big-{hosts}x{gpus}\n")
     w(f"description: Load-test cluster, {hosts} hosts x {gpus} H100 SXM5 80GB, NVSwitch per host, NDR InfiniBand\n")
     w("sources:\n")
-    w('  - "HARDWARE.md (qmesh shared docs): H100 SXM5 80GB, DGX H100 layout, NDR 400 Gb/s, NCCL effective rates and latencies"\n')
+    w('  - "H100 SXM5 80GB, DGX H100 layout, NDR 400 Gb/s: figures and their sources as in scenarios/dgx-h100.yaml"\n')
     w('  - "NCCL src/graph/topo.h and src/graph/tuning.cc (2.30)"\n')
     w("\n")
     w("defaults:\n")

@@ -42,7 +42,7 @@ def scenarios():
             p = os.path.join(src, f)
             if os.path.isfile(p) and f.endswith('.yaml') and os.path.getsize(p) <= 16384:
                 shutil.copy(p, os.path.join(d, prefix + f))
-    shutil.copy(os.path.join(ROOT, 'engine/default_scenario.yaml'), os.path.join(d, 'default.yaml'))
+    shutil.copy(os.path.join(ROOT, 'engine/scenario/default_scenario.yaml'), os.path.join(d, 'default.yaml'))
 
 
 def npy_bytes(descr, shape, values, fmt, version=1, fortran=False, pad_to=64, extra=b''):
