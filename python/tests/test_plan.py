@@ -10,9 +10,10 @@ import qmesh
 
 def cli_plan(text):
     """The plan object of `qmesh plan --json`: its output less the command line's own members
-    (ok, command), which the API's plan does not have."""
+    (ok, command, and phantom, null without --phantom), which the API's plan does not have."""
     d = json.loads(text)
     assert d.pop("command") == "plan" and d.pop("ok") == (d["error"] is None)
+    assert d.pop("phantom") is None
     return d
 
 
