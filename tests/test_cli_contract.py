@@ -326,7 +326,8 @@ if d:
     check(d["scenario"] == sc("a100-4node-hdr.yaml") and
           d["max"] == {"ranks": 3, "devices": 12, "unit": "qubits", "features": None,
                        "qubits": None, "complex64": c64, "complex128": c128} and
-          all(d[m] is None for m, _ in DOCS["plan"][4:-1]), "plan --max --json: exact values")
+          d["phantom"] is None and
+          all(d[m] is None for m, _ in DOCS["plan"][4:-2]), "plan --max --json: exact values")
 d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "5", "--max"], 1)
 if d:
     check(d["error"]["code"] == "E-RANK" and d["max"] is None, "plan --max --json: E-RANK")

@@ -109,4 +109,9 @@ qm_code qm_cli_load_scenario(const char *path, struct qm_pipeline *out, qm_statu
  * --gather, --ranks, --encoding: those of a->cmd's table that were given) into *r. */
 qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st);
 
+/* `plan --phantom` / `encode --phantom` (cli_phantom.c): plan the request on the scenario, account
+ * every shard on a phantom mesh, print the plan and the bytes reserved per device (--json: the plan
+ * object with a "phantom" member); returns the exit status. */
+int qm_cli_phantom(const char *cmd, const char *scenario, const qm_request *r, bool json);
+
 #endif

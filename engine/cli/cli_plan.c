@@ -130,6 +130,7 @@ static const qm_cli_flag plan_flags[] = {
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
     {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
+    {"--phantom", NULL, "also reserve every shard on a phantom mesh (no memory): bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {"--dot", NULL, "print the plan as a Graphviz graph (shards, gather paths) instead"},
     {NULL, NULL, NULL}};
@@ -139,7 +140,7 @@ static const qm_cli_flag plan_flags[] = {
         "shards", "devices", "gather", "max_qubits", "estimates_s", "estimates_note",          \
         "plan_hash"
 /* ... and the answer of --max (null for a plan; the plan's members are null under --max) */
-static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "max", NULL};
+static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "max", "phantom", NULL};
 
 /* `qmesh plan --max` on a loaded scenario: the largest state (or, with --features, batch) that
  * fits, per dtype and policy, on its first r->ranks ranks. Returns the exit code. */
@@ -197,6 +198,8 @@ static int run_plan(const qm_cli_args *a)
         return qm_cli_error(&st);
     if (a->json && qm_cli_arg(a, "--dot"))
         return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
+    if (qm_cli_arg(a, "--phantom"))
+        return qm_cli_phantom("plan", qm_cli_arg(a, "--scenario"), &r, a->json);
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;

@@ -82,6 +82,31 @@ static double loads_time(const link_loads *L, const qm_topo_graph *g)
     return t + L->max_latency;
 }
 
+/* Ring positions grouped into runs of one host (run[i] = the first position of i's run), and
+ * whether each run's devices hang off one switch (qm_topo_graph_uniform_hub: then every step
+ * inside it is that pair, without a search per device; a one-host ring of 8192 devices would
+ * otherwise search from every device through an 8192-port switch). */
+static bool *uniform_runs(const qm_mesh *mesh, const int *devices, int n, int *run,
+                          qm_topo_pair *pair)
+{
+    bool *uni = calloc((size_t)n, sizeof *uni);
+    int *nodes = malloc((size_t)n * sizeof *nodes);
+    if (!uni || !nodes) {
+        free(uni);
+        free(nodes);
+        return NULL;
+    }
+    for (int s = 0, e; s < n; s = e) {
+        for (e = s; e < n && mesh->devices[devices[e]].host == mesh->devices[devices[s]].host; ++e) {
+            run[e] = s;
+            nodes[e - s] = mesh->devices[devices[e]].node;
+        }
+        uni[s] = qm_topo_graph_uniform_hub(mesh->graph, nodes, e - s, NULL, &pair[s]);
+    }
+    free(nodes);
+    return uni;
+}
+
 /* Why device d has no path from host memory, in words a scenario author can act on. */
 static void no_host_path(const qm_mesh *mesh, int d, const char *what, char *out, size_t cap)
 {
@@ -104,6 +129,14 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
     bool inter_seen = false;
     qm_link_class intra = QM_LINK_NVLINK;
     double ring_bw = INFINITY;
+    int *run = malloc((size_t)n * sizeof *run);
+    qm_topo_pair *pair = malloc((size_t)n * sizeof *pair);
+    bool *uni = run && pair ? uniform_runs(mesh, devices, n, run, pair) : NULL;
+    if (!uni) {
+        free(run);
+        free(pair);
+        return -1;
+    }
     for (int i = 0; i < n; ++i) {
         const qm_mesh_device *a = &mesh->devices[devices[i]];
         const qm_mesh_device *b = &mesh->devices[devices[(i + 1) % n]];
@@ -116,15 +149,30 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
         if (!same_host && inter_seen)
             continue;
         inter_seen = inter_seen || !same_host;
+        const int j = (i + 1) % n;
         qm_topo_path p;
         qm_status st;
-        if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK || !p.found)
-            return -1;
+        if (same_host && run[i] == run[j] && uni[run[i]]) {
+            p.found = true;
+            p.cls = pair[run[i]].cls;
+            p.bw_bytes_per_s = pair[run[i]].bw_bytes_per_s;
+        } else if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK) {
+            p.found = false;
+        }
+        if (!p.found) {
+            ring_bw = -1;
+            break;
+        }
         if (p.bw_bytes_per_s < ring_bw)
             ring_bw = p.bw_bytes_per_s;
         if (same_host && p.cls > intra)
             intra = p.cls;
     }
+    free(run);
+    free(pair);
+    free(uni);
+    if (ring_bw < 0)
+        return -1;
     const int steps = 2 * (n - 1), inter = 2 * (hosts - 1);
     const double ring = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
                         (double)inter * t->latency_s[QM_LINK_NET] +

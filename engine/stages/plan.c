@@ -625,6 +625,12 @@ static bool plan_fits(const qm_mesh *mesh, const qm_request *q)
 void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
 {
     static const qm_dtype dts[2] = {QM_DTYPE_COMPLEX64, QM_DTYPE_COMPLEX128};
+    /* every policy stores each amplitude at least once within usable memory, so a state larger
+     * than the mesh's whole usable memory is infeasible without laying it out (saturating sum) */
+    uint64_t usable = 0;
+    for (int d = 0; d < mesh->n_devices; ++d)
+        if (__builtin_add_overflow(usable, mesh->devices[d].usable_bytes, &usable))
+            usable = UINT64_MAX;
     for (int k = 0; k < 2; ++k) {
         out[k] = 0;
         qm_request q = *r;
@@ -632,6 +638,11 @@ void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
         q.features = 0;
         for (unsigned n = 62; n >= 1; --n) {
             q.qubits = n;
+            uint64_t bytes;
+            const uint64_t states = q.batch > 1 ? q.batch : 1;
+            if (n < 64 && !__builtin_mul_overflow((uint64_t)1 << n, qm_dtype_size(q.dtype), &bytes) &&
+                !__builtin_mul_overflow(bytes, states, &bytes) && bytes > usable)
+                continue;
             qm_status st;
             if (qm_request_validate(&q, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, &st) != QM_OK)
                 continue;
