@@ -276,3 +276,106 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
         }
     }
 }
+
+/* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) -------------------------- */
+
+void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
+                      unsigned qubits, unsigned n_coeffs, uint64_t first_state,
+                      const double *table, double scale)
+{
+    const uint64_t mask = ((uint64_t)1 << qubits) - 1;
+    double *o64 = state_elem == QMK_C128 ? (double *)state + 2 * off : NULL;
+    float *o32 = state_elem == QMK_C128 ? NULL : (float *)state + 2 * off;
+    const int64_t nn = (int64_t)n;
+#pragma omp parallel for schedule(static) if (n >= 4096)
+    for (int64_t ii = 0; ii < nn; ++ii) {
+        const uint64_t i = (uint64_t)ii, g = g0 + i;
+        const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
+        const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
+        const double re = scale * cos(phi), im = scale * sin(phi);
+        if (o64) {
+            o64[2 * i] = re;
+            o64[2 * i + 1] = im;
+        } else {
+            o32[2 * i] = (float)re;
+            o32[2 * i + 1] = (float)im;
+        }
+    }
+}
+
+/* Stages below this many bits run chunk by chunk (a chunk of 2^12 slots stays in cache); each
+ * higher stage is one pass. The order of stages, and so every element's additions, is the same. */
+#define QM_WHT_CHUNK_BITS 12
+
+/* One stage over slot pairs: pair p of stage b is (i, i + 2^b), i = p with a 0 inserted at bit b.
+ * T is the component type (two per slot). */
+#define QM_DEFINE_WHT(NAME, T)                                                                     \
+    static void NAME##_chunk(T *x, uint64_t slots, unsigned b0, unsigned b1)                       \
+    {                                                                                              \
+        for (unsigned b = b0; b < b1; ++b) {                                                       \
+            const uint64_t h = (uint64_t)1 << b;                                                   \
+            for (uint64_t i0 = 0; i0 < slots; i0 += 2 * h)                                         \
+                for (uint64_t i = i0; i < i0 + h; ++i) {                                           \
+                    T *u = x + 2 * i, *w = x + 2 * (i + h);                                        \
+                    const T ur = u[0], ui = u[1], wr = w[0], wi = w[1];                            \
+                    u[0] = ur + wr, u[1] = ui + wi;                                                \
+                    w[0] = ur - wr, w[1] = ui - wi;                                                \
+                }                                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    static void NAME(T *x, uint64_t n, unsigned b0, unsigned b1)                                   \
+    {                                                                                              \
+        const unsigned top = b1 < QM_WHT_CHUNK_BITS ? b1 : QM_WHT_CHUNK_BITS;                      \
+        if (b0 < top) {                                                                            \
+            const uint64_t cs = (uint64_t)1 << top;                                                \
+            const int64_t nc = (int64_t)(n / cs);                                                  \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t c = 0; c < nc; ++c)                                                       \
+                NAME##_chunk(x + 2 * (uint64_t)c * cs, cs, b0, top);                               \
+        }                                                                                          \
+        for (unsigned b = b0 > top ? b0 : top; b < b1; ++b) {                                      \
+            const uint64_t h = (uint64_t)1 << b;                                                   \
+            const int64_t np = (int64_t)(n / 2);                                                   \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t pp = 0; pp < np; ++pp) {                                                  \
+                const uint64_t p = (uint64_t)pp, i = ((p >> b) << (b + 1)) | (p & (h - 1));        \
+                T *u = x + 2 * i, *w = x + 2 * (i + h);                                            \
+                const T ur = u[0], ui = u[1], wr = w[0], wi = w[1];                                \
+                u[0] = ur + wr, u[1] = ui + wi;                                                    \
+                w[0] = ur - wr, w[1] = ui - wi;                                                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void NAME##_pair(T *x, const T *y, uint64_t n, int high)                                \
+    {                                                                                              \
+        const int64_t nn = (int64_t)(2 * n);                                                       \
+        if (high) {                                                                                \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t k = 0; k < nn; ++k)                                                       \
+                x[k] = y[k] - x[k];                                                                \
+        } else {                                                                                   \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t k = 0; k < nn; ++k)                                                       \
+                x[k] = x[k] + y[k];                                                                \
+        }                                                                                          \
+    }
+QM_DEFINE_WHT(wht_c128, double)
+QM_DEFINE_WHT(wht_c64, float)
+
+void qm_cpu_wht(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, unsigned b0,
+                unsigned b1, const void *partner, int high)
+{
+    if (state_elem == QMK_C128) {
+        double *x = (double *)state + 2 * off;
+        if (partner)
+            wht_c128_pair(x, partner, n, high);
+        else
+            wht_c128(x, n, b0, b1);
+    } else {
+        float *x = (float *)state + 2 * off;
+        if (partner)
+            wht_c64_pair(x, partner, n, high);
+        else
+            wht_c64(x, n, b0, b1);
+    }
+}
