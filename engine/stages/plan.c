@@ -464,6 +464,8 @@ static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_
     if (rc != QM_OK)
         return rc;
     finish_shards(p);
+    if ((rc = qm_plan_iqp_layout(p, st)) != QM_OK) /* iqp, iqp-z: plan_iqp.c */
+        return rc;
     return qm_feasibility_check(mesh, p, st);
 }
 
