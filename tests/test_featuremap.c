@@ -212,9 +212,9 @@ static void test_errors(void)
     const double four[4] = {0};
     expect_fail(QM_ENCODING_ANGLE, four, 4, 1, 3, QM_E_INPUT,
                 "encode: the angle encoding of 3 qubits takes 3 values per sample, got 4");
-    expect_fail(QM_ENCODING_IQP, four, 4, 1, 3, QM_E_UNSUPPORTED,
-                "encode: the iqp encoding is planned but cannot be encoded by this version (angle, "
-                "basis, phase and amplitude can)");
+    expect_fail(QM_ENCODING_AMPLITUDE, four, 4, 1, 3, QM_E_UNSUPPORTED,
+                "encode: the amplitude encoding is not a feature map (angle, basis, phase, iqp-z "
+                "and iqp are)");
 }
 
 int main(void)
