@@ -28,28 +28,40 @@ static bool cuts_state(const qm_plan *p)
            p->n_shards > 1;
 }
 
-qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
+/* The first shard that is not of shard 0's power-of-two length aligned to it, or -1. */
+static int first_uneven(const qm_plan *p)
 {
-    if (!cuts_state(p))
-        return QM_OK;
     const uint64_t S = p->shards[0].end - p->shards[0].start;
     for (int i = 0; i < p->n_shards; ++i) {
         const uint64_t len = p->shards[i].end - p->shards[i].start;
-        if (len != S || (len & (len - 1)) || p->shards[i].start % len) {
-            p->feasible = false;
-            p->error.code = QM_E_POLICY;
-            snprintf(p->error.msg, sizeof p->error.msg,
-                     "plan: %s: the %s transform needs equal power-of-two shards, but shard %d is "
-                     "[%llu, %llu) (%llu amplitudes, shard 0 has %llu); use --policy equal or "
-                     "single", qm_policy_name(p->policy), qm_encoding_name(p->request.encoding), i,
-                     (unsigned long long)p->shards[i].start, (unsigned long long)p->shards[i].end,
-                     (unsigned long long)len, (unsigned long long)S);
-            if (st)
-                *st = p->error;
-            return QM_E_POLICY;
-        }
+        if (len != S || (len & (len - 1)) || p->shards[i].start % len)
+            return i;
     }
-    return QM_OK;
+    return -1;
+}
+
+qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
+{
+    const int i = cuts_state(p) ? first_uneven(p) : -1;
+    if (i < 0)
+        return QM_OK;
+    char what[64];
+    if (i == 0)
+        snprintf(what, sizeof what, "not a power of two");
+    else
+        snprintf(what, sizeof what, "shard 0 has %llu",
+                 (unsigned long long)(p->shards[0].end - p->shards[0].start));
+    p->feasible = false;
+    p->error.code = QM_E_POLICY;
+    snprintf(p->error.msg, sizeof p->error.msg,
+             "plan: %s: the %s transform needs equal power-of-two shards, but shard %d is [%llu, "
+             "%llu) (%llu amplitudes, %s); use --policy equal or single",
+             qm_policy_name(p->policy), qm_encoding_name(p->request.encoding), i,
+             (unsigned long long)p->shards[i].start, (unsigned long long)p->shards[i].end,
+             (unsigned long long)(p->shards[i].end - p->shards[i].start), what);
+    if (st)
+        *st = p->error;
+    return QM_E_POLICY;
 }
 
 uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device)
@@ -64,7 +76,8 @@ uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device)
 
 unsigned qm_plan_iqp_exchanges(const qm_plan *p)
 {
-    if (!cuts_state(p))
+    /* an uneven layout (refused, but still shown and costed by plan.c) has no exchanges */
+    if (!cuts_state(p) || first_uneven(p) >= 0)
         return 0;
     unsigned s = 0;
     for (uint64_t k = (uint64_t)p->n_shards; k > 1; k >>= 1)
