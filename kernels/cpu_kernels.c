@@ -307,20 +307,18 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
  * higher stage is one pass. The order of stages, and so every element's additions, is the same. */
 #define QM_WHT_CHUNK_BITS 12
 
-/* One stage over slot pairs: pair p of stage b is (i, i + 2^b), i = p with a 0 inserted at bit b.
- * T is the component type (two per slot). */
-#define QM_DEFINE_WHT(NAME, T)                                                                     \
-    static void NAME##_chunk(T *x, uint64_t slots, unsigned b0, unsigned b1)                       \
+/* Stages [b0, b1) over whole blocks: those below QM_WHT_CHUNK_BITS chunk by chunk, each higher one
+ * a pass over the pairs (qm_wht_pair_lo); every pair one qm_wht_butterfly (BFLY: the element
+ * type's). T is the component type (two per slot). */
+#define QM_DEFINE_WHT(NAME, T, BFLY)                                                               \
+    static void NAME##_pass(T *x, uint64_t n, unsigned b)                                          \
     {                                                                                              \
-        for (unsigned b = b0; b < b1; ++b) {                                                       \
-            const uint64_t h = (uint64_t)1 << b;                                                   \
-            for (uint64_t i0 = 0; i0 < slots; i0 += 2 * h)                                         \
-                for (uint64_t i = i0; i < i0 + h; ++i) {                                           \
-                    T *u = x + 2 * i, *w = x + 2 * (i + h);                                        \
-                    const T ur = u[0], ui = u[1], wr = w[0], wi = w[1];                            \
-                    u[0] = ur + wr, u[1] = ui + wi;                                                \
-                    w[0] = ur - wr, w[1] = ui - wi;                                                \
-                }                                                                                  \
+        const uint64_t h = (uint64_t)1 << b;                                                       \
+        const int64_t np = (int64_t)(n / 2);                                                       \
+        _Pragma("omp parallel for schedule(static) if (n >= 65536)")                              \
+        for (int64_t pp = 0; pp < np; ++pp) {                                                      \
+            T *u = x + 2 * qm_wht_pair_lo((uint64_t)pp, b), *w = u + 2 * h;                        \
+            BFLY(u, u + 1, w, w + 1);                                                              \
         }                                                                                          \
     }                                                                                              \
     static void NAME(T *x, uint64_t n, unsigned b0, unsigned b1)                                   \
@@ -331,20 +329,15 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
             const int64_t nc = (int64_t)(n / cs);                                                  \
             _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
             for (int64_t c = 0; c < nc; ++c)                                                       \
-                NAME##_chunk(x + 2 * (uint64_t)c * cs, cs, b0, top);                               \
+                for (unsigned b = b0; b < top; ++b)                                                \
+                    for (uint64_t p = 0; p < cs / 2; ++p) {                                        \
+                        T *u = x + 2 * ((uint64_t)c * cs + qm_wht_pair_lo(p, b));                  \
+                        T *w = u + 2 * ((uint64_t)1 << b);                                         \
+                        BFLY(u, u + 1, w, w + 1);                                                  \
+                    }                                                                              \
         }                                                                                          \
-        for (unsigned b = b0 > top ? b0 : top; b < b1; ++b) {                                      \
-            const uint64_t h = (uint64_t)1 << b;                                                   \
-            const int64_t np = (int64_t)(n / 2);                                                   \
-            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
-            for (int64_t pp = 0; pp < np; ++pp) {                                                  \
-                const uint64_t p = (uint64_t)pp, i = ((p >> b) << (b + 1)) | (p & (h - 1));        \
-                T *u = x + 2 * i, *w = x + 2 * (i + h);                                            \
-                const T ur = u[0], ui = u[1], wr = w[0], wi = w[1];                                \
-                u[0] = ur + wr, u[1] = ui + wi;                                                    \
-                w[0] = ur - wr, w[1] = ui - wi;                                                    \
-            }                                                                                      \
-        }                                                                                          \
+        for (unsigned b = b0 > top ? b0 : top; b < b1; ++b)                                        \
+            NAME##_pass(x, n, b);                                                                  \
     }                                                                                              \
     static void NAME##_pair(T *x, const T *y, uint64_t n, int high)                                \
     {                                                                                              \
@@ -359,8 +352,8 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
                 x[k] = x[k] + y[k];                                                                \
         }                                                                                          \
     }
-QM_DEFINE_WHT(wht_c128, double)
-QM_DEFINE_WHT(wht_c64, float)
+QM_DEFINE_WHT(wht_c128, double, qm_wht_butterfly)
+QM_DEFINE_WHT(wht_c64, float, qm_wht_butterfly_f32)
 
 void qm_cpu_wht(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, unsigned b0,
                 unsigned b1, const void *partner, int high)

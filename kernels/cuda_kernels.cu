@@ -507,6 +507,16 @@ __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0,
     }
 }
 
+/* qm_math.h's butterfly on a pair of complex slots (the same operations as the CPU kernel). */
+__device__ __forceinline__ void butterfly(double2 &u, double2 &w)
+{
+    qm_wht_butterfly(&u.x, &u.y, &w.x, &w.y);
+}
+__device__ __forceinline__ void butterfly(float2 &u, float2 &w)
+{
+    qm_wht_butterfly_f32(&u.x, &u.y, &w.x, &w.y);
+}
+
 /* Stages [b0, top) within chunks of 2^top slots, top <= QM_WHT_SMEM_BITS: chunk = blockIdx.x
  * (grid-stride over chunks); the chunk is loaded into shared memory, transformed, stored. */
 template <typename V>
@@ -522,13 +532,11 @@ __global__ void wht_smem_kernel(V *x, uint64_t n_chunks, unsigned b0, unsigned t
         for (unsigned b = b0; b < top; ++b) {
             const unsigned h = 1u << b;
             for (unsigned q = threadIdx.x; q < cs / 2; q += blockDim.x) {
-                const unsigned i = ((q >> b) << (b + 1)) | (q & (h - 1));
-                const V u = buf[i], w = buf[i + h];
-                V a, d;
-                a.x = u.x + w.x, a.y = u.y + w.y;
-                d.x = u.x - w.x, d.y = u.y - w.y;
-                buf[i] = a;
-                buf[i + h] = d;
+                const unsigned i = (unsigned)qm_wht_pair_lo(q, b);
+                V u = buf[i], w = buf[i + h];
+                butterfly(u, w);
+                buf[i] = u;
+                buf[i + h] = w;
             }
             __syncthreads();
         }
@@ -545,13 +553,11 @@ __global__ void wht_stage_kernel(V *x, uint64_t n_pairs, unsigned b)
     const uint64_t h = (uint64_t)1 << b;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n_pairs; q += stride) {
-        const uint64_t i = ((q >> b) << (b + 1)) | (q & (h - 1));
-        const V u = x[i], w = x[i + h];
-        V a, d;
-        a.x = u.x + w.x, a.y = u.y + w.y;
-        d.x = u.x - w.x, d.y = u.y - w.y;
-        x[i] = a;
-        x[i + h] = d;
+        const uint64_t i = qm_wht_pair_lo(q, b);
+        V u = x[i], w = x[i + h];
+        butterfly(u, w);
+        x[i] = u;
+        x[i + h] = w;
     }
 }
 

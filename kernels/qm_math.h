@@ -245,4 +245,24 @@ QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t
     return phi;
 }
 
+/* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */
+QM_HD uint64_t qm_wht_pair_lo(uint64_t p, unsigned b)
+{
+    return ((p >> b) << (b + 1)) | (p & (((uint64_t)1 << b) - 1));
+}
+
+/* One butterfly, real and imaginary parts apart: (u, w) -> (u + w, u - w). */
+QM_HD void qm_wht_butterfly(double *ur, double *ui, double *wr, double *wi)
+{
+    const double a = *ur, b = *ui, c = *wr, d = *wi;
+    *ur = a + c, *ui = b + d;
+    *wr = a - c, *wi = b - d;
+}
+QM_HD void qm_wht_butterfly_f32(float *ur, float *ui, float *wr, float *wi)
+{
+    const float a = *ur, b = *ui, c = *wr, d = *wi;
+    *ur = a + c, *ui = b + d;
+    *wr = a - c, *wi = b - d;
+}
+
 #endif
