@@ -4,8 +4,10 @@
  * one state of n = 12..16 cut over 1, 2, 4 and 8 devices, and batches, bit-identical to one
  * device; 2 and 4 ranks (threads with the in-process communicator) bit-identical to one process;
  * every refusal (value count, NaN, a layout the transform cannot use) with its exact message;
- * nothing left allocated. */
+ * every HAL call of a cut encode failed in turn (the fault shim): the code returned, nothing left
+ * allocated. */
 #include "comm.h"
+#include "fault.h"
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -280,6 +282,51 @@ static void test_errors(void)
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
 }
 
+/* The fault shim over a 4-device mesh: every allocation, copy, stream call and kernel launch of a
+ * 12-qubit state cut over 4 devices (local stages, 2 exchange stages with their scratch) fails in
+ * turn; each failure returns E-BACKEND, leaves no state and no device memory behind. */
+static void test_faults(void)
+{
+    qm_status st;
+    qm_hal *inner = NULL, *fh = NULL;
+    CHECK_OK(fixture_mesh(4, (uint64_t)1 << 24, true, QM_SIM_MATERIALIZED, &inner, &st));
+    const qm_fault_config cfg = {.points = QM_FAULT_ALL, .fail_at = 0, .code = QM_E_BACKEND};
+    CHECK_OK(qm_hal_fault_create(inner, &cfg, &fh, &st));
+    if (!fh)
+        return;
+    const unsigned q = 12;
+    const uint64_t F = qm_encoding_features(QM_ENCODING_IQP, q);
+    double *x = malloc((size_t)F * sizeof *x);
+    for (uint64_t i = 0; i < F; ++i)
+        x[i] = 0.01 * (double)i - 0.3;
+    qm_hal *keep = mesh8;
+    mesh8 = fh;
+    double *ref = run(QM_ENCODING_IQP, x, F, 1, q, 4, QM_DTYPE_COMPLEX128, &st);
+    CHECK(ref != NULL);
+    uint64_t k = 1, failures = 0;
+    for (; ref && k < 10000; ++k) {
+        qm_hal_fault_rearm(fh, k);
+        double *a = run(QM_ENCODING_IQP, x, F, 1, q, 4, QM_DTYPE_COMPLEX128, &st);
+        const bool fired = qm_hal_fault_fired(fh);
+        if (!fired) { /* past the last call: the encode is whole again */
+            CHECK(a && memcmp(a, ref, (size_t)16 << q) == 0);
+            free(a);
+            break;
+        }
+        ++failures;
+        CHECK(a == NULL && st.code == QM_E_BACKEND);
+        CHECK_EQ_U64(qm_hal_bytes_in_use(fh), 0);
+        free(a);
+    }
+    printf("test_iqp: %llu HAL calls of a cut encode failed in turn, each cleanly\n",
+           (unsigned long long)failures);
+    CHECK(failures > 20);
+    mesh8 = keep;
+    free(ref);
+    free(x);
+    qm_hal_destroy(fh);
+}
+
 /* ---- ranks: threads with the in-process communicator ----------------------------------------- */
 
 typedef struct rank_job {
@@ -387,6 +434,7 @@ int main(void)
     test_distributed();
     test_batches();
     test_errors();
+    test_faults();
     ranks_case(QM_ENCODING_IQP, 14, 2, 2, -1);
     ranks_case(QM_ENCODING_IQP_Z, 13, 4, 1, -1);
     ranks_case(QM_ENCODING_IQP, 12, 4, 2, -1);
