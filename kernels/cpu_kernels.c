@@ -221,6 +221,18 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
     }
 }
 
+/* Slot i of a complex128 (o64) or complex64 (o32: rounded once) output becomes (re, im). */
+static inline void put_slot(double *o64, float *o32, uint64_t i, double re, double im)
+{
+    if (o64) {
+        o64[2 * i] = re;
+        o64[2 * i + 1] = im;
+    } else {
+        o32[2 * i] = (float)re;
+        o32[2 * i + 1] = (float)im;
+    }
+}
+
 void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                     unsigned qubits, uint64_t first_state, const double *table, double scale)
 {
@@ -265,13 +277,7 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
                 const uint64_t j = (g0 + i) & mask;
                 double re, im;
                 qm_product_amp(hr, hi, lo[2 * j], lo[2 * j + 1], scale, &re, &im);
-                if (o64) {
-                    o64[2 * i] = re;
-                    o64[2 * i + 1] = im;
-                } else {
-                    o32[2 * i] = (float)re;
-                    o32[2 * i + 1] = (float)im;
-                }
+                put_slot(o64, o32, i, re, im);
             }
         }
     }
@@ -293,13 +299,7 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
         const double re = scale * cos(phi), im = scale * sin(phi);
-        if (o64) {
-            o64[2 * i] = re;
-            o64[2 * i + 1] = im;
-        } else {
-            o32[2 * i] = (float)re;
-            o32[2 * i + 1] = (float)im;
-        }
+        put_slot(o64, o32, i, re, im);
     }
 }
 

@@ -8,6 +8,7 @@
  * allocated. */
 #include "comm.h"
 #include "fault.h"
+#include "featuremap_fixtures.h"
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -20,39 +21,19 @@
 
 static qm_hal *mesh8;
 
-/* k equal shards of [0, total) on devices 0..k-1 */
-static void layout(uint64_t total, int k, qm_shard_spec sh[8])
-{
-    for (int i = 0; i < k && i < 8; ++i)
-        sh[i] = (qm_shard_spec){.device = i, .start = total / (uint64_t)k * (uint64_t)i,
-                                .end = total / (uint64_t)k * (uint64_t)(i + 1)};
-}
-
-/* Encode B samples of F doubles over the k shards `sh` of mesh8; the amplitudes in dt
- * (malloc'd, room for complex128) or NULL with st set. */
 static double *run_on(qm_encoding enc, const double *x, uint64_t F, uint64_t B, unsigned q,
                       const qm_shard_spec *sh, int k, qm_dtype dt, qm_status *st)
 {
-    const uint64_t total = B << q;
-    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B};
-    qm_state *s = NULL;
-    if (qm_materialize_featuremap(mesh8, enc, q, dt, sh, k, &in, NULL, &s, st) != QM_OK)
-        return NULL;
-    double *a = malloc((size_t)total * 2 * sizeof *a);
-    if (a && qm_state_read(s, 0, total, dt, a, st) != QM_OK) {
-        free(a);
-        a = NULL;
-    }
-    qm_state_destroy(s);
-    return a;
+    return fm_run(mesh8, enc, x, F, B, q, sh, k, dt, st);
 }
 
+/* k equal shards of the B states (of 2^q amplitudes) on devices 0..k-1 of mesh8. */
 static double *run(qm_encoding enc, const double *x, uint64_t F, uint64_t B, unsigned q, int k,
                    qm_dtype dt, qm_status *st)
 {
     qm_shard_spec sh[8];
-    layout(B << q, k, sh);
-    return run_on(enc, x, F, B, q, sh, k, dt, st);
+    fm_layout(B << q, k, sh);
+    return fm_run(mesh8, enc, x, F, B, q, sh, k, dt, st);
 }
 
 /* phi(x) of the definition in long double: linear terms, then the pairs (0,1), (0,2) .. */
@@ -105,7 +86,7 @@ static double urand(uint64_t *s)
  * (the phases' rounding, cos/sin within an ulp, n butterfly levels; measured worst 1.75 2^-53). */
 static double bound(unsigned q) { return (2.0 * q + 4.0) * 0x1p-53; }
 
-/* Exhaustive against the definition for n = 1..10, batches of 2 samples, 1 and 4 devices
+/* Exhaustive against the definition for n = 1..10, batches of 2 samples, 1 and 2 devices
  * (whole states), values in [-pi, pi). */
 static void test_definitions(void)
 {
@@ -124,14 +105,14 @@ static void test_definitions(void)
             }
             qm_status st;
             double *a1 = run(encs[e], x, F, B, q, 1, QM_DTYPE_COMPLEX128, &st);
-            double *a4 = a1 ? run(encs[e], x, F, B, q, 2, QM_DTYPE_COMPLEX128, &st) : NULL;
-            CHECK(a1 && a4);
-            if (!a1 || !a4) {
+            double *a2 = a1 ? run(encs[e], x, F, B, q, 2, QM_DTYPE_COMPLEX128, &st) : NULL;
+            CHECK(a1 && a2);
+            if (!a1 || !a2) {
                 fprintf(stderr, "%s q=%u: %s\n", qm_encoding_name(encs[e]), q, st.msg);
-                free(a1), free(a4);
+                free(a1), free(a2);
                 continue;
             }
-            CHECK(memcmp(a1, a4, (size_t)(B * N) * 16) == 0);
+            CHECK(memcmp(a1, a2, (size_t)(B * N) * 16) == 0);
             long double *re = malloc((size_t)N * sizeof *re), *im = malloc((size_t)N * sizeof *im);
             double worst = 0;
             for (uint64_t s = 0; s < B; ++s) {
@@ -155,7 +136,7 @@ static void test_definitions(void)
             if (worst > b)
                 fprintf(stderr, "%s q=%u: max error %g > bound %g\n", qm_encoding_name(encs[e]), q,
                         worst, b);
-            free(re), free(im), free(a1), free(a4);
+            free(re), free(im), free(a1), free(a2);
         }
     printf("test_iqp: worst error / bound over n = 1..10: %.3f\n", worst_ratio);
 }

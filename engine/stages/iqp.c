@@ -52,12 +52,12 @@ qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
     if (batch > 1 || (whole && R == 1)) {
         qm_code brc = QM_OK;
         for (int i = 0; !whole && brc == QM_OK && i < n_shards; ++i)
-                if (shards[i].start % N || shards[i].end % N)
-                    brc = qm_fail(st, QM_E_SHARDS, "encode: the %s states of a batch must lie "
-                                   "whole on one device, but shard %d is [%llu, %llu) (states of "
-                                   "%llu amplitudes); plan with --policy equal or weighted",
-                                   name, i, (unsigned long long)shards[i].start,
-                                   (unsigned long long)shards[i].end, (unsigned long long)N);
+            if (shards[i].start % N || shards[i].end % N)
+                brc = qm_fail(st, QM_E_SHARDS, "encode: the %s states of a batch must lie whole on "
+                              "one device, but shard %d is [%llu, %llu) (states of %llu "
+                              "amplitudes); plan with --policy equal or weighted", name, i,
+                              (unsigned long long)shards[i].start,
+                              (unsigned long long)shards[i].end, (unsigned long long)N);
         if (R > 1) /* every rank learns any rank's refusal */
             brc = qm_comm_verdict(comm, brc, st);
         *local_bits = qubits;
