@@ -92,6 +92,50 @@ void BM_CopyD2D(benchmark::State &state)
     cudaFree(b);
 }
 
+// The write ceiling of the product-state encodings: a plain fill (cudaMemset) of the same bytes.
+void BM_WriteFill(benchmark::State &state)
+{
+    const size_t bytes = (size_t)state.range(0);
+    void *a = nullptr;
+    cudaMalloc(&a, bytes);
+    cudaMemset(a, 0, bytes);
+    cudaDeviceSynchronize();
+    for (auto _ : state) {
+        cudaMemset(a, 1, bytes);
+        cudaDeviceSynchronize();
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    cudaFree(a);
+}
+
+// angle/phase/basis (the product op): `batch` states of 2^qubits amplitudes from per-qubit
+// factors, complex128 (arg 2 = 1) or complex64; bytes = the state written once. Against
+// BM_WriteFill of the same bytes.
+void BM_Product(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const uint64_t batch = (uint64_t)state.range(1);
+    const int c128 = (int)state.range(2);
+    const uint64_t n = batch << q;
+    const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    std::vector<double> table((size_t)batch * 4 * q);
+    for (size_t i = 0; i < table.size(); ++i)
+        table[i] = std::cos(0.001 * (double)i);
+    void *st = nullptr, *tb = nullptr;
+    cudaMalloc(&st, bytes);
+    cudaMalloc(&tb, table.size() * sizeof(double));
+    cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
+    qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, nullptr);
+    cudaDeviceSynchronize();
+    for (auto _ : state) {
+        qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, nullptr);
+        cudaDeviceSynchronize();
+    }
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    cudaFree(st);
+    cudaFree(tb);
+}
+
 void BM_CopyH2D(benchmark::State &state)
 {
     const size_t bytes = (size_t)state.range(0);
@@ -579,6 +623,8 @@ void BM_BatchShape(benchmark::State &state)
 } // namespace
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Product)->Args({30, 1, 1})->Args({30, 1, 0})->Args({10, 65536, 1})->Args({10, 65536, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1, 1})->Args({30, 0, 1})->Args({31, 1, 0})->Args({31, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -248,9 +248,17 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
     return rc;
 }
 
-static qm_code encode(qm_context *ctx, const qm_amp_input *in, qm_state **out, qm_status *st)
+static qm_code encode(qm_context *ctx, const qm_amp_input *in_given, qm_state **out, qm_status *st)
 {
     const qm_plan *p = ctx->pl.plan;
+    qm_amp_input one_col = *in_given;
+    const qm_amp_input *in = in_given;
+    /* basis takes one index per sample: one row of B indices (a 1-D input) is B samples */
+    if (p->request.encoding == QM_ENCODING_BASIS && in->n > 1 && (in->batch ? in->batch : 1) == 1) {
+        one_col.batch = in->n;
+        one_col.n = 1;
+        in = &one_col;
+    }
     const uint64_t rows = in->batch ? in->batch : 1;
     if (rows != p->request.batch || in->n != p->request.features)
         return qm_fail(st, QM_E_INPUT, "encode: the input has %llu rows of %llu values but the "

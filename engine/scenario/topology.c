@@ -1056,13 +1056,16 @@ static const char *dot_shape(qm_node_kind k)
     return "plaintext";
 }
 
-static void dot_node(FILE *f, const qm_node *n, const char *indent)
+/* A node: its id and kind, and the style's note as a third label line. */
+static void dot_node(FILE *f, const qm_node *n, const char *indent, const char *note,
+                     const char *attrs)
 {
     fprintf(f, "%s", indent);
     dot_quoted(f, n->id);
     fprintf(f, " [shape=%s, label=", dot_shape(n->kind));
-    char label[QM_ID_BYTES + 32];
-    snprintf(label, sizeof label, "%s\n%s", n->id, kind_names[n->kind]);
+    char label[QM_ID_BYTES + 32 + 256];
+    snprintf(label, sizeof label, "%s\n%s%s%.255s", n->id, kind_names[n->kind],
+             note && *note ? "\n" : "", note ? note : "");
     /* a real newline inside a DOT string would still parse; use the escape instead */
     fputc('"', f);
     for (const char *s = label; *s; ++s) {
@@ -1074,17 +1077,39 @@ static void dot_node(FILE *f, const qm_node *n, const char *indent)
             fputc('\\', f);
         fputc(*s, f);
     }
-    fputs("\"];\n", f);
+    fputc('"', f);
+    if (attrs && *attrs)
+        fprintf(f, ", %s", attrs);
+    fputs("];\n", f);
+}
+
+static const char *style_at(const char *const *v, int i)
+{
+    return v ? v[i] : NULL;
 }
 
 qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
 {
+    return qm_topo_graph_dot_styled(g, NULL, f, st);
+}
+
+qm_code qm_topo_graph_dot_styled(const qm_topo_graph *g, const qm_topo_dot_style *style, FILE *f,
+                                 qm_status *st)
+{
     if (!g || !f)
         return qm_fail(st, QM_E_ARG, "topology: graph and file must not be NULL");
     const qm_topology *t = g->topo;
+    const qm_topo_dot_style none = {0};
+    if (!style)
+        style = &none;
     fputs("graph ", f);
     dot_quoted(f, t->name[0] ? t->name : "qmesh");
     fputs(" {\n", f);
+    if (style->graph_label) {
+        fputs("  label=", f);
+        dot_quoted(f, style->graph_label);
+        fputs(";\n", f);
+    }
     for (int h = 0; h < t->n_hosts; ++h) {
         char cluster[QM_ID_BYTES + 16];
         snprintf(cluster, sizeof cluster, "cluster_%s", t->hosts[h].id);
@@ -1095,12 +1120,14 @@ qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
         fputs(";\n", f);
         for (int i = 0; i < t->n_nodes; ++i)
             if (t->nodes[i].host == h)
-                dot_node(f, &t->nodes[i], "    ");
+                dot_node(f, &t->nodes[i], "    ", style_at(style->node_note, i),
+                         style_at(style->node_attrs, i));
         fputs("  }\n", f);
     }
     for (int i = 0; i < t->n_nodes; ++i)
         if (t->nodes[i].host < 0 || t->nodes[i].host >= t->n_hosts)
-            dot_node(f, &t->nodes[i], "  ");
+            dot_node(f, &t->nodes[i], "  ", style_at(style->node_note, i),
+                     style_at(style->node_attrs, i));
     for (int i = 0; i < g->n_links; ++i) {
         const qm_link *l = &g->links[i];
         char ab[32], ba[32];
@@ -1114,7 +1141,12 @@ qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
             fprintf(f, " [label=\"%s %s\"", class_names[l->cls], ab);
         else
             fprintf(f, " [label=\"%s %s / %s\"", class_names[l->cls], ab, ba);
-        fputs(i >= t->n_links ? ", style=dashed];\n" : "];\n", f);
+        if (i >= t->n_links)
+            fputs(", style=dashed", f);
+        const char *attrs = style_at(style->link_attrs, i);
+        if (attrs && *attrs)
+            fprintf(f, ", %s", attrs);
+        fputs("];\n", f);
     }
     fputs("}\n", f);
     if (ferror(f))

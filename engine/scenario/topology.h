@@ -162,4 +162,19 @@ qm_code qm_topo_graph_matrix_json(qm_topo_graph *g, const int *devices, int n_de
  * NIC links dashed). E-IO when writing fails. */
 qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st);
 
+/* What a caller adds to that picture (`qmesh plan --dot`): a graph label, per node (indexed like
+ * topology->nodes) a third label line and extra attributes, per graph link (indexed like
+ * qm_topo_graph_link) extra attributes. Each array may be NULL; an entry NULL or "" adds nothing.
+ * Attributes are DOT text written as given ("color=red, penwidth=3"). */
+typedef struct qm_topo_dot_style {
+    const char *graph_label;
+    const char *const *node_note;
+    const char *const *node_attrs;
+    const char *const *link_attrs;
+} qm_topo_dot_style;
+
+/* qm_topo_graph_dot with a style (NULL: exactly qm_topo_graph_dot's picture). */
+qm_code qm_topo_graph_dot_styled(const qm_topo_graph *g, const qm_topo_dot_style *style, FILE *f,
+                                 qm_status *st);
+
 #endif

@@ -213,6 +213,18 @@ static double iqp_exchange_s(const qm_mesh *mesh, const qm_plan *p, link_loads *
     return total;
 }
 
+qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_topo_path *out,
+                       qm_status *st)
+{
+    if (p->gather.device < 0)
+        return qm_topo_graph_ingest_path(mesh->graph, mesh->devices[device].node, false, out, st);
+    qm_code rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->gather.device].node,
+                                    mesh->devices[device].node, out, st);
+    if (rc == QM_OK)
+        reverse_path(out);
+    return rc;
+}
+
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -310,18 +322,12 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
             L.bytes[k] = 0;
         L.max_latency = 0;
         L.any = L.broken = false;
-        const bool to_host = p->gather.device < 0;
         for (int i = 0; i < n_holders && p->policy != QM_POLICY_REPLICATED; ++i) {
             const int d = holders[i];
             if (d == p->gather.device)
                 continue;
             qm_topo_path path;
-            if (to_host)
-                rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, false, &path, st);
-            else if ((rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->gather.device].node,
-                                              mesh->devices[d].node, &path, st)) == QM_OK)
-                reverse_path(&path);
-            if (rc != QM_OK)
+            if ((rc = qm_gather_path(mesh, p, d, &path, st)) != QM_OK)
                 goto done;
             loads_add(&L, &path, p->devices[d].shard_bytes);
         }

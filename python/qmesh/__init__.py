@@ -61,9 +61,23 @@ def _uint(name, value, code="E-ARG"):
     return v
 
 
-def _qubits_for(features):
-    """The smallest n with 2**n >= features (at least 1), as the CLI chooses."""
-    return max(1, (int(features) - 1).bit_length())
+_ENCODINGS = ("amplitude", "angle", "basis", "phase", "iqp", "iqp-z")
+
+
+def _qubits_for(features, encoding="amplitude"):
+    """The qubit count the CLI chooses for `features` values per row: amplitude the smallest n
+    with 2**n >= features (at least 1); angle, phase and iqp-z n = features; iqp the n with
+    n + n(n-1)/2 = features (None when there is none); basis has none (its value is an index)."""
+    f = int(features)
+    if encoding in ("angle", "phase", "iqp-z"):
+        return f
+    if encoding == "iqp":
+        for n in range(1, 64):
+            if n + n * (n - 1) // 2 == f:
+                return n
+        _fail("E-INPUT", "plan: %d values per sample make no iqp state (it takes n + n(n-1)/2 "
+              "values for n qubits)" % f)
+    return max(1, (f - 1).bit_length())
 
 
 def _request(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather="auto"):
@@ -74,7 +88,7 @@ def _request(scenario, qubits, dtype, policy, batch, features, ranks, encoding, 
         if features is None:
             _fail("E-QUBITS", "plan: qubits is required (or features, to choose the smallest "
                   "qubit count that holds them)")
-        qubits = _qubits_for(features)
+        qubits = _qubits_for(features, str(encoding))
     qubits = _uint("qubits", qubits, "E-QUBITS")
     if dtype is None:
         dtype = "complex64"
@@ -168,8 +182,9 @@ def plan(qubits=None, dtype=None, policy="auto", scenario=None, batch=None, feat
     policy:   "auto", "single", "equal", "weighted", "balanced" or "replicated".
     scenario: None (the built-in simulated mesh), a qmesh.Scenario, a YAML file path or YAML text.
     batch:    states (input rows), default 1; features: values per row, default 2**qubits.
-    ranks:    use the scenario's first k ranks (default all); encoding: "amplitude" (others are
-              planned, not encoded); gather: "auto", "host", "none" or a device id.
+    ranks:    use the scenario's first k ranks (default all); encoding: "amplitude", "angle",
+              "basis", "phase", "iqp" or "iqp-z" (docs/encodings.md); gather: "auto", "host",
+              "none" or a device id.
 
     Returns a Plan (feasible or not: an infeasible plan says why in .error and is not raised).
     Raises qmesh.Error for an invalid request (E-QUBITS, E-DTYPE, E-POLICY, E-INPUT, E-RANK,
@@ -207,7 +222,8 @@ def _torch_tensor(data):
 
 def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", scenario=None,
            backend="auto"):
-    """Amplitude-encode data: each row x becomes the state x / ||x||, zero padded to 2**qubits.
+    """Encode data: with the default amplitude encoding each row x becomes the state x / ||x||,
+    zero padded to 2**qubits; angle, basis and phase as docs/encodings.md defines them.
 
     data: a NumPy array (1-D = one state, 2-D = rows are a batch), anything with the buffer
           protocol or __array_interface__, a list, an object with __dlpack__ (torch CPU/CUDA
@@ -215,9 +231,12 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
           float32 and float64 are used as they are; other integer/float dtypes become float64;
           non-contiguous arrays are made contiguous. CUDA tensors are read in place on the GPU
           (qm_context_encode_device: never copied through the host), CPU DLPack tensors in place.
-    qubits: None = the smallest n with 2**n >= features.
+    qubits: None = the smallest n with 2**n >= features (amplitude), the feature count (angle,
+          phase, iqp-z), the n with n + n(n-1)/2 = features (iqp), the fewest qubits that hold the
+          largest index (basis).
     dtype: None = complex128 for float64 input, complex64 for float32 (the CLI's rule).
-    encoding: "amplitude" (the only one encoded in this version: others raise E-UNSUPPORTED).
+    encoding: "amplitude", "angle", "basis" (one index per row: a 1-D array of B indices is B
+          rows), "phase", "iqp" or "iqp-z" (docs/encodings.md).
     policy, scenario: as plan(). backend: "auto" (CUDA for a CUDA tensor, else the simulator),
           "sim" (a CUDA torch tensor is then copied to the host first) or "cuda".
 
@@ -227,18 +246,23 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
     The GIL is released while planning, opening the backend and encoding; Ctrl-C is checked
     between those phases (KeyboardInterrupt, nothing leaked).
     """
-    if encoding != "amplitude":
-        if encoding not in ("angle", "basis", "phase", "iqp"):
-            _fail("E-ARG", "plan: unknown encoding '%s'; use one of amplitude, angle, basis, "
-                  "phase, iqp" % encoding)
-        _fail("E-UNSUPPORTED", "encode: the %s encoding is planned but not available in this "
-              "version; use --encoding amplitude" % encoding)
+    if encoding not in _ENCODINGS:
+        _fail("E-ARG", "plan: unknown encoding '%s'; use one of %s"
+              % (encoding, ", ".join(_ENCODINGS)))
     if backend not in ("auto", "sim", "cuda"):
         _fail("E-ARG", "backend: unknown backend '%s'; use auto, sim or cuda" % backend)
     # files: the C library reads them (npy: header first; CSV: whole)
     if isinstance(data, (str, bytes, _os.PathLike)):
         path = _os.fsdecode(_os.fspath(data))
         rows, features, ndim, in_dtype = _qmesh.file_shape(path)
+        if encoding == "basis":  # one index per sample: B rows of 1
+            if ndim == 2 and features != 1:
+                _fail("E-INPUT", "encode: the basis encoding takes one index per sample (shape "
+                      "(B,) or (B, 1)), got %d columns" % features)
+            if qubits is None:
+                _fail("E-QUBITS", "encode: a basis file needs qubits= (or pass the indices as "
+                      "an array: the largest one then sets the qubit count)")
+            rows, features, ndim = rows * features, 1, 2
         if dtype is None:
             dtype = "complex128" if in_dtype == "float64" else "complex64"
         req = _request(scenario, qubits, dtype, policy, rows, features, None, encoding)
@@ -259,17 +283,21 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
                   "are a batch)" % data.dim())
         if data.is_cuda:  # the encode reads it on the library's own streams
             torch.cuda.current_stream(data.device).synchronize()
-        return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+        if encoding == "basis":  # the indices are needed on the host to size the state
+            data = data.cpu()
+        if data.is_cuda:
+            return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
+        return encode(data.numpy(), qubits, dtype, encoding, policy, scenario, backend)
     if hasattr(data, "__dlpack__") and not hasattr(data, "__array_interface__") \
-            and not hasattr(data, "__array__"):
-        return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+            and not hasattr(data, "__array__") and encoding != "basis":
+        return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
     if hasattr(data, "__dlpack_device__") and hasattr(data, "__dlpack__"):
         try:
             dev = data.__dlpack_device__()[0]
         except Exception:  # noqa: BLE001 - not a usable DLPack producer: fall through to NumPy
             dev = None
-        if dev in (2, 13):  # kDLCUDA, kDLCUDAManaged (CuPy, JAX on a GPU)
-            return _encode_dlpack(data, qubits, dtype, policy, scenario, backend)
+        if dev in (2, 13) and encoding != "basis":  # kDLCUDA, kDLCUDAManaged (CuPy, JAX)
+            return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
     import numpy as np
     a = np.asarray(data)
     a = _float_array(np, a)
@@ -277,13 +305,27 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
               "a batch)" % a.ndim)
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
+    ndim = a.ndim
+    if encoding == "basis":
+        if ndim == 2 and features != 1:
+            _fail("E-INPUT", "encode: the basis encoding takes one index per sample (shape (B,) "
+                  "or (B, 1)), got %d columns" % features)
+        rows, features, ndim = a.size, 1, 2
+        if qubits is None and a.size:
+            top = a.max()
+            bad = ~((a >= 0) & (a == np.floor(a)) & (a < 2.0 ** 62))
+            if bad.any():
+                i = int(np.argmax(bad.ravel()))
+                _fail("E-INPUT", "encode: sample %d: basis index %.17g is not a non-negative "
+                      "integer" % (i, a.ravel()[i]))
+            qubits = max(1, int(top).bit_length())
     if dtype is None:
         dtype = "complex128" if a.dtype == np.float64 else "complex64"
     req = _request(scenario, qubits, dtype, policy, rows, features, None, encoding)
-    return _qmesh.encode_host(req, backend, a, rows, features, a.dtype.name, a.ndim)
+    return _qmesh.encode_host(req, backend, a, rows, features, a.dtype.name, ndim)
 
 
-def _encode_dlpack(data, qubits, dtype, policy, scenario, backend):
+def _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding="amplitude"):
     """A DLPack producer's tensor, read in place (CUDA memory through qm_context_encode_device)."""
     shape = tuple(getattr(data, "shape", ()))
     if len(shape) not in (1, 2):
@@ -293,5 +335,5 @@ def _encode_dlpack(data, qubits, dtype, policy, scenario, backend):
     if dtype is None:
         name = str(getattr(data, "dtype", ""))
         dtype = "complex64" if name.endswith("float32") else "complex128"
-    req = _request(scenario, qubits, dtype, policy, int(rows), int(features), None, "amplitude")
+    req = _request(scenario, qubits, dtype, policy, int(rows), int(features), None, encoding)
     return _qmesh.encode_dlpack(req, backend, data.__dlpack__())

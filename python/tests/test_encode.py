@@ -156,3 +156,64 @@ def test_help_is_useful():
                 qmesh.Shard, qmesh.Scenario, qmesh.Scenario.load, qmesh.Scenario.from_yaml,
                 qmesh.Plan, qmesh.Error, qmesh.RunError):
         assert obj.__doc__ and len(obj.__doc__) > 20, obj
+
+
+def _angle_ref(x):
+    s = np.array([1.0 + 0j])
+    for k in range(len(x)):
+        s = np.concatenate([s * np.cos(x[k]), s * np.sin(x[k])])
+    return s
+
+
+def _iqp_ref(d, n):
+    """2^-n sum_x exp(i phi(x)) (-1)^popcount(x & i): the Hadamard matrix times the phases."""
+    N = 1 << n
+    phi = np.zeros(N)
+    for x in range(N):
+        bits = [(x >> k) & 1 for k in range(n)]
+        p, t = 0.0, n
+        p += sum(d[k] for k in range(n) if bits[k])
+        for k in range(n):
+            for l in range(k + 1, n):
+                if len(d) > n and bits[k] and bits[l]:
+                    p += d[t]
+                t += 1
+        phi[x] = p
+    H = np.array([[(-1) ** bin(x & i).count("1") for x in range(N)] for i in range(N)])
+    return H @ np.exp(1j * phi) / N
+
+
+@pytest.mark.parametrize("encoding", ["angle", "phase", "basis", "iqp", "iqp-z"])
+def test_feature_maps_equal_cli_bytes(cli, tmp_path, encoding):
+    rng = np.random.default_rng(7)
+    x = (np.array([[0.0, 5.0, 3.0, 6.0]]).T if encoding == "basis"
+         else rng.uniform(-3, 3, (5, 6)) if encoding == "iqp"
+         else rng.uniform(-3, 3, (5, 4)))
+    s = qmesh.encode(x, encoding=encoding)
+    want = cli_encode(cli, tmp_path, x, "--encoding", encoding)
+    same_bytes(s.to_numpy(), want)
+    got = s.to_numpy()
+    if encoding == "angle":
+        assert s.shape == (5, 16)
+        assert max(abs(got[r] - _angle_ref(x[r])).max() for r in range(5)) < 1e-15
+    elif encoding == "phase":
+        n = 4
+        for r in range(5):
+            ref = [np.exp(1j * sum(x[r][k] for k in range(n) if (i >> k) & 1)) / 4
+                   for i in range(16)]
+            assert abs(got[r] - np.array(ref)).max() < 1e-15
+    elif encoding in ("iqp", "iqp-z"):
+        n = 3 if encoding == "iqp" else 4
+        assert s.shape == (5, 1 << n) and s.qubits == n
+        assert max(abs(got[r] - _iqp_ref(x[r], n)).max() for r in range(5)) < 1e-14
+    else:
+        assert s.shape == (4, 8) and s.qubits == 3
+        assert [int(np.argmax(abs(row))) for row in got] == [0, 5, 3, 6]
+        assert (abs(got).sum(axis=1) == 1.0).all()
+
+
+def test_basis_one_dimensional_is_a_batch():
+    s = qmesh.encode(np.array([1, 2]), encoding="basis")
+    assert s.shape == (2, 4) and s.qubits == 2
+    assert s.to_numpy().tobytes() == np.array([[0, 1, 0, 0], [0, 0, 1, 0]],
+                                              np.complex128).tobytes()

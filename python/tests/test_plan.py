@@ -10,9 +10,11 @@ import qmesh
 
 def cli_plan(text):
     """The plan object of `qmesh plan --json`: its output less the command line's own members
-    (ok, command), which the API's plan does not have."""
+    (ok, command, and max: the answer of `plan --max`, null for a plan), which the API's plan
+    does not have."""
     d = json.loads(text)
     assert d.pop("command") == "plan" and d.pop("ok") == (d["error"] is None)
+    assert d.pop("max") is None
     return d
 
 
