@@ -3,7 +3,8 @@
  *
  * In: a laid-out plan (plan.c calls qm_plan_iqp_layout after every policy's layout; feasibility.c
  * adds qm_plan_iqp_scratch_bytes to each device; cost.c qm_plan_iqp_cost to the encode phase).
- * Out: the plan refused with E-POLICY and a policy that works, a byte count, or seconds.
+ * Out: the plan refused with E-POLICY (plan.c's hint then names a policy that works), a byte
+ * count, or seconds.
  * Rule (docs/planner.md, "IQP"): a state cut over devices needs equal power-of-two shards aligned
  * to their size (the policies equal and single give that; weighted and balanced only when their
  * deal happens to be equal); every device holding part of such a state needs one more shard of
@@ -55,7 +56,7 @@ qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
     p->error.code = QM_E_POLICY;
     snprintf(p->error.msg, sizeof p->error.msg,
              "plan: %s: the %s transform needs equal power-of-two shards, but shard %d is [%llu, "
-             "%llu) (%llu amplitudes, %s); use --policy equal or single",
+             "%llu) (%llu amplitudes, %s)",
              qm_policy_name(p->policy), qm_encoding_name(p->request.encoding), i,
              (unsigned long long)p->shards[i].start, (unsigned long long)p->shards[i].end,
              (unsigned long long)(p->shards[i].end - p->shards[i].start), what);
