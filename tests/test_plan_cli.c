@@ -242,6 +242,47 @@ static void test_devices(void)
     json_decref(j);
 }
 
+/* iqp (issue 16): 34 qubits on hgx-h200 is feasible under equal with one shard of exchange
+ * scratch per device counted; an uneven layout is E-POLICY naming the shard, with the hint of the
+ * policy auto picks (single: 8 GiB fits one device of six-gpu); a batch needs no scratch. */
+static void test_iqp(void)
+{
+    static char out[1 << 20];
+    int rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 34 --json", 0);
+    CHECK(rc == 0);
+    json_error_t err;
+    json_t *o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (o) {
+        CHECK(json_is_true(json_object_get(o, "feasible")));
+        CHECK_STR(json_string_value(json_object_get(o, "policy")), "equal");
+        CHECK(json_integer_value(json_object_get(json_object_get(o, "request"), "features")) == 595);
+        json_t *devs = json_object_get(o, "devices");
+        CHECK(json_array_size(devs) == 8);
+        for (size_t i = 0; i < json_array_size(devs); ++i) {
+            json_t *d = json_array_get(devs, i);
+            /* 2^31 complex64 amplitudes = 16 GiB shard, 16 GiB scratch, 2380 B staging (595
+             * float32 values of the one sample) */
+            CHECK(json_integer_value(json_object_get(d, "shard_bytes")) == (json_int_t)16 << 30);
+            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == (json_int_t)16 << 30);
+            CHECK(json_integer_value(json_object_get(d, "planned_bytes")) ==
+                  ((json_int_t)32 << 30) + 2380);
+        }
+        json_t *est = json_object_get(o, "estimates_s");
+        CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
+        CHECK(json_real_value(json_object_get(est, "encode")) > 0.0);
+        json_decref(o);
+    }
+    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted", 1);
+    CHECK(rc == 1);
+    CHECK_STR(out, "error[E-POLICY]: plan: weighted: the iqp transform needs equal power-of-two "
+                   "shards, but shard 2 is [536870912, 671088640) (134217728 amplitudes, shard 0 "
+                   "has 268435456); use --policy single\n");
+    rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --json", 0);
+    CHECK(rc == 0);
+    CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -252,5 +293,6 @@ int main(int argc, char **argv)
     test_bad_requests();
     test_max();
     test_devices();
+    test_iqp();
     return qm_test_end("test_plan_cli");
 }

@@ -310,7 +310,7 @@ static const qm_cli_flag encode_flags[] = {
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
                                         "complex64 for float32)"},
     {"--policy", "P", "auto (default), single, equal, weighted, balanced or replicated"},
-    {"--encoding", "E", "amplitude (default), angle, basis, phase; iqp and iqp-z are planned only"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (planned; default auto)"},
     {"--ranks", "R", "processes the devices are split over (default: the scenario's)"},
     {"--scenario", "FILE", "the scenario to run on; default: the GPUs, else the built-in mesh"},

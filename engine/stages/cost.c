@@ -17,9 +17,14 @@
  *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
  *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
- *    replicated states.
+ *    replicated states;
+ *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
+ *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
+ *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
+ *    stage's flows (every shard to its partner) on the links, stage after stage.
  * Must not: allocate device memory or change the layout.
  */
+#include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
 
@@ -209,6 +214,53 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
+/* IQP passes over a shard at HBM bandwidth: 1 (the phases written) + 2 per pass of the local
+ * stages (read and write: one for the bits below 2^10 slots, one per bit above, up to the shard's
+ * bits) + 4 per exchange (the partner's data written into scratch, then own and scratch read and
+ * own written). */
+static double iqp_passes(const qm_plan *p)
+{
+    uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
+    if (amps > p->n_amps)
+        amps = p->n_amps; /* whole states: the transform is the state's */
+    unsigned lb = 0;
+    while (((uint64_t)1 << lb) < amps)
+        ++lb;
+    const unsigned local_passes = 1 + (lb > 10 ? lb - 10 : 0);
+    return 1.0 + 2.0 * local_passes + 4.0 * qm_plan_iqp_exchanges(p);
+}
+
+/* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
+ * shard to the other; each stage's time is that of its flows on the links (loads_time), the
+ * stages one after another. Negative when a path is missing. */
+static double iqp_exchange_s(const qm_mesh *mesh, const qm_plan *p, link_loads *L, qm_status *st,
+                             qm_code *rc)
+{
+    double total = 0;
+    const unsigned X = qm_plan_iqp_exchanges(p);
+    for (unsigned k = 0; k < X; ++k) {
+        for (int l = 0; l < 2 * L->n_links; ++l)
+            L->bytes[l] = 0;
+        L->max_latency = 0;
+        L->any = L->broken = false;
+        for (int i = 0; i < p->n_shards; ++i) {
+            const int j = i ^ (1 << k);
+            qm_topo_path path;
+            if ((*rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->shards[j].device].node,
+                                          mesh->devices[p->shards[i].device].node, &path,
+                                          st)) != QM_OK)
+                return -1;
+            reverse_path(&path); /* i -> j */
+            loads_add(L, &path, p->shards[i].bytes);
+        }
+        const double t = loads_time(L, mesh->graph);
+        if (t < 0)
+            return -1;
+        total += t;
+    }
+    return total;
+}
+
 qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_topo_path *out,
                        qm_status *st)
 {
@@ -253,13 +305,27 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         if (te > enc)
             enc = te;
     }
+    if (hbm_known && (p->request.encoding == QM_ENCODING_IQP ||
+                      p->request.encoding == QM_ENCODING_IQP_Z)) {
+        /* iqp, iqp-z: no norm pass; encode = the passes of iqp_passes over the largest shard */
+        norm = 0;
+        enc = 0;
+        for (int i = 0; i < n_holders; ++i) {
+            const int d = holders[i];
+            const double te = iqp_passes(p) * (double)p->devices[d].shard_bytes /
+                              (mesh->devices[d].hbm_bw_bytes_per_s * heff);
+            if (te > enc)
+                enc = te;
+        }
+    }
     if (hbm_known) {
         p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
         p->estimates_s[QM_PHASE_ENCODE] = enc;
         p->estimate_set[QM_PHASE_LOCAL_NORM] = p->estimate_set[QM_PHASE_ENCODE] = true;
     }
     /* norm all-reduce */
-    if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1) {
+    if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
+        p->request.encoding == QM_ENCODING_IQP || p->request.encoding == QM_ENCODING_IQP_Z) {
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
@@ -287,6 +353,16 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
     if (t >= 0) {
         p->estimates_s[QM_PHASE_INGEST] = t;
         p->estimate_set[QM_PHASE_INGEST] = true;
+    }
+    /* iqp, iqp-z cut over devices: the exchanges join the encode phase */
+    if (qm_plan_iqp_exchanges(p) > 0 && p->estimate_set[QM_PHASE_ENCODE]) {
+        const double tx = iqp_exchange_s(mesh, p, &L, st, &rc);
+        if (rc != QM_OK)
+            goto done;
+        if (tx >= 0)
+            p->estimates_s[QM_PHASE_ENCODE] += tx;
+        else
+            p->estimate_set[QM_PHASE_ENCODE] = false;
     }
     /* gather: every other holder's shard to the target */
     if (p->gather.requested) {

@@ -492,7 +492,10 @@ static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_
     if (rc != QM_OK)
         return rc;
     finish_shards(p);
-    return qm_feasibility_check(mesh, p, st);
+    rc = qm_feasibility_check(mesh, p, st);
+    /* iqp, iqp-z (plan_iqp.c): a layout the transform cannot use is refused, capacity or not */
+    const qm_code irc = qm_plan_iqp_layout(p, st);
+    return irc != QM_OK ? irc : rc;
 }
 
 static double plan_cost(const qm_plan *p)

@@ -109,6 +109,7 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
         json_object_set_new(j, "planned_bytes", jint(pd->planned_bytes));
         json_object_set_new(j, "shard_bytes", jint(pd->shard_bytes));
         json_object_set_new(j, "staging_bytes", jint(pd->staging_bytes));
+        json_object_set_new(j, "scratch_bytes", jint(pd->scratch_bytes));
         json_object_set_new(j, "headroom_bytes",
                             qm_json_headroom(pd->usable_bytes, pd->planned_bytes));
         json_array_append_new(devs, j);
@@ -187,6 +188,14 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
         print_signed_bytes(f, 12, neg, head);
         fputc('\n', f);
     }
+    for (int i = 0; i < p->n_devices; ++i)
+        if (p->devices[i].scratch_bytes) { /* iqp, iqp-z cut over devices */
+            fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
+                    "exchanges (counted in headroom)\n",
+                    qm_format_bytes(p->devices[i].scratch_bytes, a, sizeof a),
+                    qm_encoding_name(p->request.encoding));
+            break;
+        }
     if (p->gather.target[0])
         fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
                 p->gather.target, p->gather.reason);
