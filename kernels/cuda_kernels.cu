@@ -448,25 +448,59 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
     return (int)cudaGetLastError();
 }
 
-/* Product-state amplitudes (qm_math.h): a grid-stride loop over the slots; each thread forms its
- * amplitude from the same left-to-right products as the CPU kernel (which keeps a lo table: the
- * products are the same, so are the bits). */
-__global__ void product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
-                               uint64_t first_state, const double *table, double scale)
+/* Product-state amplitudes (qm_math.h), a tile of 2^m slots (m = min(qubits, 10): one aligned
+ * block of the low bits, inside one state) at a time per CUDA block: the state's lo table lives in
+ * shared memory, built once per block and state by the same left-to-right products as the CPU
+ * kernel's table (step q: lo[j + 2^q] = lo[j] * f_q(1), lo[j] *= f_q(0)), so a single large state
+ * costs one table per block; each thread forms hi for its tile itself (the same products as
+ * qm_product_range) and writes scale * (hi * lo[j]) for its slots of the tile. Same products,
+ * same bits as the CPU. */
+#define QM_PRODUCT_THREADS 256
+__global__ void __launch_bounds__(QM_PRODUCT_THREADS)
+product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+               uint64_t first_state, const double *table, double scale)
 {
+    __shared__ double2 lo[1u << QM_PRODUCT_LO_BITS];
     const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const uint64_t g = g0 + i;
-        const double *f = table + ((g >> qubits) - first_state) * 4 * (uint64_t)qubits;
-        double lr, li, hr, hi, re, im;
-        qm_product_range(f, 0, m, g, &lr, &li);
-        qm_product_range(f, m, qubits, g, &hr, &hi);
-        qm_product_amp(hr, hi, lr, li, scale, &re, &im);
-        if (c128)
-            ((double2 *)state)[i] = make_double2(re, im);
-        else
-            ((float2 *)state)[i] = make_float2((float)re, (float)im);
+    const uint64_t T = (uint64_t)1 << m;
+    const uint64_t t0 = g0 >> m, t1 = (g0 + n - 1) >> m; /* tiles touched */
+    uint64_t have = UINT64_MAX;                           /* the state lo holds */
+    for (uint64_t t = t0 + blockIdx.x; t <= t1; t += gridDim.x) {
+        const uint64_t first = t << m, s = first >> qubits;
+        const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
+        if (s != have) {
+            __syncthreads(); /* every thread is done with the previous table */
+            if (threadIdx.x == 0)
+                lo[0] = make_double2(1.0, 0.0);
+            __syncthreads();
+            for (unsigned q = 0; q < m; ++q) {
+                const unsigned w = 1u << q;
+                const double *f0 = f + 4 * q, *f1 = f0 + 2;
+                for (unsigned j = threadIdx.x; j < w; j += blockDim.x) {
+                    const double2 l = lo[j];
+                    double r, i;
+                    qm_cmul(l.x, l.y, f1[0], f1[1], &r, &i);
+                    lo[j + w] = make_double2(r, i);
+                    qm_cmul(l.x, l.y, f0[0], f0[1], &r, &i);
+                    lo[j] = make_double2(r, i);
+                }
+                __syncthreads();
+            }
+            have = s;
+        }
+        double hr, hi;
+        qm_product_range(f, m, qubits, first, &hr, &hi);
+        const uint64_t a = first > g0 ? 0 : g0 - first;             /* tile-local bounds */
+        const uint64_t e = first + T - g0 <= n ? T : g0 + n - first;
+        for (uint64_t j = a + threadIdx.x; j < e; j += blockDim.x) {
+            double re, im;
+            qm_product_amp(hr, hi, lo[j].x, lo[j].y, scale, &re, &im);
+            const uint64_t i = first + j - g0;
+            if (c128)
+                ((double2 *)state)[i] = make_double2(re, im);
+            else
+                ((float2 *)state)[i] = make_float2((float)re, (float)im);
+        }
     }
 }
 
@@ -474,7 +508,13 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
                                       unsigned qubits, uint64_t first_state, const double *table,
                                       double scale, void *stream)
 {
-    product_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+    if (n == 0)
+        return (int)cudaSuccess;
+    const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
+    const uint64_t tiles = ((g0 + n - 1) >> m) - (g0 >> m) + 1;
+    /* enough blocks to fill the device several times over; each keeps its state's table */
+    const unsigned blocks = tiles < 132u * 16u ? (unsigned)tiles : 132u * 16u;
+    product_kernel<<<blocks, QM_PRODUCT_THREADS, 0, (cudaStream_t)stream>>>(
         state, c128, n, g0, qubits, first_state, table, scale);
     return (int)cudaGetLastError();
 }
