@@ -12,7 +12,10 @@
  * empty directory d. Inputs with an argument that contains '/', or is "." or "..", or is "-" (stdin)
  * are skipped, so no file outside the scratch directory can be read or written and stdin is never
  * read. `encode` materializes real states: there, `--qubits` and `--ranks` values other than 0-20
- * and `--chunk-bytes` are skipped to keep each run small (2^20 amplitudes per sample). No command calls exit().
+ * and `--chunk-bytes` are skipped to keep each run small (2^20 amplitudes per sample); `whatif`
+ * builds a mesh per variant: `--hosts` and `--devices-per-host` lists of more than 8 values or
+ * values above 64 are skipped. Both `--name value` and `--name=value` are looked at. No command
+ * calls exit().
  * stdout goes to /dev/null; run with -close_fd_mask=2 to silence the error lines too.
  * Oracles: ASan/UBSan, leaks, and the exit code being 0, 1 or 2.
  */
@@ -101,24 +104,58 @@ static void fixtures(void)
         abort();
 }
 
-/* 1 when the argument list may run (see the header comment). */
+/* Whether v[0..n) is a number 0..max (digits only). */
+static int small_number(const char *v, size_t n, int max)
+{
+    if (n < 1 || n > 3)
+        return 0;
+    for (size_t k = 0; k < n; ++k)
+        if (v[k] < '0' || v[k] > '9')
+            return 0;
+    return atoi(v) <= max;
+}
+
+/* Whether a comma-separated list has at most 8 numbers, each 0..max. */
+static int small_list(const char *v, int max)
+{
+    for (int items = 0;; ++items) {
+        const char *c = strchr(v, ',');
+        const size_t n = c ? (size_t)(c - v) : strlen(v);
+        if (items >= 8 || !small_number(v, n, max))
+            return 0;
+        if (!c)
+            return 1;
+        v = c + 1;
+    }
+}
+
+/* 1 when the argument list may run (see the header comment). Flags are looked at in both forms,
+ * `--name value` and `--name=value`. */
 static int allowed(int argc, char **argv)
 {
     const int encode = argc > 1 && strcmp(argv[1], "encode") == 0;
+    const int whatif = argc > 1 && strcmp(argv[1], "whatif") == 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (strchr(a, '/') || strcmp(a, "-") == 0 || strcmp(a, ".") == 0 || strcmp(a, "..") == 0)
             return 0;
-        if (encode && strcmp(a, "--chunk-bytes") == 0)
+        char name[32];
+        const char *eq = strchr(a, '=');
+        const size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        if (nl >= sizeof name)
+            continue;
+        memcpy(name, a, nl);
+        name[nl] = '\0';
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+        if (encode && strcmp(name, "--chunk-bytes") == 0)
             return 0;
-        if (encode && (strcmp(a, "--qubits") == 0 || strcmp(a, "--ranks") == 0) && i + 1 < argc) {
-            const char *v = argv[i + 1];
-            const size_t n = strlen(v);
-            if (n < 1 || n > 2 || v[0] < '0' || v[0] > '9' || (n == 2 && (v[1] < '0' || v[1] > '9')))
-                return 0;
-            if (atoi(v) > 20)
-                return 0;
-        }
+        if (encode && (strcmp(name, "--qubits") == 0 || strcmp(name, "--ranks") == 0) && v &&
+            !small_number(v, strlen(v), 20))
+            return 0;
+        /* whatif builds every variant's mesh: a few small clusters only */
+        if (whatif && (strcmp(name, "--hosts") == 0 || strcmp(name, "--devices-per-host") == 0) &&
+            v && !small_list(v, 64))
+            return 0;
     }
     return 1;
 }
