@@ -30,9 +30,9 @@ qm_hal *make_mesh(int n)
         std::snprintf(ids[i], sizeof ids[i], "sim.g%d", i);
         dd[i] = qm_sim_device_desc{ids[i], "sim", (uint64_t)8 << 30, 0, 3.35e12, 53e9, 0};
     }
-    // poisoning off: it is a checking aid of the simulator (a write pass per alloc and free), not
-    // part of encoding; the tests run with it on
-    qm_sim_desc desc{n, dd.data(), 0, nullptr, QM_SIM_MATERIALIZED, QM_SIM_POISON_OFF};
+    // poisoning as the simulator's default: off unless QM_SIM_POISON=1 (its debug switch; a write
+    // pass per alloc and free), so the cost of the switch can be measured with the same binary
+    qm_sim_desc desc{n, dd.data(), 0, nullptr, QM_SIM_MATERIALIZED, QM_SIM_POISON_ENV};
     qm_hal *hal = nullptr;
     qm_status st;
     if (qm_hal_sim_create(&desc, &hal, &st) != QM_OK) {
