@@ -348,7 +348,13 @@ static void test_batch_and_chunks(void)
     free(x);
 }
 
-/* Child mode: encode a fixed input with 8 shards and write the state bytes to argv[2]. */
+/* The thread-count check's batch: 400 samples of 1021 values (sample 7 on the rescaled path), 10
+ * qubits, 200 whole states on each of 2 devices (204800 slots each: the kernels run in parallel),
+ * read in place by one fused pass per shard. */
+enum { TC_BATCH = 400, TC_F = 1021, TC_Q = 10 };
+
+/* Child mode: encode a fixed input with 8 shards, then the batch, and write both states' bytes
+ * to argv[2]. */
 static int dump_state(const char *path)
 {
     qm_status st;
@@ -360,11 +366,23 @@ static int dump_state(const char *path)
     qm_shard_spec sh[8];
     equal_layout(q, 8, sh);
     double *a = encode(x, n, q, sh, 8, &st);
+    x[7 * TC_F + 5] = 1e300;
+    const uint64_t bn = (uint64_t)TC_BATCH << TC_Q;
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = TC_F, .batch = TC_BATCH};
+    const qm_shard_spec two[2] = {{0, 0, 0, bn / 2}, {0, 1, bn / 2, bn}};
+    qm_state *s = NULL;
+    double *b = malloc(bn * 16);
+    int ok = b && qm_materialize_amplitude(mesh8, TC_Q, QM_DTYPE_COMPLEX128, two, 2, &in, NULL, &s,
+                                           &st) == QM_OK &&
+             qm_state_read(s, 0, bn, QM_DTYPE_COMPLEX128, b, &st) == QM_OK;
+    qm_state_destroy(s);
     FILE *f = fopen(path, "wb");
-    int ok = a && f && fwrite(a, 16, (size_t)1 << q, f) == ((size_t)1 << q);
+    ok = ok && a && f && fwrite(a, 16, (size_t)1 << q, f) == ((size_t)1 << q) &&
+         fwrite(b, 16, (size_t)bn, f) == (size_t)bn;
     if (f)
         fclose(f);
     free(a);
+    free(b);
     free(x);
     return ok ? 0 : 1;
 }
@@ -381,10 +399,11 @@ static void test_thread_counts(const char *self)
     FILE *a = fopen("t1.bin", "rb"), *b = fopen("t2.bin", "rb");
     CHECK(a && b);
     if (a && b) {
-        size_t n = (size_t)16 << 20;
+        size_t n = ((size_t)16 << 20) + ((size_t)16 * TC_BATCH << TC_Q);
         char *pa = malloc(n), *pb = malloc(n);
         CHECK(fread(pa, 1, n, a) == n && fread(pb, 1, n, b) == n);
         CHECK(memcmp(pa, pb, n) == 0);
+        CHECK(fgetc(a) == EOF && fgetc(b) == EOF); /* nothing more */
         free(pa);
         free(pb);
     }

@@ -329,6 +329,51 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     return rc;
 }
 
+/* The fused shards whose input is host memory read in place (the simulator): amp_batch straight
+ * from the input, so each sample is read once and its amplitudes written in the same pass (the
+ * same sums and amplitudes, bit for bit, as sum_shards and phase D compute from the same input:
+ * the same tree per state, the same coefficient). One call per shard, each on its own stream,
+ * into a device buffer of sums copied back to the shard's page-locked sums; then every stream is
+ * drained, also after a failure. */
+static qm_code batch_in_place(enc *e, qm_status *st)
+{
+    qm_hal *hal = e->hal;
+    const int n = e->n_shards;
+    qm_hal_buf **sums = calloc((size_t)n, sizeof *sums);
+    qm_hal_stream **str = calloc((size_t)n, sizeof *str);
+    qm_code rc = sums && str ? QM_OK
+                             : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        if (!e->ing[i].fused || !e->mapped[i])
+            continue;
+        const qm_shard_spec *s = &e->shards[i];
+        const uint64_t k = (s->end - s->start) / e->N, first = s->start / e->N;
+        rc = qm_hal_buf_alloc(hal, s->device, k * sizeof(double), &sums[i], st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, s->device, &str[i], st);
+        if (rc == QM_OK) {
+            const qm_hal_amp_batch_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
+                                             .off = 0, .period = e->N, .period_valid = e->F,
+                                             .n_states = k, .input = e->mapped[i],
+                                             .in_dtype = e->in->dtype,
+                                             .in_off = first * e->F - e->mapped_first[i],
+                                             .sums = sums[i], .sums_off = 0};
+            rc = qm_hal_amp_batch(hal, &a, str[i], st);
+        }
+        if (rc == QM_OK)
+            rc = qm_hal_copy_d2h(hal, e->ing[i].sums, sums[i], 0, k * sizeof(double), str[i], st);
+        if (rc != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
+    }
+    for (int i = 0; str && i < n; ++i)
+        qm_materialize_drain(hal, str[i], &rc, st);
+    for (int i = 0; sums && i < n; ++i)
+        qm_hal_buf_free(hal, sums[i]);
+    free(sums);
+    free(str);
+    return rc;
+}
+
 /* Merge e->pieces (in global order) into per-state roots e->sums[state]. */
 static qm_code merge_pieces(enc *e, qm_status *st)
 {
@@ -660,9 +705,11 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         }
         e.ing[i] = (qm_ingest_shard){.state = sh->buf, .device = s->device, .slot_start = s->start,
                                      .slot_end = e.mapped[i] || e_hi <= e_lo ? s->start : s->end};
-        e.ing[i].fused = !e.mapped[i] && e_hi > e_lo && qubits <= QM_HAL_RED_LOG2_BLOCK &&
-                         s->start % e.N == 0 && s->end % e.N == 0 &&
-                         qm_hal_supports_op(hal, QM_HAL_OP_AMP_BATCH);
+        /* whole small states: one fused pass (amp_batch), through staging or, for host input read
+         * in place, straight from the input (batch_in_place) */
+        e.ing[i].fused = e_hi > e_lo && !(e.mapped[i] && in->device_data) &&
+                         qubits <= QM_HAL_RED_LOG2_BLOCK && s->start % e.N == 0 &&
+                         s->end % e.N == 0 && qm_hal_supports_op(hal, QM_HAL_OP_AMP_BATCH);
         if (e.ing[i].fused)
             fused_states += (s->end - s->start) / e.N;
     }
@@ -682,6 +729,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                            .in = &through, .chunk_bytes = chunk_bytes};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
+    if (rc == QM_OK)
+        rc = batch_in_place(&e, st);
     t[1] = seconds_now();
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
     if (rc == QM_OK)
