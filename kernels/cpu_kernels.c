@@ -20,9 +20,20 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h> /* non-temporal stores (QM_CPU_STREAM_BYTES) */
+#define QM_CPU_NT 1
+#else
+#define QM_CPU_NT 0
+#endif
 
 #define QM_OMP_MIN_ELEMS 65536
 #define QM_CPU_PART 8192 /* elements per scheduled part of a parallel kernel */
+/* A kernel call that writes at least this many bytes of amplitudes from its input streams them
+ * past the caches (non-temporal stores, x86-64): they would not stay cached anyway, and a normal
+ * store first reads each line it writes (read for ownership), which costs a state's bytes once
+ * more. Smaller outputs stay in the caches for whoever reads them next. */
+#define QM_CPU_STREAM_BYTES ((uint64_t)32 << 20)
 
 /* A stashed value lives in the first 8 bytes of its slot. */
 static uint64_t stride_of(qmk_elem state_elem) { return state_elem == QMK_C128 ? 2 : 1; }
@@ -128,70 +139,80 @@ void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t 
     *first_nonfinite = first;
 }
 
+/* One amplitude (amp, 0) into slot i of a complex128 (o64) or complex64 (o32) state; when nt, a
+ * non-temporal store (past the caches: no read for ownership of a line that is wholly written). */
+static inline void put_amp(double *o64, float *o32, uint64_t i, double amp, int nt)
+{
+#if QM_CPU_NT
+    if (nt) {
+        if (o64) {
+            _mm_stream_pd(o64 + 2 * i, _mm_set_pd(0.0, amp));
+        } else {
+            const float p[2] = {(float)amp, 0.0f};
+            long long bits;
+            memcpy(&bits, p, sizeof bits);
+            _mm_stream_si64((long long *)(void *)(o32 + 2 * i), bits);
+        }
+        return;
+    }
+#endif
+    (void)nt;
+    if (o64) {
+        o64[2 * i] = amp;
+        o64[2 * i + 1] = 0.0;
+    } else {
+        o32[2 * i] = (float)amp;
+        o32[2 * i + 1] = 0.0f;
+    }
+}
+
 /* Slots [a, b) of one state (serial): [a, d) data, [d, b) padding. x (when not NULL) holds the
  * input values of the data slots, x[0] for slot a; otherwise the values are the stash. The
- * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. */
+ * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. nt: the
+ * amplitudes from the input are streamed (put_amp), then fenced. */
 static void scale_part(void *state, qmk_elem state_elem, uint64_t off, uint64_t a, uint64_t d,
-                       uint64_t b, double scale, double coeff, const void *x, qmk_elem in_elem)
+                       uint64_t b, double scale, double coeff, const void *x, qmk_elem in_elem,
+                       int nt)
 {
-    if (state_elem == QMK_C128) {
-        double *o = (double *)state + 2 * off;
-        if (!x) {
-            for (uint64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled(o[2 * i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
-        } else if (in_elem == QMK_F64) {
-            const double *xi = (const double *)x - a;
-            for (uint64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled(xi[i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
-        } else {
-            const float *xi = (const float *)x - a;
-            for (uint64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled((double)xi[i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
+    double *o64 = state_elem == QMK_C128 ? (double *)state + 2 * off : NULL;
+    float *o32 = state_elem == QMK_C128 ? NULL : (float *)state + 2 * off;
+    if (!x && o64) {
+        for (uint64_t i = a; i < d; ++i) {
+            o64[2 * i] = qm_amp_scaled(o64[2 * i], scale, coeff);
+            o64[2 * i + 1] = 0.0;
         }
-        if (b > d)
-            memset(o + 2 * d, 0, (size_t)(b - d) * 16);
+    } else if (!x) {
+        /* the slot's 8 bytes hold the stashed double; read it, write two floats */
+        char *base = (char *)o32;
+        for (uint64_t i = a; i < d; ++i) {
+            double v;
+            memcpy(&v, base + 8 * i, sizeof v);
+            const float amp[2] = {(float)qm_amp_scaled(v, scale, coeff), 0.0f};
+            memcpy(base + 8 * i, amp, sizeof amp);
+        }
+    } else if (in_elem == QMK_F64) {
+        const double *xi = (const double *)x - a;
+        for (uint64_t i = a; i < d; ++i)
+            put_amp(o64, o32, i, qm_amp_scaled(xi[i], scale, coeff), nt);
     } else {
-        char *base = (char *)state + 8 * off;
-        if (!x) {
-            /* the slot's 8 bytes hold the stashed double; read it, write two floats */
-            for (uint64_t i = a; i < d; ++i) {
-                double v;
-                memcpy(&v, base + 8 * i, sizeof v);
-                const float amp[2] = {(float)qm_amp_scaled(v, scale, coeff), 0.0f};
-                memcpy(base + 8 * i, amp, sizeof amp);
-            }
-        } else {
-            float *o = (float *)base;
-            if (in_elem == QMK_F64) {
-                const double *xi = (const double *)x - a;
-                for (uint64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp_scaled(xi[i], scale, coeff);
-                    o[2 * i + 1] = 0.0f;
-                }
-            } else {
-                const float *xi = (const float *)x - a;
-                for (uint64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp_scaled((double)xi[i], scale, coeff);
-                    o[2 * i + 1] = 0.0f;
-                }
-            }
-        }
-        if (b > d)
-            memset(base + 8 * d, 0, (size_t)(b - d) * 8);
+        const float *xi = (const float *)x - a;
+        for (uint64_t i = a; i < d; ++i)
+            put_amp(o64, o32, i, qm_amp_scaled((double)xi[i], scale, coeff), nt);
     }
+    if (b > d)
+        memset(o64 ? (void *)(o64 + 2 * d) : (void *)(o32 + 2 * d), 0,
+               (size_t)(b - d) * (o64 ? 16 : 8));
+#if QM_CPU_NT
+    if (nt && x)
+        _mm_sfence();
+#endif
 }
 
 /* Slots [lo, hi) of an amp_scale range (serial), cut where states begin. */
 static void amp_scale_part(void *state, qmk_elem state_elem, uint64_t off, uint64_t g0,
                            uint64_t period, uint64_t period_valid, uint64_t first_state,
                            const double *coeffs, const double *scales, const void *in,
-                           qmk_elem in_elem, uint64_t in_first, uint64_t lo, uint64_t hi)
+                           qmk_elem in_elem, uint64_t in_first, uint64_t lo, uint64_t hi, int nt)
 {
     const size_t is = in_elem == QMK_F64 ? 8 : 4;
     for (uint64_t pos = lo; pos < hi;) {
@@ -205,7 +226,7 @@ static void amp_scale_part(void *state, qmk_elem state_elem, uint64_t off, uint6
             x = (const char *)in + (sidx * period_valid + local - in_first) * is;
         scale_part(state, state_elem, off, pos, data_end, end,
                    scales ? scales[sidx - first_state] : 1.0, coeffs[sidx - first_state], x,
-                   in_elem);
+                   in_elem, nt);
         pos = end;
     }
 }
@@ -217,15 +238,17 @@ void qm_cpu_amp_scale(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
 {
     if (n < QM_OMP_MIN_ELEMS) {
         amp_scale_part(state, state_elem, off, g0, period, period_valid, first_state, coeffs,
-                       scales, in, in_elem, in_first, 0, n);
+                       scales, in, in_elem, in_first, 0, n, 0);
         return;
     }
+    const int nt = n * (state_elem == QMK_C128 ? 16 : 8) >= QM_CPU_STREAM_BYTES;
     const int64_t np = (int64_t)((n + QM_CPU_PART - 1) / QM_CPU_PART);
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < np; ++p) {
         const uint64_t lo = (uint64_t)p * QM_CPU_PART;
         amp_scale_part(state, state_elem, off, g0, period, period_valid, first_state, coeffs,
-                       scales, in, in_elem, in_first, lo, n - lo < QM_CPU_PART ? n : lo + QM_CPU_PART);
+                       scales, in, in_elem, in_first, lo, n - lo < QM_CPU_PART ? n : lo + QM_CPU_PART,
+                       nt);
     }
 }
 
@@ -239,6 +262,7 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
     const int64_t ns = (int64_t)n_states;
     const int par = n_states * period >= QM_OMP_MIN_ELEMS;
     (void)par; /* read only by the OpenMP if-clause */
+    const int nt = n_states * period * ss >= QM_CPU_STREAM_BYTES;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < ns; ++k) {
         const void *x = (const char *)in + (in_off + (uint64_t)k * period_valid) * is;
@@ -249,7 +273,7 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
         const uint64_t slot0 = off + (uint64_t)k * period;
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
             scale_part(state, state_elem, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
-                       in_elem);
+                       in_elem, nt);
         else /* the slow path rescales from the stash */
             stash_part((char *)state + slot0 * ss, state_elem, 0, period, period_valid, x, in_elem,
                        0, 0, 0, period_valid);

@@ -353,6 +353,61 @@ static void test_batch_and_chunks(void)
  * read in place by one fused pass per shard. */
 enum { TC_BATCH = 400, TC_F = 1021, TC_Q = 10 };
 
+/* One encode of B samples of F values (x) into 2^q-slot states over `k` equal shards of whole
+ * states; the amplitudes read back (malloc'd), or NULL. */
+static void *encode_split(const double *x, uint64_t B, uint64_t F, unsigned q, qm_dtype dt, int k)
+{
+    qm_status st;
+    const uint64_t total = B << q;
+    qm_shard_spec sh[4];
+    for (int i = 0; i < k; ++i)
+        sh[i] = (qm_shard_spec){0, i, total / (uint64_t)k * (uint64_t)i,
+                                total / (uint64_t)k * (uint64_t)(i + 1)};
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B > 1 ? B : 0};
+    qm_state *s = NULL;
+    const size_t bytes = (size_t)total * qm_dtype_size(dt);
+    void *a = malloc(bytes);
+    if (!a || qm_materialize_amplitude(mesh8, q, dt, sh, k, &in, NULL, &s, &st) != QM_OK ||
+        qm_state_read(s, 0, total, dt, a, &st) != QM_OK) {
+        free(a);
+        a = NULL;
+    }
+    qm_state_destroy(s);
+    return a;
+}
+
+/* A kernel call that writes at least 32 MiB of amplitudes streams them (non-temporal stores);
+ * smaller ones store normally. The same input on 1 shard (streamed) and on 2 or 4 shards (each
+ * under 32 MiB: not streamed) gives the same bytes: one state of 2^22 amplitudes (complex128: 64
+ * MiB, amp_scale; complex64: 32 MiB) and a batch of 2560 x 1021 at 10 qubits (complex128: 40 MiB,
+ * amp_batch) with one sample on the rescaled path. */
+static void test_streamed_stores(void)
+{
+    const uint64_t n = (uint64_t)1 << 22, B = 2560, F = 1021;
+    double *x = malloc(n * sizeof *x);
+    for (uint64_t i = 0; i < n; ++i)
+        x[i] = cos((double)i * 0.0013) * (1.0 + (double)(i % 11));
+    const struct {
+        uint64_t B, F;
+        unsigned q;
+        qm_dtype dt;
+        int split;
+    } cases[] = {{1, n - 3, 22, QM_DTYPE_COMPLEX128, 4},
+                 {1, n - 3, 22, QM_DTYPE_COMPLEX64, 2},
+                 {B, F, 10, QM_DTYPE_COMPLEX128, 2}};
+    x[77 * F + 4] = 1e300; /* the batch's sample 77 (and a large value in the state) */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        const size_t bytes = (size_t)(cases[c].B << cases[c].q) * qm_dtype_size(cases[c].dt);
+        void *one = encode_split(x, cases[c].B, cases[c].F, cases[c].q, cases[c].dt, 1);
+        void *many = encode_split(x, cases[c].B, cases[c].F, cases[c].q, cases[c].dt, cases[c].split);
+        CHECK(one && many && memcmp(one, many, bytes) == 0);
+        free(one);
+        free(many);
+    }
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+    free(x);
+}
+
 /* Child mode: encode a fixed input with 8 shards, then the batch, and write both states' bytes
  * to argv[2]. */
 static int dump_state(const char *path)
@@ -496,6 +551,7 @@ int main(int argc, char **argv)
     test_replicated();
     test_batch_and_chunks();
     test_device_input();
+    test_streamed_stores();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);
