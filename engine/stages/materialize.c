@@ -16,7 +16,10 @@
  * Devices work at the same time: the ingest deals chunks round-robin over every device's streams,
  * the block sums of every shard are enqueued before any is waited for (sum_shards), and so are the
  * amplitudes (phase D), each shard on its own stream. The simulated kernels run synchronously and
- * use every core themselves. Known wart: the slow path (retry_state) sums one state at a time.
+ * use every core themselves. Shards of whole states of at most 2^14 slots take the fused pass
+ * (amp_batch: sums and amplitudes in one read of each sample), through staging (ingest) or, for
+ * host input read in place, straight from the input (batch_in_place).
+ * Known wart: the slow path (retry_state) sums one state at a time.
  */
 #include "materialize_internal.h"
 #include "comm.h"
@@ -255,6 +258,17 @@ void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status 
     qm_hal_stream_destroy(hal, s);
 }
 
+/* Per shard i < n: drain stream str[i], then free buffer bufs[i] (either array may be NULL, as may
+ * any entry); the first error stays in *rc and st. */
+static void drain_all(qm_hal *hal, qm_hal_stream **str, qm_hal_buf **bufs, int n, qm_code *rc,
+                      qm_status *st)
+{
+    for (int i = 0; str && i < n; ++i)
+        qm_materialize_drain(hal, str[i], rc, st);
+    for (int i = 0; bufs && i < n; ++i)
+        qm_hal_buf_free(hal, bufs[i]);
+}
+
 /* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a
  * fused shard brings its states' sums). Every shard's block sums are enqueued first, each shard
  * on its own stream into its own device buffer and copied back behind its kernels, so the
@@ -303,10 +317,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    for (int i = 0; str && i < n; ++i)
-        qm_materialize_drain(hal, str[i], &rc, st);
-    for (int i = 0; part && i < n; ++i)
-        qm_hal_buf_free(hal, part[i]);
+    drain_all(hal, str, part, n, &rc, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
@@ -365,10 +376,7 @@ static qm_code batch_in_place(enc *e, qm_status *st)
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    for (int i = 0; str && i < n; ++i)
-        qm_materialize_drain(hal, str[i], &rc, st);
-    for (int i = 0; sums && i < n; ++i)
-        qm_hal_buf_free(hal, sums[i]);
+    drain_all(hal, str, sums, n, &rc, st);
     free(sums);
     free(str);
     return rc;
