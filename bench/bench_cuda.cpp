@@ -136,6 +136,38 @@ void BM_Product(benchmark::State &state)
     cudaFree(tb);
 }
 
+// iqp (ZZ terms included): `batch` states of 2^qubits amplitudes: the phase pass, then the
+// Walsh-Hadamard stages of every bit (one call: the launcher does the stages below 2^10 in shared
+// memory, one pass per higher bit); bytes = the state written once, against BM_WriteFill.
+void BM_Iqp(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const uint64_t batch = (uint64_t)state.range(1);
+    const int c128 = (int)state.range(2);
+    const uint64_t n = batch << q;
+    const unsigned nc = q + q * (q - 1) / 2;
+    const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    std::vector<double> table((size_t)batch * nc);
+    for (size_t i = 0; i < table.size(); ++i)
+        table[i] = std::sin(0.37 * (double)i);
+    void *st = nullptr, *tb = nullptr;
+    cudaMalloc(&st, bytes);
+    cudaMalloc(&tb, table.size() * sizeof(double));
+    cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
+    const double scale = std::ldexp(1.0, -(int)q);
+    auto run = [&] {
+        qm_cuda_launch_iqp_phase(st, c128, n, 0, q, nc, 0, (const double *)tb, scale, nullptr);
+        qm_cuda_launch_wht(st, c128, n, 0, q, nullptr, 0, nullptr);
+        cudaDeviceSynchronize();
+    };
+    run();
+    for (auto _ : state)
+        run();
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    cudaFree(st);
+    cudaFree(tb);
+}
+
 void BM_CopyH2D(benchmark::State &state)
 {
     const size_t bytes = (size_t)state.range(0);
@@ -625,6 +657,7 @@ void BM_BatchShape(benchmark::State &state)
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Product)->Args({30, 1, 1})->Args({30, 1, 0})->Args({10, 65536, 1})->Args({10, 65536, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->Args({30, 1, 1})->Args({10, 65536, 1})->Args({10, 65536, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1, 1})->Args({30, 0, 1})->Args({31, 1, 0})->Args({31, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -604,6 +604,8 @@ const char *qm_hal_op_name(qm_hal_op op)
     case QM_HAL_OP_AMP_SCALE: return "amp_scale";
     case QM_HAL_OP_AMP_BATCH: return "amp_batch";
     case QM_HAL_OP_PRODUCT: return "product";
+    case QM_HAL_OP_IQP_PHASE: return "iqp_phase";
+    case QM_HAL_OP_WHT: return "wht";
     case QM_HAL_OP_COUNT_: break;
     }
     return "unknown";
@@ -620,6 +622,8 @@ bool qm_hal_op_is_amplitude(qm_hal_op op)
     case QM_HAL_OP_AMP_BATCH:
         return true;
     case QM_HAL_OP_PRODUCT:
+    case QM_HAL_OP_IQP_PHASE:
+    case QM_HAL_OP_WHT:
     case QM_HAL_OP_COUNT_:
         break;
     }
@@ -942,4 +946,78 @@ qm_code qm_hal_product(qm_hal *hal, const qm_hal_product_args *a, qm_hal_stream 
                        hal->info[a->table->dev].id, hal->info[a->state->dev].id);
     return launch_op(hal, a->state->dev, QM_HAL_OP_PRODUCT, "product", a, a->state->ptr,
                      (const char *)a->table->ptr + a->table_off * sizeof(double), NULL, s, st);
+}
+
+/* ---- IQP ops (iqp, iqp-z) --------------------------------------------------------------------- */
+
+qm_code qm_hal_iqp_phase(qm_hal *hal, const qm_hal_iqp_phase_args *a, qm_hal_stream *s,
+                         qm_status *st)
+{
+    if (!hal || !a || !a->state || !a->table)
+        return qm_fail(st, QM_E_ARG, "iqp_phase: hal, args, state and table must not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "iqp_phase: state dtype must be complex64 or complex128 "
+                       "(got %s)", dtn(a->state_dtype));
+    if (a->qubits < 1 || a->qubits > 62)
+        return qm_fail(st, QM_E_ARG, "iqp_phase: %u qubits (1 to 62)", a->qubits);
+    const unsigned pairs = a->qubits * (a->qubits - 1) / 2;
+    if (a->n_coeffs != a->qubits && a->n_coeffs != a->qubits + pairs)
+        return qm_fail(st, QM_E_ARG, "iqp_phase: %u coefficients for %u qubits (%u or %u)",
+                       a->n_coeffs, a->qubits, a->qubits, a->qubits + pairs);
+    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "iqp_phase", "state", st);
+    if (rc != QM_OK || a->n == 0)
+        return rc;
+    if (a->g0 > UINT64_MAX - a->n)
+        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: global indices overflow 64 bits");
+    const uint64_t first = a->g0 >> a->qubits, last = (a->g0 + a->n - 1) >> a->qubits;
+    if (first < a->first_state || last - a->first_state >= a->n_states)
+        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: slots span states %llu..%llu but the table "
+                       "covers %llu..%llu", (unsigned long long)first, (unsigned long long)last,
+                       (unsigned long long)a->first_state,
+                       (unsigned long long)(a->first_state + a->n_states - 1));
+    if (a->n_states > UINT64_MAX / a->n_coeffs)
+        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: table size overflows 64 bits");
+    rc = check_elems(hal, a->table, QM_DTYPE_FLOAT64, a->table_off, a->n_states * a->n_coeffs,
+                     "iqp_phase", "table", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->table->dev != a->state->dev)
+        return qm_fail(st, QM_E_ARG, "iqp_phase: table on %s but state on %s",
+                       hal->info[a->table->dev].id, hal->info[a->state->dev].id);
+    return launch_op(hal, a->state->dev, QM_HAL_OP_IQP_PHASE, "iqp_phase", a, a->state->ptr,
+                     (const char *)a->table->ptr + a->table_off * sizeof(double), NULL, s, st);
+}
+
+qm_code qm_hal_wht(qm_hal *hal, const qm_hal_wht_args *a, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a || !a->state)
+        return qm_fail(st, QM_E_ARG, "wht: hal, args and state must not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "wht: state dtype must be complex64 or complex128 (got %s)",
+                       dtn(a->state_dtype));
+    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "wht", "state", st);
+    if (rc != QM_OK)
+        return rc;
+    const void *partner = NULL;
+    if (a->partner) {
+        if ((rc = check_elems(hal, a->partner, a->state_dtype, a->partner_off, a->n, "wht",
+                              "partner", st)) != QM_OK)
+            return rc;
+        if (a->partner->dev != a->state->dev)
+            return qm_fail(st, QM_E_ARG, "wht: partner on %s but state on %s",
+                           hal->info[a->partner->dev].id, hal->info[a->state->dev].id);
+        if (a->partner == a->state)
+            return qm_fail(st, QM_E_ARG, "wht: the partner must be another buffer");
+        partner = (const char *)a->partner->ptr + a->partner_off * qm_dtype_size(a->state_dtype);
+    } else {
+        if (a->b0 >= a->b1 || a->b1 > 62)
+            return qm_fail(st, QM_E_ARG, "wht: bits [%u, %u) (0 <= b0 < b1 <= 62)", a->b0, a->b1);
+        if (a->n & (((uint64_t)1 << a->b1) - 1))
+            return qm_fail(st, QM_E_ARG, "wht: %llu slots are not whole blocks of 2^%u",
+                           (unsigned long long)a->n, a->b1);
+    }
+    if (a->n == 0)
+        return QM_OK;
+    return launch_op(hal, a->state->dev, QM_HAL_OP_WHT, "wht", a, a->state->ptr, partner, NULL, s,
+                     st);
 }

@@ -36,6 +36,8 @@ typedef enum qm_hal_op {
     QM_HAL_OP_AMP_SCALE = 5,    /* qm_hal_amp_scale_args; enqueued */
     QM_HAL_OP_AMP_BATCH = 6,    /* qm_hal_amp_batch_args; enqueued */
     QM_HAL_OP_PRODUCT = 7,      /* qm_hal_product_args; enqueued (angle, basis, phase) */
+    QM_HAL_OP_IQP_PHASE = 8,    /* qm_hal_iqp_phase_args; enqueued (iqp, iqp-z) */
+    QM_HAL_OP_WHT = 9,          /* qm_hal_wht_args; enqueued (iqp, iqp-z) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;
 
@@ -214,5 +216,49 @@ typedef struct qm_hal_product_args {
     double scale;
 } qm_hal_product_args;
 qm_code qm_hal_product(qm_hal *hal, const qm_hal_product_args *a, qm_hal_stream *s, qm_status *st);
+
+/* --- IQP encodings: iqp-z and iqp (kernels/qm_math.h, qm_iqp_phi) -------------------------------
+ * An IQP state is WHT(v) with v(x) = 2^-n exp(i phi(x)): iqp_phase writes v, wht runs the
+ * butterflies. Buffers by role: iqp_phase: STATE = state, INPUT = the table (already at
+ * table_off). wht: STATE = state, INPUT = the partner buffer (already at partner_off) or NULL. */
+
+/* Slots [off, off + n) of `state` become scale * (cos phi, sin phi) of their local index, slot i
+ * being global index g0 + i: state (g0 + i) >> qubits, local index x = (g0 + i) mod 2^qubits, phi
+ * from that state's n_coeffs float64 coefficients (qubits for iqp-z, qubits + qubits (qubits - 1)
+ * / 2 for iqp) at element table_off + (state - first_state) * n_coeffs of `table` (same device).
+ * Enqueued on s. */
+typedef struct qm_hal_iqp_phase_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    uint64_t g0;
+    unsigned qubits;           /* 1 .. 62 */
+    unsigned n_coeffs;         /* qubits or qubits + qubits (qubits - 1) / 2 */
+    uint64_t first_state, n_states;
+    const qm_hal_buf *table;
+    uint64_t table_off;
+    double scale;
+} qm_hal_iqp_phase_args;
+qm_code qm_hal_iqp_phase(qm_hal *hal, const qm_hal_iqp_phase_args *a, qm_hal_stream *s,
+                         qm_status *st);
+
+/* Without a partner: Walsh-Hadamard stages b0 .. b1 - 1 (0 <= b0 < b1 <= 62), in increasing order,
+ * in place over slots [off, off + n) of `state`, n a multiple of 2^b1 (aligned blocks of 2^b1
+ * slots from off): stage b maps each pair (u, w) differing in bit b of the slot index relative to
+ * off to (u + w, u - w). With a partner (one stage held by two buffers, b0 and b1 unused): slot i
+ * of `state` and slot partner_off + i of `partner` (same device, same dtype, n slots each) are the
+ * two ends of a pair; `high` false: the state holds u and becomes u + w (w from the partner); true:
+ * the state holds w and becomes u - w (u from the partner). The same additions as a local stage,
+ * so a transform cut over buffers gives the same bits. Enqueued on s. */
+typedef struct qm_hal_wht_args {
+    qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;
+    unsigned b0, b1;
+    const qm_hal_buf *partner; /* NULL: local stages */
+    uint64_t partner_off;
+    bool high;
+} qm_hal_wht_args;
+qm_code qm_hal_wht(qm_hal *hal, const qm_hal_wht_args *a, qm_hal_stream *s, qm_status *st);
 
 #endif

@@ -1,15 +1,16 @@
 /* cpu_kernels.c — see cpu_kernels.h. OpenMP appears here and in hal/sim only.
  *
- * One kernel call is at most one parallel region, and no region is entered inside another. stash
- * and amp_scale are a serial body over a part of their range (stash_part, amp_scale_part) run
- * either once over the whole range (below QM_OMP_MIN_ELEMS elements: no region at all) or by a
- * `parallel for schedule(static)` over fixed parts of QM_CPU_PART elements; amp_batch is one region
- * over its states whose body calls the serial parts (stash_part, scale_part); sumsq_blocks and
- * product are one region over their blocks, with an `if` clause that keeps small ranges on one
- * thread. (A region per sample — the `parallel for if (0)` that scale_segment used to enter inside
- * the loop over states — cost a batch of 65536 small states 65536 team set-ups: issue 17.) Every
- * element is computed on its own, so the parts and the thread count change no bit; a build
- * without OpenMP computes the same results serially.
+ * A kernel call is at most one parallel region (wht: one per butterfly stage above its chunks),
+ * and no region is entered inside another. stash and amp_scale are a serial body over a part of
+ * their range (stash_part, amp_scale_part) run either once over the whole range (below
+ * QM_OMP_MIN_ELEMS elements: no region at all) or by a `parallel for schedule(static)` over fixed
+ * parts of QM_CPU_PART elements; amp_batch is one region over its states whose body calls the
+ * serial parts (stash_part, scale_part); sumsq_blocks, product and iqp_phase are one region over
+ * their blocks, with an `if` clause that keeps small ranges on one thread. (A region per sample —
+ * the `parallel for if (0)` that scale_segment used to enter inside the loop over states — cost a
+ * batch of 65536 small states 65536 team set-ups: issue 17.) Every element is computed on its
+ * own, so the parts and the thread count change no bit; a build without OpenMP computes the same
+ * results serially.
  * First touch: simulated device memory is not written when allocated (hal/sim), so the pages of a
  * state are first written by the thread that computes them, in the static schedule of the kernel
  * that writes the state first (stash, amp_batch or amp_scale: each gives every thread one contiguous
@@ -280,6 +281,18 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
     }
 }
 
+/* Slot i of a complex128 (o64) or complex64 (o32: rounded once) output becomes (re, im). */
+static inline void put_slot(double *o64, float *o32, uint64_t i, double re, double im)
+{
+    if (o64) {
+        o64[2 * i] = re;
+        o64[2 * i + 1] = im;
+    } else {
+        o32[2 * i] = (float)re;
+        o32[2 * i + 1] = (float)im;
+    }
+}
+
 void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                     unsigned qubits, uint64_t first_state, const double *table, double scale)
 {
@@ -324,14 +337,98 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
                 const uint64_t j = (g0 + i) & mask;
                 double re, im;
                 qm_product_amp(hr, hi, lo[2 * j], lo[2 * j + 1], scale, &re, &im);
-                if (o64) {
-                    o64[2 * i] = re;
-                    o64[2 * i + 1] = im;
-                } else {
-                    o32[2 * i] = (float)re;
-                    o32[2 * i + 1] = (float)im;
-                }
+                put_slot(o64, o32, i, re, im);
             }
         }
+    }
+}
+
+/* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) -------------------------- */
+
+void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
+                      unsigned qubits, unsigned n_coeffs, uint64_t first_state,
+                      const double *table, double scale)
+{
+    const uint64_t mask = ((uint64_t)1 << qubits) - 1;
+    double *o64 = state_elem == QMK_C128 ? (double *)state + 2 * off : NULL;
+    float *o32 = state_elem == QMK_C128 ? NULL : (float *)state + 2 * off;
+    const int64_t nn = (int64_t)n;
+#pragma omp parallel for schedule(static) if (n >= 4096)
+    for (int64_t ii = 0; ii < nn; ++ii) {
+        const uint64_t i = (uint64_t)ii, g = g0 + i;
+        const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
+        const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
+        const double re = scale * cos(phi), im = scale * sin(phi);
+        put_slot(o64, o32, i, re, im);
+    }
+}
+
+/* Stages below this many bits run chunk by chunk (a chunk of 2^12 slots stays in cache); each
+ * higher stage is one pass. The order of stages, and so every element's additions, is the same. */
+#define QM_WHT_CHUNK_BITS 12
+
+/* Stages [b0, b1) over whole blocks: those below QM_WHT_CHUNK_BITS chunk by chunk, each higher one
+ * a pass over the pairs (qm_wht_pair_lo); every pair one qm_wht_butterfly (BFLY: the element
+ * type's). T is the component type (two per slot). */
+#define QM_DEFINE_WHT(NAME, T, BFLY)                                                               \
+    static void NAME##_pass(T *x, uint64_t n, unsigned b)                                          \
+    {                                                                                              \
+        const uint64_t h = (uint64_t)1 << b;                                                       \
+        const int64_t np = (int64_t)(n / 2);                                                       \
+        _Pragma("omp parallel for schedule(static) if (n >= 65536)")                              \
+        for (int64_t pp = 0; pp < np; ++pp) {                                                      \
+            T *u = x + 2 * qm_wht_pair_lo((uint64_t)pp, b), *w = u + 2 * h;                        \
+            BFLY(u, u + 1, w, w + 1);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static void NAME(T *x, uint64_t n, unsigned b0, unsigned b1)                                   \
+    {                                                                                              \
+        const unsigned top = b1 < QM_WHT_CHUNK_BITS ? b1 : QM_WHT_CHUNK_BITS;                      \
+        if (b0 < top) {                                                                            \
+            const uint64_t cs = (uint64_t)1 << top;                                                \
+            const int64_t nc = (int64_t)(n / cs);                                                  \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t c = 0; c < nc; ++c)                                                       \
+                for (unsigned b = b0; b < top; ++b)                                                \
+                    for (uint64_t p = 0; p < cs / 2; ++p) {                                        \
+                        T *u = x + 2 * ((uint64_t)c * cs + qm_wht_pair_lo(p, b));                  \
+                        T *w = u + 2 * ((uint64_t)1 << b);                                         \
+                        BFLY(u, u + 1, w, w + 1);                                                  \
+                    }                                                                              \
+        }                                                                                          \
+        for (unsigned b = b0 > top ? b0 : top; b < b1; ++b)                                        \
+            NAME##_pass(x, n, b);                                                                  \
+    }                                                                                              \
+    static void NAME##_pair(T *x, const T *y, uint64_t n, int high)                                \
+    {                                                                                              \
+        const int64_t nn = (int64_t)(2 * n);                                                       \
+        if (high) {                                                                                \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t k = 0; k < nn; ++k)                                                       \
+                x[k] = y[k] - x[k];                                                                \
+        } else {                                                                                   \
+            _Pragma("omp parallel for schedule(static) if (n >= 65536)")                          \
+            for (int64_t k = 0; k < nn; ++k)                                                       \
+                x[k] = x[k] + y[k];                                                                \
+        }                                                                                          \
+    }
+QM_DEFINE_WHT(wht_c128, double, qm_wht_butterfly)
+QM_DEFINE_WHT(wht_c64, float, qm_wht_butterfly_f32)
+
+void qm_cpu_wht(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, unsigned b0,
+                unsigned b1, const void *partner, int high)
+{
+    if (state_elem == QMK_C128) {
+        double *x = (double *)state + 2 * off;
+        if (partner)
+            wht_c128_pair(x, partner, n, high);
+        else
+            wht_c128(x, n, b0, b1);
+    } else {
+        float *x = (float *)state + 2 * off;
+        if (partner)
+            wht_c64_pair(x, partner, n, high);
+        else
+            wht_c64(x, n, b0, b1);
     }
 }

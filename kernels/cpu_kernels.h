@@ -45,4 +45,18 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
 void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                     unsigned qubits, uint64_t first_state, const double *table, double scale);
 
+/* IQP phase vector: slots [off, off + n) of `state` become scale * (cos phi, sin phi) of their
+ * local index (qm_iqp_phi), slot i being global index g0 + i, whose state's n_coeffs coefficients
+ * are table[(state - first_state) * n_coeffs ...]. */
+void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
+                      unsigned qubits, unsigned n_coeffs, uint64_t first_state,
+                      const double *table, double scale);
+
+/* Walsh-Hadamard stages (qm_hal_wht in hal/hal_ops.h): partner NULL: stages b0 .. b1 - 1 over
+ * slots [off, off + n) (whole blocks of 2^b1); else the cross-buffer stage: slot off + i becomes
+ * x + y (high 0) or y - x (high 1), y being slot i of partner (same element type). Deterministic
+ * for any thread count. */
+void qm_cpu_wht(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, unsigned b0,
+                unsigned b1, const void *partner, int high);
+
 #endif

@@ -448,25 +448,59 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
     return (int)cudaGetLastError();
 }
 
-/* Product-state amplitudes (qm_math.h): a grid-stride loop over the slots; each thread forms its
- * amplitude from the same left-to-right products as the CPU kernel (which keeps a lo table: the
- * products are the same, so are the bits). */
-__global__ void product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
-                               uint64_t first_state, const double *table, double scale)
+/* Product-state amplitudes (qm_math.h), a tile of 2^m slots (m = min(qubits, 10): one aligned
+ * block of the low bits, inside one state) at a time per CUDA block: the state's lo table lives in
+ * shared memory, built once per block and state by the same left-to-right products as the CPU
+ * kernel's table (step q: lo[j + 2^q] = lo[j] * f_q(1), lo[j] *= f_q(0)), so a single large state
+ * costs one table per block; each thread forms hi for its tile itself (the same products as
+ * qm_product_range) and writes scale * (hi * lo[j]) for its slots of the tile. Same products,
+ * same bits as the CPU. */
+#define QM_PRODUCT_THREADS 256
+__global__ void __launch_bounds__(QM_PRODUCT_THREADS)
+product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+               uint64_t first_state, const double *table, double scale)
 {
+    __shared__ double2 lo[1u << QM_PRODUCT_LO_BITS];
     const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const uint64_t g = g0 + i;
-        const double *f = table + ((g >> qubits) - first_state) * 4 * (uint64_t)qubits;
-        double lr, li, hr, hi, re, im;
-        qm_product_range(f, 0, m, g, &lr, &li);
-        qm_product_range(f, m, qubits, g, &hr, &hi);
-        qm_product_amp(hr, hi, lr, li, scale, &re, &im);
-        if (c128)
-            ((double2 *)state)[i] = make_double2(re, im);
-        else
-            ((float2 *)state)[i] = make_float2((float)re, (float)im);
+    const uint64_t T = (uint64_t)1 << m;
+    const uint64_t t0 = g0 >> m, t1 = (g0 + n - 1) >> m; /* tiles touched */
+    uint64_t have = UINT64_MAX;                           /* the state lo holds */
+    for (uint64_t t = t0 + blockIdx.x; t <= t1; t += gridDim.x) {
+        const uint64_t first = t << m, s = first >> qubits;
+        const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
+        if (s != have) {
+            __syncthreads(); /* every thread is done with the previous table */
+            if (threadIdx.x == 0)
+                lo[0] = make_double2(1.0, 0.0);
+            __syncthreads();
+            for (unsigned q = 0; q < m; ++q) {
+                const unsigned w = 1u << q;
+                const double *f0 = f + 4 * q, *f1 = f0 + 2;
+                for (unsigned j = threadIdx.x; j < w; j += blockDim.x) {
+                    const double2 l = lo[j];
+                    double r, i;
+                    qm_cmul(l.x, l.y, f1[0], f1[1], &r, &i);
+                    lo[j + w] = make_double2(r, i);
+                    qm_cmul(l.x, l.y, f0[0], f0[1], &r, &i);
+                    lo[j] = make_double2(r, i);
+                }
+                __syncthreads();
+            }
+            have = s;
+        }
+        double hr, hi;
+        qm_product_range(f, m, qubits, first, &hr, &hi);
+        const uint64_t a = first > g0 ? 0 : g0 - first;             /* tile-local bounds */
+        const uint64_t e = first + T - g0 <= n ? T : g0 + n - first;
+        for (uint64_t j = a + threadIdx.x; j < e; j += blockDim.x) {
+            double re, im;
+            qm_product_amp(hr, hi, lo[j].x, lo[j].y, scale, &re, &im);
+            const uint64_t i = first + j - g0;
+            if (c128)
+                ((double2 *)state)[i] = make_double2(re, im);
+            else
+                ((float2 *)state)[i] = make_float2((float)re, (float)im);
+        }
     }
 }
 
@@ -474,7 +508,158 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
                                       unsigned qubits, uint64_t first_state, const double *table,
                                       double scale, void *stream)
 {
-    product_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+    if (n == 0)
+        return (int)cudaSuccess;
+    const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
+    const uint64_t tiles = ((g0 + n - 1) >> m) - (g0 >> m) + 1;
+    /* enough blocks to fill the device several times over; each keeps its state's table */
+    const unsigned blocks = tiles < 132u * 16u ? (unsigned)tiles : 132u * 16u;
+    product_kernel<<<blocks, QM_PRODUCT_THREADS, 0, (cudaStream_t)stream>>>(
         state, c128, n, g0, qubits, first_state, table, scale);
     return (int)cudaGetLastError();
+}
+
+/* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) ---------------------------
+ * iqp_phase: one thread per slot, phi by qm_iqp_phi (the same additions as the CPU kernel), then
+ * CUDA's double cos/sin (within 2 ulp of libm's: docs/encodings.md). wht: the stages below
+ * QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10) slots
+ * (stages in increasing order, a barrier between stages); each higher stage is one grid-stride
+ * pass over the pairs. Every element sees the same (u + w, u - w) sequence as on the CPU. */
+#define QM_WHT_SMEM_BITS 10
+
+namespace {
+
+__global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                                 unsigned n_coeffs, uint64_t first_state, const double *table,
+                                 double scale)
+{
+    const uint64_t mask = ((uint64_t)1 << qubits) - 1;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint64_t g = g0 + i;
+        const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
+        const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
+        const double re = scale * cos(phi), im = scale * sin(phi);
+        if (c128)
+            ((double2 *)state)[i] = make_double2(re, im);
+        else
+            ((float2 *)state)[i] = make_float2((float)re, (float)im);
+    }
+}
+
+/* qm_math.h's butterfly on a pair of complex slots (the same operations as the CPU kernel). */
+__device__ __forceinline__ void butterfly(double2 &u, double2 &w)
+{
+    qm_wht_butterfly(&u.x, &u.y, &w.x, &w.y);
+}
+__device__ __forceinline__ void butterfly(float2 &u, float2 &w)
+{
+    qm_wht_butterfly_f32(&u.x, &u.y, &w.x, &w.y);
+}
+
+/* Stages [b0, top) within chunks of 2^top slots, top <= QM_WHT_SMEM_BITS: chunk = blockIdx.x
+ * (grid-stride over chunks); the chunk is loaded into shared memory, transformed, stored. */
+template <typename V>
+__global__ void wht_smem_kernel(V *x, uint64_t n_chunks, unsigned b0, unsigned top)
+{
+    __shared__ V buf[1u << QM_WHT_SMEM_BITS];
+    const unsigned cs = 1u << top;
+    for (uint64_t c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        V *p = x + c * cs;
+        for (unsigned i = threadIdx.x; i < cs; i += blockDim.x)
+            buf[i] = p[i];
+        __syncthreads();
+        for (unsigned b = b0; b < top; ++b) {
+            const unsigned h = 1u << b;
+            for (unsigned q = threadIdx.x; q < cs / 2; q += blockDim.x) {
+                const unsigned i = (unsigned)qm_wht_pair_lo(q, b);
+                V u = buf[i], w = buf[i + h];
+                butterfly(u, w);
+                buf[i] = u;
+                buf[i + h] = w;
+            }
+            __syncthreads();
+        }
+        for (unsigned i = threadIdx.x; i < cs; i += blockDim.x)
+            p[i] = buf[i];
+        __syncthreads(); /* buf is reused by the next chunk */
+    }
+}
+
+/* One stage b over all n / 2 pairs of the range. */
+template <typename V>
+__global__ void wht_stage_kernel(V *x, uint64_t n_pairs, unsigned b)
+{
+    const uint64_t h = (uint64_t)1 << b;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n_pairs; q += stride) {
+        const uint64_t i = qm_wht_pair_lo(q, b);
+        V u = x[i], w = x[i + h];
+        butterfly(u, w);
+        x[i] = u;
+        x[i + h] = w;
+    }
+}
+
+/* The cross-buffer stage: x = x + y (low) or x = y - x (high), per component. */
+template <typename V>
+__global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const V u = x[i], w = y[i];
+        V r;
+        if (high)
+            r.x = w.x - u.x, r.y = w.y - u.y;
+        else
+            r.x = u.x + w.x, r.y = u.y + w.y;
+        x[i] = r;
+    }
+}
+
+template <typename V>
+int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high,
+               cudaStream_t s)
+{
+    if (partner) {
+        wht_pair_kernel<V><<<grid_for(n, 256), 256, 0, s>>>(x, partner, n, high);
+        return (int)cudaGetLastError();
+    }
+    const unsigned top = b1 < QM_WHT_SMEM_BITS ? b1 : QM_WHT_SMEM_BITS;
+    if (b0 < top) {
+        const uint64_t chunks = n >> top;
+        const unsigned g = chunks < 65535 ? (unsigned)chunks : 65535u;
+        wht_smem_kernel<V><<<g, 256, 0, s>>>(x, chunks, b0, top);
+        const int le = (int)cudaGetLastError();
+        if (le != (int)cudaSuccess)
+            return le;
+    }
+    for (unsigned b = b0 > top ? b0 : top; b < b1; ++b) {
+        wht_stage_kernel<V><<<grid_for(n / 2, 256), 256, 0, s>>>(x, n / 2, b);
+        const int le = (int)cudaGetLastError();
+        if (le != (int)cudaSuccess)
+            return le;
+    }
+    return (int)cudaSuccess;
+}
+
+} // namespace
+
+extern "C" int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint64_t g0,
+                                        unsigned qubits, unsigned n_coeffs, uint64_t first_state,
+                                        const double *table, double scale, void *stream)
+{
+    iqp_phase_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+        state, c128, n, g0, qubits, n_coeffs, first_state, table, scale);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                                  const void *partner, int high, void *stream)
+{
+    if (c128)
+        return wht_launch<double2>((double2 *)state, n, b0, b1, (const double2 *)partner, high,
+                                   (cudaStream_t)stream);
+    return wht_launch<float2>((float2 *)state, n, b0, b1, (const float2 *)partner, high,
+                              (cudaStream_t)stream);
 }

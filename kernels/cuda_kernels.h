@@ -58,6 +58,17 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
 int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                            uint64_t first_state, const double *table, double scale, void *stream);
 
+/* IQP phase vector (qm_iqp_phi; qm_cpu_iqp_phase's contract) into slots [0, n) of `state`, the
+ * coefficients of state s at table[(s - first_state) * n_coeffs] (device array). */
+int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                             unsigned n_coeffs, uint64_t first_state, const double *table,
+                             double scale, void *stream);
+
+/* Walsh-Hadamard stages over slots [0, n) of `state` (qm_cpu_wht's contract: partner NULL:
+ * stages b0 .. b1 - 1 in whole blocks of 2^b1; else the cross-buffer stage with `high`). */
+int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                       const void *partner, int high, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -214,4 +214,55 @@ QM_HD void qm_product_amp(double hr, double hi, double lr, double li, double sca
     *im = scale * m;
 }
 
+/* ---- IQP encodings (iqp-z, iqp): a phase per basis index, then a Walsh-Hadamard transform -------
+ * v(x) = scale * (cos phi(x), sin phi(x)), phi(x) summed in one fixed order from a per-state
+ * coefficient table c of n_coeffs doubles: first the linear terms, phi = phi + c[k] for k = 0..n-1
+ * with bit k of x set, then (n_coeffs > n) the pair terms, phi = phi + c[n + p] for the pairs
+ * p = (0,1), (0,2) .. (0,n-1), (1,2) .. (n-2,n-1) with both bits set, left to right from +0.
+ * A term whose bits are not set is skipped (adding +0 would not change a bit). cos and sin are the
+ * platform's (libm on the CPU, CUDA's on the GPU): they may differ by an ulp, everything else is
+ * the same operations in the same order.
+ * The transform: stage b maps every pair (u, w) of slots differing in bit b (u the one with the bit
+ * clear) to (u + w, u - w), real and imaginary parts apart; stages run in increasing bit order. */
+QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t x)
+{
+    double phi = 0.0;
+    for (unsigned k = 0; k < n; ++k)
+        if ((x >> k) & 1u)
+            phi = phi + c[k];
+    if (n_coeffs > n) {
+        unsigned p = n;
+        for (unsigned k = 0; k + 1 < n; ++k) {
+            if (!((x >> k) & 1u)) {
+                p += n - 1 - k;
+                continue;
+            }
+            for (unsigned l = k + 1; l < n; ++l, ++p)
+                if ((x >> l) & 1u)
+                    phi = phi + c[p];
+        }
+    }
+    return phi;
+}
+
+/* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */
+QM_HD uint64_t qm_wht_pair_lo(uint64_t p, unsigned b)
+{
+    return ((p >> b) << (b + 1)) | (p & (((uint64_t)1 << b) - 1));
+}
+
+/* One butterfly, real and imaginary parts apart: (u, w) -> (u + w, u - w). */
+QM_HD void qm_wht_butterfly(double *ur, double *ui, double *wr, double *wi)
+{
+    const double a = *ur, b = *ui, c = *wr, d = *wi;
+    *ur = a + c, *ui = b + d;
+    *wr = a - c, *wi = b - d;
+}
+QM_HD void qm_wht_butterfly_f32(float *ur, float *ui, float *wr, float *wi)
+{
+    const float a = *ur, b = *ui, c = *wr, d = *wi;
+    *ur = a + c, *ui = b + d;
+    *wr = a - c, *wi = b - d;
+}
+
 #endif

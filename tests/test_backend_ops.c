@@ -10,6 +10,8 @@
  * the op, the backend and the first differing element. Sums compare bit for bit, except that two
  * NaN sums are equal (NaN payloads are not part of the contract; test_cuda_batch.c says why).
  * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
+ * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2, the
+ * tolerance per component there; the simulator and the fault shim are still compared bit for bit.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -41,6 +43,10 @@ typedef struct op_case {
     unsigned lb;         /* sumsq: log2 of the block */
     bool from_input;     /* sumsq, amp_scale: read the input buffer, not the stash */
     double scale;        /* sumsq: 0 = 1; amp_scale: nonzero = per-state powers of two */
+    unsigned b0, b1;     /* wht: the stages [b0, b1) (local stages) */
+    bool pair, high;     /* wht: the cross-buffer stage with a partner buffer; which end */
+    unsigned cuda_ulp;   /* 0: bit-exact everywhere; else on CUDA each float64 (complex64: float)
+                            component within this many ulp of the CPU's (sim and fault: exact) */
 } op_case;
 
 #define F64 QM_DTYPE_FLOAT64
@@ -105,6 +111,27 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 17, .batch = 2, .g0 = 70000, .count = 130000, .st_off = 1},
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 1, .batch = 50, .values = V_ZERO},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 3, .batch = 40, .values = V_SUBNORMAL, .g0 = 5},
+    /* iqp_phase (iqp, iqp-z): the input is the coefficient table, F = q (iqp-z) or q + q(q-1)/2
+     * (iqp) doubles per state; scale 2^-q. cos/sin are the platform's: on CUDA within 2 ulp of
+     * libm per component (docs/encodings.md), bit-exact on the simulator and the fault shim */
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C128, .in = F64, .q = 10, .F = 10, .batch = 3, .scale = 0x1p-10, .cuda_ulp = 2},
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 2, .g0 = 100, .count = 1500, .st_off = 3, .scale = 0x1p-10, .cuda_ulp = 2},
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C64, .in = F64, .q = 16, .F = 136, .batch = 1, .g0 = 1001, .count = 30001, .scale = 0x1p-16, .cuda_ulp = 2},
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C128, .in = F64, .q = 17, .F = 17, .batch = 2, .g0 = 70000, .count = 130000, .st_off = 1, .scale = 0x1p-17, .cuda_ulp = 2},
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C128, .in = F64, .q = 4, .F = 10, .batch = 50, .values = V_ZERO, .scale = 0x1p-4, .cuda_ulp = 2},
+    {.op = QM_HAL_OP_IQP_PHASE, .st = C64, .in = F64, .q = 1, .F = 1, .batch = 9, .g0 = 1, .scale = 0.5, .cuda_ulp = 2},
+    /* wht: local stages over whole blocks (the shared-memory stages below 2^10 on CUDA, the
+     * per-stage passes above, both together), offsets; the cross-buffer stage, both ends. No
+     * value overflows (no NaN: payloads differ between CPU and GPU) */
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 10, .batch = 3, .b0 = 0, .b1 = 10},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 16, .batch = 1, .b0 = 0, .b1 = 16, .st_off = 3},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 17, .batch = 2, .b0 = 4, .b1 = 15, .st_off = 1},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 13, .batch = 2, .b0 = 11, .b1 = 13},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 2, .batch = 100, .b0 = 0, .b1 = 1, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 12, .batch = 1, .b0 = 0, .b1 = 12, .values = V_ZERO},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 15, .batch = 1, .pair = true, .st_off = 5, .count = 30001},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 15, .batch = 1, .pair = true, .high = true, .count = 32768},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 3, .batch = 1, .pair = true, .high = true, .st_off = 2},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
@@ -156,6 +183,7 @@ typedef struct geom {
      * may lie before slot 0 and no pointer may be formed there. */
     unsigned char *image;
     uint64_t image_slots;
+    unsigned char *partner; /* wht: the partner buffer's S slots */
 } geom;
 
 /* The test's own dtype mapping (not the backend's: a reference shares no code under test). */
@@ -170,11 +198,37 @@ static qmk_elem elem_of(qm_dtype dt)
     return QMK_F64;
 }
 
+/* wht: the state buffer's image (st_off poisoned slots, then the first S complex values of the
+ * input in the state's dtype) and the partner's (the next S values). */
+static bool wht_images(const op_case *c, geom *g)
+{
+    g->image_slots = c->st_off + g->S;
+    g->image = malloc(g->image_slots * g->ss);
+    g->partner = malloc(g->S * g->ss);
+    if (!g->image || !g->partner)
+        return false;
+    memset(g->image, 0xFF, c->st_off * g->ss);
+    const double *x = g->input;
+    for (uint64_t k = 0; k < 2 * g->S; ++k) {
+        unsigned char *dst = k < g->S ? g->image + (c->st_off + k) * g->ss : g->partner + (k - g->S) * g->ss;
+        if (c->st == C128) {
+            memcpy(dst, x + 2 * k, 16);
+        } else {
+            const float f[2] = {(float)x[2 * k], (float)x[2 * k + 1]};
+            memcpy(dst, f, 8);
+        }
+    }
+    return true;
+}
+
 static bool geom_make(const op_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
     g->N = (uint64_t)1 << c->q;
-    g->F = c->op == QM_HAL_OP_PRODUCT ? 4 * (uint64_t)c->q : c->F ? c->F : g->N;
+    g->F = c->op == QM_HAL_OP_PRODUCT ? 4 * (uint64_t)c->q
+           : c->op == QM_HAL_OP_WHT   ? 4 * g->N /* the state's and the partner's components */
+           : c->F                     ? c->F
+                                      : g->N;
     g->E = c->batch * g->F;
     g->S = c->batch * g->N;
     g->ss = qm_dtype_size(c->st);
@@ -194,7 +248,8 @@ static bool geom_make(const op_case *c, geom *g)
             ((float *)g->input)[e] = (float)v;
     }
     memset(g->stash, 0xFF, g->S * g->ss);
-    if (c->op != QM_HAL_OP_PRODUCT) /* product reads its table, not a stash */
+    /* product and iqp_phase read their tables, wht its state image: not a stash */
+    if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT)
         qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
     for (uint64_t k = 0; k < c->batch; ++k) {
         g->coeffs[k] = 1.0 / (1.5 + (double)k);
@@ -205,6 +260,8 @@ static bool geom_make(const op_case *c, geom *g)
                          : c->op == QM_HAL_OP_AMP_SCAN ? g->F /* data slots of state 0 only */
                                                        : g->S;
     g->n = c->count ? c->count : end - g->g0;
+    if (c->op == QM_HAL_OP_WHT) /* st_off poisoned slots, then S slots of values; the partner */
+        return wht_images(c, g);
     g->n_blocks = (g->S - g->g0) >> c->lb;
     g->image_slots = c->st_off + (g->S - g->g0);
     if (!(g->image = malloc(g->image_slots * g->ss)))
@@ -219,6 +276,7 @@ static void geom_free(geom *g)
     free(g->input);
     free(g->stash);
     free(g->image);
+    free(g->partner);
     free(g->coeffs);
     free(g->scales);
 }
@@ -243,7 +301,7 @@ static uint64_t state_first(const op_case *c, const geom *g)
 {
     if (c->op == QM_HAL_OP_AMP_STASH)
         return (c->in_first / g->F) * g->N;
-    if (c->op == QM_HAL_OP_AMP_BATCH)
+    if (c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT)
         return 0;
     return g->g0 - c->st_off;
 }
@@ -258,16 +316,24 @@ static bool output_alloc(output *o, uint64_t n, uint64_t sums_at, uint64_t sums_
     return o->bytes != NULL;
 }
 
+/* The state buffer's bytes (batch, wht: st_off slots before the S slots of the states). */
+static uint64_t state_bytes(const op_case *c, const geom *g)
+{
+    return c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT ? (c->st_off + g->S) * g->ss
+                                                                   : (g->S - state_first(c, g)) * g->ss;
+}
+
 /* Layout of the output per op: the state buffer's bytes, then (batch, sumsq_dev) the sums
  * buffer's bytes; sumsq: the host sums; scan: max_abs and first_nonfinite. */
 static bool output_make(const op_case *c, const geom *g, output *o)
 {
-    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
-                                                           : (g->S - state_first(c, g)) * g->ss;
+    const uint64_t st_bytes = state_bytes(c, g);
     switch (c->op) {
     case QM_HAL_OP_AMP_STASH:
     case QM_HAL_OP_AMP_SCALE:
-    case QM_HAL_OP_PRODUCT: return output_alloc(o, st_bytes, 0, 0, g->ss);
+    case QM_HAL_OP_PRODUCT:
+    case QM_HAL_OP_IQP_PHASE:
+    case QM_HAL_OP_WHT: return output_alloc(o, st_bytes, 0, 0, g->ss);
     case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
     case QM_HAL_OP_AMP_SUMSQ_DEV:
         return output_alloc(o, (c->sums_off + g->n_blocks) * 8, 0, (c->sums_off + g->n_blocks) * 8, 8);
@@ -325,6 +391,15 @@ static void run_reference(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_PRODUCT:
         qm_cpu_product(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, c->q, 0, g->input, scale);
         return;
+    case QM_HAL_OP_IQP_PHASE:
+        qm_cpu_iqp_phase(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, c->q, (unsigned)g->F, 0,
+                         g->input, scale);
+        return;
+    case QM_HAL_OP_WHT:
+        memcpy(o->bytes, g->image, o->n);
+        qm_cpu_wht(o->bytes, elem_of(c->st), c->st_off, g->n, c->b0, c->b1,
+                   c->pair ? g->partner : NULL, c->high);
+        return;
     case QM_HAL_OP_COUNT_: break;
     }
 }
@@ -341,10 +416,9 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
 {
     const uint64_t st0 = state_first(c, g), bf = in_buf_first(c);
     const double scale = c->scale != 0 ? c->scale : 1.0;
-    qm_hal_buf *in = NULL, *state = NULL, *sums = NULL;
+    qm_hal_buf *in = NULL, *state = NULL, *sums = NULL, *partner = NULL;
     bool ok = true;
-    const uint64_t st_bytes = c->op == QM_HAL_OP_AMP_BATCH ? (c->st_off + g->S) * g->ss
-                                                           : (g->S - st0) * g->ss;
+    const uint64_t st_bytes = state_bytes(c, g);
     /* poison for every buffer that starts poisoned: the output, the state, the device sums */
     uint64_t poison_n = o->n > st_bytes ? o->n : st_bytes;
     if (o->sums_end - o->sums_at > poison_n)
@@ -370,7 +444,10 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     const bool stash_in = !c->from_input && (c->op == QM_HAL_OP_AMP_SUMSQ ||
                                              c->op == QM_HAL_OP_AMP_SUMSQ_DEV ||
                                              c->op == QM_HAL_OP_AMP_SCAN || c->op == QM_HAL_OP_AMP_SCALE);
-    ok = ok && upload(hal, st_bytes, stash_in ? g->image : poison, &state, st);
+    ok = ok && upload(hal, st_bytes, stash_in || c->op == QM_HAL_OP_WHT ? g->image : poison, &state,
+                      st);
+    if (c->op == QM_HAL_OP_WHT && c->pair)
+        ok = ok && upload(hal, g->S * g->ss, g->partner, &partner, st);
     if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH)
         ok = ok && upload(hal, o->sums_end - o->sums_at, poison, &sums, st);
     if (ok) {
@@ -431,13 +508,31 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
             rc = qm_hal_product(hal, &a, NULL, st);
             break;
         }
+        case QM_HAL_OP_IQP_PHASE: {
+            const qm_hal_iqp_phase_args a = {.state = state, .state_dtype = c->st,
+                                             .off = c->st_off, .n = g->n, .g0 = g->g0,
+                                             .qubits = c->q, .n_coeffs = (unsigned)g->F,
+                                             .first_state = 0, .n_states = c->batch, .table = in,
+                                             .table_off = 0, .scale = scale};
+            rc = qm_hal_iqp_phase(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_WHT: {
+            const qm_hal_wht_args a = {.state = state, .state_dtype = c->st, .off = c->st_off,
+                                       .n = g->n, .b0 = c->b0, .b1 = c->b1,
+                                       .partner = c->pair ? partner : NULL, .partner_off = 0,
+                                       .high = c->high};
+            rc = qm_hal_wht(hal, &a, NULL, st);
+            break;
+        }
         case QM_HAL_OP_COUNT_: break;
         }
         ok = rc == QM_OK;
     }
     /* download */
     if (ok && (c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_SCALE ||
-               c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_PRODUCT))
+               c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_PRODUCT ||
+               c->op == QM_HAL_OP_IQP_PHASE || c->op == QM_HAL_OP_WHT))
         ok = qm_hal_copy_d2h(hal, o->bytes, state, 0, st_bytes, NULL, st) == QM_OK;
     if (ok && sums)
         ok = qm_hal_copy_d2h(hal, o->bytes + o->sums_at, sums, 0, o->sums_end - o->sums_at, NULL,
@@ -445,6 +540,7 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     qm_hal_buf_free(hal, in);
     qm_hal_buf_free(hal, state);
     qm_hal_buf_free(hal, sums);
+    qm_hal_buf_free(hal, partner);
     free(inb);
     free(poison);
     return ok;
@@ -467,6 +563,36 @@ static uint64_t first_difference(const output *a, const output *b)
             }
         }
         return i;
+    }
+    return UINT64_MAX;
+}
+
+/* Within `ulp` units in the last place, component by component (float64 for complex128 slots,
+ * float for complex64), for the ops whose CUDA results may differ from libm's (iqp_phase): the
+ * first component further apart, as a byte offset, or UINT64_MAX. Equal bytes always pass. */
+static uint64_t first_beyond_ulp(const output *a, const output *b, unsigned ulp)
+{
+    const size_t cs = a->elem / 2; /* component size */
+    for (uint64_t i = 0; i + cs <= a->n; i += cs) {
+        if (memcmp(a->bytes + i, b->bytes + i, cs) == 0)
+            continue;
+        int64_t ia, ib;
+        if (cs == 8) {
+            memcpy(&ia, a->bytes + i, 8);
+            memcpy(&ib, b->bytes + i, 8);
+        } else {
+            int32_t x, y;
+            memcpy(&x, a->bytes + i, 4);
+            memcpy(&y, b->bytes + i, 4);
+            ia = x, ib = y;
+        }
+        /* the same sign: the distance of the bit patterns is the ulp count; else across 0 */
+        const bool neg_a = ia < 0, neg_b = ib < 0;
+        const int64_t m = cs == 8 ? INT64_MAX : INT32_MAX;
+        const int64_t ma = neg_a ? -(ia & m) : ia, mb = neg_b ? -(ib & m) : ib;
+        const int64_t d = ma > mb ? ma - mb : mb - ma;
+        if (d > (int64_t)ulp)
+            return i;
     }
     return UINT64_MAX;
 }
@@ -518,7 +644,9 @@ int main(int argc, char **argv)
             memset(got.bytes, 0xFF, got.n);
             qm_status_clear(&st);
             const bool ok = run_backend(be[b].hal, c, &g, &got, &st);
-            const uint64_t d = ok ? first_difference(&ref, &got) : 0;
+            const uint64_t d = !ok ? 0
+                               : c->cuda_ulp && b == 2 ? first_beyond_ulp(&ref, &got, c->cuda_ulp)
+                                                       : first_difference(&ref, &got);
             n_run++;
             if (!ok || d != UINT64_MAX) {
                 n_failed++;

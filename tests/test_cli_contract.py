@@ -64,7 +64,7 @@ def flag_tables():
 
 TABLES = flag_tables()
 check(set(TABLES) == {"encode", "plan", "scenario run", "scenario check", "topo validate",
-                      "topo show", "topo dump", "devices", "version", "help"},
+                      "topo show", "topo dump", "whatif", "devices", "version", "help"},
       "flag tables found for every command: %s" % sorted(TABLES))
 
 rc, full_help, _ = run("help")
@@ -121,7 +121,20 @@ USAGE = [
     (("devices", "--backend", "tpu"),
      "error[E-ARG]: devices: unknown backend 'tpu'; use sim or cuda; run 'qmesh devices "
      "--help'\n"),
-    (("plan",), "error[E-ARG]: plan: --qubits N is required; run 'qmesh plan --help'\n"),
+    (("whatif", "--host", "2"),
+     "error[E-ARG]: whatif: unknown option '--host'; did you mean '--hosts'? run 'qmesh whatif "
+     "--help'\n"),
+    (("whatif", "--hosts", "1", "--hosts", "2"),
+     "error[E-ARG]: whatif: --hosts is given twice; give one list, e.g. --hosts 1,2,4; run 'qmesh "
+     "whatif --help'\n"),
+    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
+                "run 'qmesh plan --help'\n"),
+    (("plan", "--max", "--qubits", "3"),
+     "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit "
+     "count (or, with --features, batch) that fits; run 'qmesh plan --help'\n"),
+    (("plan", "--max", "--dtype", "complex128"),
+     "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, "
+     "--features and --json (got --dtype); run 'qmesh plan --help'\n"),
     (("scenario", "run"),
      "error[E-ARG]: scenario run: FILE... is required; run 'qmesh scenario run --help'\n"),
 ]
@@ -139,7 +152,8 @@ with tempfile.TemporaryDirectory() as d:
 # ---- one error line for a failed request -----------------------------------------------------
 ONE = [
     (("plan", "--scenario", sc("gh200.yaml"), "--qubits", "40"), "E-CAPACITY"),
-    (("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1"), "E-SHARDS"),
+    (("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "3", "--policy", "equal"),
+     "E-SHARDS"),
     (("plan", "--scenario", sc("gh200.yaml"), "--qubits", "70"), "E-QUBITS"),
     (("plan", "--scenario", "/nonexistent.yaml", "--qubits", "3"), "E-IO"),
     (("topo", "show", "/nonexistent.yaml"), "E-IO"),
@@ -152,14 +166,16 @@ for args, code in ONE:
           % (" ".join(args), code, rc, err))
 
 # ---- no broken lines --------------------------------------------------------------------------
-rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1")
+rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "3", "--policy",
+                  "equal")
 check("\ngather:   not planned (the plan stopped at its error)\n" in out, "gather not planned")
 check("feasible: no (E-SHARDS; the error line says why)\n" in out, "feasible: no names the code")
 check(not re.search(r"\(\)|  \(|up to 0 qubits|-  +\d", out), "no hole in the table")
-rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3")
+rc, out, err = run("plan", "--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3",
+                  "--policy", "single")
 check(rc == 1 and "\nfrontier: not computed (the plan stopped at its error)\n" in out,
       "frontier not computed")
-check("policy auto (no layout)" in out, "request line without a layout")
+check("policy single (no layout)" in out, "request line without a layout")
 check(not re.search(r"\(\)|  \(|up to 0 qubits|-  +\d", out), "no hole in the table")
 rc, out, err = run("plan", "--scenario", sc("gh200.yaml"), "--qubits", "36")
 check(rc == 1 and re.search(r"\n\s*n0\.g0\s+88\.41 GiB\s+512\.00 GiB\s+64\.00 MiB\s+-423\.66 GiB\n",
@@ -167,12 +183,16 @@ check(rc == 1 and re.search(r"\n\s*n0\.g0\s+88\.41 GiB\s+512\.00 GiB\s+64\.00 Mi
 check("scenario: gh200 (%s)\n" % sc("gh200.yaml") in out, "scenario title")
 check("estimates for gh200's hardware (modelled from the scenario, not measured): ingest " in out,
       "estimates labelled as the scenario's hardware")
-check("cut into 1 pages" not in out and re.search(r"cut into \d+ pages \(equal blocks of \d+ "
-                                                  r"amplitudes; each device holds a run of whole "
-                                                  r"pages\)", out) is not None, "pages explained")
+check(re.search(r"cut into \d+ pages \(equal blocks of \d+ amplitudes; each device holds a run "
+                r"of whole pages\)", out) is not None, "pages explained")
+rc, out, err = run("plan", "--qubits", "20", "--policy", "single")
+check(rc == 0 and "cut into 1 pages" not in out and
+      "state:    1048576 amplitudes, 8.00 MiB, one page (the whole state in one block)\n" in out,
+      "one page said in words")
 # the built-in mesh is titled the same by plan, topo show and devices
 title = "scenario: builtin-4xh100-sxm (built-in simulated mesh)"
-for args in (("plan", "--qubits", "20"), ("topo", "show"), ("devices", "--backend", "sim")):
+for args in (("plan", "--qubits", "20"), ("topo", "show"), ("devices", "--backend", "sim"),
+             ("whatif", "--dtype", "complex64")):
     rc, out, _ = run(*args)
     check(rc == 0 and out.startswith(title), "%s starts with %r" % (" ".join(args), title))
 
@@ -282,10 +302,40 @@ if d:
     check(d["feasible"] is False and d["policy"] == "weighted" and
           d["request"]["policy"] == "auto" and d["error"]["code"] == "E-CAPACITY" and
           d["pages"] == 16777216, "plan --json infeasible: policy is the layout shown (weighted)")
-d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3"], 1)
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3",
+                      "--policy", "single"], 1)
 if d:
-    check(d["policy"] is None and d["shards"] == [] and d["error"]["code"] == "E-POLICY",
-          "plan --json stopped before a layout: policy null")
+    check(d["policy"] is None and d["shards"] == [] and d["error"]["code"] == "E-POLICY" and
+          d["max"] is None, "plan --json stopped before a layout: policy null")
+# auto serves 3 ranks (weighted) and falls back to replicated for a state smaller than the mesh
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "30", "--ranks", "3"], 0)
+if d:
+    check(d["policy"] == "weighted" and d["pages"] == 16 and len(d["shards"]) == 12 and
+          d["max"] is None, "plan --json: auto on 3 ranks is weighted, 16 pages")
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--qubits", "1"], 0)
+if d:
+    check(d["policy"] == "replicated" and len(d["shards"]) == 16, "plan --json: auto replicates "
+          "a 2-amplitude state over 16 devices")
+# --max: the plan object with the answer in max, every plan member null
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "3", "--max"], 0)
+if d:
+    c64 = {"auto": 35, "single": None, "equal": None, "weighted": 35, "balanced": 35,
+           "replicated": 32, "auto_policy": "weighted"}
+    c128 = {"auto": 34, "single": None, "equal": None, "weighted": 34, "balanced": 34,
+            "replicated": 31, "auto_policy": "weighted"}
+    check(d["scenario"] == sc("a100-4node-hdr.yaml") and
+          d["max"] == {"ranks": 3, "devices": 12, "unit": "qubits", "features": None,
+                       "qubits": None, "complex64": c64, "complex128": c128} and
+          d["phantom"] is None and
+          all(d[m] is None for m, _ in DOCS["plan"][4:-2]), "plan --max --json: exact values")
+d = json_run("plan", ["--scenario", sc("a100-4node-hdr.yaml"), "--ranks", "5", "--max"], 1)
+if d:
+    check(d["error"]["code"] == "E-RANK" and d["max"] is None, "plan --max --json: E-RANK")
+d = json_run("plan", ["--max", "--qubits", "3"], 2)
+d = json_run("plan", ["--qubits", "3", "--dot"], 2)
+if d:
+    check(d["error"]["message"] == "plan: --json and --dot exclude each other; run 'qmesh plan "
+          "--help'", "plan --json --dot: the usage error in the object")
 d = json_run("plan", ["--qubits", "3", "--policy", "fast"], 1)
 if d:
     check(d["error"]["code"] == "E-POLICY" and d["request"] is None, "plan --json bad policy")
@@ -319,6 +369,28 @@ if d:
 d = json_run("topo show", ["/nonexistent.yaml"], 1)
 if d:
     check(d["error"]["code"] == "E-IO" and d["devices"] is None, "topo show --json: missing file")
+d = json_run("whatif", ["--scenario", sc("gh200.yaml"), "--device-memory", "192GiB",
+                        "--dtype", "complex64"], 0)
+if d:
+    # gh200: 96 GiB HBM3, 1 GiB reserve: 95 GiB usable: 2^33 x 8 B = 64 GiB fits, 34 does not;
+    # 192 GiB: 191 GiB usable: 34 (128 GiB)
+    check(d["scenario"] == sc("gh200.yaml") and d["request"]["max"] is True and
+          d["request"]["qubits"] is None and d["request"]["dtypes"] == ["complex64"] and
+          [(r["variant"]["label"], r["devices"], r["max_qubits"], r["feasible"]) for r in d["rows"]]
+          == [("scenario", 1, 33, True), ("memory=192GiB", 1, 34, True)] and
+          d["rows"][1]["variant"]["device_memory_bytes"] == 192 << 30,
+          "whatif --json: exact values")
+d = json_run("whatif", ["--scenario", sc("gh200.yaml"), "--without", "n0.g9"], 2)
+if d:
+    check(d["error"]["code"] == "E-ARG" and d["rows"] == [] and
+          d["scenario"] == sc("gh200.yaml") and d["request"]["policy"] == "auto",
+          "whatif --json: a variation no variant can make, after loading: rows empty")
+d = json_run("whatif", ["--hosts", "0"], 2)
+if d:
+    check(all(d[m] is None for m, _ in DOCS["whatif"][3:]), "whatif --json usage error: nulls")
+d = json_run("whatif", ["--scenario", "/nonexistent.yaml"], 1)
+if d:
+    check(d["error"]["code"] == "E-IO" and d["rows"] == [], "whatif --json: missing scenario")
 d = json_run("devices", ["--backend", "sim"], 0)
 if d:
     check(d["backend"] == "sim" and d["scenario"] == "<built-in>" and

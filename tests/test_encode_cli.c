@@ -270,6 +270,89 @@ static int run_err(char *out, size_t cap, const char **last, const char *fmt, ..
     return rc;
 }
 
+/* a(i) = 2^-n sum_x exp(i phi(x)) (-1)^popcount(x & i) of docs/encodings.md, directly in long
+ * double (pairs: the values after the n linear ones, (0,1), (0,2) .. in order). */
+static void iqp_reference(const double *d, unsigned q, bool pairs, uint64_t i, long double *re,
+                          long double *im)
+{
+    long double r = 0, m = 0;
+    for (uint64_t x = 0; x < ((uint64_t)1 << q); ++x) {
+        long double phi = 0;
+        unsigned p = q;
+        for (unsigned k = 0; k < q; ++k)
+            phi += (x >> k) & 1 ? (long double)d[k] : 0;
+        for (unsigned k = 0; pairs && k < q; ++k)
+            for (unsigned l = k + 1; l < q; ++l, ++p)
+                phi += ((x >> k) & 1) && ((x >> l) & 1) ? (long double)d[p] : 0;
+        const long double sgn = __builtin_popcountll(x & i) & 1 ? -1 : 1;
+        r += sgn * cosl(phi);
+        m += sgn * sinl(phi);
+    }
+    *re = ldexpl(r, -(int)q);
+    *im = ldexpl(m, -(int)q);
+}
+
+/* iqp and iqp-z from the command line: the .npy against the definition (within (2n + 4) 2^-53,
+ * docs/encodings.md), one 12-qubit state cut over the built-in mesh's 4 devices (its transform
+ * exchanges between them), and the error lines of a value count that fits no iqp state. */
+static void test_iqp_cli(const char *angles)
+{
+    char out[8192], dst[512], in[512];
+    snprintf(dst, sizeof dst, "%s/iqp-out.npy", tmpdir);
+    int rc = qm_test_runf(out, sizeof out, "%s encode --input %s --encoding iqp --out %s", qmesh,
+                          angles, dst);
+    CHECK(rc == 0);
+    uint64_t n = 0;
+    double *a = read_npy(dst, "'descr': '<c16', 'fortran_order': False, 'shape': (2, 4)", &n, 8);
+    CHECK(a != NULL && n == 8);
+    const double x[2][3] = {{0.1, 0.2, 0.3}, {1, 2, 3}};
+    for (int smp = 0; a && n == 8 && smp < 2; ++smp)
+        for (int i = 0; i < 4; ++i) {
+            long double r, m;
+            iqp_reference(x[smp], 2, true, (uint64_t)i, &r, &m);
+            CHECK(fabsl(a[2 * (4 * smp + i)] - r) <= 8 * 0x1p-53 &&
+                  fabsl(a[2 * (4 * smp + i) + 1] - m) <= 8 * 0x1p-53);
+        }
+    free(a);
+    /* one state of 12 qubits (iqp-z: 12 values) over the 4 devices of the built-in mesh */
+    snprintf(in, sizeof in, "%s/iqpz.csv", tmpdir);
+    double d[12];
+    char line[512];
+    size_t len = 0;
+    for (int k = 0; k < 12; ++k) {
+        d[k] = 0.25 * (k + 1) - 1.5;
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%.17g", k ? "," : "", d[k]);
+    }
+    line[len++] = '\n';
+    write_file(in, line, len);
+    snprintf(dst, sizeof dst, "%s/iqpz-out.npy", tmpdir);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --encoding iqp-z --policy equal "
+                      "--out %s", qmesh, in, dst);
+    CHECK(rc == 0 && strstr(out, "cut into 4 pages") != NULL);
+    a = read_npy(dst, "'descr': '<c16', 'fortran_order': False, 'shape': (1, 4096)", &n, 8);
+    CHECK(a != NULL && n == 4096);
+    double worst = 0;
+    for (uint64_t i = 0; a && n == 4096 && i < 4096; i += 7) { /* every 7th: the sum is O(N) */
+        long double r, m;
+        iqp_reference(d, 12, false, i, &r, &m);
+        const double e = (double)fmaxl(fabsl(a[2 * i] - r), fabsl(a[2 * i + 1] - m));
+        worst = e > worst ? e : worst;
+    }
+    CHECK(worst <= 28 * 0x1p-53);
+    free(a);
+    const char *last;
+    write_file(in, "0.1,0.2,0.3,0.4\n", 16);
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp", qmesh, in);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: encode: 4 values per sample make no iqp state (it takes "
+                    "n + n(n-1)/2 values for n qubits)\n");
+    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp --qubits 3", qmesh,
+                 angles);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: request: the iqp encoding of 3 qubits takes 6 values per "
+                    "sample, got 3; 3 values make 2 qubits\n");
+}
+
 /* The product-state encodings from the command line: CSV in, the .npy shape and amplitudes out
  * (against cos/sin here), basis from a 1-D column of indices, and the error lines. */
 static void test_featuremaps(void)
@@ -323,10 +406,7 @@ static void test_featuremaps(void)
     CHECK(rc == 1);
     CHECK_STR(last, "error[E-INPUT]: request: the angle encoding of 4 qubits takes 4 values per "
                     "sample, got 3; 3 values make 3 qubits\n");
-    rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp", qmesh, in);
-    CHECK(rc == 1);
-    CHECK_STR(last, "error[E-UNSUPPORTED]: encode: the iqp encoding is planned but cannot be "
-                    "encoded by this version (amplitude, angle, basis and phase can)\n");
+    test_iqp_cli(in);
 }
 
 /* A digits-shaped data set: 1797 rows of 64 integer "pixels" in 0..16 and a label 0..9, as

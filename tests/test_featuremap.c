@@ -4,6 +4,7 @@
  * layouts and complex64/complex128 (complex64 = complex128 rounded once); the edge states (angle 0
  * is |0..0>, angle pi/2 is |1..1>, basis j is |j>); every bad input with its message; nothing
  * left allocated. */
+#include "featuremap_fixtures.h"
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -15,33 +16,14 @@
 
 static qm_hal *mesh8;
 
-/* k equal shards of [0, total) on devices 0..k-1 (the last one takes the remainder) */
-static void layout(uint64_t total, int k, qm_shard_spec sh[8])
-{
-    for (int i = 0; i < k && i < 8; ++i)
-        sh[i] = (qm_shard_spec){.device = i, .start = total / (uint64_t)k * (uint64_t)i,
-                                .end = i + 1 == k ? total : total / (uint64_t)k * (uint64_t)(i + 1)};
-}
-
 /* Encode B samples of F doubles into 2^q amplitudes each over k devices; the amplitudes as
  * complex128 (malloc'd, 2 B 2^q doubles) or NULL with st set. */
 static double *run(qm_encoding enc, const double *x, uint64_t F, uint64_t B, unsigned q, int k,
                    qm_dtype dt, qm_status *st)
 {
     qm_shard_spec sh[8];
-    const uint64_t total = B << q;
-    layout(total, k, sh);
-    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B};
-    qm_state *s = NULL;
-    if (qm_materialize_featuremap(mesh8, enc, q, dt, sh, k, &in, NULL, &s, st) != QM_OK)
-        return NULL;
-    double *a = malloc((size_t)total * 2 * sizeof *a);
-    if (a && qm_state_read(s, 0, total, QM_DTYPE_COMPLEX128, a, st) != QM_OK) {
-        free(a);
-        a = NULL;
-    }
-    qm_state_destroy(s);
-    return a;
+    fm_layout(B << q, k, sh);
+    return fm_run(mesh8, enc, x, F, B, q, sh, k, dt, st);
 }
 
 /* The definition, in long double: amplitude i of one sample. */
@@ -142,7 +124,7 @@ static void test_layouts_and_edges(void)
     /* complex64: the same products in double, rounded once to float */
     {
         qm_shard_spec sh[8];
-        layout((uint64_t)1 << 14, 2, sh);
+        fm_layout((uint64_t)1 << 14, 2, sh);
         qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = 14, .batch = 1};
         qm_state *s = NULL;
         CHECK_OK(qm_materialize_featuremap(mesh8, QM_ENCODING_PHASE, 14, QM_DTYPE_COMPLEX64, sh, 2,
@@ -212,9 +194,9 @@ static void test_errors(void)
     const double four[4] = {0};
     expect_fail(QM_ENCODING_ANGLE, four, 4, 1, 3, QM_E_INPUT,
                 "encode: the angle encoding of 3 qubits takes 3 values per sample, got 4");
-    expect_fail(QM_ENCODING_IQP, four, 4, 1, 3, QM_E_UNSUPPORTED,
-                "encode: the iqp encoding is planned but cannot be encoded by this version (angle, "
-                "basis, phase and amplitude can)");
+    expect_fail(QM_ENCODING_AMPLITUDE, four, 4, 1, 3, QM_E_UNSUPPORTED,
+                "encode: the amplitude encoding is not a feature map (angle, basis, phase, iqp-z "
+                "and iqp are)");
 }
 
 int main(void)

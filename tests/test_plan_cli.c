@@ -100,7 +100,10 @@ static void test_bad_requests(void)
         {"six-gpu.yaml --qubits 3 --features 9", "error[E-INPUT]: request: 9 features exceed the state vector size 8 (3 qubits); use at least 4 qubits\n"},
         {"six-gpu.yaml --qubits 10 --gather n9.g9", "error[E-NO-GATHER]: gather: target 'n9.g9' is not a device of this mesh (6 devices, first 'n0.g0'); use auto, host, none or a device id\n"},
         {"six-gpu.yaml --qubits 10 --ranks 5", "error[E-RANK]: request: 5 ranks requested but the scenario has 1\n"},
-        {"six-gpu.yaml --qubits 36 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; use weighted or auto\n"},
+        /* the hint names what works: weighted fits 35 qubits; nothing fits 36 (auto's frontier) */
+        {"six-gpu.yaml --qubits 35 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; use --policy weighted\n"},
+        {"six-gpu.yaml --qubits 36 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 6 devices; largest state that fits is 35 qubits (complex64) with --policy auto\n"},
+        {"six-gpu.yaml --qubits 34 --gather n0.g1", "error[E-NO-GATHER]: plan: gather to n0.g1: 96.00 GiB beyond its own shard exceeds 41.44 GiB free on n0.g1; use --gather none\n"},
     };
     char out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
@@ -115,7 +118,103 @@ static void test_bad_requests(void)
     CHECK(rc == 0 && strstr(out, "feasible: yes") != NULL && strstr(out, "(used: weighted)") != NULL);
     /* usage errors exit 2 */
     rc = run(out, sizeof out, "six-gpu.yaml", 1);
-    CHECK(rc == 2 && strstr(out, "--qubits N is required") != NULL);
+    CHECK_STR(out, "error[E-ARG]: plan: --qubits N is required (or --max for the largest that "
+                   "fits); run 'qmesh plan --help'\n");
+    CHECK(rc == 2);
+}
+
+/* `qmesh plan --max` on 3 of the 4 JUWELS nodes (12 x A100 40GB, 42405855232 B - 1 GiB reserve =
+ * 41332113408 B = 38.49 GiB usable each, 461.9 GiB in all): the 2 -> 3 node what-if of issue 18. */
+static void test_max(void)
+{
+    static char out[1 << 16];
+    /* 2^35 x 8 B = 256 GiB fits, 512 GiB does not; complex128 one less. single cannot serve 3
+     * ranks, equal 12 devices; replicated holds the state on every device: 2^32 x 8 = 32 GiB */
+    int rc = run(out, sizeof out, "a100-4node-hdr.yaml --ranks 3 --max", 0);
+    CHECK(rc == 0);
+    const char *rest = strchr(out, '\n');
+    char title[1024];
+    snprintf(title, sizeof title, "scenario: a100-4node-hdr (%s/scenarios/a100-4node-hdr.yaml), "
+             "3 ranks, 12 devices\n", srcdir);
+    CHECK(rest && strncmp(out, title, (size_t)(rest + 1 - out)) == 0 &&
+          strlen(title) == (size_t)(rest + 1 - out));
+    CHECK_STR(rest ? rest + 1 : "", "largest state that fits, in qubits:\n"
+                   "policy                    complex64             complex128\n"
+                   "auto                  35 (weighted)          34 (weighted)\n"
+                   "single                            -                      -\n"
+                   "equal                             -                      -\n"
+                   "weighted                         35                     34\n"
+                   "balanced                         35                     34\n"
+                   "replicated                       32                     31\n");
+    /* 1e6 features = 20 qubits: complex64 8 MiB a sample, (41332113408 - 64 MiB staging) / 8 MiB
+     * = 4919 per device, x 12 = 59028; complex128 16 MiB: 2459, x 12 = 29508 */
+    rc = run(out, sizeof out, "a100-4node-hdr.yaml --ranks 3 --max --features 1000000 --json", 0);
+    CHECK(rc == 0);
+    json_error_t err;
+    json_t *o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (o) {
+        /* the plan object: ok, command, error, the plan's members null, the answer in max */
+        CHECK(json_is_true(json_object_get(o, "ok")));
+        CHECK_STR(json_string_value(json_object_get(o, "command")), "plan");
+        CHECK(json_is_null(json_object_get(o, "error")));
+        CHECK(json_is_null(json_object_get(o, "request")));
+        CHECK(json_is_null(json_object_get(o, "feasible")));
+        CHECK(json_is_null(json_object_get(o, "plan_hash")));
+        json_t *max = json_object_get(o, "max");
+        CHECK_STR(json_string_value(json_object_get(max, "unit")), "samples");
+        CHECK(json_integer_value(json_object_get(max, "ranks")) == 3);
+        CHECK(json_integer_value(json_object_get(max, "devices")) == 12);
+        CHECK(json_integer_value(json_object_get(max, "features")) == 1000000);
+        CHECK(json_integer_value(json_object_get(max, "qubits")) == 20);
+        json_t *c64 = json_object_get(max, "complex64");
+        json_t *c128 = json_object_get(max, "complex128");
+        CHECK(json_integer_value(json_object_get(c64, "auto")) == 59028);
+        CHECK(json_integer_value(json_object_get(c64, "weighted")) == 59028);
+        CHECK(json_integer_value(json_object_get(c64, "replicated")) == 4919);
+        CHECK(json_is_null(json_object_get(c64, "single")));
+        CHECK_STR(json_string_value(json_object_get(c64, "auto_policy")), "equal");
+        CHECK(json_integer_value(json_object_get(c128, "auto")) == 29508);
+        CHECK(json_integer_value(json_object_get(c128, "balanced")) == 29508);
+        json_decref(o);
+    }
+    rc = run(out, sizeof out, "a100-4node-hdr.yaml --ranks 3 --max --json", 0);
+    o = json_loads(out, 0, &err);
+    CHECK(rc == 0 && o != NULL);
+    if (o) {
+        json_t *max = json_object_get(o, "max");
+        CHECK_STR(json_string_value(json_object_get(max, "unit")), "qubits");
+        CHECK(json_is_null(json_object_get(max, "features")));
+        json_t *c128 = json_object_get(max, "complex128");
+        CHECK(json_integer_value(json_object_get(c128, "auto")) == 34);
+        CHECK(json_is_null(json_object_get(c128, "equal")));
+        CHECK_STR(json_string_value(json_object_get(c128, "auto_policy")), "weighted");
+        json_decref(o);
+    }
+    /* the same 3 nodes planned with defaults: auto now plans them (it once stopped with E-POLICY) */
+    rc = run(out, sizeof out, "a100-4node-hdr.yaml --ranks 3 --qubits 35", 0);
+    CHECK(rc == 0 && strstr(out, "feasible: yes") && strstr(out, "(used: weighted)"));
+    static const struct {
+        const char *args, *line;
+        int rc;
+    } errs[] = {
+        {"a100-4node-hdr.yaml --max --qubits 30", "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit count (or, with --features, batch) that fits; run 'qmesh plan --help'\n", 2},
+        {"a100-4node-hdr.yaml --max --policy equal", "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, --features and --json (got --policy); run 'qmesh plan --help'\n", 2},
+        {"a100-4node-hdr.yaml --max --ranks 5", "error[E-RANK]: request: 5 ranks requested but the scenario has 4\n", 1},
+        /* capacity errors name the largest request of the same shape that fits */
+        {"a100-4node-hdr.yaml --ranks 3 --qubits 20 --features 1000000 --batch 60000", "error[E-CAPACITY]: feasibility: shard 0 needs 39.06 GiB (+ 64.00 MiB staging) on n0.g0 but 38.49 GiB is usable; largest batch that fits is 59028 (1000000 features, complex64)\n", 1},
+        {"a100-4node-hdr.yaml --ranks 3 --qubits 36", "error[E-CAPACITY]: feasibility: shard 0 needs 42.67 GiB (+ 64.00 MiB staging) on n0.g0 but 38.49 GiB is usable; largest state that fits is 35 qubits (complex64)\n", 1},
+        /* the issue's case: equal and single cannot serve 3 ranks; the hint names weighted */
+        {"a100-4node-hdr.yaml --ranks 3 --qubits 30 --policy single", "error[E-POLICY]: plan: single places the whole state on one device but 3 ranks were requested; use --policy weighted\n", 1},
+        {"a100-4node-hdr.yaml --ranks 3 --qubits 30 --policy equal", "error[E-NOT-POW2]: plan: equal needs a power-of-two device count, but the mesh has 12 devices; use --policy weighted\n", 1},
+    };
+    for (size_t i = 0; i < sizeof errs / sizeof *errs; ++i) {
+        rc = run(out, sizeof out, errs[i].args, 1);
+        if (rc != errs[i].rc || strcmp(out, errs[i].line) != 0)
+            fprintf(stderr, "args: %s\n got (%d): %s want: %s", errs[i].args, rc, out, errs[i].line);
+        CHECK(rc == errs[i].rc);
+        CHECK_STR(out, errs[i].line);
+    }
 }
 
 /* `qmesh devices` without a GPU lists the built-in default scenario's mesh: the ids, type names
@@ -143,6 +242,47 @@ static void test_devices(void)
     json_decref(j);
 }
 
+/* iqp (issue 16): 34 qubits on hgx-h200 is feasible under equal with one shard of exchange
+ * scratch per device counted; an uneven layout is E-POLICY naming the shard, with the hint of the
+ * policy auto picks (single: 8 GiB fits one device of six-gpu); a batch needs no scratch. */
+static void test_iqp(void)
+{
+    static char out[1 << 20];
+    int rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 34 --json", 0);
+    CHECK(rc == 0);
+    json_error_t err;
+    json_t *o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (o) {
+        CHECK(json_is_true(json_object_get(o, "feasible")));
+        CHECK_STR(json_string_value(json_object_get(o, "policy")), "equal");
+        CHECK(json_integer_value(json_object_get(json_object_get(o, "request"), "features")) == 595);
+        json_t *devs = json_object_get(o, "devices");
+        CHECK(json_array_size(devs) == 8);
+        for (size_t i = 0; i < json_array_size(devs); ++i) {
+            json_t *d = json_array_get(devs, i);
+            /* 2^31 complex64 amplitudes = 16 GiB shard, 16 GiB scratch, 2380 B staging (595
+             * float32 values of the one sample) */
+            CHECK(json_integer_value(json_object_get(d, "shard_bytes")) == (json_int_t)16 << 30);
+            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == (json_int_t)16 << 30);
+            CHECK(json_integer_value(json_object_get(d, "planned_bytes")) ==
+                  ((json_int_t)32 << 30) + 2380);
+        }
+        json_t *est = json_object_get(o, "estimates_s");
+        CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
+        CHECK(json_real_value(json_object_get(est, "encode")) > 0.0);
+        json_decref(o);
+    }
+    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted", 1);
+    CHECK(rc == 1);
+    CHECK_STR(out, "error[E-POLICY]: plan: weighted: the iqp transform needs equal power-of-two "
+                   "shards, but shard 2 is [536870912, 671088640) (134217728 amplitudes, shard 0 "
+                   "has 268435456); use --policy single\n");
+    rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --json", 0);
+    CHECK(rc == 0);
+    CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -151,6 +291,8 @@ int main(int argc, char **argv)
     srcdir = argv[2];
     test_json();
     test_bad_requests();
+    test_max();
     test_devices();
+    test_iqp();
     return qm_test_end("test_plan_cli");
 }

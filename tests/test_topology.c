@@ -573,6 +573,98 @@ static void test_nvlink_bridge(void)
     }
 }
 
+/* ---- a set hanging off one switch: the matrix-free answers equal the matrix's ---------------- */
+
+static void test_uniform_hub(void)
+{
+    for (int variant = 0; variant < 3; ++variant) {
+        /* 0: 4 GPUs on one NVSwitch, each also on its own PCIe switch: uniform;
+         * 1: g2's NVSwitch port is slower: not uniform (the matrix answers);
+         * 2: g1 and g3 also have a direct NVLink faster than the switch pair: not uniform */
+        tb b;
+        tb_init(&b, "hub4", 1, 16, 16);
+        int h = tb_host(&b, "n0");
+        int numa = tb_node(&b, "n0.numa0", QM_NODE_NUMA, h, -1);
+        int nvs = tb_node(&b, "n0.nvs", QM_NODE_NVSWITCH, h, -1);
+        int g[4];
+        for (int i = 0; i < 4; ++i) {
+            char id[16];
+            snprintf(id, sizeof id, "n0.sw%d", i);
+            int sw = tb_node(&b, id, QM_NODE_PCIE_SWITCH, h, numa);
+            snprintf(id, sizeof id, "n0.g%d", i);
+            g[i] = tb_gpu(&b, id, h, numa, 4.8e12);
+            tb_link(&b, g[i], nvs, QM_LINK_NVLINK, variant == 1 && i == 2 ? 400e9 : 450e9);
+            tb_link(&b, numa, sw, QM_LINK_PCIE, 63e9);
+            tb_link(&b, sw, g[i], QM_LINK_PCIE, 63e9);
+        }
+        if (variant == 2)
+            tb_link(&b, g[1], g[3], QM_LINK_NVLINK, 900e9);
+        b.t.efficiency[QM_LINK_NVLINK] = 0.824;
+        qm_topo_graph *gr = make_graph(&b);
+        CHECK(gr != NULL);
+        const int rev[4] = {g[3], g[2], g[1], g[0]};
+        int hub = -1;
+        qm_topo_pair pair = {0};
+        const bool uni = qm_topo_graph_uniform_hub(gr, rev, 4, &hub, &pair);
+        CHECK(uni == (variant == 0));
+        if (variant == 0) {
+            CHECK_EQ_U64(hub, nvs);
+            CHECK(pair.peer);
+            CHECK_EQ_U64(pair.cls, QM_LINK_NVLINK);
+            CHECK_DBL(pair.bw_bytes_per_s, 450e9 * 0.824);
+            CHECK_NEAR(pair.latency_s, 2 * LAT_NVLINK);
+            CHECK_EQ_U64(pair.hops, 2);
+        }
+        /* the conveniences (matrix-free when uniform) agree with the matrix itself */
+        qm_topo_matrix *m = NULL;
+        CHECK_OK(qm_topo_matrix_create(gr, rev, 4, &m, NULL));
+        int best_m = -1, best_c = -1, order_m[4], order_c[4];
+        CHECK_OK(qm_topo_matrix_best_connected(m, &best_m, NULL));
+        CHECK_OK(qm_topo_graph_best_connected(gr, rev, 4, &best_c, NULL));
+        CHECK_EQ_U64(best_c, best_m);
+        CHECK_OK(qm_topo_matrix_affinity_order(m, order_m, NULL));
+        CHECK_OK(qm_topo_graph_affinity_order(gr, rev, 4, order_c, NULL));
+        for (int i = 0; i < 4; ++i)
+            CHECK_EQ_U64(order_c[i], order_m[i]);
+        qm_topo_pair peers[4];
+        CHECK_OK(qm_topo_graph_best_peers(gr, rev, 4, peers, NULL));
+        for (int i = 0; i < 4; ++i) {
+            if (variant == 0) { /* every pair of the matrix is the hub pair */
+                for (int j = 0; j < 4; ++j) {
+                    const qm_topo_pair *q = qm_topo_matrix_get(m, rev[i], rev[j]);
+                    if (i != j)
+                        CHECK(q->cls == pair.cls && q->bw_bytes_per_s == pair.bw_bytes_per_s &&
+                              q->hops == 2 && q->latency_s == pair.latency_s);
+                }
+                CHECK_DBL(peers[i].bw_bytes_per_s, 450e9 * 0.824);
+            }
+        }
+        if (variant == 0) {
+            CHECK_EQ_U64(best_c, g[3]); /* all tie: the first given */
+            CHECK_EQ_U64(order_c[1], g[2]);
+        } else if (variant == 1) {
+            CHECK(best_c != g[2]); /* its slower port loses the bandwidth sum */
+            CHECK_DBL(peers[1].bw_bytes_per_s, 400e9 * 0.824); /* g2 (positions in rev) */
+            CHECK_DBL(peers[2].bw_bytes_per_s, 450e9 * 0.824); /* g1 */
+        } else {
+            for (int k = 0; k < 3; k += 2) { /* g3 and g1: the direct link */
+                CHECK_EQ_U64(peers[k].hops, 1);
+                CHECK_DBL(peers[k].bw_bytes_per_s, 900e9 * 0.824);
+            }
+            CHECK_EQ_U64(peers[1].hops, 2); /* g2: through the switch */
+        }
+        /* a repeated device or a non-GPU node is never uniform (the matrix reports it) */
+        const int dup[3] = {g[0], g[1], g[0]};
+        CHECK(!qm_topo_graph_uniform_hub(gr, dup, 3, NULL, NULL));
+        const int withnode[2] = {g[0], nvs};
+        CHECK(!qm_topo_graph_uniform_hub(gr, withnode, 2, NULL, NULL));
+        CHECK(qm_topo_graph_best_connected(gr, dup, 3, &best_c, NULL) == QM_E_ARG);
+        qm_topo_matrix_destroy(m);
+        qm_topo_graph_destroy(gr);
+        tb_free(&b);
+    }
+}
+
 /* ---- (e) per-direction bandwidths ------------------------------------------------------------ */
 
 static void test_asymmetric(void)
@@ -957,6 +1049,7 @@ static void test_scale(void)
 int main(void)
 {
     test_nvswitch();
+    test_uniform_hub();
     test_pcie_two_sockets();
     test_two_hosts_ib();
     test_implicit_device_links();

@@ -34,8 +34,8 @@ static const qm_cli_command cmd_help = {
 static const qm_cli_command *const commands[] = {
     &qm_cli_cmd_encode,        &qm_cli_cmd_plan,          &qm_cli_cmd_scenario_run,
     &qm_cli_cmd_scenario_check, &qm_cli_cmd_topo_validate, &qm_cli_cmd_topo_show,
-    &qm_cli_cmd_topo_dump,     &qm_cli_cmd_devices,       &cmd_version,
-    &cmd_help};
+    &qm_cli_cmd_topo_dump,     &qm_cli_cmd_whatif,        &qm_cli_cmd_devices,
+    &cmd_version,              &cmd_help};
 #define N_COMMANDS ((int)(sizeof commands / sizeof *commands))
 
 /* The first word of a command's name ("topo" of "topo show"), its length. */

@@ -92,7 +92,7 @@ static int io_fault_from_env(int rank, bool *count)
 /* The members of encode's JSON object. plan is the plan object of `qmesh plan --json` (also for an
  * infeasible plan); the others are null until the encode has run. */
 static const char *const encode_json[] = {"input", "plan", "seconds", "measured_s", "norm_check",
-                                          "output", "files", NULL};
+                                          "output", "files", "phantom", NULL};
 
 static void put_plan_json(const qm_encode_result *r)
 {
@@ -127,6 +127,38 @@ static void put_json(const qm_encode_result *r, const char *out, const char *out
     json_object_set_new(o, "output", out ? json_string(out) : out_dir ? json_string(out_dir) : json_null());
     json_object_set_new(o, "files", json_integer(r->n_files));
     qm_cli_json_put(o);
+}
+
+/* --phantom: the request from the input's shape (a .npy header; a CSV file is parsed), the plan,
+ * and every shard accounted on a phantom mesh; no values are encoded and nothing is written. */
+static int encode_phantom(const qm_encode_job *job, bool json)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    if (job->out || job->out_dir) {
+        qm_fail(&st, QM_E_ARG, "encode --phantom: %s %s would need the amplitudes, which a phantom "
+                "mesh does not hold; drop it (the plan and per-device bytes are printed)",
+                job->out ? "--out" : "--out-dir", job->out ? job->out : job->out_dir);
+        return qm_cli_error(&st);
+    }
+    if (job->backend == QM_BACKEND_CUDA) {
+        qm_fail(&st, QM_E_ARG, "encode --phantom: --backend cuda allocates device memory; a phantom "
+                "run uses the simulated mesh only");
+        return qm_cli_error(&st);
+    }
+    uint64_t rows = 0, features = 0;
+    int ndim = 0;
+    qm_dtype dt = QM_DTYPE_FLOAT64;
+    if (qm_input_file_shape(job->input, &rows, &features, &ndim, &dt, &st) != QM_OK)
+        return qm_cli_error(&st);
+    qm_request r = job->request;
+    if (r.qubits == 0 && !job->qubits_given)
+        r.qubits = qm_qubits_for_values(features);
+    if (!job->dtype_given)
+        r.dtype = dt == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
+    r.batch = rows;
+    r.features = features;
+    return qm_cli_phantom("encode", job->scenario, &r, json);
 }
 
 static int run_encode(const qm_cli_args *args)
@@ -175,6 +207,8 @@ static int run_encode(const qm_cli_args *args)
         return qm_cli_error(&st);
     if (!job.input)
         return qm_cli_usage_error("encode", "%s is required", "--input FILE");
+    if (qm_cli_arg(args, "--phantom"))
+        return encode_phantom(&job, json);
     if (!job.scenario && job.backend != QM_BACKEND_CUDA)
         fprintf(stderr, "qmesh: no --scenario given: using the built-in simulated mesh\n");
     const char *fr = getenv("QM_FAULT_RANK");
@@ -276,7 +310,7 @@ static const qm_cli_flag encode_flags[] = {
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
                                         "complex64 for float32)"},
     {"--policy", "P", "auto (default), single, equal, weighted, balanced or replicated"},
-    {"--encoding", "E", "amplitude (default), angle, basis, phase; iqp and iqp-z are planned only"},
+    {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (planned; default auto)"},
     {"--ranks", "R", "processes the devices are split over (default: the scenario's)"},
     {"--scenario", "FILE", "the scenario to run on; default: the GPUs, else the built-in mesh"},
@@ -288,6 +322,8 @@ static const qm_cli_flag encode_flags[] = {
                                     ".npy: an index)"},
     {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
     {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
+    {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
+                        "bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {NULL, NULL, NULL}};
 

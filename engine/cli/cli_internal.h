@@ -48,7 +48,9 @@ typedef struct qm_cli_command {
 
 struct qm_cli_args {
     const qm_cli_command *cmd;
-    const char *values[QM_CLI_MAX_FLAGS]; /* per table row: its value, "" for a switch, NULL unset */
+    const char *values[QM_CLI_MAX_FLAGS]; /* per table row: its value, "" for a switch, NULL unset
+                                           * (a flag given twice: the last value) */
+    int given[QM_CLI_MAX_FLAGS];          /* per table row: how many times it was given */
     char **operands;                      /* the non-option arguments, in order */
     int n_operands;
     bool json;                            /* --json was given */
@@ -56,11 +58,13 @@ struct qm_cli_args {
 
 extern const qm_cli_command qm_cli_cmd_encode, qm_cli_cmd_plan, qm_cli_cmd_scenario_run,
     qm_cli_cmd_scenario_check, qm_cli_cmd_topo_validate, qm_cli_cmd_topo_show,
-    qm_cli_cmd_topo_dump, qm_cli_cmd_devices;
+    qm_cli_cmd_topo_dump, qm_cli_cmd_whatif, qm_cli_cmd_devices;
 
 /* The value of flag (a name of the command's table): the value given, "" for a switch that was
  * given, NULL when it was not given. */
 const char *qm_cli_arg(const qm_cli_args *a, const char *flag);
+/* How many times flag (a name of the command's table) was given. */
+int qm_cli_arg_count(const qm_cli_args *a, const char *flag);
 
 /* Parse argv (the words after the command's name) against cmd's table into *a. Returns -1 to go
  * on, 0 after printing the help (--help or -h anywhere), 2 after a usage error (printed). An
@@ -104,5 +108,10 @@ qm_code qm_cli_load_scenario(const char *path, struct qm_pipeline *out, qm_statu
 /* The request flags shared by plan and encode (--qubits, --dtype, --policy, --batch, --features,
  * --gather, --ranks, --encoding: those of a->cmd's table that were given) into *r. */
 qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st);
+
+/* `plan --phantom` / `encode --phantom` (cli_phantom.c): plan the request on the scenario, account
+ * every shard on a phantom mesh, print the plan and the bytes reserved per device (--json: the plan
+ * object with a "phantom" member); returns the exit status. */
+int qm_cli_phantom(const char *cmd, const char *scenario, const qm_request *r, bool json);
 
 #endif

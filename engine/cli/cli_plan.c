@@ -2,10 +2,13 @@
  * the scenario selection the other commands share (--scenario FILE, else the built-in default
  * mesh, said on stderr) and the request flags shared with encode.
  *
- * In: parsed arguments (cli_args.c). Out: the plan as a table or (--json) the plan object of
- * docs/cli.md on stdout; exit 0 when feasible, 1 when not (the JSON object is still printed), 2
- * for usage errors. scenario run|check: one report line per case (check: misses only), a summary,
- * E-MISS when a case missed. Must not: print an error line twice.
+ * In: parsed arguments (cli_args.c). Out: the plan as a table, (--json) the plan object of
+ * docs/cli.md or (--dot) a Graphviz picture (plan_dot.c) on stdout; exit 0 when feasible, 1 when
+ * not (the JSON object or the picture is still printed), 2 for usage errors. `plan --max`: the
+ * largest state (with --features, batch) per dtype and policy (qm_plan_max_query), as a table or
+ * the plan object's `max` member; exit 0.
+ * scenario run|check: one report line per case (check: misses only), a summary, E-MISS when a
+ * case missed. Must not: print an error line twice.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
@@ -118,22 +121,52 @@ qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st)
 
 static const qm_cli_flag plan_flags[] = {
     {"--scenario", "FILE", "the scenario (qmesh/1 YAML) to plan on; default: the built-in mesh"},
-    {"--qubits", "N", "qubits of each state (required): 2^N amplitudes"},
+    {"--qubits", "N", "qubits of each state (required, unless --max): 2^N amplitudes"},
     {"--dtype", "complex64|complex128", "amplitude type (default complex64)"},
     {"--policy", "P", "auto (default), single, equal, weighted, balanced or replicated"},
     {"--batch", "B", "number of states (samples) planned together (default 1)"},
-    {"--features", "F", "values per sample (default 2^N)"},
+    {"--features", "F", "values per sample (default 2^N); with --max: a batch of such samples"},
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
     {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
+    {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
+    {"--phantom", NULL, "also reserve every shard on a phantom mesh (no memory): bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
+    {"--dot", NULL, "print the plan as a Graphviz graph (shards, gather paths) instead"},
     {NULL, NULL, NULL}};
 /* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
 #define QM_PLAN_JSON_MEMBERS                                                                      \
     "scenario", "request", "policy", "feasible", "global_amplitudes", "state_bytes", "pages",     \
         "shards", "devices", "gather", "max_qubits", "estimates_s", "estimates_note",          \
         "plan_hash"
-static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, NULL};
+/* ... and the answer of --max (null for a plan; the plan's members are null under --max) */
+static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "max", "phantom", NULL};
+
+/* `qmesh plan --max` on a loaded scenario: the largest state (or, with --features, batch) that
+ * fits, per dtype and policy, on its first r->ranks ranks. Returns the exit code. */
+static int plan_max(const qm_cli_args *a, const qm_request *r, qm_pipeline *pl)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    qm_request v = *r; /* ranks against the scenario, as a plan checks them */
+    v.qubits = 1;
+    v.features = 0;
+    qm_plan_max m;
+    if (qm_request_validate(&v, pl->topology->n_ranks, &st) != QM_OK ||
+        qm_pipeline_mesh(pl, r->ranks, &st) != QM_OK ||
+        qm_plan_max_query(pl->mesh, r, &m, &st) != QM_OK)
+        return qm_cli_error(&st);
+    if (a->json) {
+        json_t *o = NULL;
+        if (qm_plan_max_to_json(&m, pl->mesh, &o, &st) != QM_OK)
+            return qm_cli_error(&st);
+        qm_cli_json_put(json_pack("{s:s, s:o}", "scenario", qm_topology_label(pl->topology),
+                                  "max", o));
+    } else {
+        qm_plan_max_print(&m, pl->mesh, pl->topology, stdout);
+    }
+    return 0;
+}
 
 static int run_plan(const qm_cli_args *a)
 {
@@ -141,15 +174,41 @@ static int run_plan(const qm_cli_args *a)
     qm_status_clear(&st);
     qm_request r;
     qm_request_init(&r);
-    if (!qm_cli_arg(a, "--qubits"))
-        return qm_cli_usage_error("plan", "%s is required", "--qubits N");
+    if (qm_cli_arg(a, "--max")) {
+        if (qm_cli_arg(a, "--qubits"))
+            return qm_cli_usage_error("plan", "%s", "--max and --qubits cannot be combined: --max "
+                                      "finds the largest qubit count (or, with --features, batch) "
+                                      "that fits");
+        for (int k = 0; plan_flags[k].name; ++k) {
+            static const char *const with_max[] = {"--scenario", "--ranks", "--features", "--max",
+                                                   "--json"};
+            bool ok = false;
+            for (size_t j = 0; j < sizeof with_max / sizeof *with_max; ++j)
+                ok = ok || strcmp(plan_flags[k].name, with_max[j]) == 0;
+            if (!ok && a->values[k])
+                return qm_cli_usage_error("plan", "--max reports every dtype and policy and takes "
+                                          "only --scenario, --ranks, --features and --json (got "
+                                          "%s)", plan_flags[k].name);
+        }
+    } else if (!qm_cli_arg(a, "--qubits")) {
+        return qm_cli_usage_error("plan", "%s is required (or --max for the largest that fits)",
+                                  "--qubits N");
+    }
     if (qm_cli_request_parse(a, &r, &st) != QM_OK)
         return qm_cli_error(&st);
+    if (a->json && qm_cli_arg(a, "--dot"))
+        return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
+    if (qm_cli_arg(a, "--phantom"))
+        return qm_cli_phantom("plan", qm_cli_arg(a, "--scenario"), &r, a->json);
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int exit_code = 1;
     if (qm_cli_load_scenario(qm_cli_arg(a, "--scenario"), &pl, &st) != QM_OK) {
         exit_code = qm_cli_error(&st);
+        goto done;
+    }
+    if (qm_cli_arg(a, "--max")) {
+        exit_code = plan_max(a, &r, &pl);
         goto done;
     }
     (void)qm_pipeline_plan(&pl, &r, &st);
@@ -165,6 +224,11 @@ static int run_plan(const qm_cli_args *a)
             goto done;
         }
         qm_cli_json_put(o);
+    } else if (qm_cli_arg(a, "--dot")) {
+        if (qm_plan_dot(p, pl.mesh, stdout, &st) != QM_OK) {
+            exit_code = qm_cli_error(&st);
+            goto done;
+        }
     } else {
         qm_plan_print(p, pl.mesh, pl.topology, stdout);
     }

@@ -1,9 +1,13 @@
 /* cli_topo.c — `qmesh topo validate|show|dump`.
  *
  * validate FILE...        strict load of each file (scenario_loader.c does the work)
- * show [FILE] [--json|--dot]
- *                         devices with usable capacity, the path matrix (class and bandwidth of
- *                         every pair), the best-connected device, ranks; JSON via jansson; DOT
+ * show [FILE] [--json|--dot] [--matrix|--summary]
+ *                         up to 16 devices: devices with usable capacity, the path matrix (class
+ *                         and bandwidth of every pair), the best-connected device, ranks; more
+ *                         (or --summary): a summary linear in the mesh (device and link counts,
+ *                         each device's best peer in its rank as a histogram, rank 0's
+ *                         best-connected device, ranks), the matrix only with --matrix (it is
+ *                         quadratic: 8192 devices are 67 million pairs); JSON via jansson; DOT
  * dump [FILE] [--out F]  the scenario written back as qmesh/1 YAML; without FILE this machine
  *                         as discovered (discover.c) when a CUDA device is visible, else the
  *                         built-in default (stderr says which); --out writes F atomically
@@ -26,14 +30,141 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Meshes up to this many devices show the full path matrix by default. */
+#define QM_TOPO_SHOW_MATRIX_MAX 16
+
+/* One bar of the best-peer histogram: a (class, bandwidth) and how many devices have it. */
+typedef struct peer_bin {
+    bool peer;
+    qm_link_class cls;
+    double bw;
+    int devices;
+} peer_bin;
+
+static int cmp_bin(const void *a, const void *b)
+{
+    const peer_bin *x = a, *y = b;
+    if (x->peer != y->peer)
+        return x->peer ? -1 : 1;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    if (x->bw != y->bw)
+        return x->bw > y->bw ? -1 : 1;
+    return 0;
+}
+
+/* The summary's numbers: links per class, each device's best peer in its rank binned by (class,
+ * bandwidth), best first. Linear in the mesh when each rank hangs off one switch (one matrix per
+ * other rank). */
+typedef struct topo_summary {
+    int links[QM_LINK_CLASS_COUNT_];
+    int hosts;
+    peer_bin *bins;
+    int n_bins;
+} topo_summary;
+
+static qm_code summarize(const qm_pipeline *pl, topo_summary *sum, qm_status *st)
+{
+    const qm_mesh *mesh = pl->mesh;
+    memset(sum, 0, sizeof *sum);
+    for (int l = 0; l < qm_topo_graph_link_count(pl->graph); ++l)
+        sum->links[qm_topo_graph_link(pl->graph, l)->cls]++;
+    for (int i = 0; i < mesh->n_devices; ++i)
+        if (i == 0 || mesh->devices[i].host != mesh->devices[i - 1].host)
+            sum->hosts++; /* a rank's devices are on one host; ranks in order */
+    int *nodes = malloc((size_t)mesh->n_devices * sizeof *nodes);
+    qm_topo_pair *best = malloc((size_t)mesh->n_devices * sizeof *best);
+    sum->bins = malloc((size_t)mesh->n_devices * sizeof *sum->bins);
+    qm_code rc = nodes && best && sum->bins ? QM_OK
+                                            : qm_fail(st, QM_E_NOMEM, "topo show: out of host memory "
+                                                      "for %d devices", mesh->n_devices);
+    for (int i = 0; rc == QM_OK && i < mesh->n_devices; ++i)
+        nodes[i] = mesh->devices[i].node;
+    for (int r = 0; rc == QM_OK && r < mesh->n_ranks; ++r) {
+        const int f = mesh->rank_first[r];
+        rc = qm_topo_graph_best_peers(pl->graph, nodes + f, mesh->rank_first[r + 1] - f, best + f, st);
+    }
+    for (int i = 0; rc == QM_OK && i < mesh->n_devices; ++i) {
+        peer_bin b = {.peer = best[i].peer, .cls = best[i].peer ? best[i].cls : QM_LINK_NVLINK,
+                      .bw = best[i].peer ? best[i].bw_bytes_per_s : 0, .devices = 1};
+        int k = 0;
+        while (k < sum->n_bins && cmp_bin(&sum->bins[k], &b) != 0)
+            ++k; /* few distinct bins in practice: one or two per kind of host */
+        if (k < sum->n_bins)
+            sum->bins[k].devices++;
+        else
+            sum->bins[sum->n_bins++] = b;
+    }
+    if (rc == QM_OK)
+        qsort(sum->bins, (size_t)sum->n_bins, sizeof *sum->bins, cmp_bin);
+    free(nodes);
+    free(best);
+    return rc;
+}
+
+static json_t *summary_json(const qm_mesh *mesh, const topo_summary *sum)
+{
+    json_t *o = json_object(), *links = json_object(), *bins = json_array();
+    for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
+        json_object_set_new(links, qm_topo_class_name((qm_link_class)c), json_integer(sum->links[c]));
+    for (int k = 0; k < sum->n_bins; ++k) {
+        const peer_bin *b = &sum->bins[k];
+        json_t *j = json_object();
+        json_object_set_new(j, "peer", json_boolean(b->peer));
+        json_object_set_new(j, "class", b->peer ? json_string(qm_topo_class_name(b->cls)) : json_null());
+        json_object_set_new(j, "bw_bytes_per_s", b->peer ? json_real(b->bw) : json_null());
+        json_object_set_new(j, "devices", json_integer(b->devices));
+        json_array_append_new(bins, j);
+    }
+    json_object_set_new(o, "devices", json_integer(mesh->n_devices));
+    json_object_set_new(o, "hosts", json_integer(sum->hosts));
+    json_object_set_new(o, "ranks", json_integer(mesh->n_ranks));
+    json_object_set_new(o, "links_per_class", links);
+    json_object_set_new(o, "best_peer_in_rank", bins);
+    return o;
+}
+
+static void summary_print(const qm_mesh *mesh, const topo_summary *sum)
+{
+    char a[32], b[32];
+    uint64_t umin = UINT64_MAX, umax = 0;
+    for (int i = 0; i < mesh->n_devices; ++i) {
+        uint64_t u = mesh->devices[i].usable_bytes;
+        umin = u < umin ? u : umin;
+        umax = u > umax ? u : umax;
+    }
+    printf("devices: %d on %d hosts in %d ranks; usable %s to %s per device\n", mesh->n_devices,
+           sum->hosts, mesh->n_ranks, qm_format_bytes(umin, a, sizeof a),
+           qm_format_bytes(umax, b, sizeof b));
+    printf("links:");
+    for (int c = 0; c < QM_LINK_CLASS_COUNT_; ++c)
+        printf(" %s %d", qm_topo_class_name((qm_link_class)c), sum->links[c]);
+    printf("\nbest peer in its rank (devices):\n");
+    for (int k = 0; k < sum->n_bins; ++k) {
+        const peer_bin *p = &sum->bins[k];
+        if (p->peer)
+            printf("  %-7s %9.1f GB/s  %d\n", qm_topo_class_name(p->cls), p->bw / 1e9, p->devices);
+        else
+            printf("  %-7s %14s  %d\n", "none", "", p->devices);
+    }
+    printf("(summary of %d devices; the full path matrix with --matrix)\n", mesh->n_devices);
+}
+
 static int topo_show(const qm_cli_args *args)
 {
     qm_status st;
     qm_status_clear(&st);
     const char *file = args->n_operands ? args->operands[0] : NULL;
     const bool json = args->json, dot = qm_cli_arg(args, "--dot") != NULL;
+    const bool want_matrix = qm_cli_arg(args, "--matrix") != NULL;
+    const bool want_summary = qm_cli_arg(args, "--summary") != NULL;
     if (json && dot)
         return qm_cli_usage_error("topo show", "%s", "--json and --dot exclude each other");
+    if (want_matrix && want_summary)
+        return qm_cli_usage_error("topo show", "%s", "--matrix and --summary exclude each other");
+    if (dot && (want_matrix || want_summary))
+        return qm_cli_usage_error("topo show", "%s", "--dot draws the graph; --matrix and --summary "
+                                  "go with the table or --json");
     qm_pipeline pl;
     qm_pipeline_init(&pl);
     int *nodes = NULL, rc_exit = 1;
@@ -58,14 +189,24 @@ static int topo_show(const qm_cli_args *args)
     }
     for (int i = 0; i < mesh->n_devices; ++i)
         nodes[i] = mesh->devices[i].node;
+    const bool full = want_matrix || (!want_summary && mesh->n_devices <= QM_TOPO_SHOW_MATRIX_MAX);
+    topo_summary sum = {0};
     int best = -1;
-    if (qm_topo_graph_best_connected(g, nodes, mesh->n_devices, &best, &st) != QM_OK) {
+    if (full) {
+        if (qm_topo_graph_best_connected(g, nodes, mesh->n_devices, &best, &st) != QM_OK) {
+            rc_exit = qm_cli_error(&st);
+            goto done;
+        }
+    } else if (summarize(&pl, &sum, &st) != QM_OK) {
+        free(sum.bins);
         rc_exit = qm_cli_error(&st);
         goto done;
+    } else {
+        best = mesh->devices[0].node; /* rank 0's best-connected device leads its affinity order */
     }
     if (json) {
         json_t *o = json_object(), *devs = json_array(), *ranks = json_array(), *m = NULL;
-        if (qm_topo_graph_matrix_json(g, nodes, mesh->n_devices, &m, &st) != QM_OK) {
+        if (full && qm_topo_graph_matrix_json(g, nodes, mesh->n_devices, &m, &st) != QM_OK) {
             json_decref(o);
             json_decref(devs);
             json_decref(ranks);
@@ -95,8 +236,14 @@ static int topo_show(const qm_cli_args *args)
         json_object_set_new(o, "name", json_string(t->name));
         json_object_set_new(o, "devices", devs);
         json_object_set_new(o, "ranks", ranks);
-        json_object_set_new(o, "best_connected", json_string(t->nodes[best].id));
-        json_object_set_new(o, "paths", m);
+        if (full) {
+            json_object_set_new(o, "best_connected", json_string(t->nodes[best].id));
+            json_object_set_new(o, "paths", m);
+        } else {
+            json_object_set_new(o, "best_connected_rank0", json_string(t->nodes[best].id));
+            json_object_set_new(o, "summary", summary_json(mesh, &sum));
+            free(sum.bins);
+        }
         qm_cli_json_put(o);
         rc_exit = 0;
         goto done;
@@ -104,16 +251,23 @@ static int topo_show(const qm_cli_args *args)
     char a[32], b[32], c[32], title[QM_STATUS_FILE_BYTES + 96];
     printf("scenario: %s, %d devices\n", qm_topology_title(t, title, sizeof title),
            mesh->n_devices);
-    printf("%-14s %-5s %-10s %12s %12s %12s\n", "device", "rank", "host", "memory", "usable", "hbm");
-    for (int i = 0; i < mesh->n_devices; ++i) {
+    if (!full) {
+        summary_print(mesh, &sum);
+        free(sum.bins);
+        printf("\nbest-connected device of rank 0 (the gather device): %s\n", t->nodes[best].id);
+    } else {
+        printf("%-14s %-5s %-10s %12s %12s %12s\n", "device", "rank", "host", "memory", "usable",
+               "hbm");
+    }
+    for (int i = 0; full && i < mesh->n_devices; ++i) {
         const qm_mesh_device *d = &mesh->devices[i];
         printf("%-14s %-5d %-10s %12s %12s %12s\n", d->id, d->rank, t->hosts[d->host].id,
                qm_format_bytes(d->memory_bytes, a, sizeof a),
                qm_format_bytes(d->usable_bytes, b, sizeof b),
                qm_format_rate(d->hbm_bw_bytes_per_s, c, sizeof c));
     }
-    printf("\n");
-    if (mesh->n_devices <= 64) {
+    if (full) {
+        printf("\n");
         qm_topo_matrix *m = NULL;
         if (qm_topo_matrix_create(g, nodes, mesh->n_devices, &m, &st) != QM_OK ||
             qm_topo_matrix_print(m, stdout, &st) != QM_OK) {
@@ -122,14 +276,15 @@ static int topo_show(const qm_cli_args *args)
             goto done;
         }
         qm_topo_matrix_destroy(m);
-    } else {
-        printf("(path matrix omitted: %d devices; use --json)\n", mesh->n_devices);
+        printf("\nbest-connected device: %s\n", t->nodes[best].id);
     }
-    printf("\nbest-connected device: %s\n", t->nodes[best].id);
     for (int r = 0; r < mesh->n_ranks && r < 16; ++r) {
         printf("rank %d:", r);
-        for (int i = mesh->rank_first[r]; i < mesh->rank_first[r + 1]; ++i)
-            printf(" %s", mesh->devices[i].id);
+        const int f = mesh->rank_first[r], nr = mesh->rank_first[r + 1] - f;
+        for (int i = 0; i < nr && (full || i < QM_TOPO_SHOW_MATRIX_MAX); ++i)
+            printf(" %s", mesh->devices[f + i].id);
+        if (!full && nr > QM_TOPO_SHOW_MATRIX_MAX)
+            printf(" ... (%d devices)", nr);
         printf("\n");
     }
     if (mesh->n_ranks > 16)
@@ -263,9 +418,12 @@ const qm_cli_command qm_cli_cmd_topo_validate = {
 static const qm_cli_flag show_flags[] = {
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the tables"},
     {"--dot", NULL, "print the topology as a Graphviz graph instead"},
+    {"--matrix", NULL, "the full path matrix at any size (default: up to 16 devices; it is quadratic)"},
+    {"--summary", NULL, "the summary (counts, best peers, rank 0's best device) at any size "
+                        "(default: above 16 devices)"},
     {NULL, NULL, NULL}};
 static const char *const show_json[] = {"scenario", "name", "devices", "ranks", "best_connected",
-                                        "paths", NULL};
+                                        "paths", "best_connected_rank0", "summary", NULL};
 const qm_cli_command qm_cli_cmd_topo_show = {
     .name = "topo show", .operands = "[FILE]", .max_operands = 1,
     .summary = "devices with usable memory, the path matrix, the best-connected device, ranks "

@@ -576,10 +576,10 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     else if (job->out && job->out_dir)
         rc = qm_fail(st, QM_E_ARG, "encode: --out and --out-dir exclude each other");
     else if (job->request.encoding != QM_ENCODING_AMPLITUDE &&
-             !qm_encoding_is_product(job->request.encoding))
-        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding is planned but cannot be "
-                     "encoded by this version (amplitude, angle, basis and phase can)",
-                     qm_encoding_name(job->request.encoding));
+             !qm_encoding_is_product(job->request.encoding) &&
+             !qm_encoding_is_iqp(job->request.encoding))
+        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding cannot be encoded by this "
+                     "version", qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
     if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, &file, st)) == QM_OK) {

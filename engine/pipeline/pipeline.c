@@ -150,6 +150,35 @@ qm_code qm_pipeline_devices_backend(qm_backend_kind kind, qm_hal **out, qm_statu
     return rc;
 }
 
+qm_code qm_pipeline_phantom_account(const qm_pipeline *p, uint64_t *reserved_bytes, qm_status *st)
+{
+    if (!p || !p->plan || !p->mesh || !reserved_bytes)
+        return qm_fail(st, QM_E_ARG, "phantom: a plan and an output array are needed");
+    if (!p->plan->feasible)
+        return qm_fail(st, QM_E_ARG, "phantom: the plan is infeasible (%s); nothing to account",
+                       qm_code_name(p->plan->error.code));
+    const qm_plan *plan = p->plan;
+    qm_hal *hal = NULL;
+    qm_hal_buf **bufs = calloc((size_t)(plan->n_shards ? plan->n_shards : 1), sizeof *bufs);
+    if (!bufs)
+        return qm_fail(st, QM_E_NOMEM, "phantom: out of host memory for %d shards", plan->n_shards);
+    qm_code rc = qm_mesh_open_backend(p->mesh, -1, &(qm_backend_desc){.phantom = true}, &hal, st);
+    for (int i = 0; rc == QM_OK && i < plan->n_shards; ++i)
+        rc = qm_hal_buf_alloc(hal, plan->shards[i].device, plan->shards[i].bytes, &bufs[i], st);
+    for (int d = 0; rc == QM_OK && d < p->mesh->n_devices; ++d) {
+        qm_hal_usage u;
+        if ((rc = qm_hal_usage_query(hal, d, &u, st)) == QM_OK)
+            reserved_bytes[d] = u.in_use_bytes;
+    }
+    for (int i = 0; hal && i < plan->n_shards; ++i)
+        qm_hal_buf_free(hal, bufs[i]);
+    qm_hal_destroy(hal);
+    free(bufs);
+    if (rc != QM_OK)
+        qm_status_prefix(st, "phantom");
+    return rc;
+}
+
 void qm_pipeline_close_backend(qm_pipeline *p)
 {
     qm_hal_destroy(p->hal);

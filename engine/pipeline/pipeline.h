@@ -77,6 +77,14 @@ qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm
  * simulated backend (capacities and ids, no memory taken). The caller destroys *out. */
 qm_code qm_pipeline_devices_backend(qm_backend_kind kind, qm_hal **out, qm_status *st);
 
+/* Account the plan's shards on a phantom simulated mesh of the plan's mesh (every rank; capacity
+ * accounting, no memory): each shard's bytes are reserved on its device through the HAL's checking
+ * allocator (E-CAPACITY if one does not fit), read back per device into reserved_bytes[0 ..
+ * mesh->n_devices - 1] (mesh device order), then released; the backend is gone on return. Needs a
+ * feasible plan (E-ARG otherwise). Nothing is allocated for the state, so a 2^45-amplitude plan
+ * costs what its bookkeeping costs. */
+qm_code qm_pipeline_phantom_account(const qm_pipeline *p, uint64_t *reserved_bytes, qm_status *st);
+
 /* Destroy the backend (its states must be gone). */
 void qm_pipeline_close_backend(qm_pipeline *p);
 

@@ -196,4 +196,16 @@ const char *qm_topology_label(const qm_topology *t);
  * truncated), which is returned. Cannot fail. */
 const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap);
 
+/* Grow one of a topology's arrays (*array of *cap elements) to hold at least `need`, doubling
+ * from 8; false (array unchanged) when out of memory. For the loader and the variant builder. */
+bool qm_topology_grow(void **array, int *cap, int need, size_t elem_bytes);
+
+/* A "did you mean" for an id that names no device: the device id of t nearest to `id` (edit
+ * distance at most 2, ties by the smaller id), or NULL. Cannot fail. */
+const char *qm_topology_closest_gpu(const qm_topology *t, const char *id);
+
+/* For each device (t->gpus order): whether a chain of links, fabrics and NIC attachments (as the
+ * topology graph builds them) joins it to the first device, into joined[0 .. n_gpus). E-NOMEM. */
+qm_code qm_topology_joined(const qm_topology *t, bool *joined, qm_status *st);
+
 #endif

@@ -18,25 +18,10 @@
 
 /* ---- building the topology ---------------------------------------------------------------------- */
 
-static bool grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    int c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
-
 static int add_node(ld *L, qm_node_kind kind, int host, const ynode *at)
 {
     qm_topology *t = L->t;
-    if (!grow((void **)&t->nodes, &L->cap_nodes, t->n_nodes + 1, sizeof *t->nodes)) {
+    if (!qm_topology_grow((void **)&t->nodes, &L->cap_nodes, t->n_nodes + 1, sizeof *t->nodes)) {
         qm_scn_nomem(L);
         return -1;
     }
@@ -54,7 +39,7 @@ static int add_node(ld *L, qm_node_kind kind, int host, const ynode *at)
 static int add_link(ld *L)
 {
     qm_topology *t = L->t;
-    if (!grow((void **)&t->links, &L->cap_links, t->n_links + 1, sizeof *t->links)) {
+    if (!qm_topology_grow((void **)&t->links, &L->cap_links, t->n_links + 1, sizeof *t->links)) {
         qm_scn_nomem(L);
         return -1;
     }
@@ -170,8 +155,8 @@ static void load_device_types(ld *L, ynode *n)
             size_t o2 = qm_scn_path_index(L, i);
             ynode *it = seq_item(L, n, i), *v[5];
             if (qm_scn_fields(L, it, spec, 5, v, "a device type")) {
-                if (!grow((void **)&t->device_types, &L->cap_types, t->n_device_types + 1,
-                          sizeof *t->device_types)) {
+                if (!qm_topology_grow((void **)&t->device_types, &L->cap_types,
+                                      t->n_device_types + 1, sizeof *t->device_types)) {
                     qm_scn_nomem(L);
                     break;
                 }
@@ -261,7 +246,7 @@ static void load_device(ld *L, ynode *it, const host_ctx *h)
     int ni = add_node(L, QM_NODE_GPU, h->host, it);
     if (ni < 0)
         return;
-    if (!grow((void **)&t->gpus, &L->cap_gpus, t->n_gpus + 1, sizeof *t->gpus)) {
+    if (!qm_topology_grow((void **)&t->gpus, &L->cap_gpus, t->n_gpus + 1, sizeof *t->gpus)) {
         qm_scn_nomem(L);
         return;
     }
@@ -366,7 +351,7 @@ static void load_nic(ld *L, ynode *it, const host_ctx *h)
         get_numa(L, v[2], h, &L->t->nodes[ni].numa);
     if (v[3]) {
         /* resolved once every host is known: the switch may be declared later */
-        if (!grow((void **)&L->attach, &L->cap_attach, L->n_attach + 1, sizeof *L->attach)) {
+        if (!qm_topology_grow((void **)&L->attach, &L->cap_attach, L->n_attach + 1, sizeof *L->attach)) {
             qm_scn_nomem(L);
             return;
         }
@@ -400,7 +385,7 @@ static void load_host(ld *L, ynode *it)
     qm_topology *t = L->t;
     if (!qm_scn_fields(L, it, spec, 6, v, "a host"))
         return;
-    if (!grow((void **)&t->hosts, &L->cap_hosts, t->n_hosts + 1, sizeof *t->hosts)) {
+    if (!qm_topology_grow((void **)&t->hosts, &L->cap_hosts, t->n_hosts + 1, sizeof *t->hosts)) {
         qm_scn_nomem(L);
         return;
     }

@@ -289,8 +289,6 @@ static int uf_find(int *parent, int x)
     return x;
 }
 
-/* E-DISCONNECTED: every GPU must reach the first one over links, fabrics and the implicit link of
- * each NIC (to its `attach` node, else to its NUMA node: as topology.c builds the graph). */
 static bool host_has_numa(const qm_topology *t, int host)
 {
     for (int i = 0; i < t->n_nodes; ++i)
@@ -299,42 +297,60 @@ static bool host_has_numa(const qm_topology *t, int host)
     return false;
 }
 
-void qm_scn_check_connected(ld *L)
+qm_code qm_topology_joined(const qm_topology *t, bool *joined, qm_status *st)
 {
-    qm_topology *t = L->t;
-    if (t->n_gpus < 2)
-        return;
-    int *parent = malloc((size_t)t->n_nodes * sizeof *parent);
-    int *implicit = malloc((size_t)t->n_nodes * sizeof *implicit);
+    int *parent = malloc(((size_t)t->n_nodes + 1) * sizeof *parent);
+    int *implicit = malloc(((size_t)t->n_nodes + 1) * sizeof *implicit);
     if (!parent || !implicit) {
         free(parent);
         free(implicit);
-        qm_scn_nomem(L);
-        return;
+        return qm_fail(st, QM_E_NOMEM, "connectivity: out of host memory (%d nodes)", t->n_nodes);
     }
     for (int i = 0; i < t->n_nodes; ++i)
         parent[i] = i;
     for (int i = 0; i < t->n_links; ++i)
         parent[uf_find(parent, t->links[i].a)] = uf_find(parent, t->links[i].b);
-    qm_topology_implicit_links(t, implicit);
+    qm_topology_implicit_links(t, implicit); /* NICs' and devices' implicit links, as topology.c */
     for (int i = 0; i < t->n_nodes; ++i)
         if (implicit[i] >= 0)
             parent[uf_find(parent, i)] = uf_find(parent, implicit[i]);
-    int root = uf_find(parent, t->gpus[0]);
+    const int root = t->n_gpus ? uf_find(parent, t->gpus[0]) : -1;
+    for (int g = 0; g < t->n_gpus; ++g)
+        joined[g] = uf_find(parent, t->gpus[g]) == root;
+    free(parent);
+    free(implicit);
+    return QM_OK;
+}
+
+/* E-DISCONNECTED: every GPU must reach the first one (qm_topology_joined); the hint says what to
+ * add: NICs on a net fabric between hosts, numa: K (an implicit link) for a device without one. */
+void qm_scn_check_connected(ld *L)
+{
+    qm_topology *t = L->t;
+    if (t->n_gpus < 2)
+        return;
+    bool *joined = malloc((size_t)t->n_gpus * sizeof *joined);
+    if (!joined || qm_topology_joined(t, joined, NULL) != QM_OK) {
+        free(joined);
+        qm_scn_nomem(L);
+        return;
+    }
     size_t old = qm_scn_path_key(L, "connectivity");
     for (int g = 1; g < t->n_gpus && !L->stop; ++g) {
         const qm_node *nd = &t->nodes[t->gpus[g]];
-        if (uf_find(parent, t->gpus[g]) == root)
+        if (joined[g])
             continue;
         const qm_node *first = &t->nodes[t->gpus[0]];
+        /* a device with numa: K is joined to its NUMA node by the implicit link (when the
+         * scenario has a host link), so only one without numa gets the numa hint */
         const char *hint =
             nd->host != first->host
                 ? "; hosts meet through NICs on a net fabric: give each host a NIC with numa: K "
                   "(or attach:) and make the NICs members of a fabric of kind net"
-            : nd->numa < 0 && implicit[t->gpus[g]] < 0 && !host_has_numa(t, nd->host)
+            : nd->numa < 0 && !host_has_numa(t, nd->host)
                 ? "; give its host a NUMA node (numa: [{id: 0}]) and the device numa: 0 (an "
                   "implicit pcie link to it), or add a link"
-            : nd->numa < 0 && implicit[t->gpus[g]] < 0
+            : nd->numa < 0
                 ? "; give the device numa: K (an implicit pcie link to that NUMA node) or add a link"
                 : "; add a link";
         qm_scn_err_loc(L, nd->loc.line, nd->loc.col, QM_E_DISCONNECTED,
@@ -343,6 +359,5 @@ void qm_scn_check_connected(ld *L)
                        nd->id, first->id, hint);
     }
     qm_scn_path_pop(L, old);
-    free(parent);
-    free(implicit);
+    free(joined);
 }

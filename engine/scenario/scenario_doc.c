@@ -3,9 +3,11 @@
  * Role: the only file that includes <yaml.h>. One pass over libyaml's events (yaml_parser_parse)
  * builds a compact tree with a 1-based location on every node (build_doc), checking on the way:
  * syntax errors (both libyaml marks), one document only, nesting depth, undefined and recursive
- * aliases, and the number of nodes after alias expansion (QM_SCENARIO_MAX_NODES), so that an alias
+ * aliases, and the number of nodes after alias expansion (QM_SCENARIO_MAX_NODES, or half the
+ * file's bytes when that is more), so that an alias
  * bomb is refused before anything is expanded. Also here: the string hash map (ids, device type
- * names, anchors), the "did you mean" distance, and the key check of a mapping (fields).
+ * names, anchors) and the key check of a mapping (fields; its "did you mean" by core's
+ * qm_hint_closer).
  * Why not yaml_parser_load (libyaml's document API, the obvious choice): it allocates a node, a tag
  * copy and child stacks per node, and on a 1024-host x 8-GPU scenario it alone took 0.3-0.6 s of
  * a fresh process (page faults), against the < 1 s target for the whole load; and it cannot stop
@@ -287,6 +289,11 @@ bool qm_scn_build_doc(ld *L)
     size_t n_pending = 0, cap_pending = 0;
     int depth = 0, docs = 0;
     long count = 0;
+    /* without aliases a node takes about two bytes of text or more, so this does not refuse a plain file
+     * (a 32768-GPU scenario has about 2.1 million nodes) and keeps an expansion within a fixed
+     * multiple of the file's size */
+    const long max_nodes = (long)(L->len / 2) > QM_SCENARIO_MAX_NODES ? (long)(L->len / 2)
+                                                                      : QM_SCENARIO_MAX_NODES;
     bool ok = false, done = false;
     char msg[QM_STATUS_MSG_BYTES];
     d->root = -1;
@@ -434,10 +441,10 @@ bool qm_scn_build_doc(ld *L)
             qm_scn_nomem(L);
             bad = true;
         }
-        if (!bad && count > QM_SCENARIO_MAX_NODES) {
-            snprintf(msg, sizeof msg, "YAML: the document has more than %d nodes, counting "
+        if (!bad && count > max_nodes) {
+            snprintf(msg, sizeof msg, "YAML: the document has more than %ld nodes, counting "
                      "every alias expansion (%ld at this point); documents this large are refused",
-                     QM_SCENARIO_MAX_NODES, count);
+                     max_nodes, count);
             qm_scn_add_diag(L, QM_E_RANGE, line, col, msg);
             bad = true;
         }

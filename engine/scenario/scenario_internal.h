@@ -3,14 +3,16 @@
  * Role: the loader's context (ld), the compact document tree (ydoc, ynode), the string map of ids,
  * device type names and anchors, and the functions one loader file calls in another:
  *   scenario_diag.c    diagnostics: the located errors of a load and the YAML path of messages
- *   scenario_doc.c     the string map, "did you mean", the document tree from libyaml's events,
- *                      node access and the key check of a mapping
+ *   scenario_doc.c     the string map, "did you mean" (by core's qm_hint_closer), the document
+ *                      tree from libyaml's events, node access and the key check of a mapping
  *   scenario_values.c  typed values (strings, ids, numbers, units, enums) and the id namespace
  *   scenario_build.c   the schema walk that builds the topology
  *   scenario_cases.c   cases and the whole-file checks
  *   scenario_load.c    the entry points of scenario_loader.h
- * Names with external linkage carry the prefix qm_scn_.
- * Must not: be included outside these files, or include <yaml.h> (only scenario_doc.c does).
+ * Names with external linkage carry the prefix qm_scn_. scenario_variant.c (qmesh whatif's
+ * variants) uses the string map too, and qm_topology_closest_gpu (scenario_names.c) for its
+ * "did you mean".
+ * Must not: be included outside engine/scenario/, or include <yaml.h> (only scenario_doc.c does).
  */
 #ifndef QM_SCENARIO_INTERNAL_H
 #define QM_SCENARIO_INTERNAL_H

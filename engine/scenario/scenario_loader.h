@@ -22,7 +22,8 @@
 
 #define QM_DIAGS_PER_LOAD 50            /* then one final "too many errors" entry */
 #define QM_SCENARIO_MAX_BYTES (64u << 20) /* larger files are refused (E-IO) */
-#define QM_SCENARIO_MAX_NODES 2000000   /* YAML nodes after alias expansion (E-RANGE beyond) */
+#define QM_SCENARIO_MAX_NODES 2000000   /* YAML nodes after alias expansion (E-RANGE beyond), or
+                                        * half the file's bytes when that is more */
 
 typedef struct qm_diag {
     qm_code code;

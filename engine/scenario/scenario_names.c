@@ -1,11 +1,13 @@
 /* scenario_names.c — the names and plain helpers that scenario.h declares.
  *
  * Role: link class and phase names, request defaults, the topology's class default latencies and
- * its destructor. In: enum values, a topology. Out: static strings, initialised structs.
+ * its destructor, the topology's labels, the one array growth of the loader and the variant
+ * builder (qm_topology_grow) and a device id's "did you mean" (qm_topology_closest_gpu, by core's
+ * qm_hint_closer). In: enum values, a topology. Out: static strings, initialised structs.
  * Class default latencies (NCCL's per-step hardware latencies, src/graph/tuning.cc hwLat, ring LL;
  * docs/scenario-library.md): nvlink and
  * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
- * Must not: allocate, print, or depend on the loader's state.
+ * Must not: print, or depend on the loader's state; qm_topology_grow is its one allocation.
  */
 #include "scenario_internal.h"
 
@@ -136,4 +138,29 @@ const char *qm_topology_title(const qm_topology *t, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%s (%s)", t->name, t->file);
     return buf;
+}
+
+bool qm_topology_grow(void **array, int *cap, int need, size_t elem_bytes)
+{
+    if (need <= *cap)
+        return true;
+    int c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*array, (size_t)c * elem_bytes);
+    if (!q)
+        return false;
+    *array = q;
+    *cap = c;
+    return true;
+}
+
+const char *qm_topology_closest_gpu(const qm_topology *t, const char *id)
+{
+    const char *hint = NULL;
+    int best = 3;
+    for (int g = 0; t && id && g < t->n_gpus; ++g)
+        if (qm_hint_closer(id, t->nodes[t->gpus[g]].id, &best, hint))
+            hint = t->nodes[t->gpus[g]].id;
+    return hint;
 }

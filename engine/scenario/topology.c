@@ -69,6 +69,11 @@ struct qm_topo_graph {
     int *touched;          /* nodes whose best/perm were set by the cached search */
     int n_touched;
     bool search_done;      /* the cached source's search ran until its heap was empty */
+    /* for the uniform-hub check (qm_topo_graph_uniform) */
+    int *in_start;         /* n_nodes + 1 */
+    topo_edge *in;         /* edges entering node v, `to` = where they come from */
+    int *mark;             /* per node: the generation that last marked it */
+    int mark_gen;
 };
 
 static const char *const class_names[QM_LINK_CLASS_COUNT_] = {"nvlink", "c2c", "pcie", "sys", "net"};
@@ -192,8 +197,11 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
     g->best = calloc(nn ? nn : 1, sizeof *g->best);
     g->perm = calloc(nn ? nn : 1, sizeof *g->perm);
     g->touched = calloc(nn ? nn : 1, sizeof *g->touched);
+    g->in_start = calloc(nn + 1, sizeof *g->in_start);
+    g->in = calloc(nl ? 2 * nl : 1, sizeof *g->in);
+    g->mark = calloc(nn ? nn : 1, sizeof *g->mark);
     if (!g->links || !g->bw_ab || !g->bw_ba || !g->latency_s || !g->out_start || !g->out ||
-        !g->best || !g->perm || !g->touched)
+        !g->best || !g->perm || !g->touched || !g->in_start || !g->in || !g->mark)
         goto nomem;
     for (size_t v = 0; v < nn; ++v)
         g->best[v] = g->perm[v] = -1;
@@ -238,6 +246,19 @@ qm_code qm_topo_graph_create(const qm_topology *topo, qm_topo_graph **out, qm_st
                     (topo_edge){.to = l->a, .link = i, .a_to_b = false, .cls = l->cls,
                                 .bw = g->bw_ba[i], .latency_s = g->latency_s[i]};
         }
+        /* the same edges by the node they enter */
+        for (int e = 0; e < g->out_start[g->n_nodes]; ++e)
+            g->in_start[g->out[e].to + 1]++;
+        for (int v = 0; v < g->n_nodes; ++v)
+            g->in_start[v + 1] += g->in_start[v];
+        memset(fill, 0, nn * sizeof *fill);
+        for (int v = 0; v < g->n_nodes; ++v)
+            for (int e = g->out_start[v]; e < g->out_start[v + 1]; ++e) {
+                topo_edge ed = g->out[e];
+                int to = ed.to;
+                ed.to = v;
+                g->in[g->in_start[to] + fill[to]++] = ed;
+            }
         free(fill);
     }
     /* Step bound: generous for real topologies (a few labels per node), finite for any. */
@@ -271,6 +292,9 @@ void qm_topo_graph_destroy(qm_topo_graph *g)
     free(g->best);
     free(g->perm);
     free(g->touched);
+    free(g->in_start);
+    free(g->in);
+    free(g->mark);
     free(g);
 }
 
@@ -540,16 +564,30 @@ qm_code qm_topo_graph_path(qm_topo_graph *g, int src, int dst, qm_topo_path *out
     return fill_path(g, src, dst, out, st);
 }
 
+/* The path rule's order on (found, class, bandwidth, hops): found first, then the key. */
+typedef struct path_key {
+    bool found;
+    qm_link_class cls;
+    double bw;
+    int hops;
+} path_key;
+
+static bool key_better(path_key a, path_key b)
+{
+    if (a.found != b.found)
+        return a.found;
+    if (a.cls != b.cls)
+        return a.cls < b.cls;
+    if (a.bw != b.bw)
+        return a.bw > b.bw;
+    return a.hops < b.hops;
+}
+
 /* Whether path a is better than b by the path rule (found first). */
 static bool path_better(const qm_topo_path *a, const qm_topo_path *b)
 {
-    if (a->found != b->found)
-        return a->found;
-    if (a->cls != b->cls)
-        return a->cls < b->cls;
-    if (a->bw_bytes_per_s != b->bw_bytes_per_s)
-        return a->bw_bytes_per_s > b->bw_bytes_per_s;
-    return a->hops < b->hops;
+    return key_better((path_key){a->found, a->cls, a->bw_bytes_per_s, a->hops},
+                      (path_key){b->found, b->cls, b->bw_bytes_per_s, b->hops});
 }
 
 /* `what` names the argument in the message: "device", "device set entry 2". */
@@ -874,11 +912,95 @@ qm_code qm_topo_matrix_check_connected(const qm_topo_matrix *m, qm_status *st)
     return QM_OK;
 }
 
+/* ---- a device set that hangs off one node ----------------------------------------------------- */
+
+/* Whether edge key (cls, bw) is strictly worse than (pc, pb) by the path rule's first two terms. */
+static bool edge_worse(const topo_edge *e, qm_link_class pc, double pb)
+{
+    return e->cls > pc || (e->cls == pc && e->bw < pb);
+}
+
+static bool same_edge_attrs(const topo_edge *a, const topo_edge *b)
+{
+    return a->cls == b->cls && a->bw == b->bw && a->latency_s == b->latency_s;
+}
+
+/* Every edge of [first, end) but one copy of `hub_edge` (to == hub, same attributes) is strictly
+ * worse than the pair key; exactly one such copy exists. */
+static bool only_hub_edge_best(const topo_edge *first, const topo_edge *end, int hub,
+                               const topo_edge *hub_edge, qm_link_class pc, double pb)
+{
+    int n_hub = 0;
+    for (const topo_edge *e = first; e < end; ++e) {
+        if (e->to == hub && same_edge_attrs(e, hub_edge) && n_hub == 0)
+            ++n_hub;
+        else if (!edge_worse(e, pc, pb))
+            return false;
+    }
+    return n_hub == 1;
+}
+
+bool qm_topo_graph_uniform_hub(qm_topo_graph *g, const int *devices, int n_devices, int *out_hub,
+                               qm_topo_pair *out_pair)
+{
+    if (!g || !devices || n_devices < 2)
+        return false;
+    if (g->mark_gen == INT_MAX) {
+        memset(g->mark, 0, (size_t)g->n_nodes * sizeof *g->mark);
+        g->mark_gen = 0;
+    }
+    const int gen = ++g->mark_gen;
+    for (int i = 0; i < n_devices; ++i) {
+        const int d = devices[i];
+        if (d < 0 || d >= g->n_nodes || g->topo->nodes[d].kind != QM_NODE_GPU || g->mark[d] == gen)
+            return false; /* the matrix path reports it */
+        g->mark[d] = gen;
+    }
+    /* the hub: the first device's strictly best outgoing edge leads to it */
+    const int d0 = devices[0];
+    const topo_edge *o = NULL, *in = NULL;
+    for (int e = g->out_start[d0]; e < g->out_start[d0 + 1]; ++e) {
+        const topo_edge *ed = &g->out[e];
+        if (!o || edge_worse(o, ed->cls, ed->bw))
+            o = ed;
+    }
+    if (!o || g->topo->nodes[o->to].kind == QM_NODE_GPU)
+        return false;
+    const int hub = o->to;
+    for (int e = g->in_start[d0]; e < g->in_start[d0 + 1]; ++e) {
+        const topo_edge *ed = &g->in[e];
+        if (ed->to == hub && (!in || edge_worse(in, ed->cls, ed->bw)))
+            in = ed;
+    }
+    if (!in)
+        return false;
+    const qm_link_class pc = o->cls > in->cls ? o->cls : in->cls;
+    const double pb = o->bw < in->bw ? o->bw : in->bw;
+    /* every device: one edge to the hub and one back with these figures, every other edge strictly
+     * worse than the pair through the hub; then i -> hub -> j is the only best path of each pair */
+    for (int i = 0; i < n_devices; ++i) {
+        const int d = devices[i];
+        if (!only_hub_edge_best(g->out + g->out_start[d], g->out + g->out_start[d + 1], hub, o, pc, pb) ||
+            !only_hub_edge_best(g->in + g->in_start[d], g->in + g->in_start[d + 1], hub, in, pc, pb))
+            return false;
+    }
+    if (out_hub)
+        *out_hub = hub;
+    if (out_pair)
+        *out_pair = (qm_topo_pair){.peer = true, .cls = pc, .bw_bytes_per_s = pb,
+                                   .latency_s = o->latency_s + in->latency_s, .hops = 2};
+    return true;
+}
+
 /* ---- conveniences over a device set ---------------------------------------------------------- */
 
 qm_code qm_topo_graph_best_connected(qm_topo_graph *g, const int *devices, int n_devices,
                                      int *out_node, qm_status *st)
 {
+    if (qm_topo_graph_uniform_hub(g, devices, n_devices, NULL, NULL)) {
+        *out_node = devices[0]; /* every score ties: the earliest */
+        return QM_OK;
+    }
     qm_topo_matrix *m = NULL;
     qm_code rc = qm_topo_matrix_create(g, devices, n_devices, &m, st);
     if (rc == QM_OK)
@@ -890,6 +1012,11 @@ qm_code qm_topo_graph_best_connected(qm_topo_graph *g, const int *devices, int n
 qm_code qm_topo_graph_affinity_order(qm_topo_graph *g, const int *devices, int n_devices,
                                      int *out_nodes, qm_status *st)
 {
+    if (qm_topo_graph_uniform_hub(g, devices, n_devices, NULL, NULL)) {
+        /* every pair ties: the first, then each next one in given order */
+        memcpy(out_nodes, devices, (size_t)n_devices * sizeof *out_nodes);
+        return QM_OK;
+    }
     qm_topo_matrix *m = NULL;
     qm_code rc = qm_topo_matrix_create(g, devices, n_devices, &m, st);
     if (rc == QM_OK)
@@ -901,10 +1028,49 @@ qm_code qm_topo_graph_affinity_order(qm_topo_graph *g, const int *devices, int n
 qm_code qm_topo_graph_check_connected(qm_topo_graph *g, const int *devices, int n_devices,
                                       qm_status *st)
 {
+    if (qm_topo_graph_uniform_hub(g, devices, n_devices, NULL, NULL))
+        return QM_OK;
     qm_topo_matrix *m = NULL;
     qm_code rc = qm_topo_matrix_create(g, devices, n_devices, &m, st);
     if (rc == QM_OK)
         rc = qm_topo_matrix_check_connected(m, st);
+    qm_topo_matrix_destroy(m);
+    return rc;
+}
+
+/* Whether pair a is better than pair b for a best peer: found, class, bandwidth, hops. */
+static bool best_peer_better(const qm_topo_pair *a, const qm_topo_pair *b)
+{
+    return key_better((path_key){a->peer, a->cls, a->bw_bytes_per_s, a->hops},
+                      (path_key){b->peer, b->cls, b->bw_bytes_per_s, b->hops});
+}
+
+qm_code qm_topo_graph_best_peers(qm_topo_graph *g, const int *devices, int n_devices,
+                                 qm_topo_pair *out, qm_status *st)
+{
+    qm_topo_pair pair;
+    if (!g || !devices || !out || n_devices < 1)
+        return qm_fail(st, QM_E_ARG, "topology: best peers: graph, devices and out must be given "
+                       "(%d devices)", n_devices);
+    if (n_devices == 1) {
+        out[0] = (qm_topo_pair){.peer = false};
+        return QM_OK;
+    }
+    if (qm_topo_graph_uniform_hub(g, devices, n_devices, NULL, &pair)) {
+        for (int i = 0; i < n_devices; ++i)
+            out[i] = pair;
+        return QM_OK;
+    }
+    qm_topo_matrix *m = NULL;
+    qm_code rc = qm_topo_matrix_create(g, devices, n_devices, &m, st);
+    for (int i = 0; rc == QM_OK && i < n_devices; ++i) {
+        out[i] = (qm_topo_pair){.peer = false};
+        for (int j = 0; j < n_devices; ++j) {
+            const qm_topo_pair *p = &m->pairs[(size_t)i * (size_t)n_devices + (size_t)j];
+            if (j != i && best_peer_better(p, &out[i]))
+                out[i] = *p;
+        }
+    }
     qm_topo_matrix_destroy(m);
     return rc;
 }
@@ -1056,13 +1222,16 @@ static const char *dot_shape(qm_node_kind k)
     return "plaintext";
 }
 
-static void dot_node(FILE *f, const qm_node *n, const char *indent)
+/* A node: its id and kind, and the style's note as a third label line. */
+static void dot_node(FILE *f, const qm_node *n, const char *indent, const char *note,
+                     const char *attrs)
 {
     fprintf(f, "%s", indent);
     dot_quoted(f, n->id);
     fprintf(f, " [shape=%s, label=", dot_shape(n->kind));
-    char label[QM_ID_BYTES + 32];
-    snprintf(label, sizeof label, "%s\n%s", n->id, kind_names[n->kind]);
+    char label[QM_ID_BYTES + 32 + 256];
+    snprintf(label, sizeof label, "%s\n%s%s%.255s", n->id, kind_names[n->kind],
+             note && *note ? "\n" : "", note ? note : "");
     /* a real newline inside a DOT string would still parse; use the escape instead */
     fputc('"', f);
     for (const char *s = label; *s; ++s) {
@@ -1074,17 +1243,39 @@ static void dot_node(FILE *f, const qm_node *n, const char *indent)
             fputc('\\', f);
         fputc(*s, f);
     }
-    fputs("\"];\n", f);
+    fputc('"', f);
+    if (attrs && *attrs)
+        fprintf(f, ", %s", attrs);
+    fputs("];\n", f);
+}
+
+static const char *style_at(const char *const *v, int i)
+{
+    return v ? v[i] : NULL;
 }
 
 qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
 {
+    return qm_topo_graph_dot_styled(g, NULL, f, st);
+}
+
+qm_code qm_topo_graph_dot_styled(const qm_topo_graph *g, const qm_topo_dot_style *style, FILE *f,
+                                 qm_status *st)
+{
     if (!g || !f)
         return qm_fail(st, QM_E_ARG, "topology: graph and file must not be NULL");
     const qm_topology *t = g->topo;
+    const qm_topo_dot_style none = {0};
+    if (!style)
+        style = &none;
     fputs("graph ", f);
     dot_quoted(f, t->name[0] ? t->name : "qmesh");
     fputs(" {\n", f);
+    if (style->graph_label) {
+        fputs("  label=", f);
+        dot_quoted(f, style->graph_label);
+        fputs(";\n", f);
+    }
     for (int h = 0; h < t->n_hosts; ++h) {
         char cluster[QM_ID_BYTES + 16];
         snprintf(cluster, sizeof cluster, "cluster_%s", t->hosts[h].id);
@@ -1095,12 +1286,14 @@ qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
         fputs(";\n", f);
         for (int i = 0; i < t->n_nodes; ++i)
             if (t->nodes[i].host == h)
-                dot_node(f, &t->nodes[i], "    ");
+                dot_node(f, &t->nodes[i], "    ", style_at(style->node_note, i),
+                         style_at(style->node_attrs, i));
         fputs("  }\n", f);
     }
     for (int i = 0; i < t->n_nodes; ++i)
         if (t->nodes[i].host < 0 || t->nodes[i].host >= t->n_hosts)
-            dot_node(f, &t->nodes[i], "  ");
+            dot_node(f, &t->nodes[i], "  ", style_at(style->node_note, i),
+                     style_at(style->node_attrs, i));
     for (int i = 0; i < g->n_links; ++i) {
         const qm_link *l = &g->links[i];
         char ab[32], ba[32];
@@ -1114,7 +1307,12 @@ qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st)
             fprintf(f, " [label=\"%s %s\"", class_names[l->cls], ab);
         else
             fprintf(f, " [label=\"%s %s / %s\"", class_names[l->cls], ab, ba);
-        fputs(i >= t->n_links ? ", style=dashed];\n" : "];\n", f);
+        if (i >= t->n_links)
+            fputs(", style=dashed", f);
+        const char *attrs = style_at(style->link_attrs, i);
+        if (attrs && *attrs)
+            fprintf(f, ", %s", attrs);
+        fputs("];\n", f);
     }
     fputs("}\n", f);
     if (ferror(f))

@@ -146,13 +146,33 @@ qm_code qm_topo_matrix_print(const qm_topo_matrix *m, FILE *f, qm_status *st);
  * a path, bw is null on a diagonal without an HBM figure. E-NOMEM when jansson cannot allocate. */
 qm_code qm_topo_matrix_json(const qm_topo_matrix *m, struct json_t **out, qm_status *st);
 
-/* Conveniences over a device set: build the matrix, ask it, free it. */
+/* Whether every ordered pair of `devices` has one and the same best path, found without a search
+ * (O(devices + their edges)): the first device's strictly best outgoing edge leads to a non-GPU
+ * node H (an NVSwitch, a PCIe switch); every device has exactly one edge to H and one from H with
+ * the same figures (class, bandwidth, latency) as the first device's, and each of its other edges,
+ * in and out, is strictly worse by (class, bandwidth) than the pair i -> H -> j. Then that 2-hop
+ * path is the only best path of every pair, so every score and comparison of the matrix ties.
+ * *out_hub (may be NULL) is H; *out_pair (may be NULL) the pair (peer, class, bandwidth = the lower
+ * of the two directions' edges, latency = their sum, 2 hops). False (outputs untouched) otherwise,
+ * also for fewer than 2 devices, a non-GPU node or a repeated device: the matrix path then answers
+ * (and reports errors). */
+bool qm_topo_graph_uniform_hub(qm_topo_graph *g, const int *devices, int n_devices, int *out_hub,
+                               qm_topo_pair *out_pair);
+
+/* Conveniences over a device set: build the matrix, ask it, free it. best_connected,
+ * affinity_order and check_connected answer without the matrix when qm_topo_graph_uniform_hub
+ * holds (the first device; the given order; connected), with the results the matrix would give. */
 qm_code qm_topo_graph_best_connected(qm_topo_graph *g, const int *devices, int n_devices,
                                      int *out_node, qm_status *st);
 qm_code qm_topo_graph_affinity_order(qm_topo_graph *g, const int *devices, int n_devices,
                                      int *out_nodes, qm_status *st);
 qm_code qm_topo_graph_check_connected(qm_topo_graph *g, const int *devices, int n_devices,
                                       qm_status *st);
+/* Per device of the set, its best peer in the set: out[i] is the best pair devices[i] -> another
+ * device (found first, then class, bandwidth, hops; out[i].peer false when it reaches none, also
+ * for a set of one). Without the matrix when qm_topo_graph_uniform_hub holds; else one matrix. */
+qm_code qm_topo_graph_best_peers(qm_topo_graph *g, const int *devices, int n_devices,
+                                 qm_topo_pair *out, qm_status *st);
 qm_code qm_topo_graph_matrix_json(qm_topo_graph *g, const int *devices, int n_devices,
                                   struct json_t **out, qm_status *st);
 
@@ -161,5 +181,20 @@ qm_code qm_topo_graph_matrix_json(qm_topo_graph *g, const int *devices, int n_de
  * links labelled "<class> <bandwidth>" (declared figures, "a->b / b->a" when asymmetric; implicit
  * NIC links dashed). E-IO when writing fails. */
 qm_code qm_topo_graph_dot(const qm_topo_graph *g, FILE *f, qm_status *st);
+
+/* What a caller adds to that picture (`qmesh plan --dot`): a graph label, per node (indexed like
+ * topology->nodes) a third label line and extra attributes, per graph link (indexed like
+ * qm_topo_graph_link) extra attributes. Each array may be NULL; an entry NULL or "" adds nothing.
+ * Attributes are DOT text written as given ("color=red, penwidth=3"). */
+typedef struct qm_topo_dot_style {
+    const char *graph_label;
+    const char *const *node_note;
+    const char *const *node_attrs;
+    const char *const *link_attrs;
+} qm_topo_dot_style;
+
+/* qm_topo_graph_dot with a style (NULL: exactly qm_topo_graph_dot's picture). */
+qm_code qm_topo_graph_dot_styled(const qm_topo_graph *g, const qm_topo_dot_style *style, FILE *f,
+                                 qm_status *st);
 
 #endif

@@ -17,9 +17,14 @@
  *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
  *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
- *    replicated states.
+ *    replicated states;
+ *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
+ *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
+ *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
+ *    stage's flows (every shard to its partner) on the links, stage after stage.
  * Must not: allocate device memory or change the layout.
  */
+#include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
 
@@ -82,6 +87,31 @@ static double loads_time(const link_loads *L, const qm_topo_graph *g)
     return t + L->max_latency;
 }
 
+/* Ring positions grouped into runs of one host (run[i] = the first position of i's run), and
+ * whether each run's devices hang off one switch (qm_topo_graph_uniform_hub: then every step
+ * inside it is that pair, without a search per device; a one-host ring of 8192 devices would
+ * otherwise search from every device through an 8192-port switch). */
+static bool *uniform_runs(const qm_mesh *mesh, const int *devices, int n, int *run,
+                          qm_topo_pair *pair)
+{
+    bool *uni = calloc((size_t)n, sizeof *uni);
+    int *nodes = malloc((size_t)n * sizeof *nodes);
+    if (!uni || !nodes) {
+        free(uni);
+        free(nodes);
+        return NULL;
+    }
+    for (int s = 0, e; s < n; s = e) {
+        for (e = s; e < n && mesh->devices[devices[e]].host == mesh->devices[devices[s]].host; ++e) {
+            run[e] = s;
+            nodes[e - s] = mesh->devices[devices[e]].node;
+        }
+        uni[s] = qm_topo_graph_uniform_hub(mesh->graph, nodes, e - s, NULL, &pair[s]);
+    }
+    free(nodes);
+    return uni;
+}
+
 /* Why device d has no path from host memory, in words a scenario author can act on. */
 static void no_host_path(const qm_mesh *mesh, int d, const char *what, char *out, size_t cap)
 {
@@ -104,6 +134,14 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
     bool inter_seen = false;
     qm_link_class intra = QM_LINK_NVLINK;
     double ring_bw = INFINITY;
+    int *run = malloc((size_t)n * sizeof *run);
+    qm_topo_pair *pair = malloc((size_t)n * sizeof *pair);
+    bool *uni = run && pair ? uniform_runs(mesh, devices, n, run, pair) : NULL;
+    if (!uni) {
+        free(run);
+        free(pair);
+        return -1;
+    }
     for (int i = 0; i < n; ++i) {
         const qm_mesh_device *a = &mesh->devices[devices[i]];
         const qm_mesh_device *b = &mesh->devices[devices[(i + 1) % n]];
@@ -116,15 +154,30 @@ double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint6
         if (!same_host && inter_seen)
             continue;
         inter_seen = inter_seen || !same_host;
+        const int j = (i + 1) % n;
         qm_topo_path p;
         qm_status st;
-        if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK || !p.found)
-            return -1;
+        if (same_host && run[i] == run[j] && uni[run[i]]) {
+            p.found = true;
+            p.cls = pair[run[i]].cls;
+            p.bw_bytes_per_s = pair[run[i]].bw_bytes_per_s;
+        } else if (qm_topo_graph_path(mesh->graph, a->node, b->node, &p, &st) != QM_OK) {
+            p.found = false;
+        }
+        if (!p.found) {
+            ring_bw = -1;
+            break;
+        }
         if (p.bw_bytes_per_s < ring_bw)
             ring_bw = p.bw_bytes_per_s;
         if (same_host && p.cls > intra)
             intra = p.cls;
     }
+    free(run);
+    free(pair);
+    free(uni);
+    if (ring_bw < 0)
+        return -1;
     const int steps = 2 * (n - 1), inter = 2 * (hosts - 1);
     const double ring = QM_NCCL_BASE_LATENCY_S + (double)(steps - inter) * t->latency_s[intra] +
                         (double)inter * t->latency_s[QM_LINK_NET] +
@@ -161,6 +214,65 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
+/* IQP passes over a shard at HBM bandwidth: 1 (the phases written) + 2 per pass of the local
+ * stages (read and write: one for the bits below 2^10 slots, one per bit above, up to the shard's
+ * bits) + 4 per exchange (the partner's data written into scratch, then own and scratch read and
+ * own written). */
+static double iqp_passes(const qm_plan *p)
+{
+    uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
+    if (amps > p->n_amps)
+        amps = p->n_amps; /* whole states: the transform is the state's */
+    unsigned lb = 0;
+    while (((uint64_t)1 << lb) < amps)
+        ++lb;
+    const unsigned local_passes = 1 + (lb > 10 ? lb - 10 : 0);
+    return 1.0 + 2.0 * local_passes + 4.0 * qm_plan_iqp_exchanges(p);
+}
+
+/* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
+ * shard to the other; each stage's time is that of its flows on the links (loads_time), the
+ * stages one after another. Negative when a path is missing. */
+static double iqp_exchange_s(const qm_mesh *mesh, const qm_plan *p, link_loads *L, qm_status *st,
+                             qm_code *rc)
+{
+    double total = 0;
+    const unsigned X = qm_plan_iqp_exchanges(p);
+    for (unsigned k = 0; k < X; ++k) {
+        for (int l = 0; l < 2 * L->n_links; ++l)
+            L->bytes[l] = 0;
+        L->max_latency = 0;
+        L->any = L->broken = false;
+        for (int i = 0; i < p->n_shards; ++i) {
+            const int j = i ^ (1 << k);
+            qm_topo_path path;
+            if ((*rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->shards[j].device].node,
+                                          mesh->devices[p->shards[i].device].node, &path,
+                                          st)) != QM_OK)
+                return -1;
+            reverse_path(&path); /* i -> j */
+            loads_add(L, &path, p->shards[i].bytes);
+        }
+        const double t = loads_time(L, mesh->graph);
+        if (t < 0)
+            return -1;
+        total += t;
+    }
+    return total;
+}
+
+qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_topo_path *out,
+                       qm_status *st)
+{
+    if (p->gather.device < 0)
+        return qm_topo_graph_ingest_path(mesh->graph, mesh->devices[device].node, false, out, st);
+    qm_code rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->gather.device].node,
+                                    mesh->devices[device].node, out, st);
+    if (rc == QM_OK)
+        reverse_path(out);
+    return rc;
+}
+
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -193,13 +305,27 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         if (te > enc)
             enc = te;
     }
+    if (hbm_known && (p->request.encoding == QM_ENCODING_IQP ||
+                      p->request.encoding == QM_ENCODING_IQP_Z)) {
+        /* iqp, iqp-z: no norm pass; encode = the passes of iqp_passes over the largest shard */
+        norm = 0;
+        enc = 0;
+        for (int i = 0; i < n_holders; ++i) {
+            const int d = holders[i];
+            const double te = iqp_passes(p) * (double)p->devices[d].shard_bytes /
+                              (mesh->devices[d].hbm_bw_bytes_per_s * heff);
+            if (te > enc)
+                enc = te;
+        }
+    }
     if (hbm_known) {
         p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
         p->estimates_s[QM_PHASE_ENCODE] = enc;
         p->estimate_set[QM_PHASE_LOCAL_NORM] = p->estimate_set[QM_PHASE_ENCODE] = true;
     }
     /* norm all-reduce */
-    if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1) {
+    if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
+        p->request.encoding == QM_ENCODING_IQP || p->request.encoding == QM_ENCODING_IQP_Z) {
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
@@ -228,24 +354,28 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         p->estimates_s[QM_PHASE_INGEST] = t;
         p->estimate_set[QM_PHASE_INGEST] = true;
     }
+    /* iqp, iqp-z cut over devices: the exchanges join the encode phase */
+    if (qm_plan_iqp_exchanges(p) > 0 && p->estimate_set[QM_PHASE_ENCODE]) {
+        const double tx = iqp_exchange_s(mesh, p, &L, st, &rc);
+        if (rc != QM_OK)
+            goto done;
+        if (tx >= 0)
+            p->estimates_s[QM_PHASE_ENCODE] += tx;
+        else
+            p->estimate_set[QM_PHASE_ENCODE] = false;
+    }
     /* gather: every other holder's shard to the target */
     if (p->gather.requested) {
         for (int k = 0; k < 2 * L.n_links; ++k)
             L.bytes[k] = 0;
         L.max_latency = 0;
         L.any = L.broken = false;
-        const bool to_host = p->gather.device < 0;
         for (int i = 0; i < n_holders && p->policy != QM_POLICY_REPLICATED; ++i) {
             const int d = holders[i];
             if (d == p->gather.device)
                 continue;
             qm_topo_path path;
-            if (to_host)
-                rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, false, &path, st);
-            else if ((rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->gather.device].node,
-                                              mesh->devices[d].node, &path, st)) == QM_OK)
-                reverse_path(&path);
-            if (rc != QM_OK)
+            if ((rc = qm_gather_path(mesh, p, d, &path, st)) != QM_OK)
                 goto done;
             loads_add(&L, &path, p->devices[d].shard_bytes);
         }

@@ -1,4 +1,5 @@
-/* feasibility.c — the feasibility stage: per device, planned shard bytes + staging <= usable.
+/* feasibility.c — the feasibility stage: per device, planned shard bytes + staging (+ the IQP
+ * exchange scratch, plan_iqp.c) <= usable.
  *
  * In: a plan with shards. Out: per-device accounting (shard, staging, planned, usable, input
  * bytes) and, when a device is over, E-CAPACITY naming the shard, the device, the bytes needed and
@@ -29,7 +30,8 @@ qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         qm_plan_device *pd = &p->devices[d];
         const uint64_t stage_cap = 2 * QM_STAGING_CHUNK_BYTES;
         pd->staging_bytes = pd->input_bytes < stage_cap ? pd->input_bytes : stage_cap;
-        pd->planned_bytes = pd->shard_bytes + pd->staging_bytes;
+        pd->scratch_bytes = qm_plan_iqp_scratch_bytes(p, d);
+        pd->planned_bytes = pd->shard_bytes + pd->staging_bytes + pd->scratch_bytes;
         if (pd->planned_bytes > pd->usable_bytes) {
             uint64_t over = pd->planned_bytes - pd->usable_bytes;
             if (worst < 0 || over > worst_over) {
@@ -47,13 +49,18 @@ qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
             break;
         }
     const qm_plan_device *pd = &p->devices[worst];
-    char need[32], stage[32], usable[32];
+    char need[32], stage[32], usable[32], scratch[64] = "";
+    if (pd->scratch_bytes) {
+        char b[32];
+        snprintf(scratch, sizeof scratch, " + %s exchange scratch",
+                 qm_format_bytes(pd->scratch_bytes, b, sizeof b));
+    }
     p->error.code = QM_E_CAPACITY;
     snprintf(p->error.msg, sizeof p->error.msg,
-             "feasibility: shard %d needs %s (+ %s staging) on %s but %s is usable", worst_shard,
+             "feasibility: shard %d needs %s (+ %s staging%s) on %s but %s is usable", worst_shard,
              qm_format_bytes(pd->shard_bytes, need, sizeof need),
-             qm_format_bytes(pd->staging_bytes, stage, sizeof stage), mesh->devices[worst].id,
-             qm_format_bytes(pd->usable_bytes, usable, sizeof usable));
+             qm_format_bytes(pd->staging_bytes, stage, sizeof stage), scratch,
+             mesh->devices[worst].id, qm_format_bytes(pd->usable_bytes, usable, sizeof usable));
     if (st)
         *st = p->error;
     return QM_E_CAPACITY;

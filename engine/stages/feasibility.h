@@ -17,4 +17,14 @@ qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
  * there beside the shard it already holds; fills p->gather. */
 qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
+/* The IQP encodings (plan_iqp.c; docs/planner.md, "IQP"). For a plan that cuts one iqp/iqp-z
+ * state over several shards: E-POLICY unless the shards are equal powers of two aligned to their
+ * size (plan's error set, the message naming the shard; plan.c adds the hint; QM_OK for
+ * anything else); the exchange scratch a device needs (one shard; 0 when nothing is cut); the
+ * number of exchange stages (log2 of the shard count; 0 when nothing is cut). Cannot fail but
+ * for the layout check. */
+qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st);
+uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device);
+unsigned qm_plan_iqp_exchanges(const qm_plan *p);
+
 #endif

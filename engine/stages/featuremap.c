@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
-/* featuremap.c — the materialize stage of the product-state encodings: angle, basis and phase.
+/* featuremap.c — the materialize stage of the feature-map encodings: angle, basis, phase (product
+ * states) and iqp, iqp-z (a phase per index, then a Walsh-Hadamard transform: iqp.c).
  *
  * In: a checked layout (the shards of this rank), the input (B samples of F values: angle and
  * phase F = n angles, basis F = 1 index), the encoding. Out: a state whose every amplitude is a
@@ -14,6 +15,9 @@
  * fixed order; so the state is bit-identical on the simulator and CUDA, on any layout, any thread
  * and any rank count. These states are normalized by construction (to rounding): there is no norm
  * pass; the encode job's norm check still measures every state.
+ * IQP: the shard's table is its samples' values themselves; the iqp_phase op writes
+ * 2^-n exp(i phi(x)) and the wht op the stages of the bits the shard holds alone; iqp.c runs the
+ * higher stages as exchanges between shards (docs/encodings.md).
  * Must not: allocate before validation, leave a buffer behind on failure, read a sample no shard
  * of this rank touches.
  */
@@ -108,13 +112,14 @@ static double product_scale(qm_encoding enc, unsigned qubits)
 
 /* One shard: read its samples, build their factors, launch the op on its own stream. The
  * table's device buffer is returned in *table (freed by the caller after the stream drained). */
-static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, qm_dtype dt,
-                            const qm_amp_input *in, qm_state_shard *sh, qm_hal_stream *s,
-                            qm_hal_buf **table, qm_status *st)
+static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsigned local_bits,
+                            qm_dtype dt, const qm_amp_input *in, qm_state_shard *sh,
+                            qm_hal_stream *s, qm_hal_buf **table, qm_status *st)
 {
     const uint64_t F = in->n;
     const uint64_t s0 = sh->start >> qubits, s1 = (sh->end - 1) >> qubits, count = s1 - s0 + 1;
-    const uint64_t per = 4 * (uint64_t)qubits;
+    const bool iqp = qm_encoding_is_iqp(enc);
+    const uint64_t per = iqp ? F : 4 * (uint64_t)qubits;
     if (count > SIZE_MAX / sizeof(double) / (per > F ? per : F))
         return qm_fail(st, QM_E_NOMEM, "encode: factor table of %llu samples overflows",
                        (unsigned long long)count);
@@ -127,14 +132,28 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, qm_dt
         rc = read_samples(in, enc, qubits, F, s0, count, x, st);
     if (rc == QM_OK &&
         (rc = qm_hal_host_alloc(hal, (size_t)(count * per) * sizeof *f, (void **)&f, st)) == QM_OK) {
-        for (uint64_t k = 0; k < count; ++k)
-            sample_factors(enc, qubits, x + k * F, f + k * per);
+        if (iqp) /* the coefficients are the values */
+            memcpy(f, x, (size_t)(count * F) * sizeof *f);
+        else
+            for (uint64_t k = 0; k < count; ++k)
+                sample_factors(enc, qubits, x + k * F, f + k * per);
         rc = qm_hal_buf_alloc(hal, sh->device, count * per * sizeof *f, table, st);
     }
     /* the copy is synchronous (the host table is freed below); the kernel is enqueued */
     if (rc == QM_OK)
         rc = qm_hal_copy_h2d(hal, *table, 0, f, count * per * sizeof *f, NULL, st);
-    if (rc == QM_OK) {
+    if (rc == QM_OK && iqp) {
+        const uint64_t n = sh->end - sh->start;
+        const qm_hal_iqp_phase_args a = {.state = sh->buf, .state_dtype = dt, .off = 0, .n = n,
+                                         .g0 = sh->start, .qubits = qubits,
+                                         .n_coeffs = (unsigned)F, .first_state = s0,
+                                         .n_states = count, .table = *table, .table_off = 0,
+                                         .scale = ldexp(1.0, -(int)qubits)};
+        const qm_hal_wht_args w = {.state = sh->buf, .state_dtype = dt, .off = 0, .n = n, .b0 = 0,
+                                   .b1 = local_bits};
+        if ((rc = qm_hal_iqp_phase(hal, &a, s, st)) == QM_OK && local_bits > 0)
+            rc = qm_hal_wht(hal, &w, s, st);
+    } else if (rc == QM_OK) {
         const qm_hal_product_args a = {.state = sh->buf, .state_dtype = dt, .off = 0,
                                        .n = sh->end - sh->start, .g0 = sh->start,
                                        .qubits = qubits, .first_state = s0, .n_states = count,
@@ -166,9 +185,9 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
         rc = qm_fail(st, QM_E_ARG, "encode: hal, input and out must not be NULL");
         goto early;
     }
-    if (!qm_encoding_is_product(enc)) {
-        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding is planned but cannot be "
-                     "encoded by this version (angle, basis, phase and amplitude can)",
+    if (!qm_encoding_is_product(enc) && !qm_encoding_is_iqp(enc)) {
+        rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding is not a feature map (angle, "
+                     "basis, phase, iqp-z and iqp are)",
                      qm_encoding_name(enc) ? qm_encoding_name(enc) : "unknown");
         goto early;
     }
@@ -185,6 +204,10 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
     const bool part = comm && qm_comm_size(comm) > 1;
     if ((rc = qm_materialize_check_layout(B << qubits, shards, n_shards, qm_hal_device_count(hal),
                                           part, &replicated, st)) != QM_OK)
+        goto early;
+    unsigned local_bits = qubits;
+    if (qm_encoding_is_iqp(enc) &&
+        (rc = qm_iqp_check_layout(enc, qubits, B, shards, n_shards, comm, &local_bits, st)) != QM_OK)
         goto early;
 
     double t0 = seconds_now();
@@ -205,7 +228,8 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
         if (rc == QM_OK)
             rc = qm_hal_stream_create(hal, s->device, &streams[i], st);
         if (rc == QM_OK)
-            rc = encode_shard(hal, enc, qubits, out_dtype, in, sh, streams[i], &tables[i], st);
+            rc = encode_shard(hal, enc, qubits, local_bits, out_dtype, in, sh, streams[i],
+                              &tables[i], st);
         if (rc != QM_OK && st->msg[0] && strncmp(st->msg, "encode: ", 8) != 0)
             qm_status_prefix(st, "encode: shard %d", i);
     }
@@ -215,8 +239,10 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, (uint64_t)n_shards);
     }
-    const double t1 = seconds_now();
     rc = qm_comm_verdict(comm, rc, st); /* every rank returns the same verdict */
+    if (rc == QM_OK && local_bits < qubits) /* IQP: the stages across shards */
+        rc = qm_comm_verdict(comm, qm_iqp_exchange(hal, state, local_bits, comm, st), st);
+    const double t1 = seconds_now();
     if (rc == QM_OK && opts && opts->times)
         *opts->times = (qm_materialize_times){.ingest = 0, .local_norm = 0, .norm_allreduce = 0,
                                               .encode = t1 - t0};

@@ -72,15 +72,34 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
 
 /* The same for the product-state encodings (angle, basis, phase: featuremap.c): `in` holds B
  * samples of qm_encoding_features(enc, qubits) values (basis: one index each), every amplitude a
- * product of per-qubit factors built on the host. E-UNSUPPORTED for another encoding (iqp, iqp-z:
- * planned, not encoded yet), E-INPUT for a wrong value count, NaN/Inf or a bad basis index (the
- * sample and value named); the same failure contract as qm_materialize_amplitude. */
+ * product of per-qubit factors built on the host; and the IQP encodings (iqp, iqp-z: a phase per
+ * index, then the Walsh-Hadamard transform, distributed by iqp.c). E-INPUT for a wrong value
+ * count, NaN/Inf or a bad basis index (the sample and value named), E-SHARDS for a layout the IQP
+ * transform cannot use; the same failure contract as qm_materialize_amplitude. */
 qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits, qm_dtype out_dtype,
                                   const qm_shard_spec *shards, int n_shards,
                                   const qm_amp_input *in, const qm_materialize_opts *opts,
                                   qm_state **out, qm_status *st);
 /* Whether featuremap.c encodes e (angle, basis, phase). Cannot fail. */
 bool qm_encoding_is_product(qm_encoding e);
+
+/* The IQP encodings (iqp.c; featuremap.c encodes them too: phase vector, local WHT stages). */
+bool qm_encoding_is_iqp(qm_encoding e); /* iqp or iqp-z. Cannot fail. */
+/* Whether the layout allows the transform, and how many low bits each shard transforms alone
+ * (*local_bits: qubits when every shard holds whole states, else log2 of the shard size): a batch
+ * needs whole states per shard; one state cut into parts needs equal power-of-two aligned shards
+ * and, over ranks, every rank an equal aligned power-of-two range (collective when comm has more
+ * than one rank). E-SHARDS with the shard and a policy that works. */
+qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
+                            const qm_shard_spec *shards, int n_shards, struct qm_comm *comm,
+                            unsigned *local_bits, qm_status *st);
+/* The stages of bits local_bits .. qubits - 1 of a state whose shards each ran their own lower
+ * stages: pairwise exchanges through one scratch shard per local shard (freed before return), the
+ * partner on this process (device copies) or on another rank (host copies and the comm; both ends
+ * call it in the same order). Bit-identical to a one-device transform. Collective over comm when
+ * the state spans ranks. */
+qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm_comm *comm,
+                        qm_status *st);
 
 /* Shared by both materialize stages: the input and request checks that need no device, the layout
  * check (a partition of [0, total) in index order, or every shard the whole range; `part`: this

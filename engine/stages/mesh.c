@@ -35,6 +35,8 @@ static double node_hbm(const qm_topology *t, const qm_node *n)
 static qm_code check_reachable(const qm_topology *topo, qm_topo_graph *graph, const int *devs, int n,
                                qm_status *st)
 {
+    if (qm_topo_graph_uniform_hub(graph, devs, n, NULL, NULL))
+        return QM_OK; /* every pair has a path (through one switch): no search per device */
     for (int i = 0; n > 1 && i < n; ++i) {
         bool any = false;
         for (int j = 0; j < n && !any; ++j) {
@@ -127,6 +129,14 @@ qm_code qm_mesh_best_connected(const qm_mesh *mesh, int first, int n, int *out, 
     if (n < 1 || first < 0 || first + n > mesh->n_devices)
         return qm_fail(st, QM_E_ARG, "mesh: device range [%d, %d) is outside the %d devices", first,
                        first + n, mesh->n_devices);
+    /* a whole rank: its affinity order starts at its best-connected device (the earliest of the
+     * best in given order, hence also the earliest in affinity order), so no matrix is needed;
+     * the planner asks this for rank 0 on every layout */
+    for (int r = 0; r < mesh->n_ranks; ++r)
+        if (mesh->rank_first[r] == first && mesh->rank_first[r + 1] == first + n) {
+            *out = first;
+            return QM_OK;
+        }
     int *nodes = calloc((size_t)n, sizeof *nodes), node = -1;
     if (!nodes)
         return qm_fail(st, QM_E_NOMEM, "mesh: out of host memory");
@@ -194,12 +204,28 @@ qm_code qm_mesh_open_backend(const qm_mesh *mesh, int rank, const qm_backend_des
                                     .host_bw_bytes_per_s = host_bw,
                                     .numa = mesh->topo->nodes[d->node].numa};
     }
-    /* peers: devices of one host with a path (per host, so big meshes stay linear) */
-    for (int i = 0; i < n; ++i) {
+    /* peers: devices of one host with a path (per host, so big meshes stay linear in hosts); a
+     * host whose devices hang off one switch has every pair without a search per device */
+    int run_end = 0;
+    bool run_uniform = false;
+    for (int i = 0; i < n && !desc.phantom; ++i) { /* phantom memory never copies: no peers */
         const qm_mesh_device *di = &mesh->devices[first + i];
+        if (i >= run_end) {
+            int *nodes = NULL;
+            run_uniform = false;
+            for (run_end = i; run_end < n && mesh->devices[first + run_end].host == di->host; ++run_end)
+                ;
+            if ((nodes = malloc((size_t)(run_end - i) * sizeof *nodes)) != NULL) {
+                for (int k = i; k < run_end; ++k)
+                    nodes[k - i] = mesh->devices[first + k].node;
+                run_uniform = qm_topo_graph_uniform_hub(mesh->graph, nodes, run_end - i, NULL, NULL);
+            }
+            free(nodes);
+        }
         for (int j = i + 1; j < n && mesh->devices[first + j].host == di->host; ++j) {
-            qm_topo_path p;
-            if ((rc = qm_topo_graph_path(mesh->graph, di->node, mesh->devices[first + j].node, &p,
+            qm_topo_path p = {.found = true};
+            if (!(run_uniform && j < run_end) &&
+                (rc = qm_topo_graph_path(mesh->graph, di->node, mesh->devices[first + j].node, &p,
                                          st)) != QM_OK)
                 goto done;
             if (!p.found)

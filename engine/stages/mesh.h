@@ -53,7 +53,9 @@ int qm_mesh_find(const qm_mesh *mesh, const char *id);
  * through the factory. `base` gives the kind, the simulator's memory mode, the CUDA backend's first
  * GPU and a fault shim (NULL: a materialized simulator); the devices are the mesh's: for the
  * simulator with their ids, capacities, bandwidths and peers wherever the topology has a path
- * between two devices of one host; for CUDA as many logical devices. E-RANK for a rank out of range. */
+ * between two devices of one host (none for a phantom simulator: it never copies, and one host of
+ * 8192 devices would list 33 million pairs); for CUDA as many logical devices. E-RANK for a rank
+ * out of range. */
 qm_code qm_mesh_open_backend(const qm_mesh *mesh, int rank, const qm_backend_desc *base,
                              qm_hal **out, qm_status *st);
 

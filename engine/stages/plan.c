@@ -1,5 +1,5 @@
 /* plan.c — the plan stage: policies turn (mesh, request) into shards; then feasibility, gather,
- * frontier and estimates are attached (feasibility.c, cost.c).
+ * frontier, the hint of an infeasible plan and estimates are attached (feasibility.c, cost.c).
  *
  * In: a mesh (devices in global index order: ranks in order, each rank's devices by affinity) and
  * a validated request. Out: a qm_plan. Pure and deterministic: no device memory, no randomness, ties
@@ -8,13 +8,17 @@
  *  - single: the whole state on one device: the best-connected device of rank 0 if it fits, else
  *    the first device in mesh order that fits;
  *  - equal: one page per device, device count a power of two, ranks holding equal device counts;
- *  - weighted: the smallest power-of-two page count P (>= the device count, a multiple of the rank
- *    count) for which the pages, apportioned by largest remainder in proportion to usable capacity
- *    (per rank: P / ranks pages each), give every device at least one page and keep it within
- *    capacity; each device a contiguous run of pages;
+ *  - weighted: the smallest power-of-two page count P (>= the device count) for which the pages,
+ *    apportioned by largest remainder in proportion to usable capacity (to the ranks by their
+ *    summed capacity, then to each rank's devices), give every device at least one page and keep
+ *    it within capacity; each device a contiguous run of pages; any rank count;
  *  - balanced: nearly equal contiguous ranges, the first N mod D devices one amplitude longer;
  *  - replicated: every device holds the whole state;
- *  - auto: the cheapest feasible of single, equal, weighted by the cost model (ties: that order).
+ *  - auto: the cheapest feasible of single, equal, weighted by the cost model (ties: that order);
+ *    when none fits, balanced; when that does not fit, replicated (docs/planner.md).
+ * An infeasible plan's message ends in a hint computed for the request (plan_hint): a policy that
+ * fits, the largest state or batch that fits, or --gather none. The frontier searches
+ * (qm_plan_frontier: qubits; qm_plan_max_batch: samples) back those hints and `plan --max`.
  * Batch requests (batch > 1) deal whole samples: equal/balanced with equal weights, weighted/auto by
  * usable capacity; single and replicated as above.
  * Must not: allocate device memory, print, or report devices by anything but mesh index / id.
@@ -209,7 +213,7 @@ static qm_code layout_single(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     if (mesh->n_ranks > 1)
         return infeasible(p, QM_E_POLICY, st, "plan: single places the whole state on one device "
-                          "but %d ranks were requested; use --ranks 1 or another policy",
+                          "but %d ranks were requested",
                           mesh->n_ranks);
     const uint64_t need = p->state_bytes;
     int dev = best_single_device(mesh);
@@ -241,7 +245,7 @@ static qm_code layout_equal(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         return QM_OK; /* dealt as samples by the caller */
     if (!is_pow2((uint64_t)D))
         return infeasible(p, QM_E_NOT_POW2, st, "plan: equal needs a power-of-two device count, "
-                          "but the mesh has %d devices; use weighted or auto", D);
+                          "but the mesh has %d devices", D);
     if ((uint64_t)D > p->n_amps)
         return infeasible(p, QM_E_SHARDS, st, "plan: equal: %d shards for %llu amplitudes (%u "
                           "qubits): more shards than amplitudes", D,
@@ -252,7 +256,7 @@ static qm_code layout_equal(const qm_mesh *mesh, qm_plan *p, qm_status *st)
     for (int r = 1; r < mesh->n_ranks; ++r)
         if (mesh->rank_first[r + 1] - mesh->rank_first[r] != mesh->rank_first[1])
             return infeasible(p, QM_E_POLICY, st, "plan: equal: rank 0 has %d devices but rank %d "
-                              "has %d; ranks must own equal ranges; use weighted", mesh->rank_first[1],
+                              "has %d; ranks must own equal ranges", mesh->rank_first[1],
                               r, mesh->rank_first[r + 1] - mesh->rank_first[r]);
     uint64_t *units = malloc((size_t)D * sizeof *units);
     if (!units)
@@ -281,63 +285,87 @@ static uint64_t units_that_fit(uint64_t usable, uint64_t unit_bytes, uint64_t un
     return a > b ? a : b;
 }
 
-/* Deal `total` units (pages or samples) over the mesh: per rank total/ranks units (the first
- * total mod ranks ranks one more),
- * within a rank by weight; units per device capped by what fits. */
-static bool deal_units(const qm_mesh *mesh, uint64_t total, uint64_t unit_bytes,
-                       uint64_t unit_input_bytes, bool by_capacity, bool need_all, uint64_t *units)
+/* Per-device weights (usable capacity, or 1 each) and, when unit_bytes > 0, per-device caps (units
+ * that fit); per-rank sums of both (saturating). Returns false when out of host memory. */
+static void deal_weights(const qm_mesh *mesh, bool by_capacity, uint64_t unit_bytes,
+                         uint64_t unit_input_bytes, double *w, uint64_t *cap, double *rw,
+                         uint64_t *rcap)
+{
+    for (int r = 0; r < mesh->n_ranks; ++r) {
+        rw[r] = 0;
+        rcap[r] = 0;
+        for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d) {
+            const qm_mesh_device *md = &mesh->devices[d];
+            w[d] = by_capacity ? (double)md->usable_bytes : 1.0;
+            rw[r] += w[d];
+            if (cap) {
+                cap[d] = units_that_fit(md->usable_bytes, unit_bytes, unit_input_bytes);
+                if (__builtin_add_overflow(rcap[r], cap[d], &rcap[r]))
+                    rcap[r] = UINT64_MAX;
+            }
+        }
+    }
+}
+
+/* Deal `total` units (pages or samples) over the mesh in two steps, both by largest remainder
+ * (ties by index): to the ranks in proportion to each rank's summed weight, then inside each rank
+ * to its devices by weight; with `capped`, no device gets more units than fit on it (and a rank no
+ * more than its devices hold). Equal ranks and a rank count dividing `total` give every rank
+ * total/ranks units: ranks own the high index bits. Returns false when the caps cannot hold the
+ * total, or (need_all) a device gets no unit. */
+static bool deal_units_to(const qm_mesh *mesh, uint64_t total, uint64_t unit_bytes,
+                          uint64_t unit_input_bytes, bool by_capacity, bool capped, bool need_all,
+                          uint64_t *units)
 {
     const int D = mesh->n_devices, R = mesh->n_ranks;
-    double *w = malloc((size_t)D * sizeof *w);
-    uint64_t *cap = malloc((size_t)D * sizeof *cap);
-    bool ok = w && cap;
-    for (int d = 0; ok && d < D; ++d) {
-        const qm_mesh_device *md = &mesh->devices[d];
-        w[d] = by_capacity ? (double)md->usable_bytes : 1.0;
-        cap[d] = units_that_fit(md->usable_bytes, unit_bytes, unit_input_bytes);
-    }
+    double *w = malloc((size_t)D * sizeof *w), *rw = malloc((size_t)R * sizeof *rw);
+    uint64_t *cap = malloc((size_t)D * sizeof *cap), *rcap = malloc((size_t)R * sizeof *rcap);
+    uint64_t *share = malloc((size_t)R * sizeof *share);
+    bool ok = w && rw && cap && rcap && share;
+    for (int d = 0; d < D; ++d)
+        units[d] = 0;
+    if (ok)
+        deal_weights(mesh, by_capacity, unit_bytes, unit_input_bytes, w, capped ? cap : NULL, rw,
+                     rcap);
+    if (ok)
+        ok = apportion(total, R, rw, capped ? rcap : NULL, share);
     for (int r = 0; ok && r < R; ++r) {
         int f = mesh->rank_first[r], n = mesh->rank_first[r + 1] - f;
-        uint64_t share = total / (uint64_t)R + ((uint64_t)r < total % (uint64_t)R ? 1 : 0);
-        ok = apportion(share, n, w + f, cap + f, units + f);
+        ok = apportion(share[r], n, w + f, capped ? cap + f : NULL, units + f);
         for (int i = 0; ok && need_all && i < n; ++i)
             ok = units[f + i] > 0;
     }
     free(w);
+    free(rw);
     free(cap);
+    free(rcap);
+    free(share);
     return ok;
 }
 
-/* The same deal without capacity caps (per rank, by weight): the layout an infeasible plan shows. */
+static bool deal_units(const qm_mesh *mesh, uint64_t total, uint64_t unit_bytes,
+                       uint64_t unit_input_bytes, bool by_capacity, bool need_all, uint64_t *units)
+{
+    return deal_units_to(mesh, total, unit_bytes, unit_input_bytes, by_capacity, true, need_all,
+                         units);
+}
+
+/* The same deal without capacity caps: the layout an infeasible plan shows (out of host memory:
+ * everything on device 0, which feasibility then names). */
 static void deal_uncapped(const qm_mesh *mesh, uint64_t total, bool by_capacity, uint64_t *units)
 {
-    const int D = mesh->n_devices, R = mesh->n_ranks;
-    double *w = malloc((size_t)D * sizeof *w);
-    for (int d = 0; d < D; ++d)
-        units[d] = 0;
-    if (!w) {
+    if (!deal_units_to(mesh, total, 1, 0, by_capacity, false, false, units)) {
+        for (int d = 0; d < mesh->n_devices; ++d)
+            units[d] = 0;
         units[0] = total;
-        return;
     }
-    for (int d = 0; d < D; ++d)
-        w[d] = by_capacity ? (double)mesh->devices[d].usable_bytes : 1.0;
-    for (int r = 0; r < R; ++r) {
-        int f = mesh->rank_first[r];
-        uint64_t share = total / (uint64_t)R + ((uint64_t)r < total % (uint64_t)R ? 1 : 0);
-        apportion(share, mesh->rank_first[r + 1] - f, w + f, NULL, units + f);
-    }
-    free(w);
 }
 
 static qm_code layout_weighted(const qm_mesh *mesh, qm_plan *p, bool by_capacity, qm_status *st)
 {
     const int D = mesh->n_devices;
     const uint64_t es = qm_dtype_size(p->request.dtype), is = es / 2;
-    /* single states: ranks own the high index bits; batches deal whole samples to any rank count */
-    qm_code rc = p->request.batch > 1 ? QM_OK
-                                      : check_rank_split(mesh, p, qm_policy_name(p->request.policy), st);
-    if (rc != QM_OK)
-        return rc;
+    /* any rank count: pages (or samples) go to ranks in proportion to their capacity */
     uint64_t *units = calloc((size_t)D, sizeof *units);
     if (!units)
         return infeasible(p, QM_E_NOMEM, st, "plan: out of host memory");
@@ -351,7 +379,7 @@ static qm_code layout_weighted(const qm_mesh *mesh, qm_plan *p, bool by_capacity
         return QM_OK;
     }
     uint64_t P = 1;
-    while (P < (uint64_t)D || P % (uint64_t)mesh->n_ranks)
+    while (P < (uint64_t)D)
         P *= 2;
     bool found = false;
     for (; P <= p->n_amps && P <= QM_MAX_PAGES; P *= 2) {
@@ -464,7 +492,10 @@ static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_
     if (rc != QM_OK)
         return rc;
     finish_shards(p);
-    return qm_feasibility_check(mesh, p, st);
+    rc = qm_feasibility_check(mesh, p, st);
+    /* iqp, iqp-z (plan_iqp.c): a layout the transform cannot use is refused, capacity or not */
+    const qm_code irc = qm_plan_iqp_layout(p, st);
+    return irc != QM_OK ? irc : rc;
 }
 
 static double plan_cost(const qm_plan *p)
@@ -473,20 +504,31 @@ static double plan_cost(const qm_plan *p)
            p->estimates_s[QM_PHASE_NORM_ALLREDUCE] + p->estimates_s[QM_PHASE_ENCODE];
 }
 
-/* auto: try single, equal, weighted; keep the cheapest feasible (with estimates when asked). */
+/* auto's candidates in tie order, by tier: 0 = one copy, page-aligned (single, equal, weighted);
+ * 1 = balanced (one copy, not page-aligned); 2 = replicated (a copy per device). auto keeps the
+ * cheapest feasible candidate of the lowest tier that has one; ties keep the earlier. */
+static const struct {
+    qm_policy policy;
+    int tier;
+} auto_cands[] = {{QM_POLICY_SINGLE, 0},   {QM_POLICY_EQUAL, 0},      {QM_POLICY_WEIGHTED, 0},
+                  {QM_POLICY_BALANCED, 1}, {QM_POLICY_REPLICATED, 2}};
+
+/* auto: the cheapest feasible candidate (with estimates when asked; feasibility alone otherwise,
+ * which is all the frontier needs: the first feasible one). */
 static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_status *st)
 {
-    static const qm_policy cands[3] = {QM_POLICY_SINGLE, QM_POLICY_EQUAL, QM_POLICY_WEIGHTED};
+    const int n_cands = (int)(sizeof auto_cands / sizeof *auto_cands);
     qm_plan *best = NULL, *trial = NULL;
-    qm_status first_err;
-    qm_status_clear(&first_err);
+    int best_tier = 0;
     qm_code rc = QM_OK;
     double best_cost = INFINITY;
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < n_cands; ++c) {
+        if (best && auto_cands[c].tier > best_tier)
+            break;
         if ((rc = plan_alloc(mesh, &p->request, &trial, st)) != QM_OK)
             goto done;
         qm_status tst;
-        if (layout_policy(mesh, trial, cands[c], &tst) == QM_OK) {
+        if (layout_policy(mesh, trial, auto_cands[c].policy, &tst) == QM_OK) {
             double cost = 0;
             if (with_cost) {
                 if ((rc = qm_cost_estimate(mesh, trial, st)) != QM_OK)
@@ -497,13 +539,11 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
                 qm_plan_destroy(best);
                 best = trial;
                 best_cost = cost;
+                best_tier = auto_cands[c].tier;
                 trial = NULL;
                 if (!with_cost)
-                    break; /* feasibility is all the frontier asks */
+                    break;
             }
-        } else if (cands[c] != QM_POLICY_SINGLE && (first_err.code == QM_OK ||
-                   first_err.code == QM_E_NOT_POW2 || first_err.code == QM_E_POLICY)) {
-            first_err = tst; /* report equal's or weighted's reason, not single's */
         }
         qm_plan_destroy(trial);
         trial = NULL;
@@ -522,12 +562,18 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
         p->has_estimates = best->has_estimates;
         rc = QM_OK;
     } else {
-        /* nothing fits: show weighted's layout and error */
-        rc = layout_policy(mesh, p, QM_POLICY_WEIGHTED, st);
-        if (rc == QM_OK || first_err.code == QM_OK)
-            first_err = p->error;
-        /* p->policy stays weighted: the policy whose layout the plan shows (docs/cli.md) */
-        rc = infeasible(p, first_err.code ? first_err.code : QM_E_CAPACITY, st, "%s", first_err.msg);
+        /* nothing fits: show weighted's layout (it serves any mesh) and its error; p->policy
+         * stays weighted, the policy whose layout the plan shows (docs/cli.md) */
+        qm_status wst;
+        rc = layout_policy(mesh, p, QM_POLICY_WEIGHTED, &wst);
+        if (rc == QM_E_NOMEM || rc == QM_E_INTERNAL) {
+            if (st)
+                *st = wst;
+        } else {
+            char msg[sizeof wst.msg];
+            snprintf(msg, sizeof msg, "%s", p->error.msg);
+            rc = infeasible(p, rc != QM_OK ? rc : QM_E_CAPACITY, st, "%s", msg);
+        }
     }
 done:
     qm_plan_destroy(best);
@@ -569,9 +615,25 @@ qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
     return out && *out ? ((*out)->feasible ? QM_OK : (*out)->error.code) : rc;
 }
 
+/* Layout and feasibility of a valid request: true when it fits. */
+static bool plan_fits(const qm_mesh *mesh, const qm_request *q)
+{
+    qm_plan *p = NULL;
+    qm_status st;
+    const qm_code rc = qm_plan_layout(mesh, q, &p, &st);
+    qm_plan_destroy(p);
+    return rc == QM_OK;
+}
+
 void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
 {
     static const qm_dtype dts[2] = {QM_DTYPE_COMPLEX64, QM_DTYPE_COMPLEX128};
+    /* every policy stores each amplitude at least once within usable memory, so a state larger
+     * than the mesh's whole usable memory is infeasible without laying it out (saturating sum) */
+    uint64_t usable = 0;
+    for (int d = 0; d < mesh->n_devices; ++d)
+        if (__builtin_add_overflow(usable, mesh->devices[d].usable_bytes, &usable))
+            usable = UINT64_MAX;
     for (int k = 0; k < 2; ++k) {
         out[k] = 0;
         qm_request q = *r;
@@ -579,6 +641,11 @@ void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
         q.features = 0;
         for (unsigned n = 62; n >= 1; --n) {
             q.qubits = n;
+            uint64_t bytes;
+            const uint64_t states = q.batch > 1 ? q.batch : 1;
+            if (n < 64 && !__builtin_mul_overflow((uint64_t)1 << n, qm_dtype_size(q.dtype), &bytes) &&
+                !__builtin_mul_overflow(bytes, states, &bytes) && bytes > usable)
+                continue;
             qm_status st;
             if (qm_request_validate(&q, mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks, &st) != QM_OK)
                 continue;
@@ -593,6 +660,162 @@ void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2])
     }
 }
 
+uint64_t qm_plan_max_batch(const qm_mesh *mesh, const qm_request *r)
+{
+    qm_request q = *r;
+    const int ranks = mesh->topo ? mesh->topo->n_ranks : mesh->n_ranks;
+    qm_status st;
+    if (q.qubits < 1 || q.qubits > 62)
+        return 0;
+    const uint64_t sample_bytes = ((uint64_t)1 << q.qubits) * qm_dtype_size(q.dtype);
+    if (sample_bytes == 0)
+        return 0;
+    /* every sample occupies sample_bytes on some device: the usable total bounds the batch */
+    uint64_t total = 0;
+    for (int d = 0; d < mesh->n_devices; ++d)
+        if (__builtin_add_overflow(total, mesh->devices[d].usable_bytes, &total))
+            total = UINT64_MAX;
+    uint64_t hi = total / sample_bytes;
+    const uint64_t cap = UINT64_MAX / sample_bytes; /* validate.c's 64-bit byte-count cap */
+    if (hi > cap)
+        hi = cap;
+#define FITS(b) (q.batch = (b), qm_request_validate(&q, ranks, &st) == QM_OK &&                   \
+                 plan_fits(mesh, &q))
+    /* batch 1 is a single state (pages); from 2 on whole samples are dealt, and feasibility only
+     * falls as the batch grows, so the largest is found by bisection */
+    uint64_t lo = hi >= 1 && FITS(1) ? 1 : 0;
+    if (hi < 2 || !FITS(2))
+        return lo;
+    lo = 2;
+    while (lo < hi) { /* invariant: lo fits, everything above hi does not */
+        const uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (FITS(mid))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+#undef FITS
+    return lo;
+}
+
+qm_policy qm_plan_auto_choice(const qm_mesh *mesh, const qm_request *r)
+{
+    qm_request q = *r;
+    q.policy = QM_POLICY_AUTO;
+    qm_plan *p = NULL;
+    qm_status st;
+    (void)plan_begin(mesh, &q, true, &p, &st);
+    const qm_policy pick = p && p->feasible ? p->policy : QM_POLICY_AUTO;
+    qm_plan_destroy(p);
+    return pick;
+}
+
+qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max *out,
+                          qm_status *st)
+{
+    static const qm_dtype dts[2] = {QM_DTYPE_COMPLEX64, QM_DTYPE_COMPLEX128};
+    memset(out, 0, sizeof *out);
+    out->batch = r->features > 0;
+    out->features = r->features;
+    qm_request q = *r;
+    q.batch = 1;
+    q.gather[0] = '\0';
+    if (out->batch) {
+        out->qubits = qm_qubits_for_values(r->features);
+        if (out->qubits > qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1))
+            return qm_fail(st, QM_E_INPUT, "plan: --max: %llu features need %u qubits, more than "
+                           "the 64-bit cap (%u qubits of complex64); use at most %llu features",
+                           (unsigned long long)r->features, out->qubits,
+                           qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1),
+                           1ull << qm_request_max_qubits(QM_DTYPE_COMPLEX64, 1));
+        q.qubits = out->qubits;
+    } else {
+        q.features = 0;
+    }
+    for (int pol = 0; pol < QM_POLICY_COUNT_; ++pol) {
+        q.policy = (qm_policy)pol;
+        if (!out->batch) {
+            unsigned mq[2];
+            qm_plan_frontier(mesh, &q, mq);
+            out->value[0][pol] = mq[0];
+            out->value[1][pol] = mq[1];
+            continue;
+        }
+        for (int k = 0; k < 2; ++k) {
+            q.dtype = dts[k];
+            out->value[k][pol] = qm_plan_max_batch(mesh, &q);
+        }
+    }
+    for (int k = 0; k < 2; ++k) {
+        out->auto_pick[k] = QM_POLICY_AUTO;
+        const uint64_t v = out->value[k][QM_POLICY_AUTO];
+        if (!v)
+            continue;
+        q.dtype = dts[k];
+        if (out->batch)
+            q.batch = v;
+        else
+            q.qubits = (unsigned)v;
+        out->auto_pick[k] = qm_plan_auto_choice(mesh, &q);
+    }
+    return QM_OK;
+}
+
+/* Append "; <hint>" to an infeasible plan's message: something that works. A capacity error names
+ * the largest request of the same shape that fits (state: qubits, same dtype and policy; batch:
+ * samples, same features); a policy that cannot serve the mesh names the policy auto would pick
+ * for the same request. When nothing of that shape fits the policy, the largest that auto fits. */
+static void plan_hint(const qm_mesh *mesh, qm_plan *p)
+{
+    const qm_request *r = &p->request;
+    const char *dt = qm_dtype_name(r->dtype);
+    const int k = r->dtype == QM_DTYPE_COMPLEX128 ? 1 : 0;
+    const size_t len = strlen(p->error.msg);
+    char *tail = p->error.msg + len;
+    const size_t room = sizeof p->error.msg - len;
+    const qm_code code = p->error.code;
+    bool any_policy = false;
+    if (code != QM_E_CAPACITY) {
+        if (code != QM_E_POLICY && code != QM_E_NOT_POW2 && code != QM_E_SHARDS)
+            return;
+        const qm_policy pick = qm_plan_auto_choice(mesh, r);
+        if (pick != QM_POLICY_AUTO) {
+            snprintf(tail, room, "; use --policy %s", qm_policy_name(pick));
+            return;
+        }
+        any_policy = r->policy != QM_POLICY_AUTO; /* nothing fits it: the largest auto fits */
+    }
+    /* the largest under the request's policy; when nothing fits it, the largest under auto */
+    for (;; any_policy = true) {
+        qm_request q = *r;
+        if (any_policy)
+            q.policy = QM_POLICY_AUTO;
+        const char *with = any_policy ? " with --policy auto" : "";
+        const bool last = any_policy || r->policy == QM_POLICY_AUTO;
+        if (r->batch > 1) {
+            const uint64_t b = qm_plan_max_batch(mesh, &q);
+            if (b)
+                snprintf(tail, room, "; largest batch that fits is %llu (%llu features, %s%s)",
+                         (unsigned long long)b, (unsigned long long)r->features, dt, with);
+            else if (last)
+                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy",
+                         (unsigned long long)r->features, dt);
+            if (b || last)
+                return;
+            continue;
+        }
+        unsigned mq[2] = {p->max_qubits[0], p->max_qubits[1]};
+        if (any_policy)
+            qm_plan_frontier(mesh, &q, mq);
+        if (mq[k])
+            snprintf(tail, room, "; largest state that fits is %u qubits (%s)%s", mq[k], dt, with);
+        else if (last)
+            snprintf(tail, room, "; no %s state fits under any policy", dt);
+        if (mq[k] || last)
+            return;
+    }
+}
+
 qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, qm_status *st)
 {
     qm_plan *p = NULL;
@@ -604,18 +827,8 @@ qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
         return rc;
     qm_plan_frontier(mesh, &p->request, p->max_qubits);
     p->has_max_qubits = true;
-    if (!p->feasible && p->error.code == QM_E_CAPACITY) {
-        /* the hint: the largest state that fits */
-        const int k = r->dtype == QM_DTYPE_COMPLEX128 ? 1 : 0;
-        size_t len = strlen(p->error.msg);
-        if (p->max_qubits[k])
-            snprintf(p->error.msg + len, sizeof p->error.msg - len,
-                     "; largest state that fits is %u qubits (%s)", p->max_qubits[k],
-                     qm_dtype_name(r->dtype));
-        else
-            snprintf(p->error.msg + len, sizeof p->error.msg - len,
-                     "; no %s state fits under this policy", qm_dtype_name(r->dtype));
-    }
+    if (!p->feasible)
+        plan_hint(mesh, p);
     if (p->n_shards > 0) {
         qm_status cst;
         if ((rc = qm_gather_plan(mesh, p, &cst)) == QM_OK && !p->has_estimates)
@@ -631,8 +844,8 @@ qm_code qm_plan_create(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
     }
     if (p->feasible && p->gather.requested && !p->gather.feasible &&
         strcmp(p->request.gather, "auto") != 0)
-        infeasible(p, QM_E_NO_GATHER, NULL, "plan: gather to %s: %s", p->gather.target,
-                   p->gather.reason);
+        infeasible(p, QM_E_NO_GATHER, NULL, "plan: gather to %s: %s; use --gather none",
+                   p->gather.target, p->gather.reason);
     p->hash = plan_hash(p);
     if (st)
         *st = p->error;

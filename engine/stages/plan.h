@@ -28,7 +28,8 @@ typedef struct qm_plan_shard {
 typedef struct qm_plan_device {
     uint64_t shard_bytes;     /* sum over its shards */
     uint64_t staging_bytes;
-    uint64_t planned_bytes;   /* shard + staging */
+    uint64_t scratch_bytes;   /* iqp/iqp-z cut over devices: one shard for the exchanges */
+    uint64_t planned_bytes;   /* shard + staging + scratch */
     uint64_t usable_bytes;
     uint64_t input_bytes;     /* host input it receives */
 } qm_plan_device;
@@ -88,8 +89,40 @@ qm_code qm_plan_layout(const qm_mesh *mesh, const qm_request *r, qm_plan **out, 
 /* Largest qubit count that fits under the request's policy, batch and ranks, per dtype. */
 void qm_plan_frontier(const qm_mesh *mesh, const qm_request *r, unsigned out[2]);
 
+/* The largest batch (samples of r->features values in r->qubits qubits, r's dtype, policy and
+ * ranks) that fits; 0 when not one sample does. Cannot fail (out of host memory reads as "does
+ * not fit"). */
+uint64_t qm_plan_max_batch(const qm_mesh *mesh, const qm_request *r);
+
+/* The policy auto picks for r (its policy ignored), by the cost model; QM_POLICY_AUTO when no
+ * policy fits. Cannot fail (as above). */
+qm_policy qm_plan_auto_choice(const qm_mesh *mesh, const qm_request *r);
+
+/* `qmesh plan --max`: the largest request that fits, per dtype and policy. */
+typedef struct qm_plan_max {
+    bool batch;               /* features given: largest batch; else largest state */
+    uint64_t features;        /* batch: values per sample */
+    unsigned qubits;          /* batch: qubits per sample (the fewest that hold features) */
+    uint64_t value[2][QM_POLICY_COUNT_]; /* [complex64, complex128][policy]: qubits or samples;
+                                          * 0 when nothing fits */
+    qm_policy auto_pick[2];   /* what auto picks at its largest; QM_POLICY_AUTO when nothing fits */
+} qm_plan_max;
+
+/* Fill *out for the mesh: r->features (0: a state) and r->ranks are used, r's qubits, dtype,
+ * policy and batch are not. State values come from qm_plan_frontier, batch values from
+ * qm_plan_max_batch. E-INPUT when the features need more qubits than any dtype allows. */
+qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max *out,
+                          qm_status *st);
+
 /* The cost model (cost.c): fills plan->estimates_s. */
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
+
+/* The path a gather takes from mesh device `device` to the plan's gather target (a device, or
+ * the host: the device's host path back to its NUMA node); the cost model charges it, `plan
+ * --dot` draws it. out->found is false when there is none. Needs p->gather planned and
+ * requested. */
+qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_topo_path *out,
+                       qm_status *st);
 
 /* NCCL-style ring all-reduce time of `bytes` over the devices with shards (mesh order). */
 double qm_cost_allreduce_s(const qm_mesh *mesh, const int *devices, int n, uint64_t bytes);

@@ -109,6 +109,7 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
         json_object_set_new(j, "planned_bytes", jint(pd->planned_bytes));
         json_object_set_new(j, "shard_bytes", jint(pd->shard_bytes));
         json_object_set_new(j, "staging_bytes", jint(pd->staging_bytes));
+        json_object_set_new(j, "scratch_bytes", jint(pd->scratch_bytes));
         json_object_set_new(j, "headroom_bytes",
                             qm_json_headroom(pd->usable_bytes, pd->planned_bytes));
         json_array_append_new(devs, j);
@@ -150,7 +151,10 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
             p->feasible || p->n_shards ? qm_policy_name(p->policy) : "",
             (unsigned long long)p->request.batch,
             (unsigned long long)p->request.features, mesh->n_ranks);
-    if (p->pages)
+    if (p->pages == 1)
+        fprintf(f, "state:    %llu amplitudes, %s, one page (the whole state in one block)\n",
+                (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a));
+    else if (p->pages)
         fprintf(f, "state:    %llu amplitudes, %s, cut into %llu pages (equal blocks of %llu "
                    "amplitudes; each device holds a run of whole pages)\n",
                 (unsigned long long)p->global_amplitudes, qm_format_bytes(p->state_bytes, a, sizeof a),
@@ -184,6 +188,14 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
         print_signed_bytes(f, 12, neg, head);
         fputc('\n', f);
     }
+    for (int i = 0; i < p->n_devices; ++i)
+        if (p->devices[i].scratch_bytes) { /* iqp, iqp-z cut over devices */
+            fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
+                    "exchanges (counted in headroom)\n",
+                    qm_format_bytes(p->devices[i].scratch_bytes, a, sizeof a),
+                    qm_encoding_name(p->request.encoding));
+            break;
+        }
     if (p->gather.target[0])
         fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
                 p->gather.target, p->gather.reason);
@@ -214,4 +226,57 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
     fprintf(f, "\n");
     if (p->estimates_note[0])
         fprintf(f, "          (%s)\n", p->estimates_note);
+}
+
+qm_code qm_plan_max_to_json(const qm_plan_max *m, const qm_mesh *mesh, struct json_t **out,
+                            qm_status *st)
+{
+    static const char *const dts[2] = {"complex64", "complex128"};
+    json_t *o = json_object();
+    if (!o)
+        return qm_fail(st, QM_E_NOMEM, "plan: out of host memory for the JSON object");
+    json_object_set_new(o, "ranks", json_integer(mesh->n_ranks));
+    json_object_set_new(o, "devices", json_integer(mesh->n_devices));
+    json_object_set_new(o, "unit", json_string(m->batch ? "samples" : "qubits"));
+    json_object_set_new(o, "features", m->batch ? jint(m->features) : json_null());
+    json_object_set_new(o, "qubits", m->batch ? jint(m->qubits) : json_null());
+    for (int k = 0; k < 2; ++k) {
+        json_t *d = json_object();
+        for (int pol = 0; pol < QM_POLICY_COUNT_; ++pol)
+            json_object_set_new(d, qm_policy_name((qm_policy)pol),
+                                m->value[k][pol] ? jint(m->value[k][pol]) : json_null());
+        json_object_set_new(d, "auto_policy", m->auto_pick[k] == QM_POLICY_AUTO
+                                                  ? json_null()
+                                                  : json_string(qm_policy_name(m->auto_pick[k])));
+        json_object_set_new(o, dts[k], d);
+    }
+    *out = o;
+    return QM_OK;
+}
+
+void qm_plan_max_print(const qm_plan_max *m, const qm_mesh *mesh, const qm_topology *t, FILE *f)
+{
+    char title[QM_STATUS_FILE_BYTES + 96];
+    fprintf(f, "scenario: %s, %d ranks, %d devices\n", qm_topology_title(t, title, sizeof title),
+            mesh->n_ranks, mesh->n_devices);
+    if (m->batch)
+        fprintf(f, "largest batch that fits, in samples of %llu features (%u qubits each):\n",
+                (unsigned long long)m->features, m->qubits);
+    else
+        fprintf(f, "largest state that fits, in qubits:\n");
+    fprintf(f, "%-12s %22s %22s\n", "policy", "complex64", "complex128");
+    for (int pol = 0; pol < QM_POLICY_COUNT_; ++pol) {
+        char cell[2][48];
+        for (int k = 0; k < 2; ++k) {
+            const uint64_t v = m->value[k][pol];
+            if (!v)
+                snprintf(cell[k], sizeof cell[k], "-");
+            else if (pol == QM_POLICY_AUTO)
+                snprintf(cell[k], sizeof cell[k], "%llu (%s)", (unsigned long long)v,
+                         qm_policy_name(m->auto_pick[k]));
+            else
+                snprintf(cell[k], sizeof cell[k], "%llu", (unsigned long long)v);
+        }
+        fprintf(f, "%-12s %22s %22s\n", qm_policy_name((qm_policy)pol), cell[0], cell[1]);
+    }
 }

@@ -33,6 +33,18 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
  * name labels the estimates). The plan's error is not printed (the caller prints it once). */
 void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, FILE *f);
 
+/* `qmesh plan --max` as the plan object's `max` member (docs/cli.md: ranks, devices, unit,
+ * features, qubits, and per dtype {policy: value or null, auto_policy}) and as a table titled as
+ * the plan's (t: the topology planned on). */
+qm_code qm_plan_max_to_json(const qm_plan_max *m, const qm_mesh *mesh, struct json_t **out,
+                            qm_status *st);
+void qm_plan_max_print(const qm_plan_max *m, const qm_mesh *mesh, const qm_topology *t, FILE *f);
+
+/* The plan as a Graphviz picture (plan_dot.c): the scenario's graph by hosts, each device with
+ * its shard and bytes, the links of the gather paths highlighted, the others light. E-IO when
+ * writing fails, E-NOMEM. */
+qm_code qm_plan_dot(const qm_plan *p, const qm_mesh *mesh, FILE *f, qm_status *st);
+
 /* Run every case of a loaded topology: plan each request and compare each expectation. Prints
  * one line per case ("case ID: ok", only with print_ok, or "case ID: MISS <what>: expected X,
  * got Y" per miss) to f.

@@ -457,11 +457,13 @@ static qm_code c_amp_batch(void *ctx, int dev, void *state, const void *in, void
     return QM_OK;
 }
 
-/* Every op of the amplitude family; an op of a later encoding is added here when its case is. */
+/* Every op of the amplitude family, the product states and IQP; an op of a later encoding is
+ * added here when its case is. */
 static bool c_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
-    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT;
+    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
+           op == QM_HAL_OP_WHT;
 }
 
 static qm_code c_product(void *ctx, int dev, void *state, const void *table,
@@ -478,6 +480,35 @@ static qm_code c_product(void *ctx, int dev, void *state, const void *table,
     return QM_OK;
 }
 
+static qm_code c_iqp_phase(void *ctx, int dev, void *state, const void *table,
+                           const qm_hal_iqp_phase_args *a, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_iqp_phase((char *)state + a->off * slot_bytes(a->state_dtype),
+                                      is_c128(a->state_dtype), a->n, a->g0, a->qubits,
+                                      a->n_coeffs, a->first_state, (const double *)table,
+                                      a->scale, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "iqp_phase launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "iqp_phase", dev);
+    return QM_OK;
+}
+
+static qm_code c_wht(void *ctx, int dev, void *state, const void *partner,
+                     const qm_hal_wht_args *a, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_wht((char *)state + a->off * slot_bytes(a->state_dtype),
+                                is_c128(a->state_dtype), a->n, a->b0, a->b1, partner,
+                                a->high ? 1 : 0, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "wht launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "wht", dev);
+    return QM_OK;
+}
+
 static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
                         void *const bufs[QM_HAL_OP_BUFS], void *s, qm_status *st)
 {
@@ -491,6 +522,8 @@ static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_AMP_SCALE: return c_amp_scale(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_AMP_BATCH: return c_amp_batch(ctx, dev, state, in, out, params, s, st);
     case QM_HAL_OP_PRODUCT: return c_product(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_IQP_PHASE: return c_iqp_phase(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_WHT: return c_wht(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_COUNT_: break;
     }
     return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);

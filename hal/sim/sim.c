@@ -161,12 +161,13 @@ static qmk_elem elem_of(qm_dtype dt)
     return QMK_F64; /* unreachable: the wrappers checked the dtype */
 }
 
-/* Every op of the amplitude family and the product states; an op of a later encoding is added
+/* Every op of the amplitude family, the product states and IQP; an op of a later encoding is added
  * here when its case is. */
 static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
-    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT;
+    return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
+           op == QM_HAL_OP_WHT;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -219,6 +220,17 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
         const qm_hal_product_args *a = params;
         qm_cpu_product(state, elem_of(a->state_dtype), a->off, a->n, a->g0, a->qubits,
                        a->first_state, in, a->scale);
+        return QM_OK;
+    }
+    case QM_HAL_OP_IQP_PHASE: {
+        const qm_hal_iqp_phase_args *a = params;
+        qm_cpu_iqp_phase(state, elem_of(a->state_dtype), a->off, a->n, a->g0, a->qubits,
+                         a->n_coeffs, a->first_state, in, a->scale);
+        return QM_OK;
+    }
+    case QM_HAL_OP_WHT: {
+        const qm_hal_wht_args *a = params;
+        qm_cpu_wht(state, elem_of(a->state_dtype), a->off, a->n, a->b0, a->b1, in, a->high);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:

@@ -62,7 +62,6 @@ def _uint(name, value, code="E-ARG"):
 
 
 _ENCODINGS = ("amplitude", "angle", "basis", "phase", "iqp", "iqp-z")
-_ENCODED = ("amplitude", "angle", "basis", "phase")  # what encode() can build in this version
 
 
 def _qubits_for(features, encoding="amplitude"):
@@ -233,10 +232,11 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
           non-contiguous arrays are made contiguous. CUDA tensors are read in place on the GPU
           (qm_context_encode_device: never copied through the host), CPU DLPack tensors in place.
     qubits: None = the smallest n with 2**n >= features (amplitude), the feature count (angle,
-          phase), the fewest qubits that hold the largest index (basis).
+          phase, iqp-z), the n with n + n(n-1)/2 = features (iqp), the fewest qubits that hold the
+          largest index (basis).
     dtype: None = complex128 for float64 input, complex64 for float32 (the CLI's rule).
     encoding: "amplitude", "angle", "basis" (one index per row: a 1-D array of B indices is B
-          rows) or "phase"; "iqp" and "iqp-z" are planned only (E-UNSUPPORTED here).
+          rows), "phase", "iqp" or "iqp-z" (docs/encodings.md).
     policy, scenario: as plan(). backend: "auto" (CUDA for a CUDA tensor, else the simulator),
           "sim" (a CUDA torch tensor is then copied to the host first) or "cuda".
 
@@ -249,9 +249,6 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
     if encoding not in _ENCODINGS:
         _fail("E-ARG", "plan: unknown encoding '%s'; use one of %s"
               % (encoding, ", ".join(_ENCODINGS)))
-    if encoding not in _ENCODED:
-        _fail("E-UNSUPPORTED", "encode: the %s encoding is planned but cannot be encoded by this "
-              "version (amplitude, angle, basis and phase can)" % encoding)
     if backend not in ("auto", "sim", "cuda"):
         _fail("E-ARG", "backend: unknown backend '%s'; use auto, sim or cuda" % backend)
     # files: the C library reads them (npy: header first; CSV: whole)

@@ -165,10 +165,29 @@ def _angle_ref(x):
     return s
 
 
-@pytest.mark.parametrize("encoding", ["angle", "phase", "basis"])
+def _iqp_ref(d, n):
+    """2^-n sum_x exp(i phi(x)) (-1)^popcount(x & i): the Hadamard matrix times the phases."""
+    N = 1 << n
+    phi = np.zeros(N)
+    for x in range(N):
+        bits = [(x >> k) & 1 for k in range(n)]
+        p, t = 0.0, n
+        p += sum(d[k] for k in range(n) if bits[k])
+        for k in range(n):
+            for l in range(k + 1, n):
+                if len(d) > n and bits[k] and bits[l]:
+                    p += d[t]
+                t += 1
+        phi[x] = p
+    H = np.array([[(-1) ** bin(x & i).count("1") for x in range(N)] for i in range(N)])
+    return H @ np.exp(1j * phi) / N
+
+
+@pytest.mark.parametrize("encoding", ["angle", "phase", "basis", "iqp", "iqp-z"])
 def test_feature_maps_equal_cli_bytes(cli, tmp_path, encoding):
     rng = np.random.default_rng(7)
     x = (np.array([[0.0, 5.0, 3.0, 6.0]]).T if encoding == "basis"
+         else rng.uniform(-3, 3, (5, 6)) if encoding == "iqp"
          else rng.uniform(-3, 3, (5, 4)))
     s = qmesh.encode(x, encoding=encoding)
     want = cli_encode(cli, tmp_path, x, "--encoding", encoding)
@@ -183,6 +202,10 @@ def test_feature_maps_equal_cli_bytes(cli, tmp_path, encoding):
             ref = [np.exp(1j * sum(x[r][k] for k in range(n) if (i >> k) & 1)) / 4
                    for i in range(16)]
             assert abs(got[r] - np.array(ref)).max() < 1e-15
+    elif encoding in ("iqp", "iqp-z"):
+        n = 3 if encoding == "iqp" else 4
+        assert s.shape == (5, 1 << n) and s.qubits == n
+        assert max(abs(got[r] - _iqp_ref(x[r], n)).max() for r in range(5)) < 1e-14
     else:
         assert s.shape == (4, 8) and s.qubits == 3
         assert [int(np.argmax(abs(row))) for row in got] == [0, 5, 3, 6]

@@ -10,9 +10,12 @@ import qmesh
 
 def cli_plan(text):
     """The plan object of `qmesh plan --json`: its output less the command line's own members
-    (ok, command), which the API's plan does not have."""
+    (ok, command, max: the answer of `plan --max`, and phantom: `plan --phantom`'s accounting; both
+    null for a plain plan), which the API's plan does not have."""
     d = json.loads(text)
     assert d.pop("command") == "plan" and d.pop("ok") == (d["error"] is None)
+    assert d.pop("max") is None
+    assert d.pop("phantom") is None
     return d
 
 
