@@ -35,7 +35,7 @@ static qm_code open_sim(const qm_backend_desc *d, qm_hal **out, qm_status *st)
         pp[i] = (qm_sim_peer_desc){.a = d->peers[i].a, .b = d->peers[i].b};
     const qm_sim_desc sd = {.n_devices = d->n_devices, .devices = dd, .n_peers = d->n_peers,
                             .peers = pp, .memory = d->phantom ? QM_SIM_PHANTOM : QM_SIM_MATERIALIZED,
-                            .poison = d->no_poison ? QM_SIM_POISON_OFF : QM_SIM_POISON_ON};
+                            .poison = d->poison ? QM_SIM_POISON_ON : QM_SIM_POISON_ENV};
     const qm_code rc = qm_hal_sim_create(&sd, out, st);
     free(dd);
     free(pp);

@@ -53,7 +53,8 @@ typedef struct qm_backend_desc {
     int n_peers;
     const qm_backend_peer *peers;      /* borrowed */
     bool phantom;                      /* capacity accounting only: no memory, no data */
-    bool no_poison;                    /* materialized memory not poisoned (benchmarks) */
+    bool poison;                       /* debug: 0xFF in new and freed memory (tests that must see
+                                          untouched slots); false: as QM_SIM_POISON=0|1 says (off) */
     /* CUDA: logical device i is GPU (cuda_first_gpu + i) mod the GPU count */
     int cuda_devices;                  /* 0: one per visible GPU */
     int cuda_first_gpu;

@@ -1,52 +1,92 @@
-/* cpu_kernels.c — see cpu_kernels.h. OpenMP appears here and in hal/sim only; every parallel loop
- * has an `if` clause so that small ranges stay on one thread, and a build without OpenMP computes
- * the same results serially. */
+/* cpu_kernels.c — see cpu_kernels.h. OpenMP appears here and in hal/sim only.
+ *
+ * A kernel call is at most one parallel region (wht: one per butterfly stage above its chunks),
+ * and no region is entered inside another. stash and amp_scale are a serial body over a part of
+ * their range (stash_part, amp_scale_part) run either once over the whole range (below
+ * QM_OMP_MIN_ELEMS elements: no region at all) or by a `parallel for schedule(static)` over fixed
+ * parts of QM_CPU_PART elements; amp_batch is one region over its states whose body calls the
+ * serial parts (stash_part, scale_part); sumsq_blocks, product and iqp_phase are one region over
+ * their blocks, with an `if` clause that keeps small ranges on one thread. (A region per sample —
+ * the `parallel for if (0)` that scale_segment used to enter inside the loop over states — cost a
+ * batch of 65536 small states 65536 team set-ups: issue 17.) Every element is computed on its
+ * own, so the parts and the thread count change no bit; a build without OpenMP computes the same
+ * results serially.
+ * First touch: simulated device memory is not written when allocated (hal/sim), so the pages of a
+ * state are first written by the thread that computes them, in the static schedule of the kernel
+ * that writes the state first (stash, amp_batch or amp_scale: each gives every thread one contiguous
+ * share of about 1/T of the range, in index order).
+ */
 #include "cpu_kernels.h"
 #include "qm_math.h"
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h> /* non-temporal stores (QM_CPU_STREAM_BYTES) */
+#define QM_CPU_NT 1
+#else
+#define QM_CPU_NT 0
+#endif
 
 #define QM_OMP_MIN_ELEMS 65536
+#define QM_CPU_PART 8192 /* elements per scheduled part of a parallel kernel */
+/* A kernel call that writes at least this many bytes of amplitudes from its input streams them
+ * past the caches (non-temporal stores, x86-64): they would not stay cached anyway, and a normal
+ * store first reads each line it writes (read for ownership), which costs a state's bytes once
+ * more. Smaller outputs stay in the caches for whoever reads them next. */
+#define QM_CPU_STREAM_BYTES ((uint64_t)32 << 20)
 
 /* A stashed value lives in the first 8 bytes of its slot. */
 static uint64_t stride_of(qmk_elem state_elem) { return state_elem == QMK_C128 ? 2 : 1; }
 
-void qm_cpu_stash(void *state, qmk_elem state_elem, uint64_t slot_g0, uint64_t period,
-                  uint64_t period_valid, const void *in, qmk_elem in_elem, uint64_t in_off,
-                  uint64_t in_first, uint64_t n)
+/* Input elements [i0, i1) of a stash (serial). */
+static void stash_part(void *state, qmk_elem state_elem, uint64_t slot_g0, uint64_t period,
+                       uint64_t period_valid, const void *in, qmk_elem in_elem, uint64_t in_off,
+                       uint64_t in_first, uint64_t i0, uint64_t i1)
 {
     const uint64_t k = stride_of(state_elem);
     /* runs of values that belong to one state are contiguous in both input and slots */
-    uint64_t i = 0;
-    while (i < n) {
+    for (uint64_t i = i0; i < i1;) {
         const uint64_t e = in_first + i, sidx = e / period_valid, local = e % period_valid;
-        const uint64_t run = period_valid - local < n - i ? period_valid - local : n - i;
+        const uint64_t run = period_valid - local < i1 - i ? period_valid - local : i1 - i;
         double *o = (double *)state + (sidx * period + local - slot_g0) * k;
-        const int64_t rn = (int64_t)run;
-        const int par = run >= QM_OMP_MIN_ELEMS;
-        (void)par; /* read only by the OpenMP if-clauses */
         if (in_elem == QMK_F64) {
             const double *x = (const double *)in + in_off + i;
             if (k == 1) {
                 memcpy(o, x, (size_t)run * sizeof *o);
             } else {
-#pragma omp parallel for schedule(static) if (par)
-                for (int64_t j = 0; j < rn; ++j) {
+                for (uint64_t j = 0; j < run; ++j) {
                     o[2 * j] = x[j];
                     o[2 * j + 1] = 0.0;
                 }
             }
         } else {
             const float *x = (const float *)in + in_off + i;
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t j = 0; j < rn; ++j) {
-                o[k * (uint64_t)j] = (double)x[j];
+            for (uint64_t j = 0; j < run; ++j) {
+                o[k * j] = (double)x[j];
                 if (k == 2)
                     o[2 * j + 1] = 0.0;
             }
         }
         i += run;
+    }
+}
+
+void qm_cpu_stash(void *state, qmk_elem state_elem, uint64_t slot_g0, uint64_t period,
+                  uint64_t period_valid, const void *in, qmk_elem in_elem, uint64_t in_off,
+                  uint64_t in_first, uint64_t n)
+{
+    if (n < QM_OMP_MIN_ELEMS) {
+        stash_part(state, state_elem, slot_g0, period, period_valid, in, in_elem, in_off, in_first,
+                   0, n);
+        return;
+    }
+    const int64_t np = (int64_t)((n + QM_CPU_PART - 1) / QM_CPU_PART);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; ++p) {
+        const uint64_t i0 = (uint64_t)p * QM_CPU_PART;
+        stash_part(state, state_elem, slot_g0, period, period_valid, in, in_elem, in_off, in_first,
+                   i0, n - i0 < QM_CPU_PART ? n : i0 + QM_CPU_PART);
     }
 }
 
@@ -100,72 +140,95 @@ void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t 
     *first_nonfinite = first;
 }
 
-/* Slots [i0, i1) of one state: [i0, data_end) data, the rest padding. x (when not NULL) holds the
- * input values of the data slots, x[0] for slot i0; otherwise the values are the stash. The
- * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. */
-static void scale_segment(void *state, qmk_elem state_elem, uint64_t off, uint64_t i0,
-                          uint64_t data_end, uint64_t i1, double scale, double coeff,
-                          const void *x,
-                          qmk_elem in_elem, int par)
+/* One amplitude (amp, 0) into slot i of a complex128 (o64) or complex64 (o32) state; when nt, a
+ * non-temporal store (past the caches: no read for ownership of a line that is wholly written). */
+static inline void put_amp(double *o64, float *o32, uint64_t i, double amp, int nt)
 {
-    (void)par; /* read only by the OpenMP if-clauses */
-    const int64_t a = (int64_t)i0, d = (int64_t)data_end, b = (int64_t)i1;
-    if (state_elem == QMK_C128) {
-        double *o = (double *)state + 2 * off;
-        if (!x) {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled(o[2 * i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
-        } else if (in_elem == QMK_F64) {
-            const double *xi = (const double *)x - a;
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled(xi[i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
+#if QM_CPU_NT
+    if (nt) {
+        if (o64) {
+            _mm_stream_pd(o64 + 2 * i, _mm_set_pd(0.0, amp));
         } else {
-            const float *xi = (const float *)x - a;
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = a; i < d; ++i) {
-                o[2 * i] = qm_amp_scaled((double)xi[i], scale, coeff);
-                o[2 * i + 1] = 0.0;
-            }
+            const float p[2] = {(float)amp, 0.0f};
+            long long bits;
+            memcpy(&bits, p, sizeof bits);
+            _mm_stream_si64((long long *)(void *)(o32 + 2 * i), bits);
         }
-        if (b > d)
-            memset(o + 2 * d, 0, (size_t)(b - d) * 16);
+        return;
+    }
+#endif
+    (void)nt;
+    if (o64) {
+        o64[2 * i] = amp;
+        o64[2 * i + 1] = 0.0;
     } else {
-        char *base = (char *)state + 8 * off;
-        if (!x) {
-            /* the slot's 8 bytes hold the stashed double; read it, write two floats */
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = a; i < d; ++i) {
-                double v;
-                memcpy(&v, base + 8 * i, sizeof v);
-                const float amp[2] = {(float)qm_amp_scaled(v, scale, coeff), 0.0f};
-                memcpy(base + 8 * i, amp, sizeof amp);
-            }
-        } else {
-            float *o = (float *)base;
-            if (in_elem == QMK_F64) {
-                const double *xi = (const double *)x - a;
-#pragma omp parallel for schedule(static) if (par)
-                for (int64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp_scaled(xi[i], scale, coeff);
-                    o[2 * i + 1] = 0.0f;
-                }
-            } else {
-                const float *xi = (const float *)x - a;
-#pragma omp parallel for schedule(static) if (par)
-                for (int64_t i = a; i < d; ++i) {
-                    o[2 * i] = (float)qm_amp_scaled((double)xi[i], scale, coeff);
-                    o[2 * i + 1] = 0.0f;
-                }
-            }
+        o32[2 * i] = (float)amp;
+        o32[2 * i + 1] = 0.0f;
+    }
+}
+
+/* Slots [a, b) of one state (serial): [a, d) data, [d, b) padding. x (when not NULL) holds the
+ * input values of the data slots, x[0] for slot a; otherwise the values are the stash. The
+ * amplitude is qm_amp_scaled: (x * scale) * coeff, scale = 1 (exact) on the fast path. nt: the
+ * amplitudes from the input are streamed (put_amp), then fenced. */
+static void scale_part(void *state, qmk_elem state_elem, uint64_t off, uint64_t a, uint64_t d,
+                       uint64_t b, double scale, double coeff, const void *x, qmk_elem in_elem,
+                       int nt)
+{
+    double *o64 = state_elem == QMK_C128 ? (double *)state + 2 * off : NULL;
+    float *o32 = state_elem == QMK_C128 ? NULL : (float *)state + 2 * off;
+    if (!x && o64) {
+        for (uint64_t i = a; i < d; ++i) {
+            o64[2 * i] = qm_amp_scaled(o64[2 * i], scale, coeff);
+            o64[2 * i + 1] = 0.0;
         }
-        if (b > d)
-            memset(base + 8 * d, 0, (size_t)(b - d) * 8);
+    } else if (!x) {
+        /* the slot's 8 bytes hold the stashed double; read it, write two floats */
+        char *base = (char *)o32;
+        for (uint64_t i = a; i < d; ++i) {
+            double v;
+            memcpy(&v, base + 8 * i, sizeof v);
+            const float amp[2] = {(float)qm_amp_scaled(v, scale, coeff), 0.0f};
+            memcpy(base + 8 * i, amp, sizeof amp);
+        }
+    } else if (in_elem == QMK_F64) {
+        const double *xi = (const double *)x - a;
+        for (uint64_t i = a; i < d; ++i)
+            put_amp(o64, o32, i, qm_amp_scaled(xi[i], scale, coeff), nt);
+    } else {
+        const float *xi = (const float *)x - a;
+        for (uint64_t i = a; i < d; ++i)
+            put_amp(o64, o32, i, qm_amp_scaled((double)xi[i], scale, coeff), nt);
+    }
+    if (b > d)
+        memset(o64 ? (void *)(o64 + 2 * d) : (void *)(o32 + 2 * d), 0,
+               (size_t)(b - d) * (o64 ? 16 : 8));
+#if QM_CPU_NT
+    if (nt && x)
+        _mm_sfence();
+#endif
+}
+
+/* Slots [lo, hi) of an amp_scale range (serial), cut where states begin. */
+static void amp_scale_part(void *state, qmk_elem state_elem, uint64_t off, uint64_t g0,
+                           uint64_t period, uint64_t period_valid, uint64_t first_state,
+                           const double *coeffs, const double *scales, const void *in,
+                           qmk_elem in_elem, uint64_t in_first, uint64_t lo, uint64_t hi, int nt)
+{
+    const size_t is = in_elem == QMK_F64 ? 8 : 4;
+    for (uint64_t pos = lo; pos < hi;) {
+        const uint64_t g = g0 + pos, sidx = g / period, local = g % period;
+        const uint64_t end = period - local < hi - pos ? pos + (period - local) : hi;
+        uint64_t data_end = pos;
+        if (local < period_valid)
+            data_end = pos + (period_valid - local < end - pos ? period_valid - local : end - pos);
+        const void *x = NULL;
+        if (in && data_end > pos)
+            x = (const char *)in + (sidx * period_valid + local - in_first) * is;
+        scale_part(state, state_elem, off, pos, data_end, end,
+                   scales ? scales[sidx - first_state] : 1.0, coeffs[sidx - first_state], x,
+                   in_elem, nt);
+        pos = end;
     }
 }
 
@@ -174,29 +237,23 @@ void qm_cpu_amp_scale(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
                       const double *coeffs, const double *scales, const void *in,
                       qmk_elem in_elem, uint64_t in_first)
 {
-    /* segments = the parts of the range inside one state each */
-    const uint64_t s0 = g0 / period, s1 = (g0 + n - 1) / period;
-    const int64_t ns = (int64_t)(s1 - s0 + 1);
-    const int many = ns >= 16 && n >= QM_OMP_MIN_ELEMS;
-    const size_t is = in_elem == QMK_F64 ? 8 : 4;
-#pragma omp parallel for schedule(static) if (many)
-    for (int64_t k = 0; k < ns; ++k) {
-        const uint64_t sidx = s0 + (uint64_t)k;
-        const uint64_t lo = sidx * period > g0 ? sidx * period - g0 : 0;
-        const uint64_t hi = (sidx + 1) * period - g0 < n ? (sidx + 1) * period - g0 : n;
-        const uint64_t local = g0 + lo - sidx * period;
-        uint64_t data_end = lo;
-        if (local < period_valid)
-            data_end = lo + (period_valid - local < hi - lo ? period_valid - local : hi - lo);
-        const void *x = NULL;
-        if (in && data_end > lo)
-            x = (const char *)in + (sidx * period_valid + local - in_first) * is;
-        scale_segment(state, state_elem, off, lo, data_end, hi,
-                      scales ? scales[sidx - first_state] : 1.0, coeffs[sidx - first_state], x,
-                      in_elem, !many && hi - lo >= QM_OMP_MIN_ELEMS);
+    if (n < QM_OMP_MIN_ELEMS) {
+        amp_scale_part(state, state_elem, off, g0, period, period_valid, first_state, coeffs,
+                       scales, in, in_elem, in_first, 0, n, 0);
+        return;
+    }
+    const int nt = n * (state_elem == QMK_C128 ? 16 : 8) >= QM_CPU_STREAM_BYTES;
+    const int64_t np = (int64_t)((n + QM_CPU_PART - 1) / QM_CPU_PART);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; ++p) {
+        const uint64_t lo = (uint64_t)p * QM_CPU_PART;
+        amp_scale_part(state, state_elem, off, g0, period, period_valid, first_state, coeffs,
+                       scales, in, in_elem, in_first, lo, n - lo < QM_CPU_PART ? n : lo + QM_CPU_PART,
+                       nt);
     }
 }
 
+/* One region over the states (none below QM_OMP_MIN_ELEMS slots); each state is serial. */
 void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t period,
                       uint64_t period_valid, uint64_t n_states, const void *in, qmk_elem in_elem,
                       uint64_t in_off, double *sums, uint64_t sums_off)
@@ -204,7 +261,10 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
     const unsigned lp = (unsigned)__builtin_ctzll(period);
     const size_t is = in_elem == QMK_F64 ? 8 : 4, ss = state_elem == QMK_C128 ? 16 : 8;
     const int64_t ns = (int64_t)n_states;
-#pragma omp parallel for schedule(static) if (n_states * period >= QM_OMP_MIN_ELEMS)
+    const int par = n_states * period >= QM_OMP_MIN_ELEMS;
+    (void)par; /* read only by the OpenMP if-clause */
+    const int nt = n_states * period * ss >= QM_CPU_STREAM_BYTES;
+#pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < ns; ++k) {
         const void *x = (const char *)in + (in_off + (uint64_t)k * period_valid) * is;
         const double sum = in_elem == QMK_F64
@@ -213,11 +273,11 @@ void qm_cpu_amp_batch(void *state, qmk_elem state_elem, uint64_t off, uint64_t p
         sums[sums_off + (uint64_t)k] = sum;
         const uint64_t slot0 = off + (uint64_t)k * period;
         if (isfinite(sum) && sum >= QM_FAST_SUM_MIN)
-            scale_segment(state, state_elem, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
-                          in_elem, 0);
+            scale_part(state, state_elem, slot0, 0, period_valid, period, 1.0, 1.0 / sqrt(sum), x,
+                       in_elem, nt);
         else /* the slow path rescales from the stash */
-            qm_cpu_stash((char *)state + slot0 * ss, state_elem, 0, period, period_valid, x,
-                         in_elem, 0, 0, period_valid);
+            stash_part((char *)state + slot0 * ss, state_elem, 0, period, period_valid, x, in_elem,
+                       0, 0, 0, period_valid);
     }
 }
 

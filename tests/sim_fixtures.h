@@ -15,7 +15,9 @@
  * rank threads may build their meshes at the same time. A shared static buffer here once made
  * test_materialize_ranks fail about once in 40 runs: one thread rewrote "d1" while another read it
  * as empty, that rank returned before the first collective and the others waited 30 s for it.
- * `fault` (NULL: none) puts the factory's fault shim over the mesh. */
+ * `fault` (NULL: none) puts the factory's fault shim over the mesh. Materialized memory is poisoned
+ * (0xFF, NaN for every float type, on allocation and free: the simulator's debug switch), so that
+ * a slot an encode forgets to write shows up as NaN rather than as a lucky zero. */
 static inline qm_code fixture_mesh_fault(int n, uint64_t memory, bool peers, qm_sim_memory mode,
                                          const qm_backend_fault *fault, qm_hal **out, qm_status *st)
 {
@@ -39,7 +41,7 @@ static inline qm_code fixture_mesh_fault(int n, uint64_t memory, bool peers, qm_
     }
     const qm_backend_desc desc = {.kind = QM_BACKEND_SIM, .n_devices = n, .devices = dd,
                                   .n_peers = np, .peers = pp, .phantom = mode == QM_SIM_PHANTOM,
-                                  .fault = fault};
+                                  .poison = true, .fault = fault};
     qm_code rc = qm_backend_open(&desc, out, st);
     free(ids);
     free(dd);

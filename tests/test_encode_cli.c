@@ -203,6 +203,24 @@ static void test_errors(void)
     write_file(in, "1,2\n", 4);
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --scenario /nonexistent.yaml", qmesh, in);
     CHECK(rc == 1 && strstr(out, "error[E-IO]") != NULL && strstr(out, "/nonexistent.yaml") != NULL);
+    /* the simulator's debug switch: a bad value is one line, nothing written; poisoning changes
+     * no output byte (every slot is written by the encode) */
+    const char *rows = "1,2,3\n-4,5,0.5\n1e-300,2e-300,0\n";
+    write_file(in, rows, strlen(rows));
+    rc = qm_test_runf(out, sizeof out, "QM_SIM_POISON=yes %s encode --input %s --out %s", qmesh, in,
+                      dst);
+    CHECK(rc == 1 && strstr(out, "error[E-ARG]: sim: QM_SIM_POISON must be 0 or 1 (got 'yes')\n"));
+    CHECK(!exists(dst));
+    char dst2[520];
+    snprintf(dst2, sizeof dst2, "%s/out2.npy", tmpdir);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, in, dst);
+    CHECK(rc == 0);
+    rc = qm_test_runf(out, sizeof out, "QM_SIM_POISON=1 %s encode --input %s --out %s", qmesh, in,
+                      dst2);
+    CHECK(rc == 0);
+    CHECK(qm_test_runf(out, sizeof out, "cmp %s %s", dst, dst2) == 0);
+    remove(dst);
+    remove(dst2);
     /* usage */
     rc = qm_test_runf(out, sizeof out, "%s encode --out x.npy", qmesh);
     CHECK(rc == 2 && strstr(out, "--input FILE is required") != NULL);

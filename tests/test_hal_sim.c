@@ -1,5 +1,7 @@
 /* test_hal_sim.c — HAL wrappers over the simulated backend: creation errors, capacity accounting,
- * poisoning, bounds-checked copies, peer and staged copies with traffic counters, kernels. */
+ * poisoning (off unless asked for: QM_SIM_POISON_ON or QM_SIM_POISON=1, read once), bounds-checked
+ * copies, peer and staged copies with traffic counters, kernels. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "hal.h"
 #include "qm_math.h"
 #include "sim.h"
@@ -8,6 +10,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void test_create_errors(void)
 {
@@ -44,7 +47,7 @@ static void test_alloc_and_capacity(void)
     qm_hal *hal;
     qm_sim_device_desc dd = {.id = "n0.g0", .name = "sim h100", .memory_bytes = 4096,
                              .reserve_bytes = 1024, .hbm_bw_bytes_per_s = 3.35e12};
-    qm_sim_desc desc = {.n_devices = 1, .devices = &dd};
+    qm_sim_desc desc = {.n_devices = 1, .devices = &dd, .poison = QM_SIM_POISON_ON};
     CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
     CHECK(qm_hal_kind_get(hal) == QM_HAL_SIM);
     CHECK_STR(qm_hal_kind_name(qm_hal_kind_get(hal)), "sim");
@@ -284,10 +287,80 @@ static void test_kernels(void)
     qm_hal_destroy(hal);
 }
 
+/* A block of `bytes` written with 0xAB, freed, and allocated again (the simulator's block cache
+ * hands back the same block for the same size): its first and last bytes afterwards. */
+static void reuse_bytes(qm_hal *hal, uint64_t bytes, unsigned char *first, unsigned char *last)
+{
+    qm_status st;
+    qm_hal_buf *a = NULL, *b = NULL;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, bytes, &a, &st));
+    unsigned char *p = qm_hal_buf_host_ptr(a);
+    memset(p, 0xAB, bytes);
+    qm_hal_buf_free(hal, a);
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, bytes, &b, &st));
+    CHECK(qm_hal_buf_host_ptr(b) == (void *)p); /* the cached block */
+    *first = ((unsigned char *)qm_hal_buf_host_ptr(b))[0];
+    *last = ((unsigned char *)qm_hal_buf_host_ptr(b))[bytes - 1];
+    qm_hal_buf_free(hal, b);
+}
+
+static void test_poison_switch(void)
+{
+    qm_status st;
+    qm_hal *hal = NULL;
+    qm_sim_device_desc dd = {.id = "g0", .memory_bytes = 1 << 20};
+    qm_sim_desc desc = {.n_devices = 1, .devices = &dd}; /* poison: QM_SIM_POISON_ENV */
+    unsigned char f, l;
+    /* default, QM_SIM_POISON unset or 0: nothing is written on allocation or free */
+    unsetenv("QM_SIM_POISON");
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    reuse_bytes(hal, 4096, &f, &l);
+    CHECK(f == 0xAB && l == 0xAB);
+    qm_hal_destroy(hal);
+    setenv("QM_SIM_POISON", "0", 1);
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    reuse_bytes(hal, 4096, &f, &l);
+    CHECK(f == 0xAB && l == 0xAB);
+    qm_hal_destroy(hal);
+    /* QM_SIM_POISON=1: 0xFF on free and allocation; read once, when the mesh is created */
+    setenv("QM_SIM_POISON", "1", 1);
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    setenv("QM_SIM_POISON", "0", 1);
+    reuse_bytes(hal, 4096, &f, &l);
+    CHECK(f == 0xFF && l == 0xFF);
+    qm_hal_destroy(hal);
+    /* the description's own choice overrides the environment */
+    setenv("QM_SIM_POISON", "1", 1);
+    desc.poison = QM_SIM_POISON_OFF;
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    reuse_bytes(hal, 4096, &f, &l);
+    CHECK(f == 0xAB && l == 0xAB);
+    qm_hal_destroy(hal);
+    unsetenv("QM_SIM_POISON");
+    desc.poison = QM_SIM_POISON_ON;
+    CHECK_OK(qm_hal_sim_create(&desc, &hal, &st));
+    reuse_bytes(hal, 4096, &f, &l);
+    CHECK(f == 0xFF && l == 0xFF);
+    qm_hal_destroy(hal);
+    /* bad values: one line each, no mesh */
+    desc.poison = (qm_sim_poison)7;
+    hal = (qm_hal *)1;
+    CHECK(qm_hal_sim_create(&desc, &hal, &st) == QM_E_ARG);
+    CHECK(hal == NULL);
+    CHECK_STR(st.msg, "sim: unknown poison mode 7");
+    desc.poison = QM_SIM_POISON_ENV;
+    setenv("QM_SIM_POISON", "yes", 1);
+    CHECK(qm_hal_sim_create(&desc, &hal, &st) == QM_E_ARG);
+    CHECK(hal == NULL);
+    CHECK_STR(st.msg, "sim: QM_SIM_POISON must be 0 or 1 (got 'yes')");
+    unsetenv("QM_SIM_POISON");
+}
+
 int main(void)
 {
     test_create_errors();
     test_alloc_and_capacity();
+    test_poison_switch();
     test_copies();
     test_kernels();
     return qm_test_end("test_hal_sim");

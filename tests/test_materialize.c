@@ -348,7 +348,68 @@ static void test_batch_and_chunks(void)
     free(x);
 }
 
-/* Child mode: encode a fixed input with 8 shards and write the state bytes to argv[2]. */
+/* The thread-count check's batch: 400 samples of 1021 values (sample 7 on the rescaled path), 10
+ * qubits, 200 whole states on each of 2 devices (204800 slots each: the kernels run in parallel),
+ * read in place by one fused pass per shard. */
+enum { TC_BATCH = 400, TC_F = 1021, TC_Q = 10 };
+
+/* One encode of B samples of F values (x) into 2^q-slot states over `k` equal shards of whole
+ * states; the amplitudes read back (malloc'd), or NULL. */
+static void *encode_split(const double *x, uint64_t B, uint64_t F, unsigned q, qm_dtype dt, int k)
+{
+    qm_status st;
+    const uint64_t total = B << q;
+    qm_shard_spec sh[4];
+    for (int i = 0; i < k; ++i)
+        sh[i] = (qm_shard_spec){0, i, total / (uint64_t)k * (uint64_t)i,
+                                total / (uint64_t)k * (uint64_t)(i + 1)};
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B > 1 ? B : 0};
+    qm_state *s = NULL;
+    const size_t bytes = (size_t)total * qm_dtype_size(dt);
+    void *a = malloc(bytes);
+    if (!a || qm_materialize_amplitude(mesh8, q, dt, sh, k, &in, NULL, &s, &st) != QM_OK ||
+        qm_state_read(s, 0, total, dt, a, &st) != QM_OK) {
+        free(a);
+        a = NULL;
+    }
+    qm_state_destroy(s);
+    return a;
+}
+
+/* A kernel call that writes at least 32 MiB of amplitudes streams them (non-temporal stores);
+ * smaller ones store normally. The same input on 1 shard (streamed) and on 2 or 4 shards (each
+ * under 32 MiB: not streamed) gives the same bytes: one state of 2^22 amplitudes (complex128: 64
+ * MiB, amp_scale; complex64: 32 MiB) and a batch of 2560 x 1021 at 10 qubits (complex128: 40 MiB,
+ * amp_batch) with one sample on the rescaled path. */
+static void test_streamed_stores(void)
+{
+    const uint64_t n = (uint64_t)1 << 22, B = 2560, F = 1021;
+    double *x = malloc(n * sizeof *x);
+    for (uint64_t i = 0; i < n; ++i)
+        x[i] = cos((double)i * 0.0013) * (1.0 + (double)(i % 11));
+    const struct {
+        uint64_t B, F;
+        unsigned q;
+        qm_dtype dt;
+        int split;
+    } cases[] = {{1, n - 3, 22, QM_DTYPE_COMPLEX128, 4},
+                 {1, n - 3, 22, QM_DTYPE_COMPLEX64, 2},
+                 {B, F, 10, QM_DTYPE_COMPLEX128, 2}};
+    x[77 * F + 4] = 1e300; /* the batch's sample 77 (and a large value in the state) */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        const size_t bytes = (size_t)(cases[c].B << cases[c].q) * qm_dtype_size(cases[c].dt);
+        void *one = encode_split(x, cases[c].B, cases[c].F, cases[c].q, cases[c].dt, 1);
+        void *many = encode_split(x, cases[c].B, cases[c].F, cases[c].q, cases[c].dt, cases[c].split);
+        CHECK(one && many && memcmp(one, many, bytes) == 0);
+        free(one);
+        free(many);
+    }
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+    free(x);
+}
+
+/* Child mode: encode a fixed input with 8 shards, then the batch, and write both states' bytes
+ * to argv[2]. */
 static int dump_state(const char *path)
 {
     qm_status st;
@@ -360,11 +421,23 @@ static int dump_state(const char *path)
     qm_shard_spec sh[8];
     equal_layout(q, 8, sh);
     double *a = encode(x, n, q, sh, 8, &st);
+    x[7 * TC_F + 5] = 1e300;
+    const uint64_t bn = (uint64_t)TC_BATCH << TC_Q;
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = TC_F, .batch = TC_BATCH};
+    const qm_shard_spec two[2] = {{0, 0, 0, bn / 2}, {0, 1, bn / 2, bn}};
+    qm_state *s = NULL;
+    double *b = malloc(bn * 16);
+    int ok = b && qm_materialize_amplitude(mesh8, TC_Q, QM_DTYPE_COMPLEX128, two, 2, &in, NULL, &s,
+                                           &st) == QM_OK &&
+             qm_state_read(s, 0, bn, QM_DTYPE_COMPLEX128, b, &st) == QM_OK;
+    qm_state_destroy(s);
     FILE *f = fopen(path, "wb");
-    int ok = a && f && fwrite(a, 16, (size_t)1 << q, f) == ((size_t)1 << q);
+    ok = ok && a && f && fwrite(a, 16, (size_t)1 << q, f) == ((size_t)1 << q) &&
+         fwrite(b, 16, (size_t)bn, f) == (size_t)bn;
     if (f)
         fclose(f);
     free(a);
+    free(b);
     free(x);
     return ok ? 0 : 1;
 }
@@ -381,10 +454,11 @@ static void test_thread_counts(const char *self)
     FILE *a = fopen("t1.bin", "rb"), *b = fopen("t2.bin", "rb");
     CHECK(a && b);
     if (a && b) {
-        size_t n = (size_t)16 << 20;
+        size_t n = ((size_t)16 << 20) + ((size_t)16 * TC_BATCH << TC_Q);
         char *pa = malloc(n), *pb = malloc(n);
         CHECK(fread(pa, 1, n, a) == n && fread(pb, 1, n, b) == n);
         CHECK(memcmp(pa, pb, n) == 0);
+        CHECK(fgetc(a) == EOF && fgetc(b) == EOF); /* nothing more */
         free(pa);
         free(pb);
     }
@@ -477,6 +551,7 @@ int main(int argc, char **argv)
     test_replicated();
     test_batch_and_chunks();
     test_device_input();
+    test_streamed_stores();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);

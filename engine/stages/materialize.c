@@ -16,7 +16,10 @@
  * Devices work at the same time: the ingest deals chunks round-robin over every device's streams,
  * the block sums of every shard are enqueued before any is waited for (sum_shards), and so are the
  * amplitudes (phase D), each shard on its own stream. The simulated kernels run synchronously and
- * use every core themselves. Known wart: the slow path (retry_state) sums one state at a time.
+ * use every core themselves. Shards of whole states of at most 2^14 slots take the fused pass
+ * (amp_batch: sums and amplitudes in one read of each sample), through staging (ingest) or, for
+ * host input read in place, straight from the input (batch_in_place).
+ * Known wart: the slow path (retry_state) sums one state at a time.
  */
 #include "materialize_internal.h"
 #include "comm.h"
@@ -255,6 +258,17 @@ void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status 
     qm_hal_stream_destroy(hal, s);
 }
 
+/* Per shard i < n: drain stream str[i], then free buffer bufs[i] (either array may be NULL, as may
+ * any entry); the first error stays in *rc and st. */
+static void drain_all(qm_hal *hal, qm_hal_stream **str, qm_hal_buf **bufs, int n, qm_code *rc,
+                      qm_status *st)
+{
+    for (int i = 0; str && i < n; ++i)
+        qm_materialize_drain(hal, str[i], rc, st);
+    for (int i = 0; bufs && i < n; ++i)
+        qm_hal_buf_free(hal, bufs[i]);
+}
+
 /* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a
  * fused shard brings its states' sums). Every shard's block sums are enqueued first, each shard
  * on its own stream into its own device buffer and copied back behind its kernels, so the
@@ -303,10 +317,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    for (int i = 0; str && i < n; ++i)
-        qm_materialize_drain(hal, str[i], &rc, st);
-    for (int i = 0; part && i < n; ++i)
-        qm_hal_buf_free(hal, part[i]);
+    drain_all(hal, str, part, n, &rc, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
@@ -325,6 +336,48 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_hal_host_free(hal, host);
     free(first);
     free(part);
+    free(str);
+    return rc;
+}
+
+/* The fused shards whose input is host memory read in place (the simulator): amp_batch straight
+ * from the input, so each sample is read once and its amplitudes written in the same pass (the
+ * same sums and amplitudes, bit for bit, as sum_shards and phase D compute from the same input:
+ * the same tree per state, the same coefficient). One call per shard, each on its own stream,
+ * into a device buffer of sums copied back to the shard's page-locked sums; then every stream is
+ * drained, also after a failure. */
+static qm_code batch_in_place(enc *e, qm_status *st)
+{
+    qm_hal *hal = e->hal;
+    const int n = e->n_shards;
+    qm_hal_buf **sums = calloc((size_t)n, sizeof *sums);
+    qm_hal_stream **str = calloc((size_t)n, sizeof *str);
+    qm_code rc = sums && str ? QM_OK
+                             : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        if (!e->ing[i].fused || !e->mapped[i])
+            continue;
+        const qm_shard_spec *s = &e->shards[i];
+        const uint64_t k = (s->end - s->start) / e->N, first = s->start / e->N;
+        rc = qm_hal_buf_alloc(hal, s->device, k * sizeof(double), &sums[i], st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, s->device, &str[i], st);
+        if (rc == QM_OK) {
+            const qm_hal_amp_batch_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
+                                             .off = 0, .period = e->N, .period_valid = e->F,
+                                             .n_states = k, .input = e->mapped[i],
+                                             .in_dtype = e->in->dtype,
+                                             .in_off = first * e->F - e->mapped_first[i],
+                                             .sums = sums[i], .sums_off = 0};
+            rc = qm_hal_amp_batch(hal, &a, str[i], st);
+        }
+        if (rc == QM_OK)
+            rc = qm_hal_copy_d2h(hal, e->ing[i].sums, sums[i], 0, k * sizeof(double), str[i], st);
+        if (rc != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
+    }
+    drain_all(hal, str, sums, n, &rc, st);
+    free(sums);
     free(str);
     return rc;
 }
@@ -660,9 +713,11 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         }
         e.ing[i] = (qm_ingest_shard){.state = sh->buf, .device = s->device, .slot_start = s->start,
                                      .slot_end = e.mapped[i] || e_hi <= e_lo ? s->start : s->end};
-        e.ing[i].fused = !e.mapped[i] && e_hi > e_lo && qubits <= QM_HAL_RED_LOG2_BLOCK &&
-                         s->start % e.N == 0 && s->end % e.N == 0 &&
-                         qm_hal_supports_op(hal, QM_HAL_OP_AMP_BATCH);
+        /* whole small states: one fused pass (amp_batch), through staging or, for host input read
+         * in place, straight from the input (batch_in_place) */
+        e.ing[i].fused = e_hi > e_lo && !(e.mapped[i] && in->device_data) &&
+                         qubits <= QM_HAL_RED_LOG2_BLOCK && s->start % e.N == 0 &&
+                         s->end % e.N == 0 && qm_hal_supports_op(hal, QM_HAL_OP_AMP_BATCH);
         if (e.ing[i].fused)
             fused_states += (s->end - s->start) / e.N;
     }
@@ -682,6 +737,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                            .in = &through, .chunk_bytes = chunk_bytes};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
+    if (rc == QM_OK)
+        rc = batch_in_place(&e, st);
     t[1] = seconds_now();
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
     if (rc == QM_OK)

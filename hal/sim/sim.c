@@ -1,7 +1,10 @@
 /* sim.c — the simulated backend (see sim.h). Kernels are the OpenMP CPU kernels in kernels/.
  *
- * In: a device description. Out: a qm_hal whose devices are host memory (materialized) or counters
- * (phantom). Must not: be called except through the hal.c wrappers (they check every range first).
+ * In: a device description (and QM_SIM_POISON, read once by qm_hal_sim_create when the description
+ * leaves poisoning to the environment). Out: a qm_hal whose devices are host memory (materialized)
+ * or counters (phantom). New buffers are not written unless poisoned: aligned_alloc maps large
+ * blocks lazily, so a state's pages are first touched by the kernel threads that write it.
+ * Must not: be called except through the hal.c wrappers (they check every range first).
  * Thread-safety: devices are independent; link counters are per link and per direction.
  */
 #include "sim.h"
@@ -29,7 +32,7 @@ typedef struct sim_block {
 
 typedef struct sim_ctx {
     int n_dev;
-    qm_sim_poison poison;
+    bool poison;         /* 0xFF on alloc and free (QM_SIM_POISON_ON, or QM_SIM_POISON=1) */
     sim_block cache[SIM_CACHE_BLOCKS];
     int n_cache;
     qm_hal_device_info *info;
@@ -90,7 +93,7 @@ static qm_code sim_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, voi
     if (!p)
         return qm_fail(st, QM_E_NOMEM, "out of host memory for %llu simulated device bytes",
                        (unsigned long long)bytes);
-    if (c->poison == QM_SIM_POISON_ON)
+    if (c->poison)
         memset(p, SIM_POISON, (size_t)bytes);
     *ptr = *host_ptr = p;
     return QM_OK;
@@ -102,7 +105,7 @@ static void sim_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
     (void)dev;
     if (!ptr)
         return;
-    if (c->poison == QM_SIM_POISON_ON)
+    if (c->poison)
         memset(ptr, SIM_POISON, (size_t)bytes);
     const size_t size = (size_t)((bytes + 63) & ~(uint64_t)63);
     if (c->n_cache == SIM_CACHE_BLOCKS) { /* evict the oldest */
@@ -315,12 +318,21 @@ qm_code qm_hal_sim_create(const qm_sim_desc *desc, qm_hal **out, qm_status *st)
         return qm_fail(st, QM_E_ARG, "sim: %d peers given without a peer list", desc->n_peers);
     if (desc->memory != QM_SIM_MATERIALIZED && desc->memory != QM_SIM_PHANTOM)
         return qm_fail(st, QM_E_ARG, "sim: unknown memory mode %d", (int)desc->memory);
+    bool poison = desc->poison == QM_SIM_POISON_ON;
+    if (desc->poison == QM_SIM_POISON_ENV) { /* the debug switch, read here once */
+        const char *env = getenv("QM_SIM_POISON");
+        if (env && env[0] && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
+            return qm_fail(st, QM_E_ARG, "sim: QM_SIM_POISON must be 0 or 1 (got '%.32s')", env);
+        poison = env && strcmp(env, "1") == 0;
+    } else if (desc->poison != QM_SIM_POISON_ON && desc->poison != QM_SIM_POISON_OFF) {
+        return qm_fail(st, QM_E_ARG, "sim: unknown poison mode %d", (int)desc->poison);
+    }
     sim_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return qm_fail(st, QM_E_NOMEM, "sim: out of host memory");
     c->n_dev = desc->n_devices;
     c->memory = desc->memory;
-    c->poison = desc->poison;
+    c->poison = poison;
     c->info = calloc((size_t)c->n_dev, sizeof *c->info);
     c->links = calloc((size_t)desc->n_peers + 1, sizeof *c->links);
     if (!c->info || !c->links) {
