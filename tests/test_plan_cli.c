@@ -283,6 +283,33 @@ static void test_iqp(void)
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
 }
 
+/* angle, basis, phase: no norm pass, no all-reduce, one write of the largest shard (cost.c). */
+static void test_product_costs(void)
+{
+    static char out[1 << 20];
+    const char *encs[] = {"angle", "phase"};
+    for (int e = 0; e < 2; ++e) {
+        char args[128];
+        snprintf(args, sizeof args, "hgx-h200.yaml --qubits 34 --encoding %s --json", encs[e]);
+        CHECK(run(out, sizeof out, args, 0) == 0);
+        json_error_t err;
+        json_t *o = json_loads(out, 0, &err);
+        json_t *est = o ? json_object_get(o, "estimates_s") : NULL;
+        CHECK(est != NULL);
+        if (!est) {
+            json_decref(o);
+            continue;
+        }
+        CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
+        CHECK(json_real_value(json_object_get(est, "norm_allreduce")) == 0.0);
+        /* 8 shards of 2^34 x 8 B / 8 = 16 GiB; HBM 4.8 TB/s x efficiency 0.9 */
+        const double want = 17179869184.0 / (4.8e12 * 0.9);
+        CHECK(fabs(json_real_value(json_object_get(est, "encode")) - want) <= 1e-15 * want);
+        CHECK(json_integer_value(json_object_get(json_object_get(o, "request"), "features")) == 34);
+        json_decref(o);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -294,5 +321,6 @@ int main(int argc, char **argv)
     test_max();
     test_devices();
     test_iqp();
+    test_product_costs();
     return qm_test_end("test_plan_cli");
 }

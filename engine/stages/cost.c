@@ -18,6 +18,8 @@
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
  *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
  *    replicated states;
+ *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
+ *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
  *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
  *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
@@ -318,6 +320,14 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
                 enc = te;
         }
     }
+    const qm_encoding enc_kind = p->request.encoding;
+    const bool product = enc_kind == QM_ENCODING_ANGLE || enc_kind == QM_ENCODING_BASIS ||
+                         enc_kind == QM_ENCODING_PHASE;
+    if (hbm_known && product) {
+        /* angle, basis, phase: no norm pass; encode = one write of the largest shard */
+        norm = 0;
+        enc /= 2.0;
+    }
     if (hbm_known) {
         p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
         p->estimates_s[QM_PHASE_ENCODE] = enc;
@@ -325,7 +335,7 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
     }
     /* norm all-reduce */
     if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
-        p->request.encoding == QM_ENCODING_IQP || p->request.encoding == QM_ENCODING_IQP_Z) {
+        enc_kind != QM_ENCODING_AMPLITUDE) {
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
