@@ -276,10 +276,11 @@ qm_code qm_hdf5_open(const char *path, const char *dataset, qm_hdf5_reader **out
     H5Pset_file_locking(fapl, false, true); /* read-only: no lock, so no failure without flock */
 #endif
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    char why[160] = ""; /* taken before the next call: every HDF5 call clears the error stack */
+    if (r->file < 0)
+        h5_reason(why);
     H5Pclose(fapl);
     if (r->file < 0) {
-        char why[160];
-        h5_reason(why);
         rc = qm_fail(st, QM_E_INPUT, "%s: cannot open as HDF5 (%llu bytes): %s", path,
                      (unsigned long long)size, why);
     }
@@ -409,11 +410,12 @@ qm_code qm_hdf5_read_range(qm_hdf5_reader *r, uint64_t first, uint64_t count, vo
         herr_t h = mem < 0 ? -1 : select_piece(r, row, k, a, b);
         if (h >= 0)
             h = H5Dread(r->dset, r->memtype, mem, r->space, H5P_DEFAULT, out);
+        char why[160] = ""; /* before H5Sclose, which clears the error stack */
+        if (h < 0)
+            h5_reason(why);
         if (mem >= 0)
             H5Sclose(mem);
         if (h < 0) {
-            char why[160];
-            h5_reason(why);
             rc = qm_fail(st, QM_E_IO, "%s: dataset '%s': reading elements [%llu, %llu) failed: %s",
                          r->path, in->dataset, (unsigned long long)e,
                          (unsigned long long)(e + n), why);
