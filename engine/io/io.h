@@ -1,7 +1,7 @@
 /* io.h — input and output files of `qmesh encode` (docs/io.md).
  *
- * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order)
- * and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
+ * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order),
+ * HDF5 datasets (io_hdf5.c: float32/float64 or small integers, 1-D or 2-D) and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
  * whole float64 matrix (CSV), complex `.npy` result files and small text files written atomically,
  * and an output directory that exists.
  * Must not: touch a backend, know about plans or layouts, or leave a partial file under a requested
@@ -18,7 +18,7 @@
  *
  * Known warts: little-endian hosts only (the `.npy` files read and written are little-endian and
  * their bytes are copied as they are; a big-endian build fails at compile time in io_npy.c).
- * Ranged reads are `.npy`-only: a CSV file is always read whole.
+ * Ranged reads are for `.npy` and HDF5: a CSV file is always read whole.
  * The input section is read by `qmesh encode`'s input step (encode.c) and, for
  * qm_input_file_kind, by the scenario loader.
  */
