@@ -352,16 +352,6 @@ static void test_errors(void)
 
 /* ---- through the CLI ----------------------------------------------------------------------- */
 
-static int same_file(const char *a, const char *b)
-{
-    size_t na = 0, nb = 0;
-    unsigned char *x = qm_test_read_file(a, &na), *y = qm_test_read_file(b, &nb);
-    const int same = x && y && na == nb && na > 0 && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* `qmesh encode ARGS --input IN --out OUT`, exit 0 expected. */
 static void encode_ok(const char *in, const char *extra, const char *outp)
 {
@@ -386,7 +376,7 @@ static int same_dirs(const char *a, const char *b, int *n)
         char x[256], y[256];
         snprintf(x, sizeof x, "%s/%s", a, name);
         snprintf(y, sizeof y, "%s/%s", b, name);
-        same = same && same_file(x, y);
+        same = same && qm_test_same_file(x, y);
         ++*n;
     }
     return same;
@@ -402,17 +392,17 @@ static void test_cli(const char *srcdir, const char *mpiexec)
     npy_write(at(npy, sizeof npy, "x.npy"), 2, 37, 11, 1, -1);
     encode_ok(npy, "", at(o1, sizeof o1, "o1.npy"));
     encode_ok(h, "--dataset /train/x", at(o2, sizeof o2, "o2.npy"));
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* float32 contiguous: complex64, same bytes */
     npy_write(npy, 2, 37, 11, 0, -1);
     encode_ok(npy, "", o1);
     encode_ok(h, "--dataset y", o2);
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* --drop-column by index, against the .npy without that column */
     npy_write(npy, 2, 37, 11, 1, 4);
     encode_ok(npy, "", o1);
     encode_ok(h, "--dataset train/x --drop-column 4 --chunk-bytes '88 B'", o2);
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* shards of a multi-device scenario with tiny staging chunks: ranges across rows */
     char d1[128], d2[128];
     npy_write(npy, 2, 37, 11, 1, -1);
@@ -434,7 +424,7 @@ static void test_cli(const char *srcdir, const char *mpiexec)
     npy_write(npy, 1, 1, 100, 1, -1);
     encode_ok(npy, "", o1);
     encode_ok(dat, "", o2);
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* errors through the CLI: one line, exit 1 */
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, h, o2);
     snprintf(want, sizeof want, "error[E-INPUT]: %s: the file holds 2 datasets ('/train/x', "
@@ -457,7 +447,7 @@ static void test_cli(const char *srcdir, const char *mpiexec)
                       h);
     CHECK(rc == 1 && strstr(out, "--drop-column 'label' is not a 0-based column index"));
     /* the output was never touched by the failures */
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* --phantom reads the dataset named */
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --dataset y --phantom --json", qmesh,
                       h);
@@ -475,7 +465,7 @@ static void test_cli(const char *srcdir, const char *mpiexec)
     CHECK(rc == 0 && strstr(out, "ranks:    2 (MPI)"));
     if (rc)
         fprintf(stderr, "mpi: %s\n", out);
-    CHECK(same_file(o1, o3));
+    CHECK(qm_test_same_file(o1, o3));
 }
 
 int main(int argc, char **argv)

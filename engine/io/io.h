@@ -119,10 +119,13 @@ qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_byte
 qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_status *st);
 /* NULL is a no-op. */
 void qm_npy_close(qm_npy_reader *reader);
-/* The checks of a dropped column shared by the .npy and HDF5 readers: E-INPUT for a 1-D array
- * (len0: its length), a column out of range, or no column left; subject starts the message. */
-qm_code qm_input_drop_column_check(const char *subject, int ndim, uint64_t len0, uint64_t cols,
-                                   uint64_t column, qm_status *st);
+/* The dropped column of the .npy and HDF5 readers: checks `column` against an array of ndim
+ * dimensions (shape, cols columns) and sets *dropped (from -1), *n_features (cols - 1) and *n_elems
+ * (shape[0] * that). E-ARG when a column was already dropped (`what`: "npy", "hdf5"); E-INPUT for a
+ * 1-D array, a column out of range, or no column left; subject starts the message. */
+qm_code qm_input_drop_column(const char *subject, const char *what, int ndim,
+                             const uint64_t shape[2], uint64_t cols, uint64_t column,
+                             long *dropped, uint64_t *n_features, uint64_t *n_elems, qm_status *st);
 
 /* ---- HDF5 input (io_hdf5.c; io_hdf5_absent.c in a build without HDF5) ------------------------ */
 

@@ -333,17 +333,8 @@ qm_code qm_hdf5_reader_drop_column(qm_hdf5_reader *r, uint64_t column, qm_status
     if (!r)
         return qm_fail(st, QM_E_ARG, "hdf5 drop column: reader must not be NULL");
     qm_hdf5_info *in = &r->info;
-    if (in->dropped_column >= 0)
-        return qm_fail(st, QM_E_ARG, "%s: hdf5 drop column: column %ld was already dropped",
-                       r->path, in->dropped_column);
-    const qm_code rc = qm_input_drop_column_check(r->path, in->ndim, in->shape[0], r->cols,
-                                                  column, st);
-    if (rc != QM_OK)
-        return rc;
-    in->dropped_column = (long)column;
-    in->n_features = r->cols - 1;
-    in->n_elems = in->n_samples * in->n_features;
-    return QM_OK;
+    return qm_input_drop_column(r->path, "hdf5", in->ndim, in->shape, r->cols, column,
+                                &in->dropped_column, &in->n_features, &in->n_elems, st);
 }
 
 /* ---- ranged reads ------------------------------------------------------------------------- */

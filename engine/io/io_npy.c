@@ -849,28 +849,23 @@ qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_sta
     if (!reader)
         return qm_fail(st, QM_E_ARG, "npy drop column: reader must not be NULL");
     qm_npy_info *in = &reader->info;
-    if (in->dropped_column >= 0)
-        return qm_fail(st, QM_E_ARG, "%s: npy drop column: column %ld was already dropped",
-                       reader->path, in->dropped_column);
-    const qm_code rc = qm_input_drop_column_check(reader->path, in->ndim, in->shape[0],
-                                                  reader->cols, column, st);
-    if (rc != QM_OK)
-        return rc;
-    in->dropped_column = (long)column;
-    in->n_features = reader->cols - 1;
-    in->n_elems = in->n_samples * in->n_features;
-    return QM_OK;
+    return qm_input_drop_column(reader->path, "npy", in->ndim, in->shape, reader->cols, column,
+                                &in->dropped_column, &in->n_features, &in->n_elems, st);
 }
 
-qm_code qm_input_drop_column_check(const char *subject, int ndim, uint64_t len0, uint64_t cols,
-                                   uint64_t column, qm_status *st)
+qm_code qm_input_drop_column(const char *subject, const char *what, int ndim,
+                             const uint64_t shape[2], uint64_t cols, uint64_t column,
+                             long *dropped, uint64_t *n_features, uint64_t *n_elems, qm_status *st)
 {
+    if (*dropped >= 0)
+        return qm_fail(st, QM_E_ARG, "%s: %s drop column: column %ld was already dropped",
+                       subject, what, *dropped);
     if (ndim != 2)
         return qm_fail(st, QM_E_INPUT,
                        "%s: cannot drop column %llu of a 1-D array (shape (%llu,)): it is one "
                        "sample with no columns; save a 2-D (samples, features) array to drop a "
                        "label column",
-                       subject, (unsigned long long)column, (unsigned long long)len0);
+                       subject, (unsigned long long)column, (unsigned long long)shape[0]);
     if (column >= cols)
         return qm_fail(st, QM_E_INPUT, "%s: drop column %llu is out of range (the file has %llu "
                        "columns, indices 0..%llu)", subject, (unsigned long long)column,
@@ -878,6 +873,9 @@ qm_code qm_input_drop_column_check(const char *subject, int ndim, uint64_t len0,
     if (cols == 1)
         return qm_fail(st, QM_E_INPUT, "%s: no feature columns left after dropping column %llu "
                        "(the file has 1 column)", subject, (unsigned long long)column);
+    *dropped = (long)column;
+    *n_features = cols - 1;
+    *n_elems = shape[0] * *n_features;
     return QM_OK;
 }
 
