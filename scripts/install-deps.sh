@@ -5,6 +5,7 @@
 # communicator and its `mpi` tests (QM_WITH_MPI defaults to ON when CMake finds MPI).
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libyaml-dev libjansson-dev zlib1g-dev libdlpack-dev
+      libhdf5-dev python3-h5py # HDF5 input (engine/io/io_hdf5.c) and the files of its Python test
       libbenchmark-dev python3 libopenmpi-dev openmpi-bin
       python3-dev python3-numpy python3-pytest python3-torch python3-setuptools python3-pip
       python3-venv # the Python package (python/, docs/python.md) and its tests

@@ -556,16 +556,6 @@ static void test_csv_memory_follows_data(void)
 
 /* ---- through the CLI ------------------------------------------------------------------------- */
 
-static int same_file(const char *a, const char *b)
-{
-    size_t na = 0, nb = 0;
-    unsigned char *x = qm_test_read_file(a, &na), *y = qm_test_read_file(b, &nb);
-    const int same = x && y && na == nb && na > 0 && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 static void test_cli_npy(const char *srcdir)
 {
     char out[16384], c[128], f[128], ref[128], o1[128], o2[128], o3[128];
@@ -584,7 +574,7 @@ static void test_cli_npy(const char *srcdir)
     CHECK(rc == 0 && strstr(out, "37 samples x 11 features, float64"));
     if (rc)
         fprintf(stderr, "F order: %s\n", out);
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     /* sub-ranges: shards of a multi-device scenario, tiny staging chunks (ranges across rows) */
     char d1[128], d2[128];
     at(d1, sizeof d1, "dc");
@@ -604,7 +594,7 @@ static void test_cli_npy(const char *srcdir)
         snprintf(b, sizeof b, "%s/shard-%04d.npy", d2, i);
         if (access(a, F_OK) != 0)
             break;
-        CHECK(same_file(a, b));
+        CHECK(qm_test_same_file(a, b));
         shards++;
     }
     CHECK(shards >= 2);
@@ -619,10 +609,10 @@ static void test_cli_npy(const char *srcdir)
     CHECK(rc == 0 && strstr(out, "37 samples x 10 features"));
     if (!strstr(out, "37 samples x 10 features"))
         fprintf(stderr, "drop on C order: %s\n", out);
-    CHECK(same_file(o1, o2));
+    CHECK(qm_test_same_file(o1, o2));
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column 4 --chunk-bytes '88 B' --out %s",
              qmesh, f, o3);
-    CHECK(rc == 0 && same_file(o1, o3));
+    CHECK(rc == 0 && qm_test_same_file(o1, o3));
 
     /* flags that do not apply are refused, never ignored */
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --drop-column label --out %s", qmesh, c, o3);

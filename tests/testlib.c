@@ -105,3 +105,13 @@ unsigned char *qm_test_read_file(const char *path, size_t *n)
     fclose(f);
     return b;
 }
+
+int qm_test_same_file(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    unsigned char *x = qm_test_read_file(a, &na), *y = qm_test_read_file(b, &nb);
+    const int same = x && y && na == nb && na > 0 && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}

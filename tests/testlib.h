@@ -74,6 +74,8 @@ int qm_test_runf(char *out, size_t cap, const char *fmt, ...) QM_TEST_PRINTF_AT(
 void qm_test_write_file(const char *path, const void *data, size_t n);
 /* The whole file (malloc'd, *n its size); NULL with *n = 0 when it cannot be read. */
 unsigned char *qm_test_read_file(const char *path, size_t *n);
+/* 1 when both files can be read, are not empty and hold the same bytes. */
+int qm_test_same_file(const char *a, const char *b);
 
 /* Resident set size of this process in bytes (from /proc/self/statm; 0 if unknown). */
 uint64_t qm_test_rss_bytes(void);

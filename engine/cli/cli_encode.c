@@ -146,11 +146,13 @@ static int encode_phantom(const qm_encode_job *job, bool json)
                 "run uses the simulated mesh only");
         return qm_cli_error(&st);
     }
-    uint64_t rows = 0, features = 0;
-    int ndim = 0;
-    qm_dtype dt = QM_DTYPE_FLOAT64;
-    if (qm_input_file_shape(job->input, &rows, &features, &ndim, &dt, &st) != QM_OK)
+    /* the input as encode would read it (--dataset, --drop-column): the header only */
+    qm_input_file f;
+    if (qm_input_open(job->input, &job->csv, job->dataset, &f, &st) != QM_OK)
         return qm_cli_error(&st);
+    const uint64_t rows = f.in.batch ? f.in.batch : 1, features = f.in.n;
+    const qm_dtype dt = f.in.dtype;
+    qm_input_close(&f);
     qm_request r = job->request;
     if (r.qubits == 0 && !job->qubits_given)
         r.qubits = qm_qubits_for_values(features);
@@ -174,6 +176,7 @@ static int run_encode(const qm_cli_args *args)
     job.out = qm_cli_arg(args, "--out");
     job.out_dir = qm_cli_arg(args, "--out-dir");
     job.csv.drop_column = qm_cli_arg(args, "--drop-column");
+    job.dataset = qm_cli_arg(args, "--dataset");
     job.force = qm_cli_arg(args, "--force") != NULL;
     job.dtype_given = qm_cli_arg(args, "--dtype") != NULL;
     job.qubits_given = qm_cli_arg(args, "--qubits") != NULL;
@@ -305,7 +308,9 @@ static int run_encode(const qm_cli_args *args)
 }
 
 static const qm_cli_flag encode_flags[] = {
-    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D) or CSV, plain or gzip"},
+    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D), HDF5 or CSV, "
+                        "plain or gzip"},
+    {"--dataset", "NAME", "HDF5 input: the dataset to read (default: the file's only dataset)"},
     {"--qubits", "N", "qubits per state (default: the smallest N with 2^N >= features)"},
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
                                         "complex64 for float32)"},
@@ -319,7 +324,7 @@ static const qm_cli_flag encode_flags[] = {
     {"--out-dir", "DIR", "write one .npy per shard and manifest.json into DIR"},
     {"--force", NULL, "with --out-dir: replace a non-empty directory that is not a qmesh output"},
     {"--drop-column", "NAME|INDEX", "leave out one input column (CSV: a header name or an index; "
-                                    ".npy: an index)"},
+                                    ".npy, HDF5: an index)"},
     {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
     {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
     {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "

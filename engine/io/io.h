@@ -1,7 +1,7 @@
 /* io.h — input and output files of `qmesh encode` (docs/io.md).
  *
- * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order)
- * and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
+ * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order),
+ * HDF5 datasets (io_hdf5.c: float32/float64 or small integers, 1-D or 2-D) and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
  * whole float64 matrix (CSV), complex `.npy` result files and small text files written atomically,
  * and an output directory that exists.
  * Must not: touch a backend, know about plans or layouts, or leave a partial file under a requested
@@ -18,7 +18,7 @@
  *
  * Known warts: little-endian hosts only (the `.npy` files read and written are little-endian and
  * their bytes are copied as they are; a big-endian build fails at compile time in io_npy.c).
- * Ranged reads are `.npy`-only: a CSV file is always read whole.
+ * Ranged reads are for `.npy` and HDF5: a CSV file is always read whole.
  * The input section is read by `qmesh encode`'s input step (encode.c) and, for
  * qm_input_file_kind, by the scenario loader.
  */
@@ -37,11 +37,13 @@ typedef enum qm_input_format {
     QM_INPUT_NPY = 0,   /* starts with "\x93NUMPY" */
     QM_INPUT_CSV,       /* anything else: plain CSV text */
     QM_INPUT_CSV_GZIP,  /* starts with the gzip magic 1f 8b: gzip-compressed CSV */
+    QM_INPUT_HDF5,      /* starts with the HDF5 signature 89 48 44 46 0d 0a 1a 0a */
 } qm_input_format;
 
 /* Look at the first bytes of a file: its content decides, except that a file named "*.npy" (any
  * case) is always QM_INPUT_NPY, so that one with the wrong magic is reported as "not a .npy file:
- * bad magic" by qm_npy_open instead of being parsed as CSV. E-IO when it cannot be opened or read
+ * bad magic" by qm_npy_open instead of being parsed as CSV, and one named "*.h5" or "*.hdf5" is
+ * QM_INPUT_HDF5 (a damaged file gets HDF5's reason, not a CSV parse error). E-IO when it cannot be opened or read
  * or is not a regular file. */
 qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status *st);
 
@@ -117,6 +119,56 @@ qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_byte
 qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_status *st);
 /* NULL is a no-op. */
 void qm_npy_close(qm_npy_reader *reader);
+/* The dropped column of the .npy and HDF5 readers: checks `column` against an array of ndim
+ * dimensions (shape, cols columns) and sets *dropped (from -1), *n_features (cols - 1) and *n_elems
+ * (shape[0] * that). E-ARG when a column was already dropped (`what`: "npy", "hdf5"); E-INPUT for a
+ * 1-D array, a column out of range, or no column left; subject starts the message. */
+qm_code qm_input_drop_column(const char *subject, const char *what, int ndim,
+                             const uint64_t shape[2], uint64_t cols, uint64_t column,
+                             long *dropped, uint64_t *n_features, uint64_t *n_elems, qm_status *st);
+
+/* ---- HDF5 input (io_hdf5.c; io_hdf5_absent.c in a build without HDF5) ------------------------ */
+
+typedef struct qm_hdf5_info {
+    char dataset[256];   /* the dataset's full path in the file ("/x", "/group/x") */
+    qm_dtype dtype;      /* what reads deliver: FLOAT32 (a 32-bit float dataset) or FLOAT64 (a
+                            64-bit float dataset, or an integer one of at most 32 bits, converted) */
+    int ndim;            /* 1 (one sample) or 2 (B samples x F features) */
+    uint64_t shape[2];   /* shape[1] is 0 for 1-D */
+    uint64_t n_samples;  /* B: 1 for 1-D */
+    uint64_t n_features; /* F: the columns read (shape[1] - 1 after a drop) */
+    uint64_t n_elems;    /* B * F, never 0 */
+    long dropped_column; /* -1, or the 0-based dataset column removed by qm_hdf5_reader_drop_column */
+    bool chunked;        /* the dataset's storage layout is chunked (else contiguous or compact) */
+} qm_hdf5_info;
+
+typedef struct qm_hdf5_reader qm_hdf5_reader;
+
+/* Open an HDF5 file read-only and pick its dataset: `dataset` (a path, "x" or "/g/x"), or when
+ * NULL the only dataset anywhere in the file. Reads metadata only. *out is NULL on failure. E-IO
+ * when the file cannot be opened or is not a regular file; E-INPUT when HDF5 cannot open it (with
+ * HDF5's reason), when `dataset` is not in the file or the file holds none or several and none was
+ * named (the datasets are listed), for 0-D or 3-D+ and empty datasets; E-DTYPE for a type that is
+ * not a float of 32 or 64 bits nor an integer of at most 32 bits (converted to float64 exactly);
+ * E-UNSUPPORTED in a build without HDF5. Every message starts "<path>: " and names the dataset. */
+qm_code qm_hdf5_open(const char *path, const char *dataset, qm_hdf5_reader **out, qm_status *st);
+/* Cannot fail; the pointer lives as long as the reader. */
+const qm_hdf5_info *qm_hdf5_reader_info(const qm_hdf5_reader *reader);
+/* Copy elements [first_elem, first_elem + count) (row-major indices of the B x F view, as
+ * info->dtype, native byte order) to dst, through hyperslab selections of the rows that hold them,
+ * at most QM_HDF5_BLOCK_BYTES (or the reader's block) per H5Dread. Safe to call from several
+ * threads (the reader serialises its HDF5 calls). E-BOUNDS outside the array; E-IO when HDF5 fails
+ * (its reason in the message). count 0 is a no-op. */
+#define QM_HDF5_BLOCK_BYTES ((uint64_t)8 << 20)
+qm_code qm_hdf5_read_range(qm_hdf5_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
+                           qm_status *st);
+/* The most bytes one H5Dread delivers (tests use tiny blocks to cross every edge); E-ARG for 0. */
+qm_code qm_hdf5_reader_set_block_bytes(qm_hdf5_reader *reader, uint64_t block_bytes, qm_status *st);
+/* Remove dataset column `column` (0-based) from what is read, as qm_npy_reader_drop_column, with
+ * the same errors. */
+qm_code qm_hdf5_reader_drop_column(qm_hdf5_reader *reader, uint64_t column, qm_status *st);
+/* NULL is a no-op. */
+void qm_hdf5_close(qm_hdf5_reader *reader);
 
 /* ---- CSV input ------------------------------------------------------------------------------- */
 

@@ -37,6 +37,7 @@
 #endif
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+static const unsigned char hdf5_magic[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 
 #define NPY_MAX_DIMS 32 /* more than NumPy's own limit, so any real header parses */
 #define NPY_STR_CAP 64  /* keys and dtype strings we keep (longer ones are reported truncated) */
@@ -848,25 +849,33 @@ qm_code qm_npy_reader_drop_column(qm_npy_reader *reader, uint64_t column, qm_sta
     if (!reader)
         return qm_fail(st, QM_E_ARG, "npy drop column: reader must not be NULL");
     qm_npy_info *in = &reader->info;
-    if (in->dropped_column >= 0)
-        return qm_fail(st, QM_E_ARG, "%s: npy drop column: column %ld was already dropped",
-                       reader->path, in->dropped_column);
-    if (in->ndim != 2)
+    return qm_input_drop_column(reader->path, "npy", in->ndim, in->shape, reader->cols, column,
+                                &in->dropped_column, &in->n_features, &in->n_elems, st);
+}
+
+qm_code qm_input_drop_column(const char *subject, const char *what, int ndim,
+                             const uint64_t shape[2], uint64_t cols, uint64_t column,
+                             long *dropped, uint64_t *n_features, uint64_t *n_elems, qm_status *st)
+{
+    if (*dropped >= 0)
+        return qm_fail(st, QM_E_ARG, "%s: %s drop column: column %ld was already dropped",
+                       subject, what, *dropped);
+    if (ndim != 2)
         return qm_fail(st, QM_E_INPUT,
                        "%s: cannot drop column %llu of a 1-D array (shape (%llu,)): it is one "
                        "sample with no columns; save a 2-D (samples, features) array to drop a "
                        "label column",
-                       reader->path, (unsigned long long)column, (unsigned long long)in->shape[0]);
-    if (column >= reader->cols)
+                       subject, (unsigned long long)column, (unsigned long long)shape[0]);
+    if (column >= cols)
         return qm_fail(st, QM_E_INPUT, "%s: drop column %llu is out of range (the file has %llu "
-                       "columns, indices 0..%llu)", reader->path, (unsigned long long)column,
-                       (unsigned long long)reader->cols, (unsigned long long)(reader->cols - 1));
-    if (reader->cols == 1)
+                       "columns, indices 0..%llu)", subject, (unsigned long long)column,
+                       (unsigned long long)cols, (unsigned long long)(cols - 1));
+    if (cols == 1)
         return qm_fail(st, QM_E_INPUT, "%s: no feature columns left after dropping column %llu "
-                       "(the file has 1 column)", reader->path, (unsigned long long)column);
-    in->dropped_column = (long)column;
-    in->n_features = reader->cols - 1;
-    in->n_elems = in->n_samples * in->n_features;
+                       "(the file has 1 column)", subject, (unsigned long long)column);
+    *dropped = (long)column;
+    *n_features = cols - 1;
+    *n_elems = shape[0] * *n_features;
     return QM_OK;
 }
 
@@ -889,7 +898,7 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
     qm_code rc = qm_input_file_open(path, &fd, &size, st);
     if (rc != QM_OK)
         return rc;
-    unsigned char b[6];
+    unsigned char b[8];
     size_t got = 0;
     const int e = pread_full(fd, b, sizeof b, 0, &got);
     close(fd);
@@ -899,8 +908,12 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
      * .npy gets: "not a .npy file: bad magic ..." rather than a CSV parse error */
     const size_t plen = strlen(path);
     const bool npy_name = plen >= 4 && strcasecmp(path + plen - 4, ".npy") == 0;
-    if ((got == sizeof b && memcmp(b, npy_magic, sizeof b) == 0) || npy_name)
+    const bool h5_name = (plen >= 3 && strcasecmp(path + plen - 3, ".h5") == 0) ||
+                         (plen >= 5 && strcasecmp(path + plen - 5, ".hdf5") == 0);
+    if ((got >= sizeof npy_magic && memcmp(b, npy_magic, sizeof npy_magic) == 0) || npy_name)
         *out = QM_INPUT_NPY;
+    else if ((got == sizeof b && memcmp(b, hdf5_magic, sizeof hdf5_magic) == 0) || h5_name)
+        *out = QM_INPUT_HDF5;
     else if (got >= 2 && b[0] == 0x1f && b[1] == 0x8b)
         *out = QM_INPUT_CSV_GZIP;
     else

@@ -359,7 +359,7 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
     if (rc != QM_OK)
         return rc;
     qm_input_file f;
-    if ((rc = qm_input_open(path, NULL, &f, st)) == QM_OK)
+    if ((rc = qm_input_open(path, NULL, NULL, &f, st)) == QM_OK)
         rc = encode(ctx, &f.in, out, st);
     qm_input_close(&f);
     return rc;
@@ -371,7 +371,7 @@ qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features
     if (!path)
         return qm_fail(st, QM_E_ARG, "input: path must not be NULL");
     qm_input_file f;
-    const qm_code rc = qm_input_open(path, NULL, &f, st);
+    const qm_code rc = qm_input_open(path, NULL, NULL, &f, st);
     if (rc == QM_OK) {
         if (rows)
             *rows = f.in.batch ? f.in.batch : 1;

@@ -582,7 +582,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                      "version", qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
-    if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, &file, st)) == QM_OK) {
+    if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, job->dataset, &file, st)) == QM_OK) {
         in = file.in;
         r->input_ndim = file.ndim;
     }

@@ -75,6 +75,7 @@ typedef struct qm_encode_job {
     bool dtype_given;
     bool qubits_given;        /* --qubits was given (then 0 is an error, not the default) */
     qm_csv_options csv;
+    const char *dataset;      /* HDF5 input: the dataset (--dataset); NULL: the file's only one */
     qm_backend_kind backend;  /* AUTO: sim (the scenario's devices) */
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */

@@ -207,35 +207,79 @@ static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst,
     return qm_npy_read_range(ctx, first, count, dst, st);
 }
 
-/* The CSV flags on a .npy input: --drop-column by 0-based index (a .npy has no header row to look
- * a name up in); --header auto is what a .npy is (no header), yes/no are refused: no flag may be
- * ignored silently. */
-static qm_code npy_apply_csv_flags(const char *path, qm_npy_reader *npy, const qm_csv_options *csv,
-                                   qm_status *st)
+static qm_code hdf5_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
+    return qm_hdf5_read_range(ctx, first, count, dst, st);
+}
+
+/* The CSV flags on a .npy or HDF5 input (`kind`: ".npy file", "HDF5 dataset"): --drop-column by
+ * 0-based index (*col; *drop false when none: such a file has no header row to look a name up
+ * in); --header auto is what such a file is (no header), yes/no are refused: no flag may be
+ * ignored silently. */
+static qm_code array_csv_flags(const char *path, const char *kind, const qm_csv_options *csv,
+                               bool *drop, uint64_t *col, qm_status *st)
+{
+    *drop = false;
+    *col = 0;
     if (csv->header != QM_CSV_HEADER_AUTO)
-        return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a .npy file has no "
-                       "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no");
+        return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a %s has no "
+                       "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no", kind);
     const char *d = csv->drop_column;
     if (!d)
         return QM_OK;
-    uint64_t col = 0;
     bool digits = *d != '\0';
     for (const char *p = d; *p && digits; ++p) {
-        if (*p < '0' || *p > '9' || col > (UINT64_MAX - 9) / 10)
+        if (*p < '0' || *p > '9' || *col > (UINT64_MAX - 9) / 10)
             digits = false;
         else
-            col = col * 10 + (uint64_t)(*p - '0');
+            *col = *col * 10 + (uint64_t)(*p - '0');
     }
     if (!digits)
         return qm_fail(st, QM_E_INPUT, "%s: --drop-column '%.40s' is not a 0-based column index, "
-                       "and a .npy file has no header row to look a name up in; give the label "
-                       "column's index", path, d);
-    return qm_npy_reader_drop_column(npy, col, st);
+                       "and a %s has no header row to look a name up in; give the label "
+                       "column's index", path, d, kind);
+    *drop = true;
+    return QM_OK;
 }
 
-qm_code qm_input_open(const char *path, const qm_csv_options *csv, qm_input_file *f,
-                           qm_status *st)
+static qm_code open_npy(const char *path, const qm_csv_options *csv, qm_input_file *f,
+                        qm_status *st)
+{
+    bool drop;
+    uint64_t col;
+    qm_code rc = qm_npy_open(path, &f->npy, st);
+    if (rc == QM_OK && (rc = array_csv_flags(path, ".npy file", csv, &drop, &col, st)) == QM_OK &&
+        drop)
+        rc = qm_npy_reader_drop_column(f->npy, col, st);
+    if (rc == QM_OK) {
+        const qm_npy_info *info = qm_npy_reader_info(f->npy);
+        f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
+                               .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy};
+        f->ndim = info->ndim;
+    }
+    return rc;
+}
+
+static qm_code open_hdf5(const char *path, const qm_csv_options *csv, const char *dataset,
+                         qm_input_file *f, qm_status *st)
+{
+    bool drop;
+    uint64_t col;
+    qm_code rc = qm_hdf5_open(path, dataset, &f->hdf5, st);
+    if (rc == QM_OK && (rc = array_csv_flags(path, "HDF5 dataset", csv, &drop, &col, st)) == QM_OK &&
+        drop)
+        rc = qm_hdf5_reader_drop_column(f->hdf5, col, st);
+    if (rc == QM_OK) {
+        const qm_hdf5_info *info = qm_hdf5_reader_info(f->hdf5);
+        f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
+                               .batch = info->n_samples, .read = hdf5_read_cb, .read_ctx = f->hdf5};
+        f->ndim = info->ndim;
+    }
+    return rc;
+}
+
+qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
+                      qm_input_file *f, qm_status *st)
 {
     memset(f, 0, sizeof *f);
     qm_csv_options dflt;
@@ -244,15 +288,13 @@ qm_code qm_input_open(const char *path, const qm_csv_options *csv, qm_input_file
         csv = &dflt;
     }
     qm_code rc = qm_input_format_query(path, &f->format, st);
+    if (rc == QM_OK && dataset && f->format != QM_INPUT_HDF5)
+        rc = qm_fail(st, QM_E_ARG, "%s: --dataset %.200s applies to HDF5 input only (this file is "
+                     "%s)", path, dataset, f->format == QM_INPUT_NPY ? "a .npy file" : "CSV text");
     if (rc == QM_OK && f->format == QM_INPUT_NPY) {
-        if ((rc = qm_npy_open(path, &f->npy, st)) == QM_OK)
-            rc = npy_apply_csv_flags(path, f->npy, csv, st);
-        if (rc == QM_OK) {
-            const qm_npy_info *info = qm_npy_reader_info(f->npy);
-            f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
-                                   .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy};
-            f->ndim = info->ndim;
-        }
+        rc = open_npy(path, csv, f, st);
+    } else if (rc == QM_OK && f->format == QM_INPUT_HDF5) {
+        rc = open_hdf5(path, csv, dataset, f, st);
     } else if (rc == QM_OK) {
         if ((rc = qm_csv_load(path, csv, &f->csv, st)) == QM_OK)
             f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = f->csv.values,
@@ -267,6 +309,7 @@ void qm_input_close(qm_input_file *f)
     if (!f)
         return;
     qm_npy_close(f->npy);
+    qm_hdf5_close(f->hdf5);
     qm_csv_data_fini(&f->csv);
     memset(f, 0, sizeof *f);
 }

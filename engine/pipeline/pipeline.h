@@ -94,18 +94,21 @@ qm_code qm_pipeline_materialize(const qm_pipeline *p, const qm_amp_input *in,
                                 const qm_materialize_opts *opts, qm_state **out, qm_status *st);
 
 /* An input file opened for materialize: a .npy file (header only: values are read per shard on
- * demand) or a CSV file (plain or gzip: read whole). The CSV options apply to CSV files; on a .npy
- * file --drop-column takes a 0-based index and --header only auto. */
+ * demand), an HDF5 dataset (`dataset`, or NULL for the file's only one; metadata only, values read
+ * per shard through hyperslabs) or a CSV file (plain or gzip: read whole). The CSV options apply
+ * to CSV files; on a .npy or HDF5 input --drop-column takes a 0-based index and --header only
+ * auto; `dataset` on anything but HDF5 is E-ARG. */
 typedef struct qm_input_file {
     qm_input_format format;
     qm_npy_reader *npy;
+    qm_hdf5_reader *hdf5;
     qm_csv_data csv;
     qm_amp_input in;           /* what materialize reads (points into this object) */
     int ndim;                  /* 1 or 2 (a CSV file is a table: 2) */
 } qm_input_file;
 
-qm_code qm_input_open(const char *path, const qm_csv_options *csv, qm_input_file *out,
-                           qm_status *st);
+qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
+                      qm_input_file *out, qm_status *st);
 void qm_input_close(qm_input_file *f); /* NULL and a zeroed object are no-ops */
 
 #endif
