@@ -76,6 +76,8 @@ typedef struct qm_encode_job {
     bool qubits_given;        /* --qubits was given (then 0 is an error, not the default) */
     qm_csv_options csv;
     qm_backend_kind backend;  /* AUTO: sim (the scenario's devices) */
+    uint64_t host_available_bytes; /* sim in one process: this machine's available memory for the
+                                      host-memory check; 0: read it (QM_MEMAVAILABLE, else /proc) */
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
