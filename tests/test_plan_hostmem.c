@@ -6,11 +6,13 @@
  * MemAvailable (injected here: no check depends on the real machine). Checked: the exact bytes of
  * the accounting, the exact E-CAPACITY lines (scenario host, injected MemAvailable), a host without
  * `memory:` not checked, the CUDA budget (zero) not affected, the frontier and `plan --max`
- * counting host memory, and the MemAvailable reader on a fake /proc (and QM_MEMAVAILABLE).
+ * counting host memory, the MemAvailable reader on a fake /proc (and QM_MEMAVAILABLE), and the
+ * public API's qm_context_open on the simulator.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp */
 #include "discover.h"
 #include "plan_fixtures.h"
+#include "qmesh.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -200,11 +202,45 @@ static void mem_available_reader(void)
     unsetenv("QM_MEMAVAILABLE");
 }
 
+/* The public API: qm_context_open on the simulator plans again with host memory counted. */
+static void api_open(void)
+{
+    char yaml[2048];
+    box(yaml, sizeof yaml, "8 GiB");
+    qm_status st;
+    qm_scenario *sc = NULL;
+    CHECK(qm_scenario_parse(yaml, strlen(yaml), "hostmem.yaml", &sc, &st) == QM_OK);
+    qm_request r;
+    qm_request_init(&r);
+    r.qubits = 29;
+    r.dtype = QM_DTYPE_COMPLEX128;
+    r.policy = QM_POLICY_EQUAL;
+    qm_context *ctx = NULL;
+    CHECK(qm_context_create(sc, &r, &ctx, &st) == QM_OK); /* device memory: fits */
+    setenv("QM_MEMAVAILABLE", "1 TiB", 1);
+    CHECK(qm_context_open(ctx, QM_BACKEND_SIM, &st) == QM_E_CAPACITY);
+    CHECK_STR(st.msg, "layout: the plan is not feasible: feasibility: the simulated devices of "
+                      "host n0 need 8.12 GiB of host memory (+ 128.00 MiB staging + 16.00 MiB "
+                      "output assembly) but n0 has 8.00 GiB; largest state that fits is 28 qubits "
+                      "(complex128)");
+    qm_plan_info info;
+    CHECK(qm_context_plan_info(ctx, &info, &st) == QM_OK && !info.feasible);
+    qm_context_destroy(ctx);
+    /* 2^10 amplitudes fit: the context opens on the simulator */
+    r.qubits = 10;
+    CHECK(qm_context_create(sc, &r, &ctx, &st) == QM_OK);
+    CHECK(qm_context_open(ctx, QM_BACKEND_SIM, &st) == QM_OK);
+    qm_context_destroy(ctx);
+    unsetenv("QM_MEMAVAILABLE");
+    qm_scenario_destroy(sc);
+}
+
 int main(void)
 {
     accounting_exact();
     scenario_host_too_small();
     injected_available();
     mem_available_reader();
+    api_open();
     return qm_test_end("test_plan_hostmem");
 }

@@ -248,13 +248,16 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
         /* the simulator keeps every shard in host memory: plan again with host memory counted
          * (docs/planner.md "Host memory"); a plan that no longer fits is refused below */
         ctx->pl.host_budget = (qm_host_budget){.sim = true};
-        rc = qm_host_mem_available_query(&ctx->pl.host_budget.available_bytes, st);
-        if (rc == QM_OK) {
-            const qm_request r = ctx->pl.request;
-            rc = qm_pipeline_plan(&ctx->pl, &r, st);
-        }
-        if (rc != QM_OK)
+        if ((rc = qm_host_mem_available_query(&ctx->pl.host_budget.available_bytes, st)) != QM_OK)
             return rc;
+        const qm_request r = ctx->pl.request;
+        qm_status pst;
+        rc = qm_pipeline_plan(&ctx->pl, &r, &pst);
+        if (!ctx->pl.plan) { /* else the layout refuses an infeasible plan with its message */
+            if (st)
+                *st = pst;
+            return rc;
+        }
     }
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     if (rc == QM_OK)
