@@ -36,6 +36,15 @@ static const char *box(char *buf, size_t cap, const char *host_memory)
     return buf;
 }
 
+/* The box of `host_memory` loaded into f, its pipeline planning with budget b. */
+static bool load_box(fixture *f, const char *host_memory, qm_host_budget b)
+{
+    char yaml[2048];
+    const bool ok = fixture_load(f, box(yaml, sizeof yaml, host_memory), 0);
+    f->pl.host_budget = b;
+    return ok;
+}
+
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
 
@@ -44,10 +53,8 @@ static const char *box(char *buf, size_t cap, const char *host_memory)
  * (2 x 64 MiB) and the read-back chunk (2^20 complex128 = 16 MiB). */
 static void accounting_exact(void)
 {
-    char yaml[2048];
     fixture f;
-    CHECK(fixture_load(&f, box(yaml, sizeof yaml, "8 GiB"), 0));
-    f.pl.host_budget = (qm_host_budget){.sim = true};
+    CHECK(load_box(&f, "8 GiB", (qm_host_budget){.sim = true}));
     qm_status st;
     qm_code rc;
     qm_plan *p = fixture_plan(&f, 28, QM_DTYPE_COMPLEX128, QM_POLICY_EQUAL, &rc, &st);
@@ -83,10 +90,8 @@ static void accounting_exact(void)
  * the frontier's hint; the same request on the CUDA budget (zero) is feasible. */
 static void scenario_host_too_small(void)
 {
-    char yaml[2048];
     fixture f;
-    CHECK(fixture_load(&f, box(yaml, sizeof yaml, "8 GiB"), 0));
-    f.pl.host_budget = (qm_host_budget){.sim = true};
+    CHECK(load_box(&f, "8 GiB", (qm_host_budget){.sim = true}));
     qm_status st;
     qm_code rc;
     qm_plan *p = fixture_plan(&f, 29, QM_DTYPE_COMPLEX128, QM_POLICY_EQUAL, &rc, &st);
@@ -121,10 +126,8 @@ static void scenario_host_too_small(void)
  * not checked against the scenario, only against MemAvailable. */
 static void injected_available(void)
 {
-    char yaml[2048];
     fixture f;
-    CHECK(fixture_load(&f, box(yaml, sizeof yaml, NULL), 0));
-    f.pl.host_budget = (qm_host_budget){.sim = true, .available_bytes = 4 * GIB};
+    CHECK(load_box(&f, NULL, (qm_host_budget){.sim = true, .available_bytes = 4 * GIB}));
     qm_status st;
     qm_code rc;
     qm_plan *p = fixture_plan(&f, 28, QM_DTYPE_COMPLEX128, QM_POLICY_EQUAL, &rc, &st);
