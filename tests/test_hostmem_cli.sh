@@ -100,6 +100,10 @@ run maxcuda "$QMESH" plan --scenario small.yaml --max --json
 M=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["max"]; print(m["complex64"]["auto"], m["complex128"]["auto"])' "$T/out")
 [ $rc -eq 0 ] && [ "$M" = "26 25" ] && ok "plan --max (device memory only)" || bad "max cuda: $rc $M"
 
+# nothing fits in host memory (the 16 MiB read-back chunk alone exceeds 10 MiB): the ways round it
+QM_MEMAVAILABLE="10 MiB" run none "$QMESH" plan --scenario small.yaml --qubits 3 --dtype complex128 --backend sim
+expect "nothing fits in host memory" 1 "error[E-CAPACITY]: feasibility: the simulated devices of this process need 192 B of host memory (+ 64 B staging + 16.00 MiB output assembly) but this machine has 10.00 MiB available (MemAvailable); no complex128 state fits under any policy in host memory; use --phantom (no memory), or --backend cuda on GPUs"
+
 # usage errors and a bad hook
 run bogus "$QMESH" plan --qubits 3 --backend gpu
 expect "plan --backend gpu" 2 "error[E-ARG]: plan: unknown backend 'gpu'; use sim or cuda; run 'qmesh plan --help'"

@@ -19,6 +19,7 @@
 qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     const uint64_t is = qm_dtype_size(p->request.dtype) / 2; /* float32 for complex64, float64 */
+    p->host_over = false;
     for (int d = 0; d < mesh->n_devices; ++d) {
         p->devices[d] = (qm_plan_device){.usable_bytes = mesh->devices[d].usable_bytes};
     }
@@ -138,6 +139,7 @@ qm_code qm_feasibility_host_check(const qm_mesh *mesh, qm_plan *p, qm_status *st
     } else {
         return QM_OK;
     }
+    p->host_over = true;
     if (st)
         *st = p->error;
     return QM_E_CAPACITY;

@@ -559,6 +559,7 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
         memcpy(p->devices, best->devices, (size_t)best->n_devices * sizeof *p->devices);
         memcpy(p->hosts, best->hosts, (size_t)best->n_hosts * sizeof *p->hosts);
         p->host_checked = best->host_checked;
+        p->host_over = best->host_over;
         p->local_planned_bytes = best->local_planned_bytes;
         p->n_shards = best->n_shards;
         p->pages = best->pages;
@@ -782,6 +783,9 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
     char *tail = p->error.msg + len;
     const size_t room = sizeof p->error.msg - len;
     const qm_code code = p->error.code;
+    /* host memory (the simulator) is what nothing fits: the ways round it */
+    const char *alt = p->host_over ? " in host memory; use --phantom (no memory), or --backend "
+                                     "cuda on GPUs" : "";
     bool any_policy = false;
     if (code != QM_E_CAPACITY) {
         if (code != QM_E_POLICY && code != QM_E_NOT_POW2 && code != QM_E_SHARDS)
@@ -806,8 +810,8 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
                 snprintf(tail, room, "; largest batch that fits is %llu (%llu features, %s%s)",
                          (unsigned long long)b, (unsigned long long)r->features, dt, with);
             else if (last)
-                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy",
-                         (unsigned long long)r->features, dt);
+                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy%s",
+                         (unsigned long long)r->features, dt, alt);
             if (b || last)
                 return;
             continue;
@@ -818,7 +822,7 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
         if (mq[k])
             snprintf(tail, room, "; largest state that fits is %u qubits (%s)%s", mq[k], dt, with);
         else if (last)
-            snprintf(tail, room, "; no %s state fits under any policy", dt);
+            snprintf(tail, room, "; no %s state fits under any policy%s", dt, alt);
         if (mq[k] || last)
             return;
     }

@@ -68,6 +68,7 @@ typedef struct qm_plan {
     int n_devices;            /* = mesh devices */
     qm_plan_device *devices;
     bool host_checked;        /* host memory was checked (mesh->host_budget.sim) */
+    bool host_over;           /* the plan's E-CAPACITY is host memory's */
     int n_hosts;              /* = the topology's hosts */
     qm_plan_host *hosts;
     uint64_t local_planned_bytes; /* every host's planned bytes: one process holds them all */
