@@ -292,7 +292,8 @@ qm_code qm_context_plan_info(const qm_context *ctx, qm_plan_info *out, qm_status
 qm_code qm_context_plan_shard(const qm_context *ctx, int shard, qm_shard_info *out, qm_status *st);
 /* The plan as JSON text (one object, two-space indents); free it with qm_free. */
 qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st);
-/* Open the backend: QM_BACKEND_SIM (or AUTO), the scenario's devices simulated in host memory;
+/* Open the backend: QM_BACKEND_SIM (or AUTO), the scenario's devices simulated in host memory
+ * (planned again first with host memory counted: E-CAPACITY when the state does not fit there);
  * QM_BACKEND_CUDA, one logical device per planned device, dealt over the visible GPUs. The plan's
  * own code when it is not feasible; E-ARG when already open; E-UNSUPPORTED without CUDA. */
 qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st);

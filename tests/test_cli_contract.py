@@ -134,7 +134,7 @@ USAGE = [
      "count (or, with --features, batch) that fits; run 'qmesh plan --help'\n"),
     (("plan", "--max", "--dtype", "complex128"),
      "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, "
-     "--features and --json (got --dtype); run 'qmesh plan --help'\n"),
+     "--features, --backend and --json (got --dtype); run 'qmesh plan --help'\n"),
     (("scenario", "run"),
      "error[E-ARG]: scenario run: FILE... is required; run 'qmesh scenario run --help'\n"),
 ]

@@ -199,7 +199,7 @@ static void test_max(void)
         int rc;
     } errs[] = {
         {"a100-4node-hdr.yaml --max --qubits 30", "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit count (or, with --features, batch) that fits; run 'qmesh plan --help'\n", 2},
-        {"a100-4node-hdr.yaml --max --policy equal", "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, --features and --json (got --policy); run 'qmesh plan --help'\n", 2},
+        {"a100-4node-hdr.yaml --max --policy equal", "error[E-ARG]: plan: --max reports every dtype and policy and takes only --scenario, --ranks, --features, --backend and --json (got --policy); run 'qmesh plan --help'\n", 2},
         {"a100-4node-hdr.yaml --max --ranks 5", "error[E-RANK]: request: 5 ranks requested but the scenario has 4\n", 1},
         /* capacity errors name the largest request of the same shape that fits */
         {"a100-4node-hdr.yaml --ranks 3 --qubits 20 --features 1000000 --batch 60000", "error[E-CAPACITY]: feasibility: shard 0 needs 39.06 GiB (+ 64.00 MiB staging) on n0.g0 but 38.49 GiB is usable; largest batch that fits is 59028 (1000000 features, complex64)\n", 1},

@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
+#include "discover.h"
 #include "pipeline.h"
 #include "plan_output.h"
 #include "scenario_loader.h"
@@ -131,13 +132,15 @@ static const qm_cli_flag plan_flags[] = {
     {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
     {"--phantom", NULL, "also reserve every shard on a phantom mesh (no memory): bytes per device"},
+    {"--backend", "sim|cuda", "sim: also check host memory (the simulator keeps every shard there); "
+                              "cuda (default): device memory only"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},
     {"--dot", NULL, "print the plan as a Graphviz graph (shards, gather paths) instead"},
     {NULL, NULL, NULL}};
 /* The members of DESIGN's plan object (kept at the top level for its readers), then plan_hash. */
 #define QM_PLAN_JSON_MEMBERS                                                                      \
     "scenario", "request", "policy", "feasible", "global_amplitudes", "state_bytes", "pages",     \
-        "shards", "devices", "gather", "max_qubits", "estimates_s", "estimates_note",          \
+        "shards", "devices", "hosts", "gather", "max_qubits", "estimates_s", "estimates_note",          \
         "plan_hash"
 /* ... and the answer of --max (null for a plan; the plan's members are null under --max) */
 static const char *const plan_json[] = {QM_PLAN_JSON_MEMBERS, "max", "phantom", NULL};
@@ -153,8 +156,10 @@ static int plan_max(const qm_cli_args *a, const qm_request *r, qm_pipeline *pl)
     v.features = 0;
     qm_plan_max m;
     if (qm_request_validate(&v, pl->topology->n_ranks, &st) != QM_OK ||
-        qm_pipeline_mesh(pl, r->ranks, &st) != QM_OK ||
-        qm_plan_max_query(pl->mesh, r, &m, &st) != QM_OK)
+        qm_pipeline_mesh(pl, r->ranks, &st) != QM_OK)
+        return qm_cli_error(&st);
+    pl->mesh->host_budget = pl->host_budget;
+    if (qm_plan_max_query(pl->mesh, r, &m, &st) != QM_OK)
         return qm_cli_error(&st);
     if (a->json) {
         json_t *o = NULL;
@@ -181,13 +186,14 @@ static int run_plan(const qm_cli_args *a)
                                       "that fits");
         for (int k = 0; plan_flags[k].name; ++k) {
             static const char *const with_max[] = {"--scenario", "--ranks", "--features", "--max",
-                                                   "--json"};
+                                                   "--backend", "--json"};
             bool ok = false;
             for (size_t j = 0; j < sizeof with_max / sizeof *with_max; ++j)
                 ok = ok || strcmp(plan_flags[k].name, with_max[j]) == 0;
             if (!ok && a->values[k])
                 return qm_cli_usage_error("plan", "--max reports every dtype and policy and takes "
-                                          "only --scenario, --ranks, --features and --json (got "
+                                          "only --scenario, --ranks, --features, --backend and "
+                                          "--json (got "
                                           "%s)", plan_flags[k].name);
         }
     } else if (!qm_cli_arg(a, "--qubits")) {
@@ -198,6 +204,12 @@ static int run_plan(const qm_cli_args *a)
         return qm_cli_error(&st);
     if (a->json && qm_cli_arg(a, "--dot"))
         return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
+    const char *backend = qm_cli_arg(a, "--backend");
+    if (backend && strcmp(backend, "sim") != 0 && strcmp(backend, "cuda") != 0)
+        return qm_cli_usage_error("plan", "unknown backend '%s'; use sim or cuda", backend);
+    if (backend && qm_cli_arg(a, "--phantom"))
+        return qm_cli_usage_error("plan", "%s", "--phantom accounts shards without memory and "
+                                  "takes no --backend");
     if (qm_cli_arg(a, "--phantom"))
         return qm_cli_phantom("plan", qm_cli_arg(a, "--scenario"), &r, a->json);
     qm_pipeline pl;
@@ -206,6 +218,14 @@ static int run_plan(const qm_cli_args *a)
     if (qm_cli_load_scenario(qm_cli_arg(a, "--scenario"), &pl, &st) != QM_OK) {
         exit_code = qm_cli_error(&st);
         goto done;
+    }
+    /* --backend sim: the simulator on this machine holds every shard in host memory */
+    if (backend && strcmp(backend, "sim") == 0) {
+        pl.host_budget.sim = true;
+        if (qm_host_mem_available_query(&pl.host_budget.available_bytes, &st) != QM_OK) {
+            exit_code = qm_cli_error(&st);
+            goto done;
+        }
     }
     if (qm_cli_arg(a, "--max")) {
         exit_code = plan_max(a, &r, &pl);

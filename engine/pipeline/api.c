@@ -8,6 +8,7 @@
  * one thread at a time. Must not: keep global mutable state (none here), or let a backend go while
  * a state lives on it.
  */
+#include "discover.h"
 #include "pipeline.h"
 #include "plan_output.h"
 #include "state_internal.h"
@@ -242,7 +243,23 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
                        "QM_BACKEND_CUDA)", (int)backend);
     if (ctx->pl.hal)
         return qm_fail(st, QM_E_ARG, "context: the backend is already open");
-    qm_code rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
+    qm_code rc = QM_OK;
+    if (backend != QM_BACKEND_CUDA) {
+        /* the simulator keeps every shard in host memory: plan again with host memory counted
+         * (docs/planner.md "Host memory"); a plan that no longer fits is refused below */
+        ctx->pl.host_budget = (qm_host_budget){.sim = true};
+        if ((rc = qm_host_mem_available_query(&ctx->pl.host_budget.available_bytes, st)) != QM_OK)
+            return rc;
+        const qm_request r = ctx->pl.request;
+        qm_status pst;
+        rc = qm_pipeline_plan(&ctx->pl, &r, &pst);
+        if (!ctx->pl.plan) { /* else the layout refuses an infeasible plan with its message */
+            if (st)
+                *st = pst;
+            return rc;
+        }
+    }
+    rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     if (rc == QM_OK)
         rc = qm_pipeline_open_backend(&ctx->pl, &(qm_backend_desc){.kind = backend}, st);
     return rc;

@@ -20,6 +20,7 @@
  */
 #include "encode.h"
 #include "comm.h"
+#include "discover.h"
 #include "ingest.h"
 #include "layout.h"
 #include "pipeline.h"
@@ -36,8 +37,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h> /* gethostname */
-
-#define QM_READBACK_AMPS ((uint64_t)1 << 20)
 
 /* This host's id: FNV-1a of its name ("?" when it has none). */
 static uint64_t host_id(void)
@@ -555,6 +554,22 @@ static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status 
     return rc;
 }
 
+/* The host-memory check of the plan (docs/planner.md "Host memory"): on the simulator every shard
+ * lives in host memory, checked against the scenario's hosts and, in one process (which holds
+ * every device), against this machine's MemAvailable, read here once. Under mpirun each rank
+ * holds only its own devices: the scenario's hosts are checked, not this machine. */
+static qm_code host_budget(const qm_encode_job *job, int ranks, qm_host_budget *out, qm_status *st)
+{
+    *out = (qm_host_budget){.sim = job->backend != QM_BACKEND_CUDA};
+    if (!out->sim || ranks > 1)
+        return QM_OK;
+    if (job->host_available_bytes) {
+        out->available_bytes = job->host_available_bytes;
+        return QM_OK;
+    }
+    return qm_host_mem_available_query(&out->available_bytes, st);
+}
+
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -615,6 +630,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     }
     /* scenario, mesh, plan */
     if (rc == QM_OK && (rc = qm_pipeline_load(&r->pipeline, job->scenario, &diags, st)) == QM_OK)
+        rc = host_budget(job, R, &r->pipeline.host_budget, st);
+    if (rc == QM_OK)
         rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
     if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)
         rc = qm_fail(st, QM_E_RANK, "encode: the plan uses %d ranks but mpirun started %d",

@@ -77,6 +77,8 @@ typedef struct qm_encode_job {
     qm_csv_options csv;
     const char *dataset;      /* HDF5 input: the dataset (--dataset); NULL: the file's only one */
     qm_backend_kind backend;  /* AUTO: sim (the scenario's devices) */
+    uint64_t host_available_bytes; /* sim in one process: this machine's available memory for the
+                                      host-memory check; 0: read it (QM_MEMAVAILABLE, else /proc) */
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */

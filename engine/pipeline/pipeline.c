@@ -107,6 +107,7 @@ qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st)
         rc = qm_pipeline_mesh(p, r->ranks, st);
     if (rc == QM_OK) {
         p->request = *r;
+        p->mesh->host_budget = p->host_budget;
         rc = qm_plan_create(p->mesh, r, &p->plan, st);
     }
     return rc;

@@ -36,6 +36,8 @@ typedef struct qm_pipeline {
     qm_mesh *mesh;
     int mesh_ranks;            /* the rank count the mesh was made for (0: all) */
     qm_request request;        /* the request planned (a copy) */
+    qm_host_budget host_budget; /* copied into the mesh by qm_pipeline_plan (zero: host memory not
+                                   checked; docs/planner.md "Host memory") */
     qm_plan *plan;
     qm_layout *layout;
     qm_hal *hal;

@@ -18,6 +18,7 @@
 #include "discover.h"
 
 #include "status_internal.h"
+#include "units.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -297,6 +298,55 @@ qm_code qm_discover_facts_from_sysfs(const char *sysfs_root, qm_discover_facts *
     return read_numa_nodes(sysfs_root, f, st);
 }
 
+/* The value of "<key>: N kB" in "<proc_root>/meminfo", in bytes. E-IO naming the file when it
+ * cannot be read, E-INPUT when it has no such line. */
+static qm_code meminfo_bytes(const char *proc_root, const char *key, uint64_t *out, qm_status *st)
+{
+    char path[PATH_MAX], line[256];
+    snprintf(path, sizeof path, "%s/meminfo", proc_root);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return qm_fail(st, QM_E_IO, "discover: cannot read %s: %s", path, strerror(errno));
+    const size_t kl = strlen(key);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, fp)) {
+        unsigned long long kb;
+        char unit[8];
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':' &&
+            sscanf(line + kl + 1, "%llu %7s", &kb, unit) == 2 && strcmp(unit, "kB") == 0 &&
+            kb > 0 && kb <= UINT64_MAX / 1024) {
+            *out = (uint64_t)kb * 1024;
+            found = true;
+        }
+    }
+    fclose(fp);
+    if (!found)
+        return qm_fail(st, QM_E_INPUT, "discover: %s has no '%s: N kB' line", path, key);
+    return QM_OK;
+}
+
+qm_code qm_discover_mem_available(const char *proc_root, uint64_t *out, qm_status *st)
+{
+    if (!proc_root || !out)
+        return qm_fail(st, QM_E_ARG, "discover: proc root and out must not be NULL");
+    *out = 0;
+    return meminfo_bytes(proc_root, "MemAvailable", out, st);
+}
+
+qm_code qm_host_mem_available_query(uint64_t *out, qm_status *st)
+{
+    const char *v = getenv("QM_MEMAVAILABLE");
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "host memory: out must not be NULL");
+    *out = 0;
+    if (!v || !*v)
+        return qm_discover_mem_available("/proc", out, st);
+    if (qm_units_parse_size(v, out, st) != QM_OK || *out == 0)
+        return qm_fail(st, QM_E_ARG, "host memory: QM_MEMAVAILABLE must be a size above 0 such as "
+                       "'8 GiB' (got '%.40s')", v);
+    return QM_OK;
+}
+
 qm_code qm_discover_facts_from_host(const char *proc_root, qm_discover_facts *f, qm_status *st)
 {
     if (!proc_root || !f)
@@ -309,24 +359,9 @@ qm_code qm_discover_facts_from_host(const char *proc_root, qm_discover_facts *f,
     if (now == (time_t)-1 || !gmtime_r(&now, &tm) ||
         strftime(f->date, sizeof f->date, "%Y-%m-%d %H:%M UTC", &tm) == 0)
         f->date[0] = '\0';
-    char path[PATH_MAX], line[256];
-    snprintf(path, sizeof path, "%s/meminfo", proc_root);
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return qm_fail(st, QM_E_IO, "discover: cannot read %s: %s", path, strerror(errno));
-    bool found = false;
-    while (!found && fgets(line, sizeof line, fp)) {
-        unsigned long long kb;
-        char unit[8];
-        if (strncmp(line, "MemTotal:", 9) == 0 && sscanf(line + 9, "%llu %7s", &kb, unit) == 2 &&
-            strcmp(unit, "kB") == 0 && kb > 0 && kb <= UINT64_MAX / 1024) {
-            f->host_memory_bytes = (uint64_t)kb * 1024;
-            found = true;
-        }
-    }
-    fclose(fp);
-    if (!found)
-        return qm_fail(st, QM_E_INPUT, "discover: %s has no 'MemTotal: N kB' line", path);
+    qm_code rc = meminfo_bytes(proc_root, "MemTotal", &f->host_memory_bytes, st);
+    if (rc != QM_OK)
+        return rc;
     f->sources |= QM_DISCOVER_SRC_MEMINFO;
     return QM_OK;
 }

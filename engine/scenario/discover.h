@@ -93,6 +93,17 @@ void qm_discover_facts_init(qm_discover_facts *f);
  * when it has no MemTotal line. */
 qm_code qm_discover_facts_from_host(const char *proc_root, qm_discover_facts *f, qm_status *st);
 
+/* The host memory available now: MemAvailable of "<proc_root>/meminfo" ("/proc", or a fake tree
+ * in tests), in bytes. E-IO / E-INPUT as above. */
+qm_code qm_discover_mem_available(const char *proc_root, uint64_t *out, qm_status *st);
+
+/* This machine's available memory for the host-memory check (docs/planner.md "Host memory"): the
+ * environment's QM_MEMAVAILABLE (a size, "8 GiB": the test hook that makes the check
+ * deterministic) when set and not empty, else /proc's MemAvailable. E-ARG for a bad
+ * QM_MEMAVAILABLE; E-IO / E-INPUT when /proc/meminfo cannot be read. The caller reads it once per
+ * run. */
+qm_code qm_host_mem_available_query(uint64_t *out, qm_status *st);
+
 /* The PCI and NUMA facts under sysfs_root ("/sys", or a fake tree in tests):
  *   for every GPU of f (bus ids already set): bus/pci/devices/<bus id>/numa_node,
  *   current_link_speed ("32.0 GT/s PCIe"), current_link_width ("16"), and, when present,

@@ -1,10 +1,13 @@
 /* feasibility.c — the feasibility stage: per device, planned shard bytes + staging (+ the IQP
- * exchange scratch, plan_iqp.c) <= usable.
+ * exchange scratch, plan_iqp.c) <= usable; on the materialized simulator, per host, the memory its
+ * simulated devices, the host staging and the output assembly take <= the host's memory (and, in
+ * one process, their sum <= this machine's MemAvailable).
  *
  * In: a plan with shards. Out: per-device accounting (shard, staging, planned, usable, input
  * bytes) and, when a device is over, E-CAPACITY naming the shard, the device, the bytes needed and
- * usable (the frontier hint is added by plan.c). Also the gather target and its feasibility.
- * Must not: allocate device memory.
+ * usable (the frontier hint is added by plan.c); per-host accounting and E-CAPACITY naming the
+ * host. Also the gather target and its feasibility.
+ * Must not: allocate device memory, read the machine (MemAvailable comes in the mesh's budget).
  */
 #include "feasibility.h"
 #include "status_internal.h"
@@ -16,6 +19,7 @@
 qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     const uint64_t is = qm_dtype_size(p->request.dtype) / 2; /* float32 for complex64, float64 */
+    p->host_over = false;
     for (int d = 0; d < mesh->n_devices; ++d) {
         p->devices[d] = (qm_plan_device){.usable_bytes = mesh->devices[d].usable_bytes};
     }
@@ -61,6 +65,81 @@ qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
              qm_format_bytes(pd->shard_bytes, need, sizeof need),
              qm_format_bytes(pd->staging_bytes, stage, sizeof stage), scratch,
              mesh->devices[worst].id, qm_format_bytes(pd->usable_bytes, usable, sizeof usable));
+    if (st)
+        *st = p->error;
+    return QM_E_CAPACITY;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    uint64_t s;
+    return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
+}
+
+/* "X of host memory (+ Y staging + Z output assembly)" of one host's (or every host's) sums. */
+static const char *host_need_text(const qm_plan_host *h, char *out, size_t n)
+{
+    char a[32], b[32], c[32];
+    snprintf(out, n, "%s of host memory (+ %s staging + %s output assembly)",
+             qm_format_bytes(h->device_bytes, a, sizeof a),
+             qm_format_bytes(h->staging_bytes, b, sizeof b),
+             qm_format_bytes(h->output_bytes, c, sizeof c));
+    return out;
+}
+
+qm_code qm_feasibility_host_check(const qm_mesh *mesh, qm_plan *p, qm_status *st)
+{
+    const qm_host_budget *hb = &mesh->host_budget;
+    const qm_topology *t = mesh->topo;
+    p->host_checked = hb->sim && t && p->n_hosts == t->n_hosts && p->n_hosts > 0;
+    p->local_planned_bytes = 0;
+    if (!p->host_checked)
+        return QM_OK;
+    for (int h = 0; h < p->n_hosts; ++h)
+        p->hosts[h] = (qm_plan_host){.memory_bytes = t->hosts[h].memory_bytes};
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        qm_plan_host *ph = &p->hosts[mesh->devices[d].host];
+        ph->device_bytes = add_sat(ph->device_bytes, p->devices[d].planned_bytes);
+        ph->staging_bytes = add_sat(ph->staging_bytes, p->devices[d].staging_bytes);
+    }
+    p->hosts[mesh->devices[0].host].output_bytes =
+        QM_READBACK_AMPS * qm_dtype_size(p->request.dtype);
+    qm_plan_host all = {0};
+    int worst = -1;
+    uint64_t worst_over = 0;
+    for (int h = 0; h < p->n_hosts; ++h) {
+        qm_plan_host *ph = &p->hosts[h];
+        ph->planned_bytes = add_sat(add_sat(ph->device_bytes, ph->staging_bytes), ph->output_bytes);
+        all.device_bytes = add_sat(all.device_bytes, ph->device_bytes);
+        all.staging_bytes = add_sat(all.staging_bytes, ph->staging_bytes);
+        all.output_bytes = add_sat(all.output_bytes, ph->output_bytes);
+        all.planned_bytes = add_sat(all.planned_bytes, ph->planned_bytes);
+        if (ph->memory_bytes && ph->planned_bytes > ph->memory_bytes &&
+            (worst < 0 || ph->planned_bytes - ph->memory_bytes > worst_over)) {
+            worst = h;
+            worst_over = ph->planned_bytes - ph->memory_bytes;
+        }
+    }
+    p->local_planned_bytes = all.planned_bytes;
+    char need[160], have[32];
+    if (worst >= 0) {
+        p->feasible = false;
+        p->error.code = QM_E_CAPACITY;
+        snprintf(p->error.msg, sizeof p->error.msg, "feasibility: the simulated devices of host %s "
+                 "need %s but %s has %s", t->hosts[worst].id,
+                 host_need_text(&p->hosts[worst], need, sizeof need), t->hosts[worst].id,
+                 qm_format_bytes(p->hosts[worst].memory_bytes, have, sizeof have));
+    } else if (hb->available_bytes && all.planned_bytes > hb->available_bytes) {
+        p->feasible = false;
+        p->error.code = QM_E_CAPACITY;
+        snprintf(p->error.msg, sizeof p->error.msg, "feasibility: the simulated devices of this "
+                 "process need %s but this machine has %s available (MemAvailable)",
+                 host_need_text(&all, need, sizeof need),
+                 qm_format_bytes(hb->available_bytes, have, sizeof have));
+    } else {
+        return QM_OK;
+    }
+    p->host_over = true;
     if (st)
         *st = p->error;
     return QM_E_CAPACITY;

@@ -13,6 +13,14 @@
  * the bytes needed and usable (plan.c adds the frontier hint). */
 qm_code qm_feasibility_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
+/* Host memory (docs/planner.md "Host memory"), after qm_feasibility_check passed, for a mesh whose
+ * host_budget.sim is set (a no-op returning QM_OK otherwise): per scenario host, its devices'
+ * planned bytes + host staging (as much again) + the read-back chunk (rank 0's host) against the
+ * host's `memory` when given; their sum against host_budget.available_bytes when set. Fills
+ * p->hosts and p->local_planned_bytes; E-CAPACITY naming the host and the bytes (plan.c adds the
+ * frontier hint). Cannot fail otherwise. */
+qm_code qm_feasibility_host_check(const qm_mesh *mesh, qm_plan *p, qm_status *st);
+
 /* The gather target (the best-connected device, or the host) and whether the whole state fits
  * there beside the shard it already holds; fills p->gather. */
 qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);

@@ -25,8 +25,18 @@ typedef struct qm_mesh_device {
     double hbm_bw_bytes_per_s;      /* declared figure (efficiency not applied) */
 } qm_mesh_device;
 
+/* The host-memory check of feasibility (feasibility.c; docs/planner.md "Host memory"). Zero, the
+ * default: the devices' memory is their own (CUDA, a phantom simulator, `qmesh plan` without
+ * --backend sim) and host memory is not checked. */
+typedef struct qm_host_budget {
+    bool sim;                       /* a materialized simulator: every shard lives in host RAM */
+    uint64_t available_bytes;       /* this machine's MemAvailable when this process holds every
+                                       device of the mesh; 0: not checked */
+} qm_host_budget;
+
 typedef struct qm_mesh {
     const qm_topology *topo;        /* borrowed */
+    qm_host_budget host_budget;     /* zero from qm_mesh_create; set by the pipeline */
     qm_topo_graph *graph;           /* borrowed */
     int n_ranks;
     int *rank_first;                /* n_ranks + 1 entries: rank r owns devices [first[r], first[r+1]) */

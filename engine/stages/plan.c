@@ -39,6 +39,7 @@ void qm_plan_destroy(qm_plan *plan)
         return;
     free(plan->shards);
     free(plan->devices);
+    free(plan->hosts);
     free(plan);
 }
 
@@ -50,7 +51,9 @@ static qm_code plan_alloc(const qm_mesh *mesh, const qm_request *r, qm_plan **ou
     p->devices = calloc((size_t)mesh->n_devices, sizeof *p->devices);
     /* at most one shard per device (replicated: one each) */
     p->shards = calloc((size_t)mesh->n_devices, sizeof *p->shards);
-    if (!p->devices || !p->shards) {
+    p->n_hosts = mesh->topo ? mesh->topo->n_hosts : 0;
+    p->hosts = calloc((size_t)(p->n_hosts ? p->n_hosts : 1), sizeof *p->hosts);
+    if (!p->devices || !p->shards || !p->hosts) {
         qm_plan_destroy(p);
         return qm_fail(st, QM_E_NOMEM, "plan: out of host memory for %d devices", mesh->n_devices);
     }
@@ -493,6 +496,8 @@ static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_
         return rc;
     finish_shards(p);
     rc = qm_feasibility_check(mesh, p, st);
+    if (rc == QM_OK) /* the simulator's devices live in host memory */
+        rc = qm_feasibility_host_check(mesh, p, st);
     /* iqp, iqp-z (plan_iqp.c): a layout the transform cannot use is refused, capacity or not */
     const qm_code irc = qm_plan_iqp_layout(p, st);
     return irc != QM_OK ? irc : rc;
@@ -552,6 +557,10 @@ static qm_code layout_auto(const qm_mesh *mesh, qm_plan *p, bool with_cost, qm_s
         /* adopt the best layout into p */
         memcpy(p->shards, best->shards, (size_t)best->n_shards * sizeof *p->shards);
         memcpy(p->devices, best->devices, (size_t)best->n_devices * sizeof *p->devices);
+        memcpy(p->hosts, best->hosts, (size_t)best->n_hosts * sizeof *p->hosts);
+        p->host_checked = best->host_checked;
+        p->host_over = best->host_over;
+        p->local_planned_bytes = best->local_planned_bytes;
         p->n_shards = best->n_shards;
         p->pages = best->pages;
         p->policy = best->policy;
@@ -774,6 +783,9 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
     char *tail = p->error.msg + len;
     const size_t room = sizeof p->error.msg - len;
     const qm_code code = p->error.code;
+    /* host memory (the simulator) is what nothing fits: the ways round it */
+    const char *alt = p->host_over ? " in host memory; use --phantom (no memory), or --backend "
+                                     "cuda on GPUs" : "";
     bool any_policy = false;
     if (code != QM_E_CAPACITY) {
         if (code != QM_E_POLICY && code != QM_E_NOT_POW2 && code != QM_E_SHARDS)
@@ -798,8 +810,8 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
                 snprintf(tail, room, "; largest batch that fits is %llu (%llu features, %s%s)",
                          (unsigned long long)b, (unsigned long long)r->features, dt, with);
             else if (last)
-                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy",
-                         (unsigned long long)r->features, dt);
+                snprintf(tail, room, "; not one sample of %llu features fits (%s) under any policy%s",
+                         (unsigned long long)r->features, dt, alt);
             if (b || last)
                 return;
             continue;
@@ -810,7 +822,7 @@ static void plan_hint(const qm_mesh *mesh, qm_plan *p)
         if (mq[k])
             snprintf(tail, room, "; largest state that fits is %u qubits (%s)%s", mq[k], dt, with);
         else if (last)
-            snprintf(tail, room, "; no %s state fits under any policy", dt);
+            snprintf(tail, room, "; no %s state fits under any policy%s", dt, alt);
         if (mq[k] || last)
             return;
     }

@@ -14,6 +14,9 @@
 /* Device-side staging for ingest: two chunks of this size (double-buffered), or less when a device's
  * input slice is smaller. Counted by feasibility, used by the materializer. */
 #define QM_STAGING_CHUNK_BYTES ((uint64_t)32 << 20)
+/* The encode reads a state back in chunks of this many amplitudes (one host buffer per process):
+ * the output assembly that the host-memory check counts. */
+#define QM_READBACK_AMPS ((uint64_t)1 << 20)
 /* Upper bound on pages when searching a weighted layout. */
 #define QM_MAX_PAGES ((uint64_t)1 << 24)
 
@@ -33,6 +36,15 @@ typedef struct qm_plan_device {
     uint64_t usable_bytes;
     uint64_t input_bytes;     /* host input it receives */
 } qm_plan_device;
+
+/* Host memory a simulated host's devices take (feasibility.c; only when mesh->host_budget.sim). */
+typedef struct qm_plan_host {
+    uint64_t device_bytes;    /* sum of its devices' planned bytes: their memory is this host's RAM */
+    uint64_t staging_bytes;   /* the encode's host staging: two page-locked halves per device */
+    uint64_t output_bytes;    /* the encode's read-back chunk (rank 0's host) */
+    uint64_t planned_bytes;   /* device + staging + output */
+    uint64_t memory_bytes;    /* the scenario's hosts[].memory; 0: not given, not checked */
+} qm_plan_host;
 
 typedef struct qm_plan_gather {
     bool requested;           /* false for "none" */
@@ -55,6 +67,11 @@ typedef struct qm_plan {
     qm_plan_shard *shards;
     int n_devices;            /* = mesh devices */
     qm_plan_device *devices;
+    bool host_checked;        /* host memory was checked (mesh->host_budget.sim) */
+    bool host_over;           /* the plan's E-CAPACITY is host memory's */
+    int n_hosts;              /* = the topology's hosts */
+    qm_plan_host *hosts;
+    uint64_t local_planned_bytes; /* every host's planned bytes: one process holds them all */
     qm_plan_gather gather;
     bool has_max_qubits;
     unsigned max_qubits[2];   /* [0] complex64, [1] complex128; 0 when nothing fits */

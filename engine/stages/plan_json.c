@@ -47,6 +47,24 @@ static json_t *estimates_json(const qm_plan *p)
     return e;
 }
 
+/* The host-memory check per scenario host (docs/planner.md "Host memory"); null when not checked. */
+static json_t *hosts_json(const qm_plan *p, const qm_mesh *mesh)
+{
+    if (!p->host_checked)
+        return json_null();
+    json_t *a = json_array();
+    for (int h = 0; a && h < p->n_hosts; ++h) {
+        const qm_plan_host *ph = &p->hosts[h];
+        json_array_append_new(
+            a, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "host", mesh->topo->hosts[h].id,
+                         "memory_bytes", ph->memory_bytes ? jint(ph->memory_bytes) : json_null(),
+                         "planned_bytes", jint(ph->planned_bytes), "device_bytes",
+                         jint(ph->device_bytes), "staging_bytes", jint(ph->staging_bytes),
+                         "output_bytes", jint(ph->output_bytes)));
+    }
+    return a ? a : json_null();
+}
+
 qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scenario, json_t **out,
                         qm_status *st)
 {
@@ -115,6 +133,7 @@ qm_code qm_plan_to_json(const qm_plan *p, const qm_mesh *mesh, const char *scena
         json_array_append_new(devs, j);
     }
     json_object_set_new(o, "devices", devs);
+    json_object_set_new(o, "hosts", hosts_json(p, mesh));
     json_object_set_new(gather, "feasible", json_boolean(p->gather.feasible));
     json_object_set_new(gather, "target", json_string(p->gather.target));
     json_object_set_new(gather, "reason", json_string(p->gather.reason));
@@ -138,6 +157,30 @@ static void print_signed_bytes(FILE *f, int w, bool neg, uint64_t mag)
     char a[32], b[40];
     snprintf(b, sizeof b, "%s%s", neg ? "-" : "", qm_format_bytes(mag, a, sizeof a));
     fprintf(f, "%*s", w, b);
+}
+
+/* The host-memory check (sim backend): one line per scenario host. */
+static void print_hosts(const qm_plan *p, const qm_mesh *mesh, FILE *f)
+{
+    char a[32], b[32];
+    if (!p->host_checked || p->n_shards == 0)
+        return;
+    fprintf(f, "\nhost memory (sim backend: every shard, host staging and the output assembly "
+               "live in host RAM):\n");
+    for (int h = 0; h < p->n_hosts; ++h) {
+        const qm_plan_host *ph = &p->hosts[h];
+        if (ph->memory_bytes)
+            fprintf(f, "  %-12s %s planned of %s\n", mesh->topo->hosts[h].id,
+                    qm_format_bytes(ph->planned_bytes, a, sizeof a),
+                    qm_format_bytes(ph->memory_bytes, b, sizeof b));
+        else
+            fprintf(f, "  %-12s %s planned; not checked (the scenario gives the host no memory)\n",
+                    mesh->topo->hosts[h].id, qm_format_bytes(ph->planned_bytes, a, sizeof a));
+    }
+    if (mesh->host_budget.available_bytes)
+        fprintf(f, "  this machine %s planned of %s available (MemAvailable)\n",
+                qm_format_bytes(p->local_planned_bytes, a, sizeof a),
+                qm_format_bytes(mesh->host_budget.available_bytes, b, sizeof b));
 }
 
 void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, FILE *f)
@@ -196,6 +239,7 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
                     qm_encoding_name(p->request.encoding));
             break;
         }
+    print_hosts(p, mesh, f);
     if (p->gather.target[0])
         fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
                 p->gather.target, p->gather.reason);
