@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# test_bad_inputs.sh QMESH SRCDIR — every file under tests/bad-inputs/ through the CLI (label cli):
+# test_bad_inputs.sh QMESH SRCDIR [HDF5] — every file under tests/bad-inputs/ through the CLI (label cli):
 # exit 1, nothing on stdout, coded one-line errors (exactly one line for a data file; each of a
 # scenario's errors once), the code and message fragment that tests/bad-inputs/EXPECT names, and
 # no file left behind (neither the requested output nor a temporary, in the output directory or
 # the working directory). Every run is under `timeout`, so a hang fails with the file's name.
 set -u
-QMESH=$1; SRC=$2
+QMESH=$1; SRC=$2; HDF5=${3:-ON}  # OFF: a build without HDF5 must refuse the .h5 files instead
 DIR=$SRC/tests/bad-inputs
 . "$(dirname "$0")/testlib.sh"
 declare -A code frag
@@ -13,6 +13,11 @@ while IFS=$'\t' read -r f c m; do
   case $f in ''|'#'*) continue;; esac
   code[$f]=$c; frag[$f]=$m
 done < "$DIR/EXPECT"
+if [ "$HDF5" != ON ]; then
+  for path in "$DIR"/*.h5; do
+    f=$(basename "$path"); code[$f]=E-UNSUPPORTED; frag[$f]="HDF5 input was not compiled in"
+  done
+fi
 n=0
 for path in "$DIR"/*; do
   f=$(basename "$path")
