@@ -125,8 +125,9 @@ USAGE = [
      "error[E-ARG]: whatif: unknown option '--host'; did you mean '--hosts'? run 'qmesh whatif "
      "--help'\n"),
     (("whatif", "--hosts", "1", "--hosts", "2"),
-     "error[E-ARG]: whatif: --hosts is given twice; give one list, e.g. --hosts 1,2,4; run 'qmesh "
-     "whatif --help'\n"),
+     "error[E-ARG]: whatif: --hosts is given twice; give it once; run 'qmesh whatif --help'\n"),
+    (("plan", "--qubits", "3", "--qubits=4"),
+     "error[E-ARG]: plan: --qubits is given twice; give it once; run 'qmesh plan --help'\n"),
     (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
                 "run 'qmesh plan --help'\n"),
     (("plan", "--max", "--qubits", "3"),

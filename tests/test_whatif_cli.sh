@@ -137,7 +137,7 @@ err 2 "error[E-ARG]: whatif: --without 'n1.g9': no such device (4 devices in 2 h
 err 2 "error[E-ARG]: whatif: --without 'n0.ib0': not a device but a switch or NIC; name GPU devices" whatif --scenario $S --without n0.ib0
 err 2 "error[E-ARG]: whatif: --without '+n0.g1': an empty device id; run 'qmesh whatif --help'" whatif --scenario $S --without +n0.g1
 err 2 "error[E-ARG]: whatif: --qubits N and --max exclude each other; run 'qmesh whatif --help'" whatif --scenario $S --qubits 30 --max
-err 2 "error[E-ARG]: whatif: --hosts is given twice; give one list, e.g. --hosts 1,2,4; run 'qmesh whatif --help'" whatif --scenario $S --hosts 1 --hosts 2
+err 2 "error[E-ARG]: whatif: --hosts is given twice; give it once; run 'qmesh whatif --help'" whatif --scenario $S --hosts 1 --hosts 2
 err 2 "error[E-ARG]: whatif: unknown option '--host'; did you mean '--hosts'? run 'qmesh whatif --help'" whatif --scenario $S --host 2
 err 1 "error[E-DTYPE]: whatif: --dtype must be complex64 or complex128 (got 'complex32')" whatif --scenario $S --dtype complex32
 err 1 "error[E-QUBITS]: whatif: request: qubits must be at least 1 (got 0)" whatif --scenario $S --qubits 0

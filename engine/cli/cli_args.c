@@ -154,12 +154,6 @@ const char *qm_cli_arg(const qm_cli_args *a, const char *flag)
     return k >= 0 ? a->values[k] : NULL;
 }
 
-int qm_cli_arg_count(const qm_cli_args *a, const char *flag)
-{
-    const int k = flag_index(a->cmd, flag, strlen(flag));
-    return k >= 0 ? a->given[k] : 0;
-}
-
 static bool is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
 
 void qm_cli_args_fini(qm_cli_args *a)
@@ -238,7 +232,9 @@ int qm_cli_parse(const qm_cli_command *cmd, int argc, char **argv, qm_cli_args *
         if (k < 0)
             return unknown_option(cmd, s, len);
         const qm_cli_flag *f = &cmd->flags[k];
-        a->given[k]++;
+        /* a flag given twice is a mistake to report, not a value to overwrite silently */
+        if (a->given[k]++ > 0)
+            return qm_cli_usage_error(cmd->name, "%s is given twice; give it once", f->name);
         if (!f->value) {
             if (eq)
                 return qm_cli_usage_error(cmd->name, "option %s takes no value (got '%s')",

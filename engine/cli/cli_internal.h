@@ -49,7 +49,7 @@ typedef struct qm_cli_command {
 struct qm_cli_args {
     const qm_cli_command *cmd;
     const char *values[QM_CLI_MAX_FLAGS]; /* per table row: its value, "" for a switch, NULL unset
-                                           * (a flag given twice: the last value) */
+                                           * (a flag given twice is a usage error) */
     int given[QM_CLI_MAX_FLAGS];          /* per table row: how many times it was given */
     char **operands;                      /* the non-option arguments, in order */
     int n_operands;
@@ -63,8 +63,6 @@ extern const qm_cli_command qm_cli_cmd_encode, qm_cli_cmd_plan, qm_cli_cmd_scena
 /* The value of flag (a name of the command's table): the value given, "" for a switch that was
  * given, NULL when it was not given. */
 const char *qm_cli_arg(const qm_cli_args *a, const char *flag);
-/* How many times flag (a name of the command's table) was given. */
-int qm_cli_arg_count(const qm_cli_args *a, const char *flag);
 
 /* Parse argv (the words after the command's name) against cmd's table into *a. Returns -1 to go
  * on, 0 after printing the help (--help or -h anywhere), 2 after a usage error (printed). An

@@ -387,9 +387,6 @@ static int parse(const qm_cli_args *a, whatif_args *w, qm_whatif_spec *spec)
         const char *v = qm_cli_arg(a, lists[k]);
         if (!v)
             continue;
-        if (qm_cli_arg_count(a, lists[k]) > 1)
-            return qm_cli_usage_error("whatif", "%s is given twice; give one list, e.g. %s 1,2,4",
-                                      lists[k], lists[k]);
         if (split_list(lists[k], v, QM_WHATIF_MAX_ROWS, items[k], w))
             return 2;
     }
