@@ -287,7 +287,13 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         p->estimates_s[k] = 0;
         p->estimate_set[k] = false;
     }
-    /* on-device passes */
+    /* on-device passes over a shard at HBM bandwidth, by encoding: amplitude reads its stash for
+     * the norm, then reads and writes it; angle, basis, phase write once with no norm pass; iqp,
+     * iqp-z make the passes of iqp_passes with no norm pass */
+    const qm_encoding enc_kind = p->request.encoding;
+    const bool iqp = enc_kind == QM_ENCODING_IQP || enc_kind == QM_ENCODING_IQP_Z;
+    const double norm_passes = enc_kind == QM_ENCODING_AMPLITUDE ? 1.0 : 0.0;
+    const double enc_passes = enc_kind == QM_ENCODING_AMPLITUDE ? 2.0 : iqp ? iqp_passes(p) : 1.0;
     double norm = 0, enc = 0;
     bool hbm_known = true;
     int n_holders = 0;
@@ -301,32 +307,12 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
             hbm_known = false;
             continue;
         }
-        double tn = (double)pd->shard_bytes / bw, te = 2.0 * (double)pd->shard_bytes / bw;
+        const double tn = norm_passes * (double)pd->shard_bytes / bw;
+        const double te = enc_passes * (double)pd->shard_bytes / bw;
         if (tn > norm)
             norm = tn;
         if (te > enc)
             enc = te;
-    }
-    if (hbm_known && (p->request.encoding == QM_ENCODING_IQP ||
-                      p->request.encoding == QM_ENCODING_IQP_Z)) {
-        /* iqp, iqp-z: no norm pass; encode = the passes of iqp_passes over the largest shard */
-        norm = 0;
-        enc = 0;
-        for (int i = 0; i < n_holders; ++i) {
-            const int d = holders[i];
-            const double te = iqp_passes(p) * (double)p->devices[d].shard_bytes /
-                              (mesh->devices[d].hbm_bw_bytes_per_s * heff);
-            if (te > enc)
-                enc = te;
-        }
-    }
-    const qm_encoding enc_kind = p->request.encoding;
-    const bool product = enc_kind == QM_ENCODING_ANGLE || enc_kind == QM_ENCODING_BASIS ||
-                         enc_kind == QM_ENCODING_PHASE;
-    if (hbm_known && product) {
-        /* angle, basis, phase: no norm pass; encode = one write of the largest shard */
-        norm = 0;
-        enc /= 2.0;
     }
     if (hbm_known) {
         p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
