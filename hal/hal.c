@@ -606,6 +606,7 @@ const char *qm_hal_op_name(qm_hal_op op)
     case QM_HAL_OP_PRODUCT: return "product";
     case QM_HAL_OP_IQP_PHASE: return "iqp_phase";
     case QM_HAL_OP_WHT: return "wht";
+    case QM_HAL_OP_STATE_SUMSQ: return "state_sumsq";
     case QM_HAL_OP_COUNT_: break;
     }
     return "unknown";
@@ -624,6 +625,7 @@ bool qm_hal_op_is_amplitude(qm_hal_op op)
     case QM_HAL_OP_PRODUCT:
     case QM_HAL_OP_IQP_PHASE:
     case QM_HAL_OP_WHT:
+    case QM_HAL_OP_STATE_SUMSQ:
     case QM_HAL_OP_COUNT_:
         break;
     }
@@ -802,6 +804,49 @@ qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, u
     return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ_DEV, "sumsq", a,
                      a->input ? NULL : ptr_of(a->state), ptr_of(a->input),
                      (double *)out->ptr + out_off, s, st);
+}
+
+uint64_t qm_hal_state_sumsq_blocks(uint64_t g0, uint64_t n, unsigned log2_block)
+{
+    if (n == 0 || log2_block > 62 || n > UINT64_MAX - g0)
+        return 0;
+    return ((g0 + n - 1) >> log2_block) - (g0 >> log2_block) + 1;
+}
+
+qm_code qm_hal_state_sumsq(qm_hal *hal, const qm_hal_state_sumsq_args *a, qm_hal_buf *out,
+                           uint64_t out_off, qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a || !a->state || !out)
+        return qm_fail(st, QM_E_ARG, "state_sumsq: hal, args, state and the output buffer must "
+                       "not be NULL");
+    if (!is_state_dtype(a->state_dtype))
+        return qm_fail(st, QM_E_DTYPE, "state_sumsq: state dtype must be complex64 or complex128 "
+                       "(got %s)", dtn(a->state_dtype));
+    if (a->log2_block > QM_HAL_RED_LOG2_BLOCK || a->n == 0 || a->n > UINT64_MAX - a->g0)
+        return qm_fail(st, QM_E_ARG, "state_sumsq: %llu slots from global index %llu in blocks of "
+                       "2^%u is not a valid range (blocks of at most 2^%d)",
+                       (unsigned long long)a->n, (unsigned long long)a->g0, a->log2_block,
+                       QM_HAL_RED_LOG2_BLOCK);
+    const uint64_t bs = (uint64_t)1 << a->log2_block;
+    if (a->period == 0 || (a->period & (a->period - 1)) != 0 || a->period % bs != 0)
+        return qm_fail(st, QM_E_ARG, "state_sumsq: blocks of %llu slots must divide the period "
+                       "%llu (a power of two)", (unsigned long long)bs,
+                       (unsigned long long)a->period);
+    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "state_sumsq", "state",
+                             st);
+    if (rc != QM_OK)
+        return rc;
+    const int dev = a->state->dev;
+    const uint64_t nb = qm_hal_state_sumsq_blocks(a->g0, a->n, a->log2_block);
+    if (out->dev != dev || out->wrapped)
+        return qm_fail(st, QM_E_ARG, "state_sumsq: the sums must go to a device buffer on %s (got "
+                       "one on %s)", hal->info[dev].id, hal->info[out->dev].id);
+    if (out_off > out->bytes / 8 || nb > out->bytes / 8 - out_off)
+        return qm_fail(st, QM_E_ARG, "state_sumsq: %llu sums from double %llu do not fit a buffer "
+                       "of %llu bytes", (unsigned long long)nb, (unsigned long long)out_off,
+                       (unsigned long long)out->bytes);
+    return launch_op(hal, dev, QM_HAL_OP_STATE_SUMSQ, "state_sumsq", a,
+                     a->state->ptr, NULL, (double *)out->ptr + out_off, s, st);
 }
 
 qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,

@@ -38,6 +38,7 @@ typedef enum qm_hal_op {
     QM_HAL_OP_PRODUCT = 7,      /* qm_hal_product_args; enqueued (angle, basis, phase) */
     QM_HAL_OP_IQP_PHASE = 8,    /* qm_hal_iqp_phase_args; enqueued (iqp, iqp-z) */
     QM_HAL_OP_WHT = 9,          /* qm_hal_wht_args; enqueued (iqp, iqp-z) */
+    QM_HAL_OP_STATE_SUMSQ = 10, /* qm_hal_state_sumsq_args; enqueued (the norm check) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;
 
@@ -180,6 +181,29 @@ typedef struct qm_hal_amp_batch_args {
 } qm_hal_amp_batch_args;
 qm_code qm_hal_amp_batch(qm_hal *hal, const qm_hal_amp_batch_args *a, qm_hal_stream *s,
                          qm_status *st);
+
+/* --- the norm check: sums of |psi|^2 over written amplitudes, where they live ------------------
+ * Over slots [off, off + n) of `state` (amplitudes of state_dtype; slot off is global index g0):
+ * one float64 sum per aligned global block of 2^log2_block slots that the range touches (block j
+ * covers global [(g0 >> log2_block) + j) << log2_block, + 2^log2_block)), each the fixed pairwise
+ * tree of kernels/qm_math.h over the block's terms re*re + im*im (qm_tree_normsq_*), a slot of the
+ * block outside the range counting as +0. So a block inside the range is exactly its subtree, and
+ * blocks never straddle states (2^log2_block divides period). The sums go to doubles [out_off,
+ * out_off + qm_hal_state_sumsq_blocks(g0, n, log2_block)) of the device buffer `out` (same device):
+ * nothing crosses to the host; copy them back with qm_hal_copy_d2h on the same stream. Buffers by
+ * role: STATE = state (not offset), OUT = the sums (already at out_off). Enqueued on s. */
+typedef struct qm_hal_state_sumsq_args {
+    const qm_hal_buf *state;
+    qm_dtype state_dtype;
+    uint64_t off, n;       /* slots, n >= 1 */
+    uint64_t g0;           /* global index of slot off */
+    uint64_t period;       /* slots per state (a power of two), a multiple of 2^log2_block */
+    unsigned log2_block;   /* <= QM_HAL_RED_LOG2_BLOCK */
+} qm_hal_state_sumsq_args;
+/* The number of block sums of a range (0 for n = 0). Cannot fail. */
+uint64_t qm_hal_state_sumsq_blocks(uint64_t g0, uint64_t n, unsigned log2_block);
+qm_code qm_hal_state_sumsq(qm_hal *hal, const qm_hal_state_sumsq_args *a, qm_hal_buf *out,
+                           uint64_t out_off, qm_hal_stream *s, qm_status *st);
 
 /* --- the maths the engine needs (kernels/qm_math.h, through hal.c: bit for bit the same) ------ */
 /* Largest block a kernel sums on its own (QM_RED_LOG2_BLOCK; hal.c asserts they agree). */

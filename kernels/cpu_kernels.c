@@ -117,6 +117,27 @@ void qm_cpu_sumsq_blocks(const void *state, qmk_elem state_elem, uint64_t off, u
     }
 }
 
+void qm_cpu_state_sumsq(const void *state, qmk_elem state_elem, uint64_t n, uint64_t g0,
+                        unsigned log2_block, double *out_sums)
+{
+    if (n == 0)
+        return;
+    const uint64_t bs = (uint64_t)1 << log2_block, b0 = g0 >> log2_block;
+    const int64_t nb = (int64_t)(((g0 + n - 1) >> log2_block) - b0 + 1);
+    const int par = n >= QM_OMP_MIN_ELEMS;
+    (void)par; /* read only by the OpenMP if-clause */
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint64_t gs = (b0 + (uint64_t)b) << log2_block; /* the block's first global slot */
+        const uint64_t a = gs > g0 ? gs : g0, e = gs + bs < g0 + n ? gs + bs : g0 + n;
+        out_sums[b] = state_elem == QMK_C128
+                          ? qm_tree_normsq_c128((const double *)state + 2 * (a - g0), a - gs,
+                                                e - gs, log2_block)
+                          : qm_tree_normsq_c64((const float *)state + 2 * (a - g0), a - gs,
+                                               e - gs, log2_block);
+    }
+}
+
 void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite)
 {

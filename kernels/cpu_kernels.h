@@ -26,6 +26,13 @@ void qm_cpu_sumsq_blocks(const void *state, qmk_elem state_elem, uint64_t off, u
                          uint64_t n_blocks, double scale, double *out_sums, const void *in,
                          qmk_elem in_elem, uint64_t in_first);
 
+/* The norm check's block sums of |psi|^2 over n written amplitudes at `state` (complex64 or
+ * complex128 slots), slot 0 being global index g0: one sum per aligned global block of
+ * 2^log2_block slots the range touches, into out_sums[0 ..]; a block cut by the range counts its
+ * missing slots as +0 (qm_tree_normsq_* of qm_math.h). */
+void qm_cpu_state_sumsq(const void *state, qmk_elem state_elem, uint64_t n, uint64_t g0,
+                        unsigned log2_block, double *out_sums);
+
 void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite);
 

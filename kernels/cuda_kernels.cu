@@ -342,6 +342,78 @@ __global__ void __launch_bounds__(256) amp_pairs_f32_kernel(float4 *state, uint6
     }
 }
 
+// ---- the norm check: sums of |psi|^2 of written amplitudes (qm_tree_normsq_* of qm_math.h) -----
+// One CUDA block per reduction block of 2^lb slots (11 <= lb <= 14) through block_tree, whose
+// leaves are 8 terms re * re + im * im; a block cut by the range (its first or last) reads only
+// the slots in range and counts the others as +0, as the CPU kernel does.
+template <typename T>
+struct amp_leaf {
+    const T *first; /* the amplitude of block position lo */
+    uint64_t lo, hi;
+    bool full;      /* lo == 0, hi == the block size and `first` 16-byte aligned */
+    __device__ __forceinline__ double operator()(uint64_t e) const
+    {
+        double q[8];
+        if (full && sizeof(T) == 8) {
+            const double2 *p = (const double2 *)first + e;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const double2 v = __ldg(p + j);
+                q[j] = v.x * v.x + v.y * v.y;
+            }
+        } else if (full) {
+            const float4 *p = (const float4 *)(first + 2 * e);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float4 v = __ldg(p + j);
+                const double a = v.x, b = v.y, c = v.z, d = v.w;
+                q[2 * j] = a * a + b * b;
+                q[2 * j + 1] = c * c + d * d;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const uint64_t p = e + j;
+                if (p >= lo && p < hi) {
+                    const double re = (double)first[2 * (p - lo)], im = (double)first[2 * (p - lo) + 1];
+                    q[j] = re * re + im * im;
+                } else {
+                    q[j] = 0.0;
+                }
+            }
+        }
+        return qm_leaf8_combine(q);
+    }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(256) state_sumsq_block_kernel(const T *state, uint64_t n,
+                                                                uint64_t g0, unsigned lb,
+                                                                double *out)
+{
+    const uint64_t bs = (uint64_t)1 << lb, b = blockIdx.x;
+    const uint64_t gs = ((g0 >> lb) + b) << lb;
+    const uint64_t a = gs > g0 ? gs : g0, e = gs + bs < g0 + n ? gs + bs : g0 + n;
+    const T *first = state + 2 * (a - g0);
+    const amp_leaf<T> leaf = {first, a - gs, e - gs,
+                              a == gs && e == gs + bs && ((uintptr_t)first % 16) == 0};
+    block_tree<2>(leaf, bs, out + b);
+}
+
+// Blocks under 2^11 slots: one thread per block, the tree of qm_math.h itself.
+__global__ void state_sumsq_small_kernel(const void *state, int c128, uint64_t n, uint64_t g0,
+                                         unsigned lb, uint64_t n_blocks, double *out)
+{
+    const uint64_t bs = (uint64_t)1 << lb;
+    for (uint64_t b = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; b < n_blocks;
+         b += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t gs = ((g0 >> lb) + b) << lb;
+        const uint64_t a = gs > g0 ? gs : g0, e = gs + bs < g0 + n ? gs + bs : g0 + n;
+        out[b] = c128 ? qm_tree_normsq_c128((const double *)state + 2 * (a - g0), a - gs, e - gs, lb)
+                      : qm_tree_normsq_c64((const float *)state + 2 * (a - g0), a - gs, e - gs, lb);
+    }
+}
+
 unsigned grid_for(uint64_t n, unsigned threads)
 {
     uint64_t g = (n + threads - 1) / threads;
@@ -396,6 +468,27 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
     sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, s>>>(
         (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
         out_sums, in, in_f64, in_first);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t n, uint64_t g0,
+                                          unsigned log2_block, double *out_sums, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0)
+        return (int)cudaSuccess;
+    const uint64_t nb = ((g0 + n - 1) >> log2_block) - (g0 >> log2_block) + 1;
+    if (log2_block >= 11 && log2_block <= QM_RED_LOG2_BLOCK && nb <= 0x7fffffffu) {
+        if (c128)
+            state_sumsq_block_kernel<double><<<(unsigned)nb, 256, 0, s>>>(
+                (const double *)state, n, g0, log2_block, out_sums);
+        else
+            state_sumsq_block_kernel<float><<<(unsigned)nb, 256, 0, s>>>(
+                (const float *)state, n, g0, log2_block, out_sums);
+        return (int)cudaGetLastError();
+    }
+    state_sumsq_small_kernel<<<grid_for(nb, 128), 128, 0, s>>>(state, c128, n, g0, log2_block, nb,
+                                                                out_sums);
     return (int)cudaGetLastError();
 }
 

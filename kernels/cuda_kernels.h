@@ -25,6 +25,11 @@ int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t peri
                          uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
                          double scale, double *out_sums, const void *in, int in_f64,
                          uint64_t in_first, void *stream);
+/* The norm check's block sums of |psi|^2 (qm_cpu_state_sumsq's contract): n amplitudes at
+ * `state` (already at the first slot, global index g0), one sum per aligned global block of
+ * 2^log2_block slots the range touches into out_sums (device array). */
+int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t n, uint64_t g0,
+                               unsigned log2_block, double *out_sums, void *stream);
 /* Max |x| (as the bits of a non-negative double) and first non-finite slot, accumulated with
  * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
 int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,

@@ -96,6 +96,62 @@ QM_HD double qm_leaf8_combine(const double q[8])
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq, double)
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq_f32, float)
 
+/* The norm check's sum of |psi|^2 over written amplitudes, as the same tree: over a block of
+ * 2^log2n slot positions of which [lo, hi) hold amplitudes and the others count as +0 (exact: every
+ * term is >= +0), x pointing at the amplitude of position lo (interleaved re, im of type T). Each
+ * term is re * re + im * im in float64; leaves of 8 terms, merged level by level, so a whole block
+ * is the subtree the tree sums of qm_tree_sumsq would give for these terms, and a block cut at
+ * either end gives the tree with +0 in the missing positions. */
+#define QM_DEFINE_TREE_NORMSQ(NAME, T)                                                             \
+    QM_HD double NAME##_term(const T *x, uint64_t i)                                               \
+    {                                                                                              \
+        const double re = (double)x[2 * i], im = (double)x[2 * i + 1];                             \
+        return re * re + im * im;                                                                  \
+    }                                                                                              \
+    QM_HD double NAME##_leaf8(const T *x, uint64_t lo, uint64_t hi, uint64_t p0)                   \
+    {                                                                                              \
+        double q[8];                                                                               \
+        if (p0 >= lo && p0 + 8 <= hi) {                                                            \
+            for (unsigned i = 0; i < 8; ++i)                                                       \
+                q[i] = NAME##_term(x, p0 - lo + i);                                                \
+        } else {                                                                                   \
+            for (unsigned i = 0; i < 8; ++i)                                                       \
+                q[i] = p0 + i >= lo && p0 + i < hi ? NAME##_term(x, p0 + i - lo) : 0.0;            \
+        }                                                                                          \
+        return qm_leaf8_combine(q);                                                                \
+    }                                                                                              \
+    QM_HD double NAME(const T *x, uint64_t lo, uint64_t hi, unsigned log2n)                        \
+    {                                                                                              \
+        if (log2n < 3) {                                                                           \
+            double q[4] = {0, 0, 0, 0};                                                            \
+            const uint64_t n = (uint64_t)1 << log2n;                                               \
+            for (uint64_t p = lo; p < hi && p < n; ++p)                                            \
+                q[p] = NAME##_term(x, p - lo);                                                     \
+            if (log2n == 0)                                                                        \
+                return q[0];                                                                       \
+            if (log2n == 1)                                                                        \
+                return q[0] + q[1];                                                                \
+            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
+        }                                                                                          \
+        double stack[64];                                                                          \
+        int top = 0;                                                                               \
+        const uint64_t n_leaves = (hi + 7) / 8;                                                    \
+        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
+            double acc = 8 * g + 8 <= lo ? 0.0 : NAME##_leaf8(x, lo, hi, 8 * g);                   \
+            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
+                acc = stack[--top] + acc;                                                          \
+            stack[top++] = acc;                                                                    \
+        }                                                                                          \
+        if (top == 0)                                                                              \
+            return 0.0;                                                                            \
+        double acc = stack[--top];                                                                 \
+        while (top > 0)                                                                            \
+            acc = stack[--top] + acc;                                                              \
+        return acc;                                                                                \
+    }
+QM_DEFINE_TREE_NORMSQ(qm_tree_normsq_c128, double)
+QM_DEFINE_TREE_NORMSQ(qm_tree_normsq_c64, float)
+
 /* A fast-path sum below this may have lost bits to underflow: such states (and non-finite sums)
  * take the rescaled slow path. */
 #define QM_FAST_SUM_MIN 0x1p-968

@@ -132,6 +132,20 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 15, .batch = 1, .pair = true, .st_off = 5, .count = 30001},
     {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 15, .batch = 1, .pair = true, .high = true, .count = 32768},
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 3, .batch = 1, .pair = true, .high = true, .st_off = 2},
+    /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
+     * sums into device memory at an offset; whole states, a batch range that starts and ends
+     * mid-state and mid-block, sizes that are no multiple of the block; the one-block-per-CUDA-
+     * block path (2^11..2^14) and the one-thread-per-block path below it; NaN/Inf, subnormal,
+     * every exponent */
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 16, .batch = 1, .lb = 14},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 16, .batch = 1, .lb = 14, .st_off = 3, .sums_off = 2},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 12, .batch = 5, .lb = 11, .g0 = 3001, .count = 12345, .st_off = 1, .values = V_WIDE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 12, .batch = 5, .lb = 12, .g0 = 4095, .count = 8194, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 40, .lb = 10, .g0 = 1000, .count = 30001, .sums_off = 1, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 10, .batch = 7, .lb = 7, .g0 = 77, .count = 5000},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 2, .batch = 33, .lb = 2, .g0 = 3, .count = 101, .values = V_ZERO},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 0, .batch = 9, .lb = 0, .g0 = 2, .count = 5},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 15, .batch = 1, .lb = 13, .g0 = 5, .count = 3},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
@@ -198,18 +212,19 @@ static qmk_elem elem_of(qm_dtype dt)
     return QMK_F64;
 }
 
-/* wht: the state buffer's image (st_off poisoned slots, then the first S complex values of the
- * input in the state's dtype) and the partner's (the next S values). */
+/* wht, state_sumsq: the state buffer's image (st_off poisoned slots, then the first S complex
+ * values of the input in the state's dtype) and, for wht, the partner's (the next S values). */
 static bool wht_images(const op_case *c, geom *g)
 {
     g->image_slots = c->st_off + g->S;
+    const bool pair = c->op == QM_HAL_OP_WHT; /* state_sumsq: the image alone */
     g->image = malloc(g->image_slots * g->ss);
-    g->partner = malloc(g->S * g->ss);
+    g->partner = malloc(pair ? g->S * g->ss : 1);
     if (!g->image || !g->partner)
         return false;
     memset(g->image, 0xFF, c->st_off * g->ss);
     const double *x = g->input;
-    for (uint64_t k = 0; k < 2 * g->S; ++k) {
+    for (uint64_t k = 0; k < (pair ? 2 : 1) * g->S; ++k) {
         unsigned char *dst = k < g->S ? g->image + (c->st_off + k) * g->ss : g->partner + (k - g->S) * g->ss;
         if (c->st == C128) {
             memcpy(dst, x + 2 * k, 16);
@@ -227,6 +242,7 @@ static bool geom_make(const op_case *c, geom *g)
     g->N = (uint64_t)1 << c->q;
     g->F = c->op == QM_HAL_OP_PRODUCT ? 4 * (uint64_t)c->q
            : c->op == QM_HAL_OP_WHT   ? 4 * g->N /* the state's and the partner's components */
+           : c->op == QM_HAL_OP_STATE_SUMSQ ? 2 * g->N /* the amplitudes' components */
            : c->F                     ? c->F
                                       : g->N;
     g->E = c->batch * g->F;
@@ -248,8 +264,9 @@ static bool geom_make(const op_case *c, geom *g)
             ((float *)g->input)[e] = (float)v;
     }
     memset(g->stash, 0xFF, g->S * g->ss);
-    /* product and iqp_phase read their tables, wht its state image: not a stash */
-    if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT)
+    /* product and iqp_phase read their tables, wht and state_sumsq their state image: not a stash */
+    if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT &&
+        c->op != QM_HAL_OP_STATE_SUMSQ)
         qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
     for (uint64_t k = 0; k < c->batch; ++k) {
         g->coeffs[k] = 1.0 / (1.5 + (double)k);
@@ -262,6 +279,10 @@ static bool geom_make(const op_case *c, geom *g)
     g->n = c->count ? c->count : end - g->g0;
     if (c->op == QM_HAL_OP_WHT) /* st_off poisoned slots, then S slots of values; the partner */
         return wht_images(c, g);
+    if (c->op == QM_HAL_OP_STATE_SUMSQ) { /* st_off poisoned slots, then S slots of amplitudes */
+        g->n_blocks = qm_hal_state_sumsq_blocks(g->g0, g->n, c->lb);
+        return wht_images(c, g);
+    }
     g->n_blocks = (g->S - g->g0) >> c->lb;
     g->image_slots = c->st_off + (g->S - g->g0);
     if (!(g->image = malloc(g->image_slots * g->ss)))
@@ -301,7 +322,7 @@ static uint64_t state_first(const op_case *c, const geom *g)
 {
     if (c->op == QM_HAL_OP_AMP_STASH)
         return (c->in_first / g->F) * g->N;
-    if (c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT)
+    if (c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT || c->op == QM_HAL_OP_STATE_SUMSQ)
         return 0;
     return g->g0 - c->st_off;
 }
@@ -319,8 +340,9 @@ static bool output_alloc(output *o, uint64_t n, uint64_t sums_at, uint64_t sums_
 /* The state buffer's bytes (batch, wht: st_off slots before the S slots of the states). */
 static uint64_t state_bytes(const op_case *c, const geom *g)
 {
-    return c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT ? (c->st_off + g->S) * g->ss
-                                                                   : (g->S - state_first(c, g)) * g->ss;
+    return c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_WHT || c->op == QM_HAL_OP_STATE_SUMSQ
+               ? (c->st_off + g->S) * g->ss
+               : (g->S - state_first(c, g)) * g->ss;
 }
 
 /* Layout of the output per op: the state buffer's bytes, then (batch, sumsq_dev) the sums
@@ -336,6 +358,7 @@ static bool output_make(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_WHT: return output_alloc(o, st_bytes, 0, 0, g->ss);
     case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
     case QM_HAL_OP_AMP_SUMSQ_DEV:
+    case QM_HAL_OP_STATE_SUMSQ:
         return output_alloc(o, (c->sums_off + g->n_blocks) * 8, 0, (c->sums_off + g->n_blocks) * 8, 8);
     case QM_HAL_OP_AMP_SCAN: return output_alloc(o, 16, 0, 8, 8);
     case QM_HAL_OP_AMP_BATCH:
@@ -400,6 +423,10 @@ static void run_reference(const op_case *c, const geom *g, output *o)
         qm_cpu_wht(o->bytes, elem_of(c->st), c->st_off, g->n, c->b0, c->b1,
                    c->pair ? g->partner : NULL, c->high);
         return;
+    case QM_HAL_OP_STATE_SUMSQ:
+        qm_cpu_state_sumsq(g->image + (c->st_off + g->g0) * g->ss, elem_of(c->st), g->n, g->g0,
+                           c->lb, (double *)o->bytes + c->sums_off);
+        return;
     case QM_HAL_OP_COUNT_: break;
     }
 }
@@ -444,11 +471,14 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     const bool stash_in = !c->from_input && (c->op == QM_HAL_OP_AMP_SUMSQ ||
                                              c->op == QM_HAL_OP_AMP_SUMSQ_DEV ||
                                              c->op == QM_HAL_OP_AMP_SCAN || c->op == QM_HAL_OP_AMP_SCALE);
-    ok = ok && upload(hal, st_bytes, stash_in || c->op == QM_HAL_OP_WHT ? g->image : poison, &state,
-                      st);
+    ok = ok && upload(hal, st_bytes,
+                      stash_in || c->op == QM_HAL_OP_WHT || c->op == QM_HAL_OP_STATE_SUMSQ ? g->image
+                                                                                          : poison,
+                      &state, st);
     if (c->op == QM_HAL_OP_WHT && c->pair)
         ok = ok && upload(hal, g->S * g->ss, g->partner, &partner, st);
-    if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH)
+    if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH ||
+        c->op == QM_HAL_OP_STATE_SUMSQ)
         ok = ok && upload(hal, o->sums_end - o->sums_at, poison, &sums, st);
     if (ok) {
         qm_code rc = QM_E_INTERNAL;
@@ -523,6 +553,13 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
                                        .partner = c->pair ? partner : NULL, .partner_off = 0,
                                        .high = c->high};
             rc = qm_hal_wht(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_STATE_SUMSQ: {
+            const qm_hal_state_sumsq_args a = {.state = state, .state_dtype = c->st,
+                                               .off = c->st_off + g->g0, .n = g->n, .g0 = g->g0,
+                                               .period = g->N, .log2_block = c->lb};
+            rc = qm_hal_state_sumsq(hal, &a, sums, c->sums_off, NULL, st);
             break;
         }
         case QM_HAL_OP_COUNT_: break;

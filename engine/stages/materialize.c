@@ -27,6 +27,7 @@
 #include "plan.h"
 #include "state_internal.h"
 #include "status_internal.h"
+#include "tree_sum.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,12 +41,6 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-typedef struct piece {
-    uint64_t off;   /* global slot index of the first element */
-    unsigned log2n; /* 2^log2n slots, never more than one state */
-    double sum;
-} piece;
-
 typedef struct enc {
     qm_hal *hal;
     unsigned qubits;
@@ -55,8 +50,7 @@ typedef struct enc {
     const qm_shard_spec *shards;
     int n_shards, n_norm;      /* n_norm: shards whose pieces make the trees (1 when replicated) */
     qm_state *state;
-    piece *pieces;
-    int n_pieces, cap_pieces;
+    qm_tree_pieces pieces;     /* canonical piece sums (tree_sum.h) */
     double *block_sums;
     uint64_t cap_blocks;
     double *sums;              /* per state */
@@ -71,17 +65,6 @@ typedef struct enc {
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
 } enc;
-
-/* Largest k such that pos is aligned to 2^k, 2^k fits in [pos, end) and k <= cap. */
-static unsigned piece_log(uint64_t pos, uint64_t end, unsigned cap)
-{
-    unsigned k = pos == 0 ? 63 : (unsigned)__builtin_ctzll(pos);
-    if (k > cap)
-        k = cap;
-    while (k > 0 && ((uint64_t)1 << k) > end - pos)
-        --k;
-    return k;
-}
 
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
                                    qm_status *st)
@@ -161,66 +144,16 @@ static qm_code grow_blocks(enc *e, uint64_t n, qm_status *st)
     return QM_OK;
 }
 
-/* Room for n more pieces. */
-static qm_code grow_pieces(enc *e, uint64_t n, qm_status *st)
-{
-    const uint64_t want = (uint64_t)e->n_pieces + n;
-    if (want > (uint64_t)INT32_MAX / 2)
-        return qm_fail(st, QM_E_NOMEM, "encode: %llu piece sums are too many",
-                       (unsigned long long)want);
-    if ((int)want <= e->cap_pieces)
-        return QM_OK;
-    const int cap = e->cap_pieces * 2 > (int)want ? e->cap_pieces * 2 : (int)want;
-    piece *p = realloc(e->pieces, (size_t)cap * sizeof *p);
-    if (!p)
-        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d piece sums", cap);
-    e->pieces = p;
-    e->cap_pieces = cap;
-    return QM_OK;
-}
-
-/* A run of consecutive canonical pieces of one size starting at pos (below hi): `run` pieces of
- * 2^k slots, summed in device blocks of 2^lb slots (2^(k - lb) blocks a piece). */
-typedef struct run_of {
-    uint64_t pos, run;
-    unsigned k, lb;
-} run_of;
-
-static run_of next_run(const enc *e, uint64_t pos, uint64_t hi)
-{
-    run_of r = {.pos = pos, .run = 1, .k = piece_log(pos, hi, e->qubits)};
-    const uint64_t len = (uint64_t)1 << r.k;
-    while (pos + (r.run + 1) * len <= hi && piece_log(pos + r.run * len, hi, e->qubits) == r.k)
-        ++r.run;
-    r.lb = r.k < QM_HAL_RED_LOG2_BLOCK ? r.k : QM_HAL_RED_LOG2_BLOCK;
-    return r;
-}
-static uint64_t run_blocks(const run_of *r) { return r->run << (r->k - r->lb); }
-static uint64_t run_end(const run_of *r) { return r->pos + (r->run << r->k); }
-
 /* The block sums of run r of shard i (out_sums left for the caller). */
-static qm_hal_sumsq_args run_args(const enc *e, int i, const run_of *r, double scale)
+static qm_hal_sumsq_args run_args(const enc *e, int i, const qm_tree_run *r, double scale)
 {
     const qm_shard_spec *s = &e->shards[i];
     return (qm_hal_sumsq_args){.state = e->state->shards[i].buf, .state_dtype = e->sdt,
                                .off = r->pos - s->start, .g0 = r->pos, .period = e->N,
                                .period_valid = e->F, .log2_block = r->lb,
-                               .n_blocks = run_blocks(r), .scale = scale,
+                               .n_blocks = qm_tree_run_blocks(r), .scale = scale,
                                .input = e->mapped[i], .in_dtype = e->in->dtype,
                                .in_first = e->mapped_first[i]};
-}
-
-/* Append run r's pieces, each the pairwise combination of its block sums (destroys them). */
-static qm_code add_run_pieces(enc *e, const run_of *r, double *block_sums, qm_status *st)
-{
-    qm_code rc = grow_pieces(e, r->run, st);
-    if (rc != QM_OK)
-        return rc;
-    const uint64_t per = (uint64_t)1 << (r->k - r->lb);
-    for (uint64_t j = 0; j < r->run; ++j)
-        e->pieces[e->n_pieces++] = (piece){.off = r->pos + (j << r->k), .log2n = r->k,
-                                           .sum = qm_hal_tree_combine(block_sums + j * per, per)};
-    return QM_OK;
 }
 
 /* Sums of the canonical pieces of global slots [lo, hi) of shard i (pieces never cross a state),
@@ -228,23 +161,20 @@ static qm_code add_run_pieces(enc *e, const run_of *r, double *block_sums, qm_st
 static qm_code sum_range(enc *e, int i, uint64_t lo, uint64_t hi, double scale, qm_status *st)
 {
     for (uint64_t pos = lo; pos < hi;) {
-        const run_of r = next_run(e, pos, hi);
-        qm_code rc = grow_blocks(e, run_blocks(&r), st);
+        const qm_tree_run r = qm_tree_run_next(e->qubits, pos, hi);
+        qm_code rc = grow_blocks(e, qm_tree_run_blocks(&r), st);
         if (rc != QM_OK)
             return rc;
         qm_hal_sumsq_args a = run_args(e, i, &r, scale);
         a.out_sums = e->block_sums;
         if ((rc = qm_hal_sumsq_sync(e->hal, &a, st)) != QM_OK)
             return qm_status_prefix(st, "encode: shard %d", i);
-        if ((rc = add_run_pieces(e, &r, e->block_sums, st)) != QM_OK)
+        if ((rc = qm_tree_pieces_add_run(&e->pieces, &r, e->block_sums, st)) != QM_OK)
             return rc;
-        pos = run_end(&r);
+        pos = qm_tree_run_end(&r);
     }
     return QM_OK;
 }
-
-static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double *sums,
-                                qm_status *st);
 
 /* Wait for stream s (keeping the first error in *rc and st), then destroy it. */
 void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status *st)
@@ -285,16 +215,10 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_code rc = first && part && str ? QM_OK
                                       : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
                                                 "%d shards", n);
-    for (int i = 0; rc == QM_OK && i < n; ++i) { /* fused shards have their sums already */
-        uint64_t nb = 0;
-        const uint64_t end = e->shards[i].end;
-        for (uint64_t pos = e->ing[i].fused ? end : e->shards[i].start; pos < end;) {
-            const run_of r = next_run(e, pos, end);
-            nb += run_blocks(&r);
-            pos = run_end(&r);
-        }
-        first[i + 1] = first[i] + nb;
-    }
+    for (int i = 0; rc == QM_OK && i < n; ++i) /* fused shards have their sums already */
+        first[i + 1] = first[i] + (e->ing[i].fused ? 0
+                                                   : qm_tree_range_blocks(e->qubits, e->shards[i].start,
+                                                                          e->shards[i].end));
     if (rc == QM_OK && first[n] > 0)
         rc = qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
@@ -306,11 +230,11 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK)
             rc = qm_hal_stream_create(hal, s->device, &str[i], st);
         for (uint64_t pos = s->start, at = 0; rc == QM_OK && pos < s->end;) {
-            const run_of r = next_run(e, pos, s->end);
+            const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
             const qm_hal_sumsq_args a = run_args(e, i, &r, 1.0);
             rc = qm_hal_sumsq(hal, &a, part[i], at, str[i], st);
-            at += run_blocks(&r);
-            pos = run_end(&r);
+            at += qm_tree_run_blocks(&r);
+            pos = qm_tree_run_end(&r);
         }
         if (rc == QM_OK)
             rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0, nb * sizeof(double), str[i], st);
@@ -321,13 +245,14 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
-            rc = add_state_pieces(e, s->start / e->N, (s->end - s->start) / e->N, e->ing[i].sums, st);
+            rc = qm_tree_pieces_add_states(&e->pieces, s->start / e->N, (s->end - s->start) / e->N,
+                                           e->ing[i].sums, st);
         } else {
             for (uint64_t pos = s->start, at = first[i]; rc == QM_OK && pos < s->end;) {
-                const run_of r = next_run(e, pos, s->end);
-                rc = add_run_pieces(e, &r, host + at, st);
-                at += run_blocks(&r);
-                pos = run_end(&r);
+                const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
+                rc = qm_tree_pieces_add_run(&e->pieces, &r, host + at, st);
+                at += qm_tree_run_blocks(&r);
+                pos = qm_tree_run_end(&r);
             }
         }
         if (rc == QM_OK && opts && opts->progress)
@@ -382,45 +307,6 @@ static qm_code batch_in_place(enc *e, qm_status *st)
     return rc;
 }
 
-/* Merge e->pieces (in global order) into per-state roots e->sums[state]. */
-static qm_code merge_pieces(enc *e, qm_status *st)
-{
-    piece *p = e->pieces;
-    int top = 0;
-    for (int i = 0; i < e->n_pieces; ++i) {
-        p[top++] = p[i];
-        while (top >= 2) {
-            piece *l = &p[top - 2], *r = &p[top - 1];
-            const uint64_t len = (uint64_t)1 << l->log2n;
-            if (l->log2n != r->log2n || l->log2n >= e->qubits || r->off != l->off + len ||
-                (l->off & (2 * len - 1)) != 0)
-                break;
-            l->sum = l->sum + r->sum;
-            l->log2n++;
-            --top;
-        }
-        if (top == 1 && p[0].log2n == e->qubits) { /* a whole state */
-            e->sums[p[0].off / e->N] = p[0].sum;
-            top = 0;
-        }
-    }
-    QM_CHECK(st, top == 0);
-    e->n_pieces = 0;
-    return QM_OK;
-}
-
-/* Whole-state pieces for states first .. first + n - 1 with the given sums (fused shards). */
-static qm_code add_state_pieces(enc *e, uint64_t first, uint64_t n, const double *sums, qm_status *st)
-{
-    qm_code rc = grow_pieces(e, n, st);
-    if (rc != QM_OK)
-        return rc;
-    for (uint64_t k = 0; k < n; ++k)
-        e->pieces[e->n_pieces++] = (piece){.off = (first + k) * e->N, .log2n = e->qubits,
-                                           .sum = sums[k]};
-    return QM_OK;
-}
-
 /* Amplitudes of slots [off, off + n) of shard i (relative to the shard), in place. */
 static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_hal_stream *stream,
                           qm_status *st)
@@ -438,65 +324,10 @@ static qm_code write_amps(enc *e, int i, uint64_t off, uint64_t n, qm_hal_stream
     return rc == QM_OK ? rc : qm_status_prefix(st, "encode: shard %d", i);
 }
 
-typedef struct piece_rec {
-    uint64_t off, log2n;
-    double sum;
-} piece_rec;
-
-/* Replace each rank's pieces by every rank's, in rank order (= global index order, since ranks
- * own increasing ranges): two all-gathers (the counts, then the pieces padded to the largest
- * count). Collective: every rank calls it the same number of times. */
-static qm_code exchange_pieces(enc *e, qm_status *st)
+/* Every rank's piece sums, when the ranks hold parts of the index space (collective). */
+static qm_code exchange(enc *e, qm_status *st)
 {
-    if (!e->distributed)
-        return QM_OK;
-    const int R = qm_comm_size(e->comm);
-    qm_code rc;
-    uint64_t mine = (uint64_t)e->n_pieces, *counts = calloc((size_t)R, sizeof *counts), max = 0;
-    piece_rec *recs = NULL, *all = NULL;
-    if (!counts)
-        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d ranks' piece counts", R);
-    if ((rc = qm_comm_allgather(e->comm, &mine, sizeof mine, counts, st)) != QM_OK)
-        goto done;
-    uint64_t total = 0;
-    for (int r = 0; r < R; ++r) {
-        max = counts[r] > max ? counts[r] : max;
-        total += counts[r];
-    }
-    recs = calloc((size_t)(max ? max : 1), sizeof *recs);
-    all = calloc((size_t)(max ? max : 1) * (size_t)R, sizeof *all);
-    if (!recs || !all || total > INT32_MAX) {
-        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu piece sums",
-                     (unsigned long long)total);
-        goto done;
-    }
-    for (int k = 0; k < e->n_pieces; ++k)
-        recs[k] = (piece_rec){.off = e->pieces[k].off, .log2n = e->pieces[k].log2n,
-                              .sum = e->pieces[k].sum};
-    if (max > 0 && (rc = qm_comm_allgather(e->comm, recs, (size_t)max * sizeof *recs, all, st)) != QM_OK)
-        goto done;
-    if ((int)total > e->cap_pieces) {
-        piece *p = realloc(e->pieces, (size_t)total * sizeof *p);
-        if (!p) {
-            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu piece sums",
-                         (unsigned long long)total);
-            goto done;
-        }
-        e->pieces = p;
-        e->cap_pieces = (int)total;
-    }
-    e->n_pieces = 0;
-    for (int r = 0; r < R; ++r)
-        for (uint64_t k = 0; k < counts[r]; ++k) {
-            const piece_rec *q = &all[(size_t)r * max + k];
-            e->pieces[e->n_pieces++] = (piece){.off = q->off, .log2n = (unsigned)q->log2n, .sum = q->sum};
-        }
-    rc = QM_OK;
-done:
-    free(counts);
-    free(recs);
-    free(all);
-    return rc;
+    return e->distributed ? qm_tree_pieces_exchange(&e->pieces, e->comm, st) : QM_OK;
 }
 
 /* The slow-path scan of input values in host memory: the largest magnitude and the first NaN/Inf
@@ -615,8 +446,8 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
         if (a < b)
             rc = sum_range(e, i, a, b, scale, st);
     }
-    if ((rc = qm_comm_verdict(e->comm, rc, st)) != QM_OK || (rc = exchange_pieces(e, st)) != QM_OK ||
-        (rc = merge_pieces(e, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(e->comm, rc, st)) != QM_OK || (rc = exchange(e, st)) != QM_OK ||
+        (rc = qm_tree_pieces_merge(&e->pieces, e->sums, st)) != QM_OK)
         return rc;
     const double sum = e->sums[sidx];
     if (!(isfinite(sum) && sum > 0.0))
@@ -647,6 +478,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         goto early;
     e.hal = hal;
     e.qubits = qubits;
+    e.pieces.qubits = qubits;
     e.N = (uint64_t)1 << qubits;
     e.B = in->batch ? in->batch : 1;
     e.F = in->n;
@@ -745,8 +577,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         rc = sum_shards(&e, opts, st);
     t[2] = seconds_now();
     /* phase B (collective): every rank's piece sums, merged per state in index order */
-    if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange_pieces(&e, st)) != QM_OK ||
-        (rc = merge_pieces(&e, st)) != QM_OK)
+    if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange(&e, st)) != QM_OK ||
+        (rc = qm_tree_pieces_merge(&e.pieces, e.sums, st)) != QM_OK)
         goto done;
     /* phase C: coefficients; the slow path is collective and every rank takes it alike */
     for (uint64_t k = 0; k < e.B; ++k) {
@@ -801,7 +633,7 @@ done:
     free(e.slow);
     free(e.amp_streams);
     qm_hal_host_free(hal, e.fused_sums);
-    free(e.pieces);
+    qm_tree_pieces_fini(&e.pieces);
     free(e.block_sums);
     free(e.sums);
     free(e.coeffs);

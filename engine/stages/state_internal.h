@@ -38,4 +38,14 @@ struct qm_state {
 qm_code qm_state_create_empty(qm_hal *hal, unsigned qubits, qm_dtype dtype, int n_shards,
                               qm_state **out, qm_status *st);
 
+struct qm_comm;
+/* Σ|ψ|² of every state (sums[0 .. batch)), from the amplitudes as written, computed on the devices
+ * of shards 0 .. n_norm - 1 (state_norm.c; n_norm 1 for a replicated state) and merged per state as
+ * the fixed pairwise tree of kernels/qm_math.h in global index order. distributed: the ranks of comm
+ * hold parts of the index space, and every rank's piece sums are exchanged first (collective;
+ * every rank gets the same bits). No amplitude crosses to the host. E-ARG, E-NOMEM, a backend's
+ * error (named by shard), or the verdict of another rank's failure. */
+qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool distributed,
+                       double *sums, qm_status *st);
+
 #endif

@@ -463,7 +463,7 @@ static bool c_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ;
 }
 
 static qm_code c_product(void *ctx, int dev, void *state, const void *table,
@@ -509,6 +509,21 @@ static qm_code c_wht(void *ctx, int dev, void *state, const void *partner,
     return QM_OK;
 }
 
+/* The norm check's block sums, enqueued on s into the caller's device buffer (already offset). */
+static qm_code c_state_sumsq(void *ctx, int dev, const void *state, double *out,
+                             const qm_hal_state_sumsq_args *a, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_state_sumsq((const char *)state + a->off * slot_bytes(a->state_dtype),
+                                        is_c128(a->state_dtype), a->n, a->g0, a->log2_block, out,
+                                        s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "state_sumsq launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "state_sumsq", dev);
+    return QM_OK;
+}
+
 static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
                         void *const bufs[QM_HAL_OP_BUFS], void *s, qm_status *st)
 {
@@ -524,6 +539,7 @@ static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_PRODUCT: return c_product(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_IQP_PHASE: return c_iqp_phase(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_WHT: return c_wht(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_STATE_SUMSQ: return c_state_sumsq(ctx, dev, state, out, params, s, st);
     case QM_HAL_OP_COUNT_: break;
     }
     return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);

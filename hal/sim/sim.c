@@ -167,7 +167,7 @@ static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -231,6 +231,12 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_WHT: {
         const qm_hal_wht_args *a = params;
         qm_cpu_wht(state, elem_of(a->state_dtype), a->off, a->n, a->b0, a->b1, in, a->high);
+        return QM_OK;
+    }
+    case QM_HAL_OP_STATE_SUMSQ: {
+        const qm_hal_state_sumsq_args *a = params;
+        qm_cpu_state_sumsq((const char *)state + a->off * qm_dtype_size(a->state_dtype),
+                           elem_of(a->state_dtype), a->n, a->g0, a->log2_block, out);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:
