@@ -81,6 +81,17 @@ for out in "--out prev.npy" "--out-dir prevdir"; do
   else bad "skewed amplitude, $out (rc $rc)"; cat "$T/log"; fi
 done
 
+# without an output the check still runs, on the devices (nothing is read back): the NaN is
+# written into the first amplitude where it lives
+for m in nan:"sum |psi|^2 is NaN (bound 3.419e-14)" fail:""; do
+  run "$m, no output" env QM_FAULT_RANK=0:check:${m%%:*} "$QMESH" encode --input batch.npy --scenario "$S"
+  if [ "${m%%:*}" = nan ]; then want="error[E-NUMERIC]: encode: norm check failed for state 0: ${m#*:}; nothing was written"
+  else want="error[E-BACKEND]: fault: injected failure on rank 0 at phase check (QM_FAULT_RANK)"; fi
+  if [ $rc -eq 1 ] && one_error "$want" && intact && no_tmp; then
+    ok "check:${m%%:*} without an output: one coded line, exit 1"
+  else bad "check:${m%%:*} without an output (rc $rc)"; cat "$T/log"; fi
+done
+
 # ---- item 6: SIGINT / SIGTERM ----
 for sig in sigint:130:SIGINT sigterm:143:SIGTERM; do
   mode=${sig%%:*}; rest=${sig#*:}; want=${rest%%:*}; name=${rest#*:}

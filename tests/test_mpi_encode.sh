@@ -140,5 +140,32 @@ for spec in 1:readback:fail 0:readback:fail; do
   else bad "gathered --out, $spec (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
 done
 
+# the norm check runs on the devices where the shards live and is merged across the ranks: a NaN
+# (or an amplitude off by 0.001) written into rank 1's first amplitude on its device is caught on
+# every rank, with or without an output, and nothing is written; rank 1's first state is 15 of 30
+for out in "" "--out $T/c.npy" "--out-dir $T/cdir"; do
+  for m in nan skew; do
+    rm -rf "$T/c.npy" "$T/cdir"
+    # shellcheck disable=SC2086
+    QM_FAULT_RANK=1:check:$m run $MPI -np 2 "$QMESH" encode --input "$T/batch.npy" --scenario "$S" \
+        --ranks 2 $out > "$T/log" 2>&1
+    rc=$?
+    if [ $m = nan ]; then want="error[E-NUMERIC]: rank 0: encode: norm check failed for state 15: sum |psi|^2 is NaN (bound 4.768e-07); nothing was written"
+    else want="error[E-NUMERIC]: rank 0: encode: norm check failed for state 15: |sum |psi|^2 - 1| = 1.607e-04 exceeds the bound 4.768e-07 (complex64, 2^7 amplitudes); nothing was written"; fi
+    if [ $rc -eq 1 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && grep -qxF "$want" "$T/log" && \
+       [ ! -e "$T/c.npy" ] && [ ! -e "$T/cdir" ] && [ -z "$(ls -A "$T" | grep qmesh-tmp)" ]; then
+      ok "device norm check, rank 1 $m${out:+ ($out)}: E-NUMERIC for state 15 on every rank, nothing written"
+    else bad "device norm check, rank 1 $m $out (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+  done
+done
+QM_FAULT_RANK=1:check:fail run $MPI -np 2 "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --ranks 2 \
+    --out "$T/c.npy" > "$T/log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(grep -c '^error\[' "$T/log")" -eq 1 ] && \
+   grep -qF "error[E-BACKEND]: rank 1: fault: injected failure on rank 1 at phase check (QM_FAULT_RANK)" "$T/log" && \
+   [ ! -e "$T/c.npy" ] && [ -z "$(ls -A "$T" | grep qmesh-tmp)" ]; then
+  ok "rank 1 fails at the check: one coded line, nothing written"
+else bad "rank 1 fails at the check (rc $rc)"; cat "$T/log"; ls -A "$T"; fi
+
 echo "test_mpi_encode: $pass passed, $fail failed"
 [ $fail -eq 0 ]

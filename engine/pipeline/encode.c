@@ -7,8 +7,9 @@
  * mesh; plan (an infeasible plan stops here, before any device memory); check every output path
  * (E-OUTPUT) after removing temporaries of dead runs; open the backend; stream the input into the
  * shards (materialize.c); read the state back in chunks into the temporaries (--out: a file rank 0
- * assembles; --out-dir: a sibling temporary directory all ranks write into) while summing Σ|ψ|²
- * per state; the norm check (E-NUMERIC, bound in norm_check); one vote of all ranks; rank 0 renames
+ * assembles; --out-dir: a sibling temporary directory all ranks write into; no output: nothing is
+ * read back); the norm check on the devices (qm_state_norms: Σ|ψ|² per state where the shards
+ * live, merged across shards and ranks; E-NUMERIC, bound in norm_check); one vote; rank 0 renames
  * the file or swaps the directory in; a last verdict. The cancel flag and QM_FAULT_RANK's faults
  * are looked at in fault_point() at the named phases (docs/io.md "Run lifecycle").
  * Must not: leave a file under an output name on failure, commit before the norm check and the
@@ -185,19 +186,18 @@ static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm
 
 /* ---- read-back, check and output ------------------------------------------------------------- */
 
-/* Read the state back in chunks: per-state Σ|ψ|², and each chunk handed to `sink` (may be NULL). */
+/* Read the state back in chunks, each handed to `sink` (the norm check is not made here: it runs
+ * on the devices, qm_state_norms). */
 typedef qm_code (*chunk_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
 
 typedef struct rb_ctx {
     const qm_encode_job *job;
-    qm_enc_fault_mode corrupt; /* NAN or SKEW: applied to the first amplitude read, then NONE */
     bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
 } rb_ctx;
 
-static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
-                         void *buf, chunk_sink sink, void *sink_ctx, rb_ctx *rb, qm_status *st)
+static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, void *buf,
+                         chunk_sink sink, void *sink_ctx, rb_ctx *rb, qm_status *st)
 {
-    const uint64_t N = s->n_amps;
     for (uint64_t pos = start; pos < end;) {
         const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
         qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
@@ -205,32 +205,32 @@ static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double
             rc = qm_state_read(s, pos, n, s->dtype, buf, st);
         if (rc != QM_OK)
             return rc;
-        if (rb->corrupt != QM_ENC_FAULT_NONE) { /* NaN, or 0.001 added to the real part */
-            const bool nan_ = rb->corrupt == QM_ENC_FAULT_NAN;
-            if (s->dtype == QM_DTYPE_COMPLEX128)
-                ((double *)buf)[0] = nan_ ? NAN : ((double *)buf)[0] + 1e-3;
-            else
-                ((float *)buf)[0] = nan_ ? NAN : ((float *)buf)[0] + 1e-3f;
-            rb->corrupt = QM_ENC_FAULT_NONE;
-        }
-        if (state_sums) {
-            for (uint64_t i = 0; i < n; ++i) {
-                double re, im;
-                if (s->dtype == QM_DTYPE_COMPLEX128) {
-                    re = ((const double *)buf)[2 * i];
-                    im = ((const double *)buf)[2 * i + 1];
-                } else {
-                    re = ((const float *)buf)[2 * i];
-                    im = ((const float *)buf)[2 * i + 1];
-                }
-                state_sums[(pos + i) / N] += re * re + im * im;
-            }
-        }
         if (sink && (rc = sink(sink_ctx, buf, n, st)) != QM_OK)
             return rc;
         pos += n;
     }
     return QM_OK;
+}
+
+/* QM_FAULT_RANK's nan and skew: this rank's first amplitude becomes NaN, or gets 0.001 added to its
+ * real part, where it lives (on its device), so the check on the devices must catch it. */
+static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st)
+{
+    const qm_state_shard *sh = &s->shards[0];
+    union {
+        double d[2];
+        float f[2];
+    } v;
+    const uint64_t es = qm_dtype_size(s->dtype);
+    qm_code rc = qm_hal_copy_d2h(s->hal, &v, sh->buf, 0, es, NULL, st);
+    if (rc != QM_OK)
+        return rc;
+    const bool nan_ = mode == QM_ENC_FAULT_NAN;
+    if (s->dtype == QM_DTYPE_COMPLEX128)
+        v.d[0] = nan_ ? NAN : v.d[0] + 1e-3;
+    else
+        v.f[0] = nan_ ? NAN : v.f[0] + 1e-3f;
+    return qm_hal_copy_h2d(s->hal, sh->buf, 0, &v, es, NULL, st);
 }
 
 static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
@@ -243,7 +243,8 @@ static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
  * is E-NUMERIC (docs/io.md "The norm check"): 2·eps(out) covers rounding each amplitude to the
  * output dtype (each |ψ_i|² off by at most 2u relative, u = eps/2), the rest the float64 norm
  * (pairwise tree: about n rounding steps, the sqrt and the division) and this check's own
- * sequential float64 sum over N = 2^n terms, all with a factor of 2 to spare. */
+ * float64 sum over N = 2^n terms (a pairwise tree since the check runs on the devices; the bound
+ * still allows a sequential sum's N steps), all with a factor of 2 to spare. */
 static qm_code norm_check(qm_encode_result *r, const double *sums, uint64_t batch, unsigned qubits,
                           qm_dtype dtype, uint64_t n_amps, qm_status *st)
 {
@@ -342,8 +343,8 @@ done:
  * inside it), rank 0 also manifest.json. Nothing is visible under --out-dir yet: the caller votes,
  * then rank 0 swaps the directory in (qm_out_dir_swap) or removes it. */
 static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                             const int *global_ids, void *buf, double *sums, rb_ctx *rb,
-                             char *tmpdir, qm_status *st)
+                             const int *global_ids, void *buf, rb_ctx *rb, char *tmpdir,
+                             qm_status *st)
 {
     const int n = s->n_shards;
     const int me = job->comm ? qm_comm_rank(job->comm) : 0;
@@ -364,9 +365,7 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
         if (rc == QM_OK && i == 0)
             rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
-            rc = read_back(s, sh->start, sh->end,
-                           r->pipeline.plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
-                           npy_sink, w, rb, st);
+            rc = read_back(s, sh->start, sh->end, buf, npy_sink, w, rb, st);
         if (rc == QM_OK && i == n - 1)
             rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
         if (rc == QM_OK)
@@ -407,7 +406,7 @@ static qm_code gather_write(void *ctx, const void *amps, uint64_t n, qm_status *
  * rank order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes), into
  * the temporary file, and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
 static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                              uint64_t lo, uint64_t hi, void *buf, double *sums, rb_ctx *rb,
+                              uint64_t lo, uint64_t hi, void *buf, rb_ctx *rb,
                               qm_npy_writer **w_out, qm_status *st)
 {
     qm_comm *c = job->comm;
@@ -424,14 +423,14 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
     if ((rc = qm_comm_verdict(c, rc, st)) != QM_OK)
         return rc;
     *w_out = w;
-    /* every rank reads its own range (and adds to the norm check); rank 0 writes, the others send */
+    /* every rank reads its own range; rank 0 writes, the others send */
     if (me == 0) {
         /* any failure here still receives every chunk the others send (they must not be left
          * waiting in a send); only a failed receive stops the loop */
         gather_sink g = {.w = w, .rc = QM_OK};
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
-            rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
+            rc = read_back(s, lo, hi, buf, gather_write, &g, rb, st);
         for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
@@ -464,7 +463,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         for (uint64_t pos = lo; pos < hi; pos += QM_READBACK_AMPS) {
             const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;
             if (rc == QM_OK)
-                rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
+                rc = read_back(s, pos, pos + n, buf, NULL, NULL, rb, st);
             if (rc != QM_OK)
                 memset(buf, 0, (size_t)(n * es));
             qm_status send_st;
@@ -704,27 +703,30 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
     rb_ctx rb = {.job = job, .cancel_ok = R == 1};
-    if (job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
-        (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
-        rb.corrupt = job->fault.mode;
     if (job->out) {
-        rc = write_gathered(job, r, state, lo, hi_read, buf, sums, &rb, &gathered, st);
+        rc = write_gathered(job, r, state, lo, hi_read, buf, &rb, &gathered, st);
     } else if (job->out_dir) {
-        rc = write_out_dir(job, r, state, lay->local_shards, buf, sums, &rb, tmpdir, st);
-    } else {
+        rc = write_out_dir(job, r, state, lay->local_shards, buf, &rb, tmpdir, st);
+    } else { /* nothing is read back: the phase points still fire */
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, QM_OK, st);
-        if (rc == QM_OK)
-            rc = read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
         rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
     }
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    /* the norm check decides before anything is committed (same sums, same verdict everywhere) */
-    if (R > 1 && !replicated && (rc = qm_comm_allreduce_sum_f64(comm, sums, in.batch, st)) != QM_OK)
-        goto done;
+    /* the norm check decides before anything is committed: Σ|ψ|² on the devices where the shards
+     * live, merged in index order across shards and ranks (the same sums, the same verdict on
+     * every rank) */
+    const double t3 = now_s();
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
+    if (rc == QM_OK && job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
+        (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
+        rc = corrupt_first(state, job->fault.mode, st);
+    if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
+        goto done;
+    rc = qm_state_norms(state, replicated ? 1 : n_local, comm, R > 1 && !replicated, sums, st);
     if (rc == QM_OK)
         rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->pipeline.plan->n_amps, st);
+    r->seconds_check = now_s() - t3;
     rc = fault_point(job, me, QM_ENC_PHASE_COMMIT, rc, st);
     /* the vote: from here on the commit is rank 0's alone */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)

@@ -31,7 +31,7 @@
  *               rank other than 0 keeps sending every chunk after a failure here, so rank 0 is
  *               never left waiting in a receive)
  *   write       this rank's output data is in its temporaries (not yet synced)
- *   check       before the norm check (every temporary synced)
+ *   check       before the norm check, which runs on the devices (every temporary synced)
  *   commit      before the ranks vote on committing (nothing renamed yet)
  *   swap        rank 0 only: the new output is in place, the previous content not yet removed */
 typedef enum qm_enc_phase {
@@ -52,7 +52,7 @@ typedef enum qm_enc_fault_mode {
     QM_ENC_FAULT_KILL,    /* raise(SIGKILL) */
     QM_ENC_FAULT_SIGINT,  /* raise(SIGINT): the CLI's handler sets the cancel flag */
     QM_ENC_FAULT_SIGTERM, /* raise(SIGTERM) */
-    QM_ENC_FAULT_NAN,     /* the first amplitude this rank reads back becomes NaN (phase check) */
+    QM_ENC_FAULT_NAN,     /* this rank's first amplitude becomes NaN on its device (phase check) */
     QM_ENC_FAULT_SKEW,    /* ... gets 0.001 added to its real part (phase check) */
 } qm_enc_fault_mode;
 
