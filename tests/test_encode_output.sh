@@ -147,8 +147,8 @@ else bad "not enough free space (rc $rc)"; cat "$T/log"; fi
 run "ulimit -f" bash -c "ulimit -f 4; exec \"$QMESH\" encode --input batch.npy --scenario \"$S\" --out prev.npy"
 if [ $rc -eq 1 ] && one_error "error[E-OUTPUT]: prev.npy: a file of 8.12 KiB (8320 bytes) exceeds the file-size limit 4.00 KiB (RLIMIT_FSIZE 4096 bytes); raise it (ulimit -f) or use --out-dir (one file per shard)" && intact && no_tmp; then
   ok "ulimit -f 4: E-OUTPUT before any work, no SIGXFSZ"; else bad "ulimit -f (rc $rc)"; cat "$T/log"; fi
-# EFBIG from the data write (step 3 of --out: create, header, data)
-run "EFBIG" env QM_FAULT_IO=3:EFBIG "$QMESH" encode --input batch.npy --scenario "$S" --out prev.npy
+# EFBIG from the data write (step 4 of --out: create, header, reserve the size, data)
+run "EFBIG" env QM_FAULT_IO=4:EFBIG "$QMESH" encode --input batch.npy --scenario "$S" --out prev.npy
 if [ $rc -eq 1 ] && one_error "error[E-OUTPUT]: prev.npy: the file-size limit stopped the write at 128 B of 8.12 KiB (128 of 8320 bytes; RLIMIT_FSIZE unlimited); raise it (ulimit -f) or use --out-dir" && intact && no_tmp; then
   ok "EFBIG from a write: E-OUTPUT naming the bytes, temporary removed"; else bad "EFBIG (rc $rc)"; cat "$T/log"; fi
 

@@ -124,6 +124,77 @@ static void test_writer_sync_and_faults(void)
     unlink(p);
 }
 
+/* The parallel output path: the size reserved up front (one step, E-OUTPUT on a full device),
+ * chunks written at their offsets by the pool's threads from the caller's buffers, the bytes the
+ * same as one sequential writer's, and QM_FAULT_IO=K failing the K-th submitted chunk whatever
+ * the threads do (the message names that chunk's byte). */
+static void test_pool(void)
+{
+    char p[128], t[512];
+    qm_status st;
+    at(p, sizeof p, "pool.npy");
+    qm_out_tmp_name(p, t, sizeof t);
+    enum { N = 4000, CH = 7, NB = 3 }; /* 4000 complex128 in chunks of 7 (the last one short) */
+    double *want = malloc(2 * N * sizeof *want);
+    for (int i = 0; i < 2 * N; ++i)
+        want[i] = (double)i * 0.25 - 3.0;
+    double *bufs[NB];
+    for (int b = 0; b < NB; ++b)
+        bufs[b] = malloc(CH * 16);
+    const uint64_t shape[1] = {N};
+    const int n_chunks = (N + CH - 1) / CH;
+    for (long k = 0; k <= 5; k += 5) { /* 0: no fault; 5: the 2nd chunk (create, header, reserve, chunk 0) */
+        qm_io_fault_set(k, ENOSPC);
+        qm_out_pool *pool = NULL;
+        qm_npy_writer *w = NULL;
+        CHECK_OK(qm_out_pool_create((void *const *)bufs, NB, 2, &pool, &st));
+        CHECK_OK(qm_npy_writer_open(p, QM_DTYPE_COMPLEX128, 1, shape, &w, &st));
+        CHECK_OK(qm_npy_writer_reserve(w, &st));
+        for (int c = 0; pool && w && c < n_chunks; ++c) {
+            const uint64_t n = c == n_chunks - 1 ? N - (uint64_t)c * CH : CH;
+            int idx;
+            double *b = qm_out_pool_acquire(pool, &idx);
+            memcpy(b, want + 2 * c * CH, n * 16);
+            qm_out_pool_submit(pool, idx, w, (uint64_t)c * CH, n);
+        }
+        const qm_code rc = pool ? qm_out_pool_drain(pool, &st) : QM_E_INTERNAL;
+        if (k == 0) {
+            CHECK(rc == QM_OK);
+            CHECK(qm_io_fault_steps() == 3 + n_chunks);
+            CHECK_OK(qm_npy_writer_commit(w, &st));
+            FILE *f = fopen(p, "rb");
+            char *got = malloc(128 + N * 16);
+            CHECK(f && fread(got, 1, 128 + N * 16, f) == 128 + N * 16 && fgetc(f) == EOF);
+            CHECK(got && memcmp(got + 128, want, N * 16) == 0);
+            if (f)
+                fclose(f);
+            free(got);
+        } else {
+            CHECK(rc == QM_E_OUTPUT);
+            CHECK_ERR(st, QM_E_OUTPUT, "pool.npy: No space left on device after 240 B of 62.62 KiB (240 of 64128 bytes)");
+            CHECK(qm_npy_writer_sync(w, &st) == QM_E_IO);
+            qm_npy_writer_abort(w);
+            CHECK(!exists(t));
+        }
+        qm_out_pool_destroy(pool);
+    }
+    /* the reservation itself fails on a full device: E-OUTPUT naming the bytes */
+    qm_npy_writer *w = NULL;
+    qm_io_fault_set(3, ENOSPC);
+    CHECK_OK(qm_npy_writer_open(p, QM_DTYPE_COMPLEX128, 1, shape, &w, &st));
+    CHECK(qm_npy_writer_reserve(w, &st) == QM_E_OUTPUT);
+    CHECK_ERR(st, QM_E_OUTPUT, "pool.npy: cannot reserve 62.62 KiB for the file (64128 bytes): No space left on device; free space or choose another location");
+    qm_npy_writer_abort(w);
+    CHECK(!exists(t));
+    qm_io_fault_set(0, 0);
+    CHECK(qm_out_pool_create((void *const *)bufs, 0, 2, &(qm_out_pool *){NULL}, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "output pool: at least 1 buffer and 1 thread are needed (got 0, 2)");
+    for (int b = 0; b < NB; ++b)
+        free(bufs[b]);
+    free(want);
+    unlink(p);
+}
+
 static void test_dir_swap(void)
 {
     char d[128], t[512], f[600];
@@ -259,6 +330,7 @@ int main(void)
     CHECK(mkdir(g_dir, 0700) == 0);
     test_tmp_name();
     test_writer_sync_and_faults();
+    test_pool();
     test_dir_swap();
     test_check();
     test_stale_sweep();

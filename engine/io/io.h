@@ -241,13 +241,28 @@ uint64_t qm_npy_file_bytes(qm_dtype dtype, int ndim, const uint64_t *shape);
  * temporary file and errno's text) when it cannot be created. *out is NULL on failure. */
 qm_code qm_npy_writer_open(const char *path, qm_dtype dtype, int ndim, const uint64_t *shape,
                            qm_npy_writer **out, qm_status *st);
-/* Append n_elems complex elements (interleaved re, im in the writer's dtype). E-BOUNDS when this
+/* Append n_elems complex elements (interleaved re, im in the writer's dtype) after the elements
+ * written so far (qm_npy_writer_write_at at that count; one caller at a time). E-BOUNDS when this
  * would write more elements than the shape holds; E-OUTPUT when the write stops at the file-size
  * limit (EFBIG: naming the bytes written, the file's size and the limit) or on a full device;
  * E-IO for any other write failure. On failure the writer must still be committed (which then
  * fails) or aborted. */
 qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_elems,
                             qm_status *st);
+/* Reserve the file's final size on its device (Linux fallocate: blocks reserved, nothing written;
+ * one I/O step), so that a full device fails here, before any data, and the data is written in
+ * place; a filesystem without fallocate is left as it is (the file grows as the data comes).
+ * E-OUTPUT for a full device, a quota or the file-size limit (`cannot reserve 2.00 GiB for the
+ * file (2147483776 bytes): No space left on device; ...`), E-IO otherwise; after a failure the
+ * writer must be aborted. */
+qm_code qm_npy_writer_reserve(qm_npy_writer *writer, qm_status *st);
+/* Write n_elems complex elements at element index elem_off of the array, with pwrite at their
+ * offset (after qm_npy_writer_reserve, in place). Thread-safe for disjoint ranges: io_pool.c's threads call it. `step` is the
+ * I/O fault hook's step number, taken by whoever ordered the write (qm_out_pool_submit), so the
+ * K-th step is the same write whatever the thread timing. Errors as qm_npy_writer_write;
+ * E-BOUNDS for a range outside the shape. */
+qm_code qm_npy_writer_write_at(qm_npy_writer *writer, uint64_t elem_off, const void *data,
+                               uint64_t n_elems, long step, qm_status *st);
 /* Check that every element was written (E-ARG "wrote N of M elements" otherwise), fsync and close
  * the temporary file (E-IO). Does not rename: the writer must still be committed or aborted.
  * Calling it again after success is a no-op. */
@@ -258,6 +273,32 @@ qm_code qm_npy_writer_sync(qm_npy_writer *writer, qm_status *st);
 qm_code qm_npy_writer_commit(qm_npy_writer *writer, qm_status *st);
 /* Give up: close and remove the temporary file, free the writer. NULL is a no-op. */
 void qm_npy_writer_abort(qm_npy_writer *writer);
+
+/* ---- parallel writes from page-locked staging (io_pool.c) ----------------------------------- */
+
+/* Writer threads over caller-owned buffers: the caller acquires a free buffer, fills it (a device
+ * copy), submits it with the writer and element offset it goes to, and fills the next one while
+ * a thread writes it (pwrite at its offset, qm_npy_writer_write_at). The I/O step of each write
+ * is numbered at submission, in the caller's order. Create: E-ARG, E-NOMEM (no thread could
+ * start); the buffers are borrowed and must outlive the pool. */
+typedef struct qm_out_pool qm_out_pool;
+qm_code qm_out_pool_create(void *const *bufs, int n_bufs, int n_threads, qm_out_pool **out,
+                           qm_status *st);
+/* A free buffer (blocks while every buffer is queued or being written); its index in *idx. */
+void *qm_out_pool_acquire(qm_out_pool *pool, int *idx);
+/* Give back an acquired buffer that will not be submitted. */
+void qm_out_pool_release(qm_out_pool *pool, int idx);
+/* Write buffer idx's n_elems elements to writer at element elem_off, on a pool thread. Cannot
+ * fail here: a failed write is kept (the first in submission order) for qm_out_pool_drain. */
+void qm_out_pool_submit(qm_out_pool *pool, int idx, qm_npy_writer *writer, uint64_t elem_off,
+                        uint64_t n_elems);
+/* Whether a submitted write has failed so far (the caller may stop reading early). */
+bool qm_out_pool_failed(qm_out_pool *pool);
+/* Wait until every submitted write has returned; the first failure in submission order (its
+ * status into st), else QM_OK. */
+qm_code qm_out_pool_drain(qm_out_pool *pool, qm_status *st);
+/* Stop and join the threads after the queued writes (their errors dropped). NULL is a no-op. */
+void qm_out_pool_destroy(qm_out_pool *pool);
 
 /* Write a small text file (a manifest) atomically: to its temporary name, fsync'd, closed, then
  * renamed over path. E-IO on any failure, after which path is untouched and no temporary file

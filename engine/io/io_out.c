@@ -26,12 +26,14 @@
 #define _FILE_OFFSET_BITS 64
 
 #include "io.h"
+#include "io_internal.h"
 #include "status_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,29 +47,38 @@
 
 static long g_fault_k;      /* 0: off */
 static int g_fault_errno = EIO;
-static long g_fault_steps;  /* I/O steps counted so far */
+static _Atomic long g_fault_steps; /* I/O steps counted (numbered) so far */
 
 void qm_io_fault_set(long k, int err)
 {
     g_fault_k = k;
     g_fault_errno = err ? err : EIO;
-    g_fault_steps = 0;
+    atomic_store(&g_fault_steps, 0);
 }
 
 long qm_io_fault_steps(void)
 {
-    return g_fault_steps;
+    return atomic_load(&g_fault_steps);
+}
+
+long qm_io_step_take(void)
+{
+    return atomic_fetch_add(&g_fault_steps, 1) + 1;
+}
+
+int qm_io_step_check(long step)
+{
+    if (g_fault_k > 0 && step == g_fault_k) {
+        errno = g_fault_errno;
+        return -1;
+    }
+    return 0;
 }
 
 /* Count one I/O step; -1 with errno set when it is the one to fail. */
 static int io_step(void)
 {
-    ++g_fault_steps;
-    if (g_fault_k > 0 && g_fault_steps == g_fault_k) {
-        errno = g_fault_errno;
-        return -1;
-    }
-    return 0;
+    return qm_io_step_check(qm_io_step_take());
 }
 
 static int io_open(const char *path, int flags, mode_t mode)
@@ -102,7 +113,30 @@ static int io_mkdir(const char *path)
     return io_step() ? -1 : mkdir(path, 0777);
 }
 
-/* Write all n bytes (one fault point per call); -1 with errno on failure, *done = bytes written. */
+/* Write all n bytes at byte offset `at` with pwrite (no fault point: the caller counted the step);
+ * -1 with errno on failure, *done = bytes written. */
+static int pwrite_all(int fd, const void *data, size_t n, uint64_t at, size_t *done)
+{
+    *done = 0;
+    const char *p = data;
+    while (*done < n) {
+        const ssize_t k = pwrite(fd, p + *done, n - *done, (off_t)(at + *done));
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (k == 0) {
+            errno = EIO;
+            return -1;
+        }
+        *done += (size_t)k;
+    }
+    return 0;
+}
+
+/* Write all n bytes at the file offset (one fault point per call); -1 with errno on failure,
+ * *done = bytes written. */
 static int io_write_all(int fd, const void *data, size_t n, size_t *done)
 {
     *done = 0;
@@ -298,12 +332,17 @@ static qm_code tmp_rename(const char *tmp, const char *path, qm_status *st)
 
 /* ---- the .npy writer ------------------------------------------------------------------------- */
 
+/* Data is written with pwrite at its element's offset (the file was preallocated at its final size
+ * when the filesystem can), so writes of disjoint ranges may come from several threads
+ * (qm_npy_writer_write_at; io_pool.c); the counters are atomic for that. */
 struct qm_npy_writer {
     int fd;                /* -1 once synced and closed */
     qm_dtype dtype;
-    uint64_t n_total, n_written;
-    uint64_t bytes_total, bytes_written;
-    int write_failed;
+    uint64_t n_total;
+    _Atomic uint64_t n_written;
+    uint64_t head_bytes, bytes_total;
+    _Atomic uint64_t bytes_written;
+    _Atomic int write_failed;
     char tmp[4096];
     char path[];
 };
@@ -399,11 +438,12 @@ qm_code qm_npy_writer_open(const char *path, qm_dtype dtype, int ndim, const uin
         goto fail;
     }
     size_t done = 0;
-    if (io_write_all(w->fd, head, head_bytes, &done) != 0) {
+    if (io_step() != 0 || pwrite_all(w->fd, head, head_bytes, 0, &done) != 0) {
         rc = write_error(path, w->tmp, errno, done, w->bytes_total, st);
         goto fail;
     }
-    w->bytes_written = head_bytes;
+    w->head_bytes = head_bytes;
+    atomic_store(&w->bytes_written, head_bytes);
     *out = w;
     return QM_OK;
 
@@ -412,33 +452,73 @@ fail:
     return rc;
 }
 
+qm_code qm_npy_writer_reserve(qm_npy_writer *writer, qm_status *st)
+{
+    if (!writer || writer->fd < 0)
+        return qm_fail(st, QM_E_ARG, "npy writer: an open writer is needed");
+    /* fallocate: the blocks are reserved, no zeros written; glibc's posix_fallocate would write
+     * zeros on a filesystem without it, which costs a second pass over the file */
+    if (io_step() == 0 && (fallocate(writer->fd, 0, 0, (off_t)writer->bytes_total) == 0 ||
+                           errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
+        return QM_OK;
+    const int e = errno;
+    char b[32];
+    human(writer->bytes_total, b, sizeof b);
+    atomic_store(&writer->write_failed, 1);
+    if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+        return qm_fail(st, QM_E_OUTPUT, "%s: cannot reserve %s for the file (%llu bytes): %s; "
+                       "free space or choose another location", writer->path, b,
+                       (unsigned long long)writer->bytes_total, strerror(e));
+    return qm_fail(st, QM_E_IO, "%s: reserving %llu bytes for %s failed: %s", writer->path,
+                   (unsigned long long)writer->bytes_total, writer->tmp, strerror(e));
+}
+
+qm_code qm_npy_writer_write_at(qm_npy_writer *writer, uint64_t elem_off, const void *data,
+                               uint64_t n_elems, long step, qm_status *st)
+{
+    if (!writer)
+        return qm_fail(st, QM_E_ARG, "npy writer: writer must not be NULL");
+    if (elem_off > writer->n_total || n_elems > writer->n_total - elem_off)
+        return qm_fail(st, QM_E_BOUNDS,
+                       "%s: writing elements [%llu, %llu) would exceed the shape's %llu",
+                       writer->path, (unsigned long long)elem_off,
+                       (unsigned long long)(elem_off + n_elems),
+                       (unsigned long long)writer->n_total);
+    if (n_elems == 0)
+        return QM_OK;
+    if (!data)
+        return qm_fail(st, QM_E_ARG, "%s: npy writer: data must not be NULL", writer->path);
+    if (writer->fd < 0 || atomic_load(&writer->write_failed))
+        return qm_fail(st, QM_E_ARG, "%s: npy writer: already synced or failed", writer->path);
+    const uint64_t es = qm_dtype_size(writer->dtype);
+    const size_t bytes = (size_t)(n_elems * es);
+    const uint64_t at = writer->head_bytes + elem_off * es;
+    size_t done = 0;
+    if (qm_io_step_check(step) != 0 || pwrite_all(writer->fd, data, bytes, at, &done) != 0) {
+        const int e = errno;
+        atomic_store(&writer->write_failed, 1);
+        return write_error(writer->path, writer->tmp, e, at + done, writer->bytes_total, st);
+    }
+    atomic_fetch_add(&writer->bytes_written, bytes);
+    atomic_fetch_add(&writer->n_written, n_elems);
+    return QM_OK;
+}
+
 qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_elems,
                             qm_status *st)
 {
     if (!writer)
         return qm_fail(st, QM_E_ARG, "npy writer: writer must not be NULL");
-    if (n_elems > writer->n_total - writer->n_written)
+    const uint64_t done = atomic_load(&writer->n_written);
+    if (n_elems > writer->n_total - done)
         return qm_fail(st, QM_E_BOUNDS,
                        "%s: writing %llu more elements would exceed the shape's %llu "
                        "(%llu written)",
                        writer->path, (unsigned long long)n_elems,
-                       (unsigned long long)writer->n_total, (unsigned long long)writer->n_written);
+                       (unsigned long long)writer->n_total, (unsigned long long)done);
     if (n_elems == 0)
         return QM_OK;
-    if (!data)
-        return qm_fail(st, QM_E_ARG, "%s: npy writer: data must not be NULL", writer->path);
-    if (writer->fd < 0 || writer->write_failed)
-        return qm_fail(st, QM_E_ARG, "%s: npy writer: already synced or failed", writer->path);
-    const size_t bytes = (size_t)(n_elems * qm_dtype_size(writer->dtype));
-    size_t done = 0;
-    if (io_write_all(writer->fd, data, bytes, &done) != 0) {
-        writer->write_failed = 1;
-        return write_error(writer->path, writer->tmp, errno, writer->bytes_written + done,
-                           writer->bytes_total, st);
-    }
-    writer->bytes_written += bytes;
-    writer->n_written += n_elems;
-    return QM_OK;
+    return qm_npy_writer_write_at(writer, done, data, n_elems, qm_io_step_take(), st);
 }
 
 qm_code qm_npy_writer_sync(qm_npy_writer *writer, qm_status *st)
@@ -447,12 +527,12 @@ qm_code qm_npy_writer_sync(qm_npy_writer *writer, qm_status *st)
         return qm_fail(st, QM_E_ARG, "npy writer: writer must not be NULL");
     if (writer->fd < 0)
         return QM_OK; /* already synced */
-    if (writer->write_failed)
+    if (atomic_load(&writer->write_failed))
         return qm_fail(st, QM_E_IO, "%s: not committed: an earlier write to %s failed",
                        writer->path, writer->tmp);
-    if (writer->n_written != writer->n_total)
+    if (atomic_load(&writer->n_written) != writer->n_total)
         return qm_fail(st, QM_E_ARG, "%s: not committed: wrote %llu of %llu elements",
-                       writer->path, (unsigned long long)writer->n_written,
+                       writer->path, (unsigned long long)atomic_load(&writer->n_written),
                        (unsigned long long)writer->n_total);
     const int fd = writer->fd;
     writer->fd = -1;

@@ -186,30 +186,84 @@ static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm
 
 /* ---- read-back, check and output ------------------------------------------------------------- */
 
-/* Read the state back in chunks, each handed to `sink` (the norm check is not made here: it runs
- * on the devices, qm_state_norms). */
-typedef qm_code (*chunk_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
+/* The read-back for --out/--out-dir: QM_OUT_BUFS page-locked staging buffers of QM_OUT_CHUNK_AMPS
+ * amplitudes (together the one read-back chunk the plan's host-memory check counts) and
+ * QM_OUT_THREADS writer threads (io_pool.c). The device copy of chunk k + 1 into a free buffer
+ * overlaps the pwrite of chunk k at its offset by a writer thread. One caller fills the buffers,
+ * in index order, so the I/O steps are numbered the same on every run. */
+#define QM_OUT_BUFS 8
+#define QM_OUT_THREADS 4
+#define QM_OUT_CHUNK_AMPS (QM_READBACK_AMPS / QM_OUT_BUFS)
 
 typedef struct rb_ctx {
     const qm_encode_job *job;
     bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
+    qm_hal *hal;               /* the staging's owner */
+    void *bufs[QM_OUT_BUFS];   /* page-locked (qm_hal_host_alloc) */
+    qm_out_pool *pool;
 } rb_ctx;
 
-static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, void *buf,
-                         chunk_sink sink, void *sink_ctx, rb_ctx *rb, qm_status *st)
+static qm_code staging_open(rb_ctx *rb, qm_hal *hal, qm_dtype dtype, qm_status *st)
+{
+    rb->hal = hal;
+    qm_code rc = QM_OK;
+    for (int i = 0; rc == QM_OK && i < QM_OUT_BUFS; ++i)
+        rc = qm_hal_host_alloc(hal, QM_OUT_CHUNK_AMPS * qm_dtype_size(dtype), &rb->bufs[i], st);
+    if (rc == QM_OK)
+        rc = qm_out_pool_create(rb->bufs, QM_OUT_BUFS, QM_OUT_THREADS, &rb->pool, st);
+    return rc;
+}
+
+/* Joins the writer threads (after their last write), then frees the staging. */
+static void staging_close(rb_ctx *rb)
+{
+    if (!rb->hal)
+        return;
+    qm_out_pool_destroy(rb->pool);
+    rb->pool = NULL;
+    for (int i = 0; i < QM_OUT_BUFS; ++i) {
+        qm_hal_host_free(rb->hal, rb->bufs[i]);
+        rb->bufs[i] = NULL;
+    }
+}
+
+/* One chunk of the state into dst (the senders of a gathered --out). */
+static qm_code read_chunk(const qm_state *s, uint64_t pos, uint64_t n, void *dst, rb_ctx *rb,
+                          qm_status *st)
+{
+    const qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+    return rc == QM_OK ? qm_state_read(s, pos, n, s->dtype, dst, st) : rc;
+}
+
+/* Global amplitudes [start, end) of s into writer w, amplitude pos going to element pos - w0:
+ * chunk by chunk into a free staging buffer, each handed to a writer thread. Stops at the first
+ * failed write (the pool keeps it); the caller drains the pool before using or aborting w. */
+static qm_code read_back_to(const qm_state *s, uint64_t start, uint64_t end, qm_npy_writer *w,
+                            uint64_t w0, rb_ctx *rb, qm_status *st)
 {
     for (uint64_t pos = start; pos < end;) {
-        const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
-        qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
-        if (rc == QM_OK)
-            rc = qm_state_read(s, pos, n, s->dtype, buf, st);
-        if (rc != QM_OK)
+        const uint64_t n = end - pos < QM_OUT_CHUNK_AMPS ? end - pos : QM_OUT_CHUNK_AMPS;
+        if (qm_out_pool_failed(rb->pool))
+            return qm_out_pool_drain(rb->pool, st);
+        int idx;
+        void *buf = qm_out_pool_acquire(rb->pool, &idx);
+        const qm_code rc = read_chunk(s, pos, n, buf, rb, st);
+        if (rc != QM_OK) {
+            qm_out_pool_release(rb->pool, idx);
             return rc;
-        if (sink && (rc = sink(sink_ctx, buf, n, st)) != QM_OK)
-            return rc;
+        }
+        qm_out_pool_submit(rb->pool, idx, w, pos - w0, n);
         pos += n;
     }
     return QM_OK;
+}
+
+/* Wait for every write handed to the pool; the first failure (of rc, else of the writes). */
+static qm_code drain(rb_ctx *rb, qm_code rc, qm_status *st)
+{
+    qm_status tmp;
+    const qm_code d = qm_out_pool_drain(rb->pool, rc == QM_OK ? st : &tmp);
+    return rc == QM_OK ? d : rc;
 }
 
 /* QM_FAULT_RANK's nan and skew: this rank's first amplitude becomes NaN, or gets 0.001 added to its
@@ -231,11 +285,6 @@ static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_statu
     else
         v.f[0] = nan_ ? NAN : v.f[0] + 1e-3f;
     return qm_hal_copy_h2d(s->hal, sh->buf, 0, &v, es, NULL, st);
-}
-
-static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
-{
-    return qm_npy_writer_write(ctx, amps, n, st);
 }
 
 /* The norm check, on every rank with the same sums: a non-finite Σ|ψ|² or |Σ|ψ|² − 1| above
@@ -339,12 +388,12 @@ done:
 #define QM_TMPDIR_BYTES 4096
 
 /* --out-dir, up to the vote: rank 0 creates the sibling temporary directory and every rank learns
- * its name; each rank writes its shards there (shard-<global id>.npy, each synced and renamed
- * inside it), rank 0 also manifest.json. Nothing is visible under --out-dir yet: the caller votes,
- * then rank 0 swaps the directory in (qm_out_dir_swap) or removes it. */
+ * its name; each rank writes its shards there (shard-<global id>.npy: all opened first, then read
+ * back through the staging and written by the pool's threads, then each synced and renamed inside
+ * the directory), rank 0 also manifest.json. Nothing is visible under --out-dir yet: the caller
+ * votes, then rank 0 swaps the directory in (qm_out_dir_swap) or removes it. */
 static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                             const int *global_ids, void *buf, rb_ctx *rb, char *tmpdir,
-                             qm_status *st)
+                             const int *global_ids, rb_ctx *rb, char *tmpdir, qm_status *st)
 {
     const int n = s->n_shards;
     const int me = job->comm ? qm_comm_rank(job->comm) : 0;
@@ -356,23 +405,29 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
     if (job->comm && qm_comm_size(job->comm) > 1 &&
         (rc = qm_comm_broadcast(job->comm, tmpdir, QM_TMPDIR_BYTES, 0, st)) != QM_OK)
         return rc;
+    qm_npy_writer **w = calloc((size_t)n, sizeof *w);
+    if (!w)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shard writers", n);
     for (int i = 0; i < n && rc == QM_OK; ++i) {
-        const qm_state_shard *sh = &s->shards[i];
+        const uint64_t shape[1] = {s->shards[i].end - s->shards[i].start};
         snprintf(name, sizeof name, "%s/shard-%04d.npy", tmpdir, global_ids[i]);
-        const uint64_t shape[1] = {sh->end - sh->start};
-        qm_npy_writer *w = NULL;
-        rc = qm_npy_writer_open(name, s->dtype, 1, shape, &w, st);
-        if (rc == QM_OK && i == 0)
-            rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
+        rc = qm_npy_writer_open(name, s->dtype, 1, shape, &w[i], st);
         if (rc == QM_OK)
-            rc = read_back(s, sh->start, sh->end, buf, npy_sink, w, rb, st);
-        if (rc == QM_OK && i == n - 1)
-            rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
-        if (rc == QM_OK)
-            rc = qm_npy_writer_commit(w, st); /* synced, renamed inside the temporary dir */
-        else
-            qm_npy_writer_abort(w);
+            rc = qm_npy_writer_reserve(w[i], st);
     }
+    rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
+    for (int i = 0; i < n && rc == QM_OK; ++i)
+        rc = read_back_to(s, s->shards[i].start, s->shards[i].end, w[i], s->shards[i].start, rb,
+                          st);
+    rc = drain(rb, rc, st); /* no thread writes to a writer from here on */
+    rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
+    for (int i = 0; i < n; ++i) {
+        if (rc == QM_OK)
+            rc = qm_npy_writer_commit(w[i], st); /* synced, renamed inside the temporary dir */
+        else
+            qm_npy_writer_abort(w[i]);
+    }
+    free(w);
     if (rc == QM_OK && root && !(text = manifest_text(r, r->pipeline.plan, st)))
         rc = st->code;
     if (rc == QM_OK && root) {
@@ -385,26 +440,10 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
     return rc;
 }
 
-/* rank 0's writes of the gathered file: the first failure is kept (and later writes skipped), not
- * returned, so rank 0 goes on receiving. */
-typedef struct gather_sink {
-    qm_npy_writer *w;
-    qm_code rc;
-    qm_status st;
-} gather_sink;
-
-static qm_code gather_write(void *ctx, const void *amps, uint64_t n, qm_status *st)
-{
-    (void)st;
-    gather_sink *g = ctx;
-    if (g->rc == QM_OK)
-        g->rc = qm_npy_writer_write(g->w, amps, n, &g->st);
-    return QM_OK;
-}
-
 /* --out, up to the vote: rank 0 writes its own range, then receives every other rank's range in
- * rank order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes), into
- * the temporary file, and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
+ * rank order, chunk by chunk into the staging (no rank ever holds more than a chunk of another's
+ * amplitudes), each chunk written at its offset by the pool's threads, into the temporary file,
+ * and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
 static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
                               uint64_t lo, uint64_t hi, void *buf, rb_ctx *rb,
                               qm_npy_writer **w_out, qm_status *st)
@@ -419,6 +458,10 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         uint64_t shape[2];
         const int nd = out_shape(r, shape);
         rc = qm_npy_writer_open(job->out, s->dtype, nd, shape, &w, st);
+        if (rc == QM_OK && (rc = qm_npy_writer_reserve(w, st)) != QM_OK) {
+            qm_npy_writer_abort(w);
+            w = NULL;
+        }
     }
     if ((rc = qm_comm_verdict(c, rc, st)) != QM_OK)
         return rc;
@@ -427,10 +470,9 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
     if (me == 0) {
         /* any failure here still receives every chunk the others send (they must not be left
          * waiting in a send); only a failed receive stops the loop */
-        gather_sink g = {.w = w, .rc = QM_OK};
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
-            rc = read_back(s, lo, hi, buf, gather_write, &g, rb, st);
+            rc = read_back_to(s, lo, hi, w, 0, rb, st);
         for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
@@ -438,32 +480,32 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
                     rlo = p->shards[i].start < rlo ? p->shards[i].start : rlo;
                     rhi = p->shards[i].end > rhi ? p->shards[i].end : rhi;
                 }
-            for (uint64_t pos = rlo; pos < rhi; pos += QM_READBACK_AMPS) {
-                const uint64_t n = rhi - pos < QM_READBACK_AMPS ? rhi - pos : QM_READBACK_AMPS;
-                const qm_code rrc = qm_comm_recv(c, src, buf, n * es, 7, st);
+            for (uint64_t pos = rlo; pos < rhi; pos += QM_OUT_CHUNK_AMPS) {
+                const uint64_t n = rhi - pos < QM_OUT_CHUNK_AMPS ? rhi - pos : QM_OUT_CHUNK_AMPS;
+                int idx;
+                void *b = qm_out_pool_acquire(rb->pool, &idx);
+                const qm_code rrc = qm_comm_recv(c, src, b, n * es, 7, st);
+                if (rrc != QM_OK || rc != QM_OK)
+                    qm_out_pool_release(rb->pool, idx);
+                else
+                    qm_out_pool_submit(rb->pool, idx, w, pos, n);
                 if (rrc != QM_OK) {
                     rc = rrc;
                     src = R;
                     break;
                 }
-                if (rc == QM_OK)
-                    (void)gather_write(&g, buf, n, NULL);
             }
         }
-        if (rc == QM_OK && g.rc != QM_OK) {
-            if (st)
-                *st = g.st;
-            rc = g.rc;
-        }
+        rc = drain(rb, rc, st);
     } else {
         /* every chunk is sent, also after a failure here (zeros then: rank 0 receives every chunk
          * it expects and the verdict after the write discards the output); only a failed send,
          * which means the communicator itself is broken, stops the loop */
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
-        for (uint64_t pos = lo; pos < hi; pos += QM_READBACK_AMPS) {
-            const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;
+        for (uint64_t pos = lo; pos < hi; pos += QM_OUT_CHUNK_AMPS) {
+            const uint64_t n = hi - pos < QM_OUT_CHUNK_AMPS ? hi - pos : QM_OUT_CHUNK_AMPS;
             if (rc == QM_OK)
-                rc = read_back(s, pos, pos + n, buf, NULL, NULL, rb, st);
+                rc = read_chunk(s, pos, n, buf, rb, st);
             if (rc != QM_OK)
                 memset(buf, 0, (size_t)(n * es));
             qm_status send_st;
@@ -676,7 +718,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_pipeline_open_backend(&r->pipeline, &bd, st);
     }
     sums = calloc((size_t)(in.batch ? in.batch : 1), sizeof *sums);
-    buf = malloc((size_t)(QM_READBACK_AMPS * qm_dtype_size(req.dtype)));
+    buf = malloc((size_t)(QM_OUT_CHUNK_AMPS * qm_dtype_size(req.dtype))); /* a sender's chunk */
     if (rc == QM_OK && (!sums || !buf))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
     const qm_layout *lay = r->pipeline.layout;
@@ -703,14 +745,19 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
     rb_ctx rb = {.job = job, .cancel_ok = R == 1};
-    if (job->out) {
+    if ((job->out && me == 0) || job->out_dir)
+        rc = staging_open(&rb, state->hal, state->dtype, st);
+    if (rc != QM_OK) { /* pairs with the first verdict of write_gathered / write_out_dir */
+        rc = qm_comm_verdict(comm, rc, st);
+    } else if (job->out) {
         rc = write_gathered(job, r, state, lo, hi_read, buf, &rb, &gathered, st);
     } else if (job->out_dir) {
-        rc = write_out_dir(job, r, state, lay->local_shards, buf, &rb, tmpdir, st);
+        rc = write_out_dir(job, r, state, lay->local_shards, &rb, tmpdir, st);
     } else { /* nothing is read back: the phase points still fire */
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, QM_OK, st);
         rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
     }
+    staging_close(&rb); /* every write has returned: the writer threads are joined */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     /* the norm check decides before anything is committed: Σ|ψ|² on the devices where the shards
