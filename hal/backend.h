@@ -70,4 +70,18 @@ qm_code qm_backend_open(const qm_backend_desc *desc, qm_hal **out, qm_status *st
 /* Number of CUDA devices visible (0 without a driver, a GPU, or CUDA support). Cannot fail. */
 int qm_backend_cuda_count(void);
 
+/* A backend's one-time start-up run on a thread of its own, so that it overlaps the caller's work
+ * (reading an input header, planning, checking outputs) instead of the first call paying for it:
+ * for CUDA the runtime and, for gpu >= 0, that GPU's primary context (the CUDA context creation,
+ * hundreds of milliseconds); nothing for the simulator. Its failure is not reported here: the
+ * backend's open reports the real error. Start: E-NOMEM (no thread could be made; *out NULL and
+ * nothing started, the caller just opens the backend later). Join: waits for the thread (always
+ * call it, also on every failure path: the thread is joined and freed there, nothing else frees
+ * it); *start_s is how long the start-up took on its thread, *wait_s how long the join blocked
+ * (the part not hidden); NULL is a no-op that gives zeros. Either pointer may be NULL. */
+typedef struct qm_backend_warmup qm_backend_warmup;
+qm_code qm_backend_warmup_start(qm_backend_kind kind, int gpu, qm_backend_warmup **out,
+                                qm_status *st);
+void qm_backend_warmup_join(qm_backend_warmup *warmup, double *start_s, double *wait_s);
+
 #endif

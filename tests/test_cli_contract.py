@@ -272,7 +272,11 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["input"] == {"dtype": "float64", "samples": 1, "features": 4} and
               d["output"] == outf and d["files"] == 1 and d["plan"]["request"]["qubits"] == 2 and
               d["plan"]["feasible"] is True and d["norm_check"]["worst_state"] == 0 and
-              sorted(d["measured_s"]) == ["encode", "ingest", "local_norm", "norm_allreduce"],
+              sorted(d["measured_s"]) == ["encode", "ingest", "local_norm", "norm_allreduce"] and
+              sorted(d["seconds"]) == ["backend_start", "backend_wait", "check", "check_and_output",
+                                       "materialize", "read_and_plan"] and
+              d["seconds"]["backend_start"] == 0 and d["seconds"]["backend_wait"] == 0 and
+              0 <= d["seconds"]["check"] <= d["seconds"]["check_and_output"],
               "encode --json: exact values")
     d = json_run("encode", ["--input", nan], 1)
     if d:

@@ -115,6 +115,9 @@ static void put_json(const qm_encode_result *r, const char *out, const char *out
     json_object_set_new(times, "read_and_plan", json_real(r->seconds_read_plan));
     json_object_set_new(times, "materialize", json_real(r->seconds_materialize));
     json_object_set_new(times, "check_and_output", json_real(r->seconds_output));
+    json_object_set_new(times, "check", json_real(r->seconds_check));
+    json_object_set_new(times, "backend_start", json_real(r->seconds_backend_start));
+    json_object_set_new(times, "backend_wait", json_real(r->seconds_backend_wait));
     json_object_set_new(o, "seconds", times);
     /* materialize's phases as measured on this rank, keyed as the plan's estimates_s */
     json_object_set_new(o, "measured_s",
@@ -280,10 +283,16 @@ static int run_encode(const qm_cli_args *args)
                (unsigned long long)r.batch, r.batch == 1 ? "" : "s", (unsigned long long)r.features,
                qm_dtype_name(r.input_dtype));
         qm_plan_print(r.pipeline.plan, r.pipeline.mesh, r.pipeline.topology, stdout);
-        printf("\ntimes:    read+plan %s, materialize %s, check+output %s\n",
-               qm_format_seconds(r.seconds_read_plan, a, sizeof a),
+        char d[32];
+        printf("\ntimes:    read+plan %s, materialize %s, check+output %s (the check on the "
+               "devices %s)\n", qm_format_seconds(r.seconds_read_plan, a, sizeof a),
                qm_format_seconds(r.seconds_materialize, b, sizeof b),
-               qm_format_seconds(r.seconds_output, c, sizeof c));
+               qm_format_seconds(r.seconds_output, c, sizeof c),
+               qm_format_seconds(r.seconds_check, d, sizeof d));
+        if (job.backend == QM_BACKEND_CUDA)
+            printf("cuda:     start-up %s on its own thread, of which %s not hidden behind "
+                   "read+plan\n", qm_format_seconds(r.seconds_backend_start, a, sizeof a),
+                   qm_format_seconds(r.seconds_backend_wait, b, sizeof b));
         char p0[32], p1[32], p2[32], p3[32];
         printf("measured on this machine (%s backend): ingest %s, local_norm %s, norm_allreduce "
                "%s, encode %s (materialize's phases; the estimates above are for the scenario's "

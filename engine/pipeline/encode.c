@@ -626,6 +626,12 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     double t0 = now_s();
     qm_comm *comm = job ? job->comm : NULL;
     const int R = comm ? qm_comm_size(comm) : 1, me = comm ? qm_comm_rank(comm) : 0;
+    /* --backend cuda: the CUDA start-up on a thread of its own, overlapping the input header, the
+     * plan and the output checks; joined before the backend is opened (and on every failure path).
+     * One process uses GPU 0 first; a rank of several learns its GPU later, so only the runtime. */
+    qm_backend_warmup *warmup = NULL;
+    if (job && job->backend == QM_BACKEND_CUDA)
+        (void)qm_backend_warmup_start(QM_BACKEND_CUDA, R > 1 ? -1 : 0, &warmup, NULL);
 
     if (!job || !job->input)
         rc = qm_fail(st, QM_E_ARG, "encode: an input file is required (--input FILE)");
@@ -713,6 +719,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     /* this rank's shards on this rank's devices (one process simulates every rank) */
     if (rc == QM_OK)
         rc = qm_pipeline_layout(&r->pipeline, R > 1 ? me : -1, R, st);
+    qm_backend_warmup_join(warmup, &r->seconds_backend_start, &r->seconds_backend_wait);
+    warmup = NULL;
     if (rc == QM_OK) {
         const qm_backend_desc bd = {.kind = job->backend, .cuda_first_gpu = first_gpu};
         rc = qm_pipeline_open_backend(&r->pipeline, &bd, st);
@@ -797,6 +805,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     r->seconds_output = now_s() - t2;
     rc = QM_OK;
 done:
+    qm_backend_warmup_join(warmup, NULL, NULL); /* a run that stopped before the backend */
     qm_npy_writer_abort(gathered);
     if (me == 0 && tmpdir[0])
         qm_out_dir_remove(tmpdir); /* a failed run: every rank has passed its last verdict */

@@ -98,6 +98,10 @@ typedef struct qm_encode_result {
     uint64_t batch, features;
     qm_dtype input_dtype;
     double seconds_read_plan, seconds_materialize, seconds_check, seconds_output;
+    /* --backend cuda: the CUDA start-up (runtime and primary context) as timed on the thread that
+     * ran it while the input header was read, the plan made and the outputs checked, and how long
+     * the run then waited for it before opening the backend (the part not hidden); 0 otherwise */
+    double seconds_backend_start, seconds_backend_wait;
     qm_materialize_times phases; /* materialize's phases on this rank */
     double norm_max_error;    /* max over states of |sum |psi|^2 - 1| */
     uint64_t norm_worst_state;

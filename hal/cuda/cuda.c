@@ -91,6 +91,25 @@ int qm_cuda_device_count(void)
     return n;
 }
 
+qm_code qm_hal_cuda_start(int gpu, qm_status *st)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return qm_fail(st, QM_E_UNSUPPORTED, "cuda: no CUDA device (%s)",
+                       e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
+    }
+    if (gpu < 0)
+        return QM_OK;
+    if ((e = cudaSetDevice(gpu % n)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return qm_fail(st, QM_E_BACKEND, "cuda: starting GPU %d failed: %s", gpu % n,
+                       cudaGetErrorName(e));
+    }
+    return QM_OK;
+}
+
 static int c_device_count(void *ctx) { return ((cuda_ctx *)ctx)->n_dev; }
 
 static qm_code c_device_info(void *ctx, int dev, qm_hal_device_info *out, qm_status *st)

@@ -21,5 +21,11 @@ qm_code qm_hal_cuda_open_logical(int n_logical, qm_hal **out, qm_status *st);
 qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, qm_status *st);
 /* Number of CUDA devices visible (0 without a driver, a GPU, or CUDA support). Cannot fail. */
 int qm_cuda_device_count(void);
+/* The CUDA runtime's one-time start-up: the driver and runtime initialised and, for gpu >= 0, that
+ * GPU's primary context created (cudaSetDevice and cudaFree(0) on the calling thread; the context
+ * is the process's, so a later open finds it made). Blocking; thread-safe; the calling thread's
+ * current device is left at gpu. E-UNSUPPORTED without a GPU (or in a build without CUDA), E-BACKEND
+ * naming the CUDA error. The backend factory runs it on a thread of its own (qm_backend_warmup). */
+qm_code qm_hal_cuda_start(int gpu, qm_status *st);
 
 #endif
