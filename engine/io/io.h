@@ -292,6 +292,11 @@ void qm_out_pool_release(qm_out_pool *pool, int idx);
  * fail here: a failed write is kept (the first in submission order) for qm_out_pool_drain. */
 void qm_out_pool_submit(qm_out_pool *pool, int idx, qm_npy_writer *writer, uint64_t elem_off,
                         uint64_t n_elems);
+/* The same from memory the caller keeps valid and unchanged until qm_out_pool_drain has returned
+ * (a simulated device's state, written without a copy); at most as many such writes are in flight
+ * as there are buffers (blocks until one returns). */
+void qm_out_pool_submit_ptr(qm_out_pool *pool, const void *data, qm_npy_writer *writer,
+                            uint64_t elem_off, uint64_t n_elems);
 /* Whether a submitted write has failed so far (the caller may stop reading early). */
 bool qm_out_pool_failed(qm_out_pool *pool);
 /* Wait until every submitted write has returned; the first failure in submission order (its

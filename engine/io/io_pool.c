@@ -21,7 +21,8 @@
 #include <string.h>
 
 typedef struct job {
-    int buf;
+    int buf;          /* -1: `data` is the caller's memory (qm_out_pool_submit_ptr) */
+    const void *data;
     qm_npy_writer *w;
     uint64_t elem_off, n_elems;
     long step;
@@ -34,7 +35,9 @@ struct qm_out_pool {
     void **bufs;
     int n_bufs, n_threads;
     bool *busy;       /* buffer handed out (acquired, queued or being written) */
-    job *queue;       /* ring of at most n_bufs jobs */
+    job *queue;       /* ring of at most 2 n_bufs jobs (n_bufs of each kind) */
+    int q_cap;
+    int ext_in_flight; /* caller-memory jobs queued or being written (at most n_bufs) */
     int q_head, q_len;
     int in_flight;    /* queued or being written */
     uint64_t next_seq;
@@ -56,20 +59,22 @@ static void *worker(void *arg)
         if (p->q_len == 0) /* stopping, nothing left */
             break;
         const job j = p->queue[p->q_head];
-        p->q_head = (p->q_head + 1) % p->n_bufs;
+        p->q_head = (p->q_head + 1) % p->q_cap;
         p->q_len--;
         pthread_mutex_unlock(&p->mu);
         qm_status st;
         qm_status_clear(&st);
-        const qm_code rc = qm_npy_writer_write_at(j.w, j.elem_off, p->bufs[j.buf], j.n_elems,
-                                                  j.step, &st);
+        const qm_code rc = qm_npy_writer_write_at(j.w, j.elem_off, j.data, j.n_elems, j.step, &st);
         pthread_mutex_lock(&p->mu);
         if (rc != QM_OK && (!p->failed || j.seq < p->fail_seq)) {
             p->failed = true;
             p->fail_seq = j.seq;
             p->fail_st = st;
         }
-        p->busy[j.buf] = false;
+        if (j.buf >= 0)
+            p->busy[j.buf] = false;
+        else
+            p->ext_in_flight--;
         p->in_flight--;
         pthread_cond_broadcast(&p->freed);
     }
@@ -91,7 +96,8 @@ qm_code qm_out_pool_create(void *const *bufs, int n_bufs, int n_threads, qm_out_
     p->n_threads = n_threads;
     p->bufs = calloc((size_t)n_bufs, sizeof *p->bufs);
     p->busy = calloc((size_t)n_bufs, sizeof *p->busy);
-    p->queue = calloc((size_t)n_bufs, sizeof *p->queue);
+    p->q_cap = 2 * n_bufs;
+    p->queue = calloc((size_t)p->q_cap, sizeof *p->queue);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->bufs || !p->busy || !p->queue || !p->threads) {
         qm_out_pool_destroy(p);
@@ -135,17 +141,36 @@ void qm_out_pool_release(qm_out_pool *p, int idx)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Queue one job (the lock held); its step is numbered by the caller, in submission order. */
+static void enqueue(qm_out_pool *p, job j)
+{
+    j.seq = p->next_seq++;
+    p->queue[(p->q_head + p->q_len) % p->q_cap] = j;
+    p->q_len++; /* at most q_cap: at most n_bufs jobs of each kind are in flight */
+    p->in_flight++;
+    pthread_cond_signal(&p->work);
+}
+
 void qm_out_pool_submit(qm_out_pool *p, int idx, qm_npy_writer *w, uint64_t elem_off,
                         uint64_t n_elems)
 {
     const long step = qm_io_step_take(); /* numbered in submission order, on this thread */
     pthread_mutex_lock(&p->mu);
-    p->queue[(p->q_head + p->q_len) % p->n_bufs] =
-        (job){.buf = idx, .w = w, .elem_off = elem_off, .n_elems = n_elems, .step = step,
-              .seq = p->next_seq++};
-    p->q_len++; /* at most n_bufs: each queued job holds its own buffer */
-    p->in_flight++;
-    pthread_cond_signal(&p->work);
+    enqueue(p, (job){.buf = idx, .data = p->bufs[idx], .w = w, .elem_off = elem_off,
+                     .n_elems = n_elems, .step = step});
+    pthread_mutex_unlock(&p->mu);
+}
+
+void qm_out_pool_submit_ptr(qm_out_pool *p, const void *data, qm_npy_writer *w, uint64_t elem_off,
+                            uint64_t n_elems)
+{
+    const long step = qm_io_step_take();
+    pthread_mutex_lock(&p->mu);
+    while (p->ext_in_flight >= p->n_bufs)
+        pthread_cond_wait(&p->freed, &p->mu);
+    p->ext_in_flight++;
+    enqueue(p, (job){.buf = -1, .data = data, .w = w, .elem_off = elem_off, .n_elems = n_elems,
+                     .step = step});
     pthread_mutex_unlock(&p->mu);
 }
 

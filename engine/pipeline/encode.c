@@ -235,8 +235,23 @@ static qm_code read_chunk(const qm_state *s, uint64_t pos, uint64_t n, void *dst
     return rc == QM_OK ? qm_state_read(s, pos, n, s->dtype, dst, st) : rc;
 }
 
+/* The host address of global amplitudes [pos, pos + n) when one shard holds them in host-visible
+ * memory (the simulator's materialized devices), else NULL (a GPU: through the staging). */
+static const void *host_visible(const qm_state *s, uint64_t pos, uint64_t n)
+{
+    for (int i = 0; i < s->n_shards; ++i) {
+        const qm_state_shard *sh = &s->shards[i];
+        if (pos >= sh->start && pos + n <= sh->end) {
+            const char *h = qm_hal_buf_host_ptr(sh->buf);
+            return h ? h + (pos - sh->start) * qm_dtype_size(s->dtype) : NULL;
+        }
+    }
+    return NULL;
+}
+
 /* Global amplitudes [start, end) of s into writer w, amplitude pos going to element pos - w0:
- * chunk by chunk into a free staging buffer, each handed to a writer thread. Stops at the first
+ * chunk by chunk into a free staging buffer (or, for host-visible simulated memory, straight from
+ * the shard), each handed to a writer thread. Stops at the first
  * failed write (the pool keeps it); the caller drains the pool before using or aborting w. */
 static qm_code read_back_to(const qm_state *s, uint64_t start, uint64_t end, qm_npy_writer *w,
                             uint64_t w0, rb_ctx *rb, qm_status *st)
@@ -245,6 +260,15 @@ static qm_code read_back_to(const qm_state *s, uint64_t start, uint64_t end, qm_
         const uint64_t n = end - pos < QM_OUT_CHUNK_AMPS ? end - pos : QM_OUT_CHUNK_AMPS;
         if (qm_out_pool_failed(rb->pool))
             return qm_out_pool_drain(rb->pool, st);
+        const void *direct = host_visible(s, pos, n);
+        if (direct) { /* simulated device memory: written where it is, no copy */
+            const qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+            if (rc != QM_OK)
+                return rc;
+            qm_out_pool_submit_ptr(rb->pool, direct, w, pos - w0, n);
+            pos += n;
+            continue;
+        }
         int idx;
         void *buf = qm_out_pool_acquire(rb->pool, &idx);
         const qm_code rc = read_chunk(s, pos, n, buf, rb, st);
