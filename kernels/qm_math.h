@@ -45,6 +45,34 @@ QM_HD double qm_leaf8_combine(const double q[8])
     return ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
 }
 
+/* The two halves of every tree sum below: a leaf's value pushed onto the stack of finished
+ * subtrees (leaf g merges with its left neighbours for each trailing 1 bit of g), and the stack
+ * folded from the right at the end (the padding's subtrees are +0, so folding is exact). A tree
+ * of fewer than 8 elements (q[0..4), missing ones +0) is the same shape. */
+QM_HD void qm_tree_push(double *stack, int *top, uint64_t g, double acc)
+{
+    for (uint64_t c = g; c & 1; c >>= 1)
+        acc = stack[--*top] + acc;
+    stack[(*top)++] = acc;
+}
+QM_HD double qm_tree_fold(const double *stack, int top)
+{
+    if (top == 0)
+        return 0.0;
+    double acc = stack[--top];
+    while (top > 0)
+        acc = stack[--top] + acc;
+    return acc;
+}
+QM_HD double qm_tree_small(const double q[4], unsigned log2n)
+{
+    if (log2n == 0)
+        return q[0];
+    if (log2n == 1)
+        return q[0] + q[1];
+    return (q[0] + q[1]) + (q[2] + q[3]);
+}
+
 /* Tree sums over a block of 2^log2n elements whose first n_valid are data; element i is
  * x[i * stride] (stride 1: contiguous input or complex64 stash slots; 2: the real parts of
  * complex128 slots). Leaves of 8 are ((q0+q1)+(q2+q3))+((q4+q5)+(q6+q7)); leaves merge level by
@@ -70,28 +98,16 @@ QM_HD double qm_leaf8_combine(const double q[8])
             const uint64_t n = (uint64_t)1 << log2n;                                               \
             for (uint64_t i = 0; i < n && i < n_valid; ++i)                                        \
                 q[i] = qm_sq((double)x[i * stride], s);                                            \
-            if (log2n == 0)                                                                        \
-                return q[0];                                                                       \
-            if (log2n == 1)                                                                        \
-                return q[0] + q[1];                                                                \
-            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
+            return qm_tree_small(q, log2n);                                                        \
         }                                                                                          \
         double stack[64];                                                                          \
         int top = 0;                                                                               \
         const uint64_t n_leaves = (n_valid + 7) / 8, full = n_valid / 8;                           \
-        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
-            double acc = NAME##_leaf8(x + 8 * g * stride, stride,                                  \
-                                      g < full ? 8u : (unsigned)(n_valid - 8 * g), s);             \
-            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
-                acc = stack[--top] + acc;                                                          \
-            stack[top++] = acc;                                                                    \
-        }                                                                                          \
-        if (top == 0)                                                                              \
-            return 0.0;                                                                            \
-        double acc = stack[--top];                                                                 \
-        while (top > 0)                                                                            \
-            acc = stack[--top] + acc;                                                              \
-        return acc;                                                                                \
+        for (uint64_t g = 0; g < n_leaves; ++g)                                                    \
+            qm_tree_push(stack, &top, g,                                                           \
+                         NAME##_leaf8(x + 8 * g * stride, stride,                                  \
+                                      g < full ? 8u : (unsigned)(n_valid - 8 * g), s));            \
+        return qm_tree_fold(stack, top);                                                           \
     }
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq, double)
 QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq_f32, float)
@@ -127,27 +143,14 @@ QM_DEFINE_TREE_SUMSQ(qm_tree_sumsq_f32, float)
             const uint64_t n = (uint64_t)1 << log2n;                                               \
             for (uint64_t p = lo; p < hi && p < n; ++p)                                            \
                 q[p] = NAME##_term(x, p - lo);                                                     \
-            if (log2n == 0)                                                                        \
-                return q[0];                                                                       \
-            if (log2n == 1)                                                                        \
-                return q[0] + q[1];                                                                \
-            return (q[0] + q[1]) + (q[2] + q[3]);                                                  \
+            return qm_tree_small(q, log2n);                                                        \
         }                                                                                          \
         double stack[64];                                                                          \
         int top = 0;                                                                               \
         const uint64_t n_leaves = (hi + 7) / 8;                                                    \
-        for (uint64_t g = 0; g < n_leaves; ++g) {                                                  \
-            double acc = 8 * g + 8 <= lo ? 0.0 : NAME##_leaf8(x, lo, hi, 8 * g);                   \
-            for (uint64_t c = g; c & 1; c >>= 1)                                                   \
-                acc = stack[--top] + acc;                                                          \
-            stack[top++] = acc;                                                                    \
-        }                                                                                          \
-        if (top == 0)                                                                              \
-            return 0.0;                                                                            \
-        double acc = stack[--top];                                                                 \
-        while (top > 0)                                                                            \
-            acc = stack[--top] + acc;                                                              \
-        return acc;                                                                                \
+        for (uint64_t g = 0; g < n_leaves; ++g)                                                    \
+            qm_tree_push(stack, &top, g, 8 * g + 8 <= lo ? 0.0 : NAME##_leaf8(x, lo, hi, 8 * g));  \
+        return qm_tree_fold(stack, top);                                                           \
     }
 QM_DEFINE_TREE_NORMSQ(qm_tree_normsq_c128, double)
 QM_DEFINE_TREE_NORMSQ(qm_tree_normsq_c64, float)

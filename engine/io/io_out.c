@@ -135,30 +135,6 @@ static int pwrite_all(int fd, const void *data, size_t n, uint64_t at, size_t *d
     return 0;
 }
 
-/* Write all n bytes at the file offset (one fault point per call); -1 with errno on failure,
- * *done = bytes written. */
-static int io_write_all(int fd, const void *data, size_t n, size_t *done)
-{
-    *done = 0;
-    if (io_step())
-        return -1;
-    const char *p = data;
-    while (*done < n) {
-        const ssize_t k = write(fd, p + *done, n - *done);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (k == 0) {
-            errno = EIO;
-            return -1;
-        }
-        *done += (size_t)k;
-    }
-    return 0;
-}
-
 /* ---- names ----------------------------------------------------------------------------------- */
 
 #define TMP_TAG ".qmesh-tmp."
@@ -577,7 +553,7 @@ qm_code qm_atomic_write_text(const char *path, const char *text, qm_status *st)
     const size_t n = strlen(text);
     size_t done = 0;
     qm_code rc = QM_OK;
-    if (io_write_all(fd, text, n, &done) != 0) {
+    if (io_step() != 0 || pwrite_all(fd, text, n, 0, &done) != 0) {
         rc = write_error(path, tmp, errno, done, n, st);
         close(fd);
     } else {

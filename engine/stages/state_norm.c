@@ -13,6 +13,7 @@
  * Must not: copy amplitudes to the host, or change them.
  */
 #include "comm.h"
+#include "materialize_internal.h"
 #include "state_internal.h"
 #include "status_internal.h"
 #include "tree_sum.h"
@@ -61,12 +62,7 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
             qm_status_prefix(st, "norm check: shard %d", i);
     }
     for (int i = 0; str && i < n_norm; ++i) { /* every stream drained, also after a failure */
-        if (str[i]) {
-            qm_status tmp;
-            const qm_code d = qm_hal_stream_sync(hal, str[i], rc == QM_OK ? st : &tmp);
-            rc = rc == QM_OK ? d : rc;
-            qm_hal_stream_destroy(hal, str[i]);
-        }
+        qm_materialize_drain(hal, str[i], &rc, st);
         qm_hal_buf_free(hal, part[i]);
     }
     for (int i = 0; rc == QM_OK && i < n_norm; ++i) {
