@@ -17,13 +17,15 @@ import os as _os
 from . import _qmesh
 from ._qmesh import Error, RunError, Scenario, Shard, State
 
-__all__ = ["plan", "encode", "devices", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
+__all__ = ["plan", "encode", "devices", "clear_cache", "cache_info", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
            "__version__"]
 
 __version__ = "%d.%d.%d" % (_qmesh.VERSION_MAJOR, _qmesh.VERSION_MINOR, _qmesh.VERSION_PATCH)
 
 _DTYPES = ("complex64", "complex128")
 _builtin = None  # the built-in scenario, loaded once (scenarios are read-only: safe to share)
+_loaded = {}     # scenario files loaded before: (realpath, inode, size, mtime) -> Scenario
+_LOADED_MAX = 8
 
 
 def _fail(code, message):
@@ -41,14 +43,48 @@ def _scenario(scenario):
     if isinstance(scenario, Scenario):
         return scenario
     if isinstance(scenario, _os.PathLike):
-        return Scenario.load(_os.fspath(scenario))
+        return _load(_os.fspath(scenario))
     if isinstance(scenario, str):
         # YAML text has a newline or a "key:" mapping; a path has neither (or exists)
         if "\n" in scenario and not _os.path.exists(scenario):
             return Scenario.from_yaml(scenario)
-        return Scenario.load(scenario)
+        return _load(scenario)
     raise TypeError("scenario must be None, a qmesh.Scenario, a path or YAML text (got %s)"
                     % type(scenario).__name__)
+
+
+def _load(path):
+    """Scenario.load(path), reused while the file is unchanged (same inode, size and mtime), so
+    that a loop passing the same path loads it once and its encodes find their kept context."""
+    try:
+        st = _os.stat(path)
+    except OSError:
+        return Scenario.load(path)  # the library's own E-IO message
+    key = (_os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    sc = _loaded.get(key)
+    if sc is None:
+        sc = Scenario.load(path)
+        if len(_loaded) >= _LOADED_MAX:
+            _loaded.pop(next(iter(_loaded)))
+        _loaded[key] = sc
+    return sc
+
+
+def clear_cache():
+    """Forget the kept contexts (planned requests with an open backend) and loaded scenario files.
+
+    qmesh.encode keeps the context of each (scenario, request, backend) it ran, up to 4, so that
+    the next encode of the same shape skips planning and opening the backend; this releases what
+    they hold (on CUDA: streams and page-locked staging). States already made stay valid. Set
+    QMESH_CONTEXT_CACHE=0 before importing qmesh to keep nothing.
+    """
+    _loaded.clear()
+    _qmesh.clear_cache()
+
+
+def cache_info():
+    """The context cache as a dict: enabled, entries, slots, hits, misses."""
+    return _qmesh.cache_info()
 
 
 def _uint(name, value, code="E-ARG"):
