@@ -768,8 +768,9 @@ static PyObject *State_traffic(StateObject *self, PyObject *u)
 static PyMethodDef State_methods[] = {
     {"traffic", (PyCFunction)State_traffic, METH_NOARGS,
      "traffic() -> dict: bytes the backend holding this state has moved since it was opened\n"
-     "(h2d_bytes, d2h_bytes, d2d_bytes, peer_bytes), summed over its devices. States of one\n"
-     "encode() call share their backend; to_numpy() adds d2h bytes. A CUDA tensor encoded on\n"
+     "(h2d_bytes, d2h_bytes, d2d_bytes, peer_bytes), summed over its devices. States made in\n"
+     "one context (one encode() call, or every call of one shape through the context cache)\n"
+     "share their backend; to_numpy() adds d2h bytes. A CUDA tensor encoded on\n"
      "the GPU it lives on shows h2d_bytes == 0: it never crossed the host link (d2h_bytes: the\n"
      "norms' block sums only, 8 bytes per block)."},
     {"_read_into", (PyCFunction)State_read_into, METH_O, State_read_into_doc},
