@@ -128,8 +128,8 @@ USAGE = [
      "error[E-ARG]: whatif: --hosts is given twice; give it once; run 'qmesh whatif --help'\n"),
     (("plan", "--qubits", "3", "--qubits=4"),
      "error[E-ARG]: plan: --qubits is given twice; give it once; run 'qmesh plan --help'\n"),
-    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
-                "run 'qmesh plan --help'\n"),
+    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --input FILE to take it from the "
+                "data, or --max for the largest that fits); run 'qmesh plan --help'\n"),
     (("plan", "--max", "--qubits", "3"),
      "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit "
      "count (or, with --features, batch) that fits; run 'qmesh plan --help'\n"),
