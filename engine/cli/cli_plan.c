@@ -202,9 +202,6 @@ static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_reque
         qm_encode_datapath(&job, NULL, NULL, 1, r, dp);
         return QM_OK;
     }
-    if (qm_cli_arg(a, "--batch") || qm_cli_arg(a, "--features"))
-        return qm_fail(st, QM_E_ARG, "plan: --input %s gives the batch and features; drop %s",
-                       job.input, qm_cli_arg(a, "--batch") ? "--batch" : "--features");
     qm_input_file file;
     qm_amp_input in;
     int ndim = 1;
@@ -248,6 +245,9 @@ static int run_plan(const qm_cli_args *a)
         return qm_cli_error(&st);
     if (qm_cli_arg(a, "--out") && qm_cli_arg(a, "--out-dir"))
         return qm_cli_usage_error("plan", "%s", "--out and --out-dir exclude each other");
+    if (qm_cli_arg(a, "--input") && (qm_cli_arg(a, "--batch") || qm_cli_arg(a, "--features")))
+        return qm_cli_usage_error("plan", "--input FILE gives the batch and features; drop %s",
+                                  qm_cli_arg(a, "--batch") ? "--batch" : "--features");
     if (qm_cli_arg(a, "--dataset") && !qm_cli_arg(a, "--input"))
         return qm_cli_usage_error("plan", "%s", "--dataset names a dataset of --input FILE; give "
                                   "the file");

@@ -95,8 +95,9 @@ typedef struct qm_discover_facts {
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at
  * least 8 MiB) written to a temporary file with fdatasync, then read back with pread (the page
  * cache), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE" (two bandwidths)
- * replaces the measurement (the test hook). E-IO naming the file and step, E-ARG for a bad
- * QM_STORAGE_RATES or size, E-NOMEM. */
+ * replaces the measurement (the test hook). E-IO naming the file and step, E-ARG for a
+ * malformed QM_STORAGE_RATES or a size below 8 MiB, the unit parser's code (E-UNIT, E-RANGE) for a
+ * bad rate in it, E-NOMEM. */
 qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover_storage *out,
                                     qm_status *st);
 
