@@ -128,6 +128,15 @@ static void hand_facts(qm_discover_facts *f)
     f->sources = QM_DISCOVER_SRC_CUDA | QM_DISCOVER_SRC_MEMINFO | QM_DISCOVER_SRC_NVML;
 }
 
+/* hand_facts with the first GPU only, its PCIe link (Gen4 x16) as sysfs would give it. */
+static void one_gpu_facts(qm_discover_facts *f)
+{
+    hand_facts(f);
+    f->n_gpus = 1;
+    f->gpus[0].link_cur_gts = 16.0;
+    f->gpus[0].link_cur_width = 16;
+}
+
 /* Dump t to text (malloc'd) and load it back; CHECKs that it loads with no diagnostics. */
 static qm_topology *round_trip(const qm_topology *t, char **text_out)
 {
@@ -538,10 +547,7 @@ static void test_single_and_no_nvml(void)
         return;
     qm_status st;
     qm_status_clear(&st);
-    hand_facts(f);
-    f->n_gpus = 1;
-    f->gpus[0].link_cur_gts = 16.0;
-    f->gpus[0].link_cur_width = 16;
+    one_gpu_facts(f);
     f->hostname[0] = '\0';
     f->date[0] = '\0';
     f->host_memory_bytes = 0;
@@ -597,10 +603,7 @@ static void test_storage(void)
         return;
     qm_status st;
     qm_status_clear(&st);
-    hand_facts(f);
-    f->n_gpus = 1; /* its link as sysfs would give it */
-    f->gpus[0].link_cur_gts = 16.0;
-    f->gpus[0].link_cur_width = 16;
+    one_gpu_facts(f);
     f->storage = (qm_discover_storage){.read_bw_bytes_per_s = 7e9, .write_bw_bytes_per_s = 1.5e9};
     snprintf(f->storage.note, sizeof f->storage.note, "measured by the test");
     qm_topology *t = NULL;
