@@ -613,10 +613,12 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
             dp->input_file_bytes = (uint64_t)sb.st_size;
     }
     if (job->out) {
+        /* the output keeps the input's rank; without an input, a batch is 2-D */
+        const int nd = file ? ndim : req->batch > 1 ? 2 : 1;
         const uint64_t n_amps = req->qubits < 64 ? (uint64_t)1 << req->qubits : 0;
-        const uint64_t shape[2] = {ndim == 2 ? (req->batch ? req->batch : 1) : n_amps, n_amps};
+        const uint64_t shape[2] = {nd == 2 ? (req->batch ? req->batch : 1) : n_amps, n_amps};
         dp->output = QM_DP_OUTPUT_FILE;
-        dp->output_bytes = qm_npy_file_bytes(req->dtype, ndim == 2 ? 2 : 1, shape);
+        dp->output_bytes = qm_npy_file_bytes(req->dtype, nd, shape);
     } else if (job->out_dir) {
         dp->output = QM_DP_OUTPUT_DIR;
     }
