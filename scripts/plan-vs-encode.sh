@@ -5,7 +5,8 @@
 #
 # Usage: scripts/plan-vs-encode.sh QMESH INPUT [--scenario FILE] [FLAGS...]
 #   FLAGS go to both commands: --backend sim|cuda, --out FILE.npy | --out-dir DIR, --qubits,
-#   --dtype, --policy, --encoding, --dataset. Without --scenario this machine is dumped first
+#   --dtype, --policy, --encoding, --dataset (without --backend both run as encode's default,
+#   the simulator). Without --scenario this machine is dumped first
 #   (`qmesh topo dump --out`, which measures its storage; with no GPU that is the built-in mesh).
 #   REPEAT=N (default 3) encodes N times and reports each phase's median; the input is read once
 #   before, so the runs read it from the page cache.
@@ -17,10 +18,16 @@ QMESH=$1 INPUT=$2
 shift 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-scenario=
+scenario= backend=
 for a in "$@"; do
-    case $a in --scenario) scenario=next ;; *) [ "$scenario" = next ] && scenario=$a ;; esac
+    case $a in
+        --scenario) scenario=next ;;
+        --backend) backend=given ;;
+        *) [ "$scenario" = next ] && scenario=$a ;;
+    esac
 done
+# encode's default backend is the simulator, plan's the devices: plan as encode runs
+[ -n "$backend" ] || set -- "$@" --backend sim
 if [ -z "$scenario" ]; then
     "$QMESH" topo dump --out "$tmp/machine.yaml"
     set -- --scenario "$tmp/machine.yaml" "$@"
