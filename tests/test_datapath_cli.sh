@@ -7,7 +7,7 @@
 #  - plan --input on .npy, CSV and HDF5: read = bytes / the read rate; staging (devices) = the
 #    link time (nothing to hide behind a read that is slower), (--backend sim) = bytes / host_copy;
 #    ingest = read + staging; write (--out: the .npy file's bytes; --out-dir: the shard's) =
-#    read-back + bytes / the write rate; nothing written; a host's own storage over the defaults;
+#    read-back + the host's pass (state bytes / host_copy) + bytes / the write rate; nothing written; a host's own storage over the defaults;
 #    the built-in defaults (6 GB/s, 2 GB/s) when the scenario states none;
 #  - qubits, dtype, batch, features as encode infers them (amplitude, a batch, angle, basis);
 #  - errors: a missing input, a directory, a bad .npy (one line, code, exit 1), usage errors
@@ -68,22 +68,22 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
 jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s" \
     "e['staging'] == 8000 / 4e6 and e['ingest'] == 8000 / 1e6 + 8000 / 4e6"
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --json
-jcheck "plan --out: write = 16 KiB back over 1 GB/s + the .npy's 16384 + 128 B / 2 MB/s" \
-    "e['write'] == 16384 / 1e9 + (16384 + 128) / 2e6"
+jcheck "plan --out: write = 16 KiB back over 1 GB/s + its host pass at 4 MB/s + the .npy's 16384 + 128 B / 2 MB/s" \
+    "e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
 [ ! -e o.npy ] && ok "plan --out writes nothing" || bad "plan --out left o.npy"
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out-dir d --json
-jcheck "plan --out-dir: write = 16 KiB back + the shard's 16384 B / 2 MB/s" \
-    "e['write'] == 16384 / 1e9 + 16384 / 2e6"
+jcheck "plan --out-dir: write = 16 KiB back + its host pass + the shard's 16384 B / 2 MB/s" \
+    "e['write'] == 16384 / 1e9 + 16384 / 4e6 + 16384 / 2e6"
 [ ! -e d ] && ok "plan --out-dir writes nothing" || bad "plan --out-dir left d"
 run "$QMESH" plan --scenario ds.yaml --qubits 10 --dtype complex128 --out o.npy --json
 jcheck "plan --out without --input: write only; read and staging null" \
-    "e['read'] is None and e['staging'] is None and e['write'] == 16384 / 1e9 + (16384 + 128) / 2e6"
+    "e['read'] is None and e['staging'] is None and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
 run "$QMESH" plan --scenario host.yaml --input a.npy --out o.npy --json
 jcheck "a host's storage.read (0.5 MB/s) over the defaults; write from defaults.storage" \
-    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + (16384 + 128) / 2e6"
+    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
 run "$QMESH" plan --scenario plain.yaml --input a.npy --out o.npy --backend sim --json
 jcheck "no storage in the scenario: the defaults 6 GB/s read, 2 GB/s write, 10 GB/s host copy" \
-    "e['read'] == 8000 / 6e9 and e['staging'] == 8000 / 10e9 and e['write'] == 16384 / 1e9 + (16384 + 128) / 2e9"
+    "e['read'] == 8000 / 6e9 and e['staging'] == 8000 / 10e9 and e['write'] == 16384 / 1e9 + 16384 / 10e9 + (16384 + 128) / 2e9"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
 jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s; staging = 6 values x 8 B over the link" \
     "e['read'] == 12 / 1e6 and e['staging'] == 48 / 1e9 and r['batch'] == 2 and r['features'] == 3"
@@ -152,7 +152,7 @@ grep -q "^badhost.yaml:11:36: error\[E-UNIT\]: hosts\[0\].storage.write: " err &
 
 # the table
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy
-grep -qx "data path (the input file read, then staged): read 8.000 ms, staging 8.00 us, write 8.272 ms (write: --out)" out \
+grep -qx "data path (the input file read, then staged): read 8.000 ms, staging 8.00 us, write 12.368 ms (write: --out)" out \
     && ok "plan table: the data path line" || bad "plan table: $(grep 'data path' out)"
 
 # encode measures the same keys
@@ -173,7 +173,7 @@ grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s}" dumped.yaml && grep -qx "  h
     || bad "topo dump storage: $(grep -n 'storage\|host_copy' dumped.yaml)"
 "$QMESH" plan --scenario dumped.yaml --input a.npy --out o.npy --json > out 2>/dev/null
 jcheck "the dump loads back with the same figures" \
-    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + (16384 + 128) / 2e6"
+    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
 expect "topo dump FILE --no-measure-storage: usage" 2 \
     "error[E-ARG]: topo dump: --no-measure-storage measures this machine's storage; a FILE is dumped as written; run 'qmesh topo dump --help'" \
     "$QMESH" topo dump ds.yaml --no-measure-storage

@@ -532,8 +532,19 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                     file = host[h] / wr;
             }
         }
+        /* the read-back's pass on the host: the norm check sums |psi|^2 over every amplitude
+         * read back, one thread (rank 0's bytes for --out; each rank its own for --out-dir) */
+        double pass = 0;
+        for (int h = 0; h < t->n_hosts; ++h)
+            host[h] = 0;
+        for (int d = 0; d < mesh->n_devices; ++d)
+            host[dp->output == QM_DP_OUTPUT_FILE ? mesh->devices[mesh->rank_first[0]].host
+                                                 : mesh->devices[d].host] += (double)out[d];
+        for (int h = 0; h < t->n_hosts; ++h)
+            if (host[h] / t->host_copy_bw_bytes_per_s > pass)
+                pass = host[h] / t->host_copy_bw_bytes_per_s;
         if (back >= 0) {
-            p->io_s[QM_IO_WRITE] = back + file;
+            p->io_s[QM_IO_WRITE] = back + pass + file;
             p->io_set[QM_IO_WRITE] = true;
         }
     }

@@ -170,8 +170,9 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
  * simulator's host copy (bytes / defaults.host_copy), or on devices the host->device link time
  * (ingest's link model) not hidden behind the read plus one staging chunk's copy; and ingest
  * becomes read + staging (the input stage as it runs). With an output, write = the state's
- * device->host copy over the host links + the output bytes / the writing host's storage write
- * rate (--out-dir: max over hosts of their ranks' shard files). Needs a plan with estimates;
+ * device->host copy over the host links + the host's pass over it (the norm check's sums: state
+ * bytes / defaults.host_copy) + the output bytes / the writing host's storage write rate
+ * (--out-dir: max over hosts of their ranks' shard files). Needs a plan with estimates;
  * E-NOMEM. */
 qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *plan, const qm_datapath *dp, qm_status *st);
 
