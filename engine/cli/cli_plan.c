@@ -208,8 +208,10 @@ static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_reque
     qm_code rc = qm_encode_input_open(&job, &file, &in, &ndim, r, st);
     if (rc == QM_OK)
         qm_encode_datapath(&job, &file, &in, ndim, r, dp);
-    else if (strncmp(st->msg, "encode: ", 8) == 0) /* the shared inference names encode */
-        memmove(st->msg, "plan: ", 6), memmove(st->msg + 6, st->msg + 8, strlen(st->msg + 8) + 1);
+    else if (strncmp(st->msg, "encode: ", 8) == 0) { /* the shared inference names encode */
+        memmove(st->msg + 6, st->msg + 8, strlen(st->msg + 8) + 1);
+        memcpy(st->msg, "plan: ", 6);
+    }
     qm_input_close(&file);
     return rc;
 }
