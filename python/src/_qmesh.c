@@ -363,19 +363,36 @@ static PyObject *plan_json_of(const qm_context *ctx)
 }
 
 PyDoc_STRVAR(plan_json_doc,
-"plan_json(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather) -> str\n\n"
-"The plan as `qmesh plan --json` prints it (use qmesh.plan()).");
+"plan_json(request, input=None, output=None, out_dir=False, cuda=True) -> str\n\n"
+"The plan as `qmesh plan --json` prints it (use qmesh.plan()); with an input file or an output,\n"
+"the data path's estimates too (qm_context_plan_data_path; staging on devices when cuda).");
 
 static PyObject *py_plan_json(PyObject *m, PyObject *args)
 {
     (void)m;
     req_args a;
     PyObject *req;
-    if (!PyArg_ParseTuple(args, "O!:plan_json", &PyTuple_Type, &req) || parse_request(req, &a))
+    const char *input = NULL, *output = NULL;
+    int out_dir = 0, cuda = 1;
+    if (!PyArg_ParseTuple(args, "O!|zzpp:plan_json", &PyTuple_Type, &req, &input, &output,
+                          &out_dir, &cuda) ||
+        parse_request(req, &a))
         return NULL;
     qm_context *ctx = make_context(&a);
     if (!ctx)
         return NULL;
+    if (input || output) {
+        qm_status st;
+        qm_code rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = qm_context_plan_data_path(ctx, input, output, out_dir,
+                                       cuda ? QM_BACKEND_CUDA : QM_BACKEND_SIM, &st);
+        Py_END_ALLOW_THREADS
+        if (rc != QM_OK) {
+            qm_context_destroy(ctx);
+            return raise_status(&st, NULL);
+        }
+    }
     PyObject *s = plan_json_of(ctx);
     qm_context_destroy(ctx);
     return s;
