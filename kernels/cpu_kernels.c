@@ -357,7 +357,8 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
         const uint64_t i = (uint64_t)ii, g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
-        const double re = scale * cos(phi), im = scale * sin(phi);
+        double re, im;
+        qm_iqp_amp(phi, scale, &re, &im);
         put_slot(o64, o32, i, re, im);
     }
 }

@@ -21,6 +21,7 @@
 #ifndef QM_MATH_H
 #define QM_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -333,6 +334,14 @@ QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t
     }
     const double wh = qm_iqp_group(c, n, pairs, 10, n, x);
     return (((wa + wb) + xs) + (ea + eb)) + wh;
+}
+
+/* v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin (one definition, so
+ * every CUDA kernel that writes phases writes the same bits). */
+QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
+{
+    *re = scale * cos(phi);
+    *im = scale * sin(phi);
 }
 
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */
