@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(32 * QM_IQP_WARPS)
 iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
                  uint64_t first_state, const double *table, double scale)
 {
-    extern __shared__ double4 iqp_smem[]; /* 32-byte aligned */
+    extern __shared__ double2 iqp_smem[]; /* 16-byte aligned */
     const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     const size_t per_warp = QM_IQP_PAD_SLOTS * sizeof(V) + QM_IQP_TABLE_DOUBLES * sizeof(double);
     unsigned char *mine = (unsigned char *)iqp_smem + warp * per_warp;
@@ -309,7 +309,7 @@ template <typename V, int CW, int MINB>
 __global__ void __launch_bounds__(CW * 32, MINB)
 wht_pass_kernel(V *x, uint64_t n_units, unsigned b, unsigned w)
 {
-    extern __shared__ double4 wht_smem[];
+    extern __shared__ double2 wht_smem[];
     V *buf = (V *)wht_smem;
     const unsigned k1 = w < 5 ? w : 5, k2 = w - k1;
     const unsigned lcol = b - (CW == 4 ? 2 : 3); /* log2 of the column tiles per block */
