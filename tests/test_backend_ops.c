@@ -653,6 +653,54 @@ typedef struct backend {
     qm_hal *hal;
 } backend;
 
+/* The iqp op's own checks (the phase's checks are iqp_phase's, named "iqp"): exact messages, and
+ * nothing written on a refusal. */
+static void iqp_validation(qm_hal *hal)
+{
+    qm_status st;
+    qm_hal_buf *state = NULL, *table = NULL;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 2048 * 16, &state, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 55 * 8, &table, &st));
+    if (!state || !table)
+        return;
+    const double zeros[55] = {0};
+    CHECK_OK(qm_hal_copy_h2d(hal, table, 0, zeros, sizeof zeros, NULL, &st));
+    unsigned char *poison = malloc(2048 * 16), *back = malloc(2048 * 16);
+    if (poison && back) {
+        memset(poison, 0xFF, 2048 * 16);
+        CHECK_OK(qm_hal_copy_h2d(hal, state, 0, poison, 2048 * 16, NULL, &st));
+    }
+    const qm_hal_iqp_phase_args ph = {.state = state, .state_dtype = C128, .off = 0, .n = 1024,
+                                      .g0 = 0, .qubits = 10, .n_coeffs = 55, .first_state = 0,
+                                      .n_states = 1, .table = table, .table_off = 0,
+                                      .scale = 0x1p-10};
+    qm_hal_iqp_args a = {.phase = ph, .b1 = 63};
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: stages [0, 63) (at most 62)");
+    a.b1 = 10;
+    a.phase.n = 1000;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: 1000 slots are not whole blocks of 2^10");
+    a.phase.n = 1024;
+    a.phase.n_coeffs = 9;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: 9 coefficients for 10 qubits (10 or 55)");
+    a.phase.n_coeffs = 55;
+    a.phase.n = 2048;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_BOUNDS);
+    CHECK_STR(st.msg, "iqp: slots span states 0..1 but the table covers 0..0");
+    CHECK(qm_hal_iqp(hal, NULL, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: hal, args, state and table must not be NULL");
+    if (poison && back) { /* every refusal left the state as it was */
+        CHECK_OK(qm_hal_copy_d2h(hal, back, state, 0, 2048 * 16, NULL, &st));
+        CHECK(memcmp(back, poison, 2048 * 16) == 0);
+    }
+    free(poison);
+    free(back);
+    qm_hal_buf_free(hal, state);
+    qm_hal_buf_free(hal, table);
+}
+
 int main(int argc, char **argv)
 {
     const bool cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
@@ -739,6 +787,8 @@ int main(int argc, char **argv)
         free(ref.bytes);
         geom_free(&g);
     }
+    for (int b = 0; b < n_be; ++b)
+        iqp_validation(be[b].hal);
     printf("test_backend_ops: %zu cases on %d backends: %d runs, %d failed\n",
            sizeof cases / sizeof cases[0], n_be, n_run, n_failed);
     for (int b = 0; b < n_be; ++b) {
