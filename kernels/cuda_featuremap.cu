@@ -66,16 +66,23 @@
 
 namespace {
 
-/* Blocks for a grid-stride launch: `per_sm` per multiprocessor of the current device, at most
- * `units`, at least 1. */
-unsigned grid_of(uint64_t units, unsigned per_sm)
+/* Blocks for a grid-stride launch of `kernel` (threads per block, dynamic shared bytes): as many
+ * as are resident at once on every multiprocessor of the current device (the occupancy
+ * calculator: registers, shared memory and threads), at most `units`, at least 1. A grid larger
+ * than what is resident would run in waves of unequal length. */
+template <typename K>
+unsigned grid_of(K kernel, int threads, size_t smem, uint64_t units)
 {
-    int dev = 0, sms = 132;
+    int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
         sms = 132;
-    (void)cudaGetLastError(); /* nothing sticky: the fallback count is fine */
-    const uint64_t g = (uint64_t)sms * per_sm;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+        per_sm = 1;
+    (void)cudaGetLastError(); /* nothing sticky: the fallback counts are fine */
+    const uint64_t g = (uint64_t)sms * (uint64_t)per_sm;
     return units == 0 ? 1u : units < g ? (unsigned)units : (unsigned)g;
 }
 
@@ -369,7 +376,8 @@ int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
         if (e != cudaSuccess)
             return (int)e;
     }
-    wht_pass_kernel<V, CW, MINB><<<grid_of(units, 8), CW << k2, smem, s>>>(x, units, b, w);
+    const unsigned grid = grid_of(wht_pass_kernel<V, CW, MINB>, CW << k2, smem, units);
+    wht_pass_kernel<V, CW, MINB><<<grid, CW << k2, smem, s>>>(x, units, b, w);
     return (int)cudaGetLastError();
 }
 
@@ -383,25 +391,27 @@ extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_
     if (n == 0)
         return (int)cudaSuccess;
     if (qubits < QM_PRODUCT_LO_BITS) {
-        const uint64_t blocks = (n + 255) / 256;
-        product_direct_kernel<<<grid_of(blocks, 16), 256, 0, s>>>(state, c128, n, g0, qubits,
-                                                                 first_state, table, scale);
+        const unsigned grid = grid_of(product_direct_kernel, 256, 0, (n + 255) / 256);
+        product_direct_kernel<<<grid, 256, 0, s>>>(state, c128, n, g0, qubits, first_state, table,
+                                                  scale);
         return (int)cudaGetLastError();
     }
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
-    const unsigned grid = grid_of(tiles, 8);
     /* pairs of complex64 slots are 16-byte aligned when global index 0 would be */
     const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
                        ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
     if (c128)
-        product_digits_kernel<0><<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                                table, scale);
+        product_digits_kernel<0><<<grid_of(product_digits_kernel<0>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
     else if (pairs)
-        product_digits_kernel<2><<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                                table, scale);
+        product_digits_kernel<2><<<grid_of(product_digits_kernel<2>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
     else
-        product_digits_kernel<1><<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                                table, scale);
+        product_digits_kernel<1><<<grid_of(product_digits_kernel<1>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
     return (int)cudaGetLastError();
 }
 
@@ -429,13 +439,14 @@ extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0,
     const size_t per_warp = QM_IQP_PAD_SLOTS * (c128 ? sizeof(double2) : sizeof(float2)) +
                             QM_IQP_TABLE_DOUBLES * sizeof(double);
     const size_t smem = QM_IQP_WARPS * per_warp;
-    const unsigned grid = grid_of((tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS, 6);
+    const uint64_t units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
     cudaError_t e;
     if (c128) {
         e = cudaFuncSetAttribute(iqp_fused_kernel<double2>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return (int)e;
+        const unsigned grid = grid_of(iqp_fused_kernel<double2>, 32 * QM_IQP_WARPS, smem, units);
         iqp_fused_kernel<double2><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(
             (double2 *)state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
     } else {
@@ -443,6 +454,7 @@ extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return (int)e;
+        const unsigned grid = grid_of(iqp_fused_kernel<float2>, 32 * QM_IQP_WARPS, smem, units);
         iqp_fused_kernel<float2><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(
             (float2 *)state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
     }

@@ -336,12 +336,20 @@ QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t
     return (((wa + wb) + xs) + (ea + eb)) + wh;
 }
 
-/* v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin (one definition, so
- * every CUDA kernel that writes phases writes the same bits). */
+/* v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin: libm's on the
+ * CPU, CUDA's sincos on the GPU (one argument reduction for both, within 2 ulp like its sin and
+ * cos). One definition, so every CUDA kernel that writes phases writes the same bits. */
 QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
 {
+#if defined(__CUDA_ARCH__)
+    double s, c;
+    sincos(phi, &s, &c);
+    *re = scale * c;
+    *im = scale * s;
+#else
     *re = scale * cos(phi);
     *im = scale * sin(phi);
+#endif
 }
 
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */
