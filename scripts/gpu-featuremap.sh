@@ -5,8 +5,8 @@
 # line with its fill/copy ceiling of the same run and pct, docs/cuda.md). Logs under $OUT (or
 # out/gpu-featuremap when OUT is unset); exits 1 when a check fails.
 # Usage: scripts/gpu-featuremap.sh [build dir, default build-gpu]
-# The build dir must have been configured with CUDA and -DQM_BUILD_BENCH=ON and built (at least
-# test_backend_ops, bench_cuda and qmesh): see docs/cuda.md.
+# The build dir must have been configured with CUDA and -DQM_BUILD_BENCH=ON and built in full
+# (cmake --build build-gpu -j): see docs/cuda.md.
 # Environment: QM_BENCH_REPS (default 3) repetitions per benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ tail -3 "$OUT/backend-ops.txt" | tee -a "$OUT/summary.txt"
 log "test_backend_ops --cuda (QM_CUDA_KERNELS=legacy)"
 QM_CUDA_KERNELS=legacy "$B/tests/test_backend_ops" --cuda > "$OUT/backend-ops-legacy.txt" 2>&1 || fail=1
 tail -3 "$OUT/backend-ops-legacy.txt" | tee -a "$OUT/summary.txt"
-log "ctest -L 'cuda|diff' (whatever of them is built)"
+log "ctest -L 'cuda|diff'"
 (cd "$B" && ctest -L "cuda|diff" --output-on-failure) > "$OUT/ctest-cuda.txt" 2>&1 || fail=1
 tail -8 "$OUT/ctest-cuda.txt" | tee -a "$OUT/summary.txt"
 log "bench_cuda BM_Product|BM_Iqp (kernel time vs fill/copy of the same bytes, same run)"
