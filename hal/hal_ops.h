@@ -38,7 +38,7 @@ typedef enum qm_hal_op {
     QM_HAL_OP_PRODUCT = 7,      /* qm_hal_product_args; enqueued (angle, basis, phase) */
     QM_HAL_OP_IQP_PHASE = 8,    /* qm_hal_iqp_phase_args; enqueued (iqp, iqp-z) */
     QM_HAL_OP_WHT = 9,          /* qm_hal_wht_args; enqueued (iqp, iqp-z) */
-    /* 10 is taken by another op */
+    /* 10: reserved (another encoding's op) */
     QM_HAL_OP_IQP = 11,         /* qm_hal_iqp_args; enqueued (iqp, iqp-z: iqp_phase + wht fused) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;

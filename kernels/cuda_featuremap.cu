@@ -381,6 +381,24 @@ int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
     return (int)cudaGetLastError();
 }
 
+/* The fused IQP kernel over n slots (whole tiles), its shared memory allowed first. */
+template <typename V>
+int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                     uint64_t first_state, const double *table, double scale, cudaStream_t s)
+{
+    const uint64_t tiles = n >> 10, units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
+    const size_t smem =
+        QM_IQP_WARPS * (QM_IQP_PAD_SLOTS * sizeof(V) + QM_IQP_TABLE_DOUBLES * sizeof(double));
+    const cudaError_t e = cudaFuncSetAttribute(
+        iqp_fused_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    const unsigned grid = grid_of(iqp_fused_kernel<V>, 32 * QM_IQP_WARPS, smem, units);
+    iqp_fused_kernel<V><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(state, tiles, g0, qubits, n_coeffs,
+                                                            first_state, table, scale);
+    return (int)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0,
@@ -434,29 +452,9 @@ extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
                                  double scale, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    const uint64_t tiles = n >> 10;
-    const size_t per_warp = QM_IQP_PAD_SLOTS * (c128 ? sizeof(double2) : sizeof(float2)) +
-                            QM_IQP_TABLE_DOUBLES * sizeof(double);
-    const size_t smem = QM_IQP_WARPS * per_warp;
-    const uint64_t units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
-    cudaError_t e;
-    if (c128) {
-        e = cudaFuncSetAttribute(iqp_fused_kernel<double2>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return (int)e;
-        const unsigned grid = grid_of(iqp_fused_kernel<double2>, 32 * QM_IQP_WARPS, smem, units);
-        iqp_fused_kernel<double2><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(
-            (double2 *)state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
-    } else {
-        e = cudaFuncSetAttribute(iqp_fused_kernel<float2>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return (int)e;
-        const unsigned grid = grid_of(iqp_fused_kernel<float2>, 32 * QM_IQP_WARPS, smem, units);
-        iqp_fused_kernel<float2><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(
-            (float2 *)state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
-    }
-    return (int)cudaGetLastError();
+    if (c128)
+        return iqp_fused_launch((double2 *)state, n, g0, qubits, n_coeffs, first_state, table,
+                                scale, (cudaStream_t)stream);
+    return iqp_fused_launch((float2 *)state, n, g0, qubits, n_coeffs, first_state, table, scale,
+                            (cudaStream_t)stream);
 }
