@@ -514,10 +514,12 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
 
 /* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) ---------------------------
  * iqp_phase: one thread per slot, phi by qm_iqp_phi (the same additions as the CPU kernel), then
- * CUDA's double cos/sin (within 2 ulp of libm's: docs/encodings.md). wht: the stages below
- * QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10) slots
- * (stages in increasing order, a barrier between stages); each higher stage is one grid-stride
- * pass over the pairs. Every element sees the same (u + w, u - w) sequence as on the CPU. */
+ * CUDA's double sincos (qm_iqp_amp; within 2 ulp of libm's: docs/encodings.md). wht: the stages
+ * below QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10)
+ * slots (stages in increasing order, a barrier between stages); the higher stages 10 per pass
+ * (cuda_featuremap.cu), or with `legacy` one grid-stride pass over the pairs per stage. The iqp op
+ * fuses the phase and stages 0..9 where it can (cuda_featuremap.cu). Every element sees the same
+ * (u + w, u - w) sequence as on the CPU. */
 #define QM_WHT_SMEM_BITS 10
 
 namespace {

@@ -16,7 +16,8 @@
  *   the amplitude is x * coeff, bit for bit.
  * Compile with floating-point contraction off (-ffp-contract=off, nvcc --fmad=false): an FMA would
  * round differently on the two backends.
- * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation).
+ * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation, and CUDA's sincos in
+ * device code).
  */
 #ifndef QM_MATH_H
 #define QM_MATH_H
