@@ -167,7 +167,7 @@ static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ || op == QM_HAL_OP_IQP;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -237,6 +237,15 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
         const qm_hal_state_sumsq_args *a = params;
         qm_cpu_state_sumsq((const char *)state + a->off * qm_dtype_size(a->state_dtype),
                            elem_of(a->state_dtype), a->n, a->g0, a->log2_block, out);
+        return QM_OK;
+    }
+    case QM_HAL_OP_IQP: { /* the two kernels one after the other: the fused op's bits */
+        const qm_hal_iqp_args *a = params;
+        const qm_hal_iqp_phase_args *p = &a->phase;
+        qm_cpu_iqp_phase(state, elem_of(p->state_dtype), p->off, p->n, p->g0, p->qubits,
+                         p->n_coeffs, p->first_state, in, p->scale);
+        if (a->b1 > 0)
+            qm_cpu_wht(state, elem_of(p->state_dtype), p->off, p->n, 0, a->b1, NULL, 0);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:
