@@ -509,7 +509,7 @@ static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_s
 
 /* basis takes one index per sample: a 1-D input of B values is B samples (as a (B, 1) input,
  * and the output is (B, 2^n)); a 2-D input must have one column. */
-static qm_code basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
+qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
 {
     if (*ndim == 1) {
         in->batch = in->n;
@@ -551,6 +551,25 @@ static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status 
     while (rc == QM_OK && ldexp(1.0, (int)q) <= top)
         ++q;
     *qubits = q;
+    return rc;
+}
+
+qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_amp_input *in,
+                                   qm_status *st)
+{
+    const qm_encoding enc = req->encoding;
+    qm_code rc = QM_OK;
+    if (req->qubits == 0 && !qubits_given && enc == QM_ENCODING_AMPLITUDE)
+        req->qubits = qm_qubits_for_values(in->n);
+    else if (req->qubits == 0 && !qubits_given && enc == QM_ENCODING_BASIS)
+        rc = basis_qubits(in, &req->qubits, st);
+    else if (req->qubits == 0 && !qubits_given &&
+             (req->qubits = qm_encoding_qubits(enc, in->n)) == 0)
+        rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
+                     "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in->n,
+                     qm_encoding_name(enc));
+    req->batch = in->batch;
+    req->features = in->n;
     return rc;
 }
 
@@ -603,27 +622,17 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     }
     const qm_encoding enc = job ? job->request.encoding : QM_ENCODING_AMPLITUDE;
     if (rc == QM_OK && enc == QM_ENCODING_BASIS)
-        rc = basis_shape(&in, &r->input_ndim, st);
+        rc = qm_encode_basis_shape(&in, &r->input_ndim, st);
     r->batch = in.batch;
     r->features = in.n;
     r->input_dtype = in.dtype;
     /* request */
     qm_request req = job ? job->request : (qm_request){0};
     if (rc == QM_OK) {
-        if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_AMPLITUDE)
-            req.qubits = qm_qubits_for_values(in.n);
-        else if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_BASIS)
-            rc = basis_qubits(&in, &req.qubits, st);
-        else if (req.qubits == 0 && !job->qubits_given &&
-                 (req.qubits = qm_encoding_qubits(enc, in.n)) == 0)
-            rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
-                         "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in.n,
-                         qm_encoding_name(enc));
+        rc = qm_encode_request_complete(&req, job->qubits_given, &in, st);
         if (!job->dtype_given)
             req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
-        req.batch = in.batch;
-        req.features = in.n;
-        if (R > 1 && req.ranks == 0)
+        if (rc == QM_OK && R > 1 && req.ranks == 0)
             req.ranks = R;
         else if (R > 1 && req.ranks != R)
             rc = qm_fail(st, QM_E_RANK, "encode: --ranks %d but mpirun started %d ranks", req.ranks, R);

@@ -106,6 +106,17 @@ typedef struct qm_encode_result {
     int n_stale_removed;      /* temporaries of dead runs removed before this run's work */
 } qm_encode_result;
 
+/* The request of an input, as `qmesh encode` makes it: qubits (when 0 and not given) from the
+ * values per sample by the encoding (amplitude: the smallest n with 2^n >= F; basis: the fewest
+ * that hold the largest index, the input scanned in chunks; E-INPUT when F makes no state), batch
+ * and features from the input. The dtype is the caller's. Shared by the one-shot and the streamed
+ * encode. */
+qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_amp_input *in,
+                                   qm_status *st);
+/* basis takes one index per sample: a 1-D input of B values becomes B samples of one value
+ * (*ndim 2, the output (B, 2^n)); a 2-D input must have one column (E-INPUT otherwise). */
+qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st);
+
 void qm_encode_job_init(qm_encode_job *job);
 /* Run the job. On failure st holds the error; result keeps what was known (the plan, when one was
  * made, so an infeasible request can still be shown). Always call qm_encode_result_fini. */

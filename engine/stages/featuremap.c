@@ -65,7 +65,7 @@ static qm_code read_samples(const qm_amp_input *in, qm_encoding enc, unsigned qu
         return rc;
     const double N = ldexp(1.0, (int)qubits);
     for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t s = s0 + i / F, k = i % F;
+        const uint64_t s = in->first_sample + s0 + i / F, k = i % F;
         if (!isfinite(v[i]))
             return qm_fail(st, QM_E_INPUT, "encode: sample %llu, value %llu is %s; the %s encoding "
                            "needs finite values", (unsigned long long)s, (unsigned long long)k,

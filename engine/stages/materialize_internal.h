@@ -28,6 +28,11 @@ typedef struct qm_amp_input {
      * can read it in place (qm_hal_buf_wrap_device) do so, the others and the slow path's scans
      * go through `read`, which is then required (it copies device memory to host memory). */
     bool device_data;
+    /* A batch of a longer input (a stream, docs/api.md "Streams"): the global index of this
+     * input's sample 0. Messages that name a sample name first_sample + its index here, and always
+     * by sample (also for a one-row batch). 0 and false for a whole input. */
+    uint64_t first_sample;
+    bool part_of_stream;
 } qm_amp_input;
 
 struct qm_comm;
