@@ -69,6 +69,7 @@ void qm_encode_result_fini(qm_encode_result *r)
     if (!r)
         return;
     qm_pipeline_fini(&r->pipeline);
+    qm_free(r->batch_plan_json);
     memset(r, 0, sizeof *r);
 }
 
@@ -103,12 +104,16 @@ qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status 
                        spec ? spec : "");
     snprintf(buf, sizeof buf, "%s", spec);
     const char *r = strtok_r(buf, ":", &save), *ph = strtok_r(NULL, ":", &save),
-               *mo = strtok_r(NULL, ":", &save);
-    char *end = NULL;
+               *mo = strtok_r(NULL, ":", &save), *ba = strtok_r(NULL, ":", &save);
+    char *end = NULL, *bend = NULL;
     const long rank = r ? strtol(r, &end, 10) : -1;
     if (!r || !ph || !mo || strtok_r(NULL, ":", &save) || !end || *end || rank < 0 || rank > 1023)
-        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE with R a rank 0..1023 "
-                       "(got '%s')", spec);
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE[:BATCH] with R a rank "
+                       "0..1023 (got '%s')", spec);
+    const unsigned long long batch = ba ? strtoull(ba, &bend, 10) : 0;
+    if (ba && (!bend || *bend || ba[0] < '0' || ba[0] > '9'))
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: BATCH must be a batch number 0, 1, ... "
+                       "(got '%s')", ba);
     int p = 0, m = 0;
     for (int i = 1; i < (int)(sizeof phase_names / sizeof *phase_names); ++i)
         if (strcmp(ph, phase_names[i]) == 0)
@@ -129,11 +134,11 @@ qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status 
         return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: the phase swap is after the commit and takes "
                        "exit or kill only (got %s)", mo);
     *out = (qm_encode_fault){.rank = (int)rank, .phase = (qm_enc_phase)p,
-                             .mode = (qm_enc_fault_mode)m};
+                             .mode = (qm_enc_fault_mode)m, .batch = batch};
     return QM_OK;
 }
 
-static qm_code check_cancel(const qm_encode_job *job, qm_status *st)
+qm_code qm_encode_check_cancel(const qm_encode_job *job, qm_status *st)
 {
     if (!job->cancel || !*job->cancel)
         return QM_OK;
@@ -146,15 +151,13 @@ static qm_code check_cancel(const qm_encode_job *job, qm_status *st)
     return rc;
 }
 
-/* The job's fault, when it is for this rank and phase; then the cancel flag. Passes a failure in
- * rc through unchanged (so every rank still reaches the next verdict). */
-static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm_code rc,
-                           qm_status *st)
+qm_code qm_encode_fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, uint64_t batch,
+                              qm_code rc, qm_status *st)
 {
     if (rc != QM_OK)
         return rc;
     const qm_encode_fault *f = &job->fault;
-    if (f->phase == ph && f->rank == me) {
+    if (f->phase == ph && f->rank == me && f->batch == batch) {
         switch (f->mode) {
         case QM_ENC_FAULT_FAIL:
             return qm_fail(st, QM_E_BACKEND, "fault: injected failure on rank %d at phase %s "
@@ -180,27 +183,26 @@ static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm
             break;
         }
     }
-    return check_cancel(job, st);
+    return qm_encode_check_cancel(job, st);
+}
+
+/* The one-shot run is batch 0. */
+static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm_code rc,
+                           qm_status *st)
+{
+    return qm_encode_fault_point(job, me, ph, 0, rc, st);
 }
 
 /* ---- read-back, check and output ------------------------------------------------------------- */
 
-/* Read the state back in chunks: per-state Σ|ψ|², and each chunk handed to `sink` (may be NULL). */
-typedef qm_code (*chunk_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
-
-typedef struct rb_ctx {
-    const qm_encode_job *job;
-    qm_enc_fault_mode corrupt; /* NAN or SKEW: applied to the first amplitude read, then NONE */
-    bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
-} rb_ctx;
-
-static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
-                         void *buf, chunk_sink sink, void *sink_ctx, rb_ctx *rb, qm_status *st)
+qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
+                            void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
+                            qm_status *st)
 {
     const uint64_t N = s->n_amps;
     for (uint64_t pos = start; pos < end;) {
         const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
-        qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+        qm_code rc = rb->cancel_ok ? qm_encode_check_cancel(rb->job, st) : QM_OK;
         if (rc == QM_OK)
             rc = qm_state_read(s, pos, n, s->dtype, buf, st);
         if (rc != QM_OK)
@@ -233,7 +235,7 @@ static qm_code read_back(const qm_state *s, uint64_t start, uint64_t end, double
     return QM_OK;
 }
 
-static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
+qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
 {
     return qm_npy_writer_write(ctx, amps, n, st);
 }
@@ -243,23 +245,29 @@ static qm_code npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
  * is E-NUMERIC (docs/io.md "The norm check"): 2·eps(out) covers rounding each amplitude to the
  * output dtype (each |ψ_i|² off by at most 2u relative, u = eps/2), the rest the float64 norm
  * (pairwise tree: about n rounding steps, the sqrt and the division) and this check's own
- * sequential float64 sum over N = 2^n terms, all with a factor of 2 to spare. */
-static qm_code norm_check(qm_encode_result *r, const double *sums, uint64_t batch, unsigned qubits,
-                          qm_dtype dtype, uint64_t n_amps, qm_status *st)
+ * sequential float64 sum over N = 2^n terms, all with a factor of 2 to spare. States
+ * [first, first + batch) (a streamed batch: first > 0); the result's max and worst state are kept
+ * over every call of a run (reset when first is 0). */
+qm_code qm_encode_norm_check(qm_encode_result *r, const double *sums, uint64_t first,
+                             uint64_t batch, unsigned qubits, qm_dtype dtype, uint64_t n_amps,
+                             qm_status *st)
 {
     const double eps_out = dtype == QM_DTYPE_COMPLEX64 ? (double)FLT_EPSILON : DBL_EPSILON;
     const double bound = 4 * eps_out + ((double)n_amps + 2.0 * qubits + 8) * DBL_EPSILON;
-    r->norm_max_error = 0;
-    r->norm_worst_state = 0;
+    if (first == 0) {
+        r->norm_max_error = 0;
+        r->norm_worst_state = 0;
+    }
     for (uint64_t k = 0; k < batch; ++k) {
         if (!isfinite(sums[k]))
             return qm_fail(st, QM_E_NUMERIC, "encode: norm check failed for state %llu: "
                            "sum |psi|^2 is %s (bound %.3e); nothing was written",
-                           (unsigned long long)k, isnan(sums[k]) ? "NaN" : "infinite", bound);
+                           (unsigned long long)(first + k), isnan(sums[k]) ? "NaN" : "infinite",
+                           bound);
         const double err = fabs(sums[k] - 1.0);
-        if (err > r->norm_max_error || k == 0) {
+        if (err > r->norm_max_error || first + k == 0) {
             r->norm_max_error = err;
-            r->norm_worst_state = k;
+            r->norm_worst_state = first + k;
         }
     }
     if (r->norm_max_error > bound)
@@ -342,7 +350,7 @@ done:
  * inside it), rank 0 also manifest.json. Nothing is visible under --out-dir yet: the caller votes,
  * then rank 0 swaps the directory in (qm_out_dir_swap) or removes it. */
 static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                             const int *global_ids, void *buf, double *sums, rb_ctx *rb,
+                             const int *global_ids, void *buf, double *sums, qm_encode_rb *rb,
                              char *tmpdir, qm_status *st)
 {
     const int n = s->n_shards;
@@ -364,9 +372,9 @@ static qm_code write_out_dir(const qm_encode_job *job, qm_encode_result *r, cons
         if (rc == QM_OK && i == 0)
             rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
-            rc = read_back(s, sh->start, sh->end,
+            rc = qm_encode_read_back(s, sh->start, sh->end,
                            r->pipeline.plan->policy != QM_POLICY_REPLICATED || i == 0 ? sums : NULL, buf,
-                           npy_sink, w, rb, st);
+                           qm_encode_npy_sink, w, rb, st);
         if (rc == QM_OK && i == n - 1)
             rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
         if (rc == QM_OK)
@@ -407,7 +415,7 @@ static qm_code gather_write(void *ctx, const void *amps, uint64_t n, qm_status *
  * rank order, chunk by chunk (no rank ever holds more than a chunk of another's amplitudes), into
  * the temporary file, and syncs it; *w_out (rank 0) is the writer the caller commits or aborts. */
 static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, const qm_state *s,
-                              uint64_t lo, uint64_t hi, void *buf, double *sums, rb_ctx *rb,
+                              uint64_t lo, uint64_t hi, void *buf, double *sums, qm_encode_rb *rb,
                               qm_npy_writer **w_out, qm_status *st)
 {
     qm_comm *c = job->comm;
@@ -431,7 +439,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         gather_sink g = {.w = w, .rc = QM_OK};
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, rc, st);
         if (rc == QM_OK)
-            rc = read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
+            rc = qm_encode_read_back(s, lo, hi, sums, buf, gather_write, &g, rb, st);
         for (int src = 1; src < R; ++src) {
             uint64_t rlo = UINT64_MAX, rhi = 0;
             for (int i = 0; i < p->n_shards; ++i)
@@ -464,7 +472,7 @@ static qm_code write_gathered(const qm_encode_job *job, qm_encode_result *r, con
         for (uint64_t pos = lo; pos < hi; pos += QM_READBACK_AMPS) {
             const uint64_t n = hi - pos < QM_READBACK_AMPS ? hi - pos : QM_READBACK_AMPS;
             if (rc == QM_OK)
-                rc = read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
+                rc = qm_encode_read_back(s, pos, pos + n, sums, buf, NULL, NULL, rb, st);
             if (rc != QM_OK)
                 memset(buf, 0, (size_t)(n * es));
             qm_status send_st;
@@ -712,7 +720,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     double t2 = now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
-    rb_ctx rb = {.job = job, .cancel_ok = R == 1};
+    qm_encode_rb rb = {.job = job, .cancel_ok = R == 1};
     if (job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
         rb.corrupt = job->fault.mode;
@@ -723,7 +731,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     } else {
         rc = fault_point(job, me, QM_ENC_PHASE_READBACK, QM_OK, st);
         if (rc == QM_OK)
-            rc = read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
+            rc = qm_encode_read_back(state, lo, hi_read, sums, buf, NULL, NULL, &rb, st);
         rc = fault_point(job, me, QM_ENC_PHASE_WRITE, rc, st);
     }
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
@@ -733,7 +741,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
     if (rc == QM_OK)
-        rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->pipeline.plan->n_amps, st);
+        rc = qm_encode_norm_check(r, sums, 0, in.batch, req.qubits, req.dtype,
+                                  r->pipeline.plan->n_amps, st);
     rc = fault_point(job, me, QM_ENC_PHASE_COMMIT, rc, st);
     /* the vote: from here on the commit is rank 0's alone */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)

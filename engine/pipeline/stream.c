@@ -454,3 +454,8 @@ qm_materialize_times qm_stream_phases_get(const qm_stream *s)
 {
     return s ? s->phases : (qm_materialize_times){0};
 }
+
+qm_context *qm_stream_context_get(const qm_stream *s)
+{
+    return s ? s->ctx : NULL;
+}

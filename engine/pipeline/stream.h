@@ -20,6 +20,8 @@
 qm_code qm_stream_open_input(const qm_scenario *scenario, const qm_request *request,
                              qm_input_file *file, int ndim, const qm_stream_options *opts,
                              qm_stream **out, qm_status *st);
+/* The context of the full batch shape (its plan: qm_context_plan_json). Cannot fail. */
+qm_context *qm_stream_context_get(const qm_stream *stream);
 /* materialize's phases summed over the batches returned so far. Cannot fail. */
 qm_materialize_times qm_stream_phases_get(const qm_stream *stream);
 
