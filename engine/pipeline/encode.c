@@ -50,13 +50,6 @@ static uint64_t host_id(void)
     return h;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void qm_encode_job_init(qm_encode_job *job)
 {
     memset(job, 0, sizeof *job);
@@ -609,7 +602,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_diags diags;
     qm_diags_init(&diags);
     memset(r, 0, sizeof *r);
-    double t0 = now_s();
+    double t0 = qm_clock_now_s();
     qm_comm *comm = job ? job->comm : NULL;
     const int R = comm ? qm_comm_size(comm) : 1, me = comm ? qm_comm_rank(comm) : 0;
 
@@ -671,7 +664,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = check_outputs(job, r, st);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    r->seconds_read_plan = now_s() - t0;
+    r->seconds_read_plan = qm_clock_now_s() - t0;
     /* backend: this rank's devices (one process simulates every rank of the scenario) */
     int first_gpu = 0;
     if (job->backend == QM_BACKEND_CUDA && R > 1) {
@@ -704,7 +697,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_fail(st, QM_E_RANK, "encode: rank %d has no shard in the plan", me);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    double t1 = now_s();
+    double t1 = qm_clock_now_s();
     qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases};
     /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
     if (job->show_progress && me == 0 &&
@@ -715,9 +708,9 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     if ((rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st)) != QM_OK)
         goto done; /* the same verdict on every rank */
-    r->seconds_materialize = now_s() - t1;
+    r->seconds_materialize = qm_clock_now_s() - t1;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
-    double t2 = now_s();
+    double t2 = qm_clock_now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
     qm_encode_rb rb = {.job = job, .cancel_ok = R == 1};
@@ -763,7 +756,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     }
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    r->seconds_output = now_s() - t2;
+    r->seconds_output = qm_clock_now_s() - t2;
     rc = QM_OK;
 done:
     qm_npy_writer_abort(gathered);

@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* encode_stream.c — `qmesh encode --batch-size B`: the file-to-file job in batches (encode.h,
  * qm_encode_stream_run), for inputs larger than device or host memory.
  *
@@ -34,13 +33,6 @@
 #include <time.h>
 
 #define QM_TMPDIR_BYTES 4096
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t batch_rows(const qm_stream_info *si, uint64_t k)
 {
@@ -121,7 +113,7 @@ static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_strea
     if (rc == QM_OK && !state)
         rc = qm_fail(st, QM_E_INTERNAL, "encode: the stream ended at batch %llu of %llu",
                      (unsigned long long)k, (unsigned long long)si->batches);
-    const double t0 = now_s();
+    const double t0 = qm_clock_now_s();
     qm_encode_rb rb = {.job = job, .cancel_ok = true};
     if (job->fault.phase == QM_ENC_PHASE_CHECK && job->fault.batch == k &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
@@ -146,7 +138,7 @@ static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_strea
     if (rc == QM_OK)
         rc = qm_encode_norm_check(r, sums, k * si->batch_size, rows, si->qubits, si->dtype, N, st);
     qm_state_destroy(state);
-    *t_output += now_s() - t0;
+    *t_output += qm_clock_now_s() - t0;
     return rc;
 }
 
@@ -162,7 +154,7 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     void *buf = NULL;
     char *text = NULL;
     memset(r, 0, sizeof *r);
-    const double t_start = now_s();
+    const double t_start = qm_clock_now_s();
     if (!job || !job->input)
         return qm_fail(st, QM_E_ARG, "encode: an input file is required (--input FILE)");
     if (job->out && job->out_dir)
@@ -213,7 +205,7 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
         (void)qm_out_stale_sweep(job->out ? job->out : job->out_dir, &r->n_stale_removed, NULL);
     if (rc == QM_OK)
         rc = check_output(job, &si, st);
-    r->seconds_read_plan = now_s() - t_start;
+    r->seconds_read_plan = qm_clock_now_s() - t_start;
     const uint64_t N = (uint64_t)1 << si.qubits;
     if (rc == QM_OK && job->out) {
         const uint64_t shape[2] = {ndim == 2 ? si.samples : N, N};
@@ -226,12 +218,12 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     if (rc == QM_OK && (!sums || !buf))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
     /* the batches */
-    const double t_loop = now_s();
+    const double t_loop = qm_clock_now_s();
     double t_output = 0;
     for (uint64_t k = 0; rc == QM_OK && k < si.batches; ++k)
         rc = one_batch(job, r, s, &si, k, gathered, tmpdir[0] ? tmpdir : NULL, sums, buf,
                        &t_output, st);
-    const double t_batches = now_s() - t_loop;
+    const double t_batches = qm_clock_now_s() - t_loop;
     /* the commit: the whole output at once */
     if (rc == QM_OK && job->out_dir && !(text = manifest_text(job, r, &si, st)))
         rc = st ? st->code : QM_E_NOMEM;
@@ -266,7 +258,7 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
         r->seconds_output = t_output;
         r->seconds_read = si.seconds_read;
         r->seconds_wait = si.seconds_wait;
-        r->seconds_total = now_s() - t_start;
+        r->seconds_total = qm_clock_now_s() - t_start;
         r->samples_per_s = t_batches > 0 ? (double)si.samples / t_batches : 0;
         r->input_buffers = si.input_buffers;
         r->batch_input_bytes = si.batch_input_bytes;

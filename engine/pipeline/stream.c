@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* stream.c — the batch stream of include/qmesh.h (qm_stream_*): a dataset encoded batch by batch,
  * reading ahead on a thread while a batch is encoded.
  *
@@ -70,13 +69,6 @@ struct qm_stream {
     qm_status fail_st;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void qm_stream_options_init(qm_stream_options *o)
 {
     if (o)
@@ -129,10 +121,10 @@ static void *reader_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (stop)
             break;
-        const double t0 = now_s();
+        const double t0 = qm_clock_now_s();
         if (it.rc == QM_OK)
             it.rc = read_batch(s, k, s->bufs[it.buf], &it.st);
-        const double dt = now_s() - t0;
+        const double dt = qm_clock_now_s() - t0;
         pthread_mutex_lock(&s->mu);
         s->t_read += dt;
         s->ready[(s->ready_head + s->n_ready) % s->n_bufs] = it;
@@ -375,12 +367,12 @@ qm_code qm_stream_next(qm_stream *s, qm_state **out, qm_status *st)
         pthread_mutex_lock(&s->mu);
         it.buf = take_buffer(s, &it.rc, &why);
         pthread_mutex_unlock(&s->mu);
-        const double t0 = now_s();
+        const double t0 = qm_clock_now_s();
         if (it.rc == QM_OK)
             it.rc = read_batch(s, k, s->bufs[it.buf], &why);
-        s->t_read += now_s() - t0;
+        s->t_read += qm_clock_now_s() - t0;
     } else {
-        const double t0 = now_s();
+        const double t0 = qm_clock_now_s();
         pthread_mutex_lock(&s->mu);
         while (s->n_ready == 0)
             pthread_cond_wait(&s->cv_ready, &s->mu);
@@ -388,7 +380,7 @@ qm_code qm_stream_next(qm_stream *s, qm_state **out, qm_status *st)
         s->ready_head = (s->ready_head + 1) % s->n_bufs;
         --s->n_ready;
         pthread_mutex_unlock(&s->mu);
-        s->t_wait += now_s() - t0;
+        s->t_wait += qm_clock_now_s() - t0;
         why = it.st;
     }
     if (it.rc != QM_OK)
@@ -405,10 +397,10 @@ qm_code qm_stream_next(qm_stream *s, qm_state **out, qm_status *st)
                             .first_sample = k * s->batch_size, .part_of_stream = true};
     qm_materialize_times t = {0};
     const qm_materialize_opts mo = {.times = &t};
-    const double t0 = now_s();
+    const double t0 = qm_clock_now_s();
     if (rc == QM_OK)
         rc = qm_context_encode_input(ctx, &b, &mo, out, &why);
-    s->t_encode += now_s() - t0;
+    s->t_encode += qm_clock_now_s() - t0;
     if (it.buf >= 0) { /* the state holds no reference to its input: the buffer goes back */
         pthread_mutex_lock(&s->mu);
         s->free_bufs[s->n_free++] = it.buf;
