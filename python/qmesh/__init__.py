@@ -390,7 +390,9 @@ def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", pref
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
               "a batch)" % a.ndim)
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
-    ndim = 2 if encoding == "basis" else a.ndim
+    ndim = a.ndim
+    if encoding == "basis":  # one index per sample: a 1-D array of B indices is B samples
+        rows, features, ndim = (a.size, 1, 2) if a.ndim == 1 else (rows, features, 2)
     if dtype is None:
         dtype = "complex128" if a.dtype == np.float64 else "complex64"
     req = _request(scenario, 0 if qubits is None else qubits, dtype, policy, 1, None, None,

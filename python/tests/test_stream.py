@@ -51,6 +51,14 @@ def test_host_rows_and_angle(prefetch):
     assert got.tobytes() == one.tobytes()
 
 
+def test_basis_indices():
+    idx = np.array([3.0, 1, 0, 7, 2, 5, 6])
+    one = qmesh.encode(idx, encoding="basis").to_numpy()
+    parts = [st.to_numpy() for st in qmesh.stream(idx, 3, encoding="basis")]
+    assert [p.shape for p in parts] == [(3, 8), (3, 8), (1, 8)]
+    assert np.concatenate(parts).tobytes() == one.tobytes()
+
+
 def test_same_bytes_as_cli_stream(tmp_path, cli):
     path = tmp_path / "x.npy"
     np.save(path, DATA)
