@@ -118,8 +118,8 @@ static void test_bad_requests(void)
     CHECK(rc == 0 && strstr(out, "feasible: yes") != NULL && strstr(out, "(used: weighted)") != NULL);
     /* usage errors exit 2 */
     rc = run(out, sizeof out, "six-gpu.yaml", 1);
-    CHECK_STR(out, "error[E-ARG]: plan: --qubits N is required (or --max for the largest that "
-                   "fits); run 'qmesh plan --help'\n");
+    CHECK_STR(out, "error[E-ARG]: plan: --qubits N is required (or --input FILE to take it from "
+                   "the data, or --max for the largest that fits); run 'qmesh plan --help'\n");
     CHECK(rc == 2);
 }
 

@@ -35,6 +35,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h> /* gethostname */
 
@@ -590,6 +591,66 @@ static qm_code host_budget(const qm_encode_job *job, int ranks, qm_host_budget *
     return qm_host_mem_available_query(&out->available_bytes, st);
 }
 
+qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
+                             int *ndim, qm_request *req, qm_status *st)
+{
+    qm_code rc = qm_input_open(job->input, &job->csv, job->dataset, file, st);
+    if (rc != QM_OK)
+        return rc;
+    *in = file->in;
+    *ndim = file->ndim;
+    if (job->request.encoding == QM_ENCODING_BASIS &&
+        (rc = qm_encode_basis_shape(in, ndim, st)) != QM_OK)
+        return rc;
+    *req = job->request;
+    rc = qm_encode_request_complete(req, job->qubits_given, in, st);
+    if (!job->dtype_given)
+        req->dtype = in->dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
+    return rc;
+}
+
+void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
+                        const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp)
+{
+    memset(dp, 0, sizeof *dp);
+    dp->sim = job->backend != QM_BACKEND_CUDA;
+    if (file && in) {
+        dp->input = true;
+        dp->input_elem_bytes = qm_dtype_size(in->dtype);
+        struct stat sb;
+        if (file->format != QM_INPUT_NPY && file->format != QM_INPUT_HDF5 &&
+            stat(job->input, &sb) == 0)
+            dp->input_file_bytes = (uint64_t)sb.st_size;
+    }
+    if (job->out) {
+        /* the output keeps the input's rank; without an input, a batch is 2-D */
+        const int nd = file ? ndim : req->batch > 1 ? 2 : 1;
+        const uint64_t n_amps = req->qubits < 64 ? (uint64_t)1 << req->qubits : 0;
+        const uint64_t shape[2] = {nd == 2 ? (req->batch ? req->batch : 1) : n_amps, n_amps};
+        dp->output = QM_DP_OUTPUT_FILE;
+        dp->output_bytes = qm_npy_file_bytes(req->dtype, nd, shape);
+    } else if (job->out_dir) {
+        dp->output = QM_DP_OUTPUT_DIR;
+    }
+}
+
+/* The input's reader, timed: the seconds spent reading the file into host memory (the data
+ * path's `read`, measured). */
+typedef struct timed_reader {
+    qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
+    void *ctx;
+    double seconds;
+} timed_reader;
+
+static qm_code timed_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    timed_reader *t = ctx;
+    const double t0 = qm_clock_now_s();
+    const qm_code rc = t->read(t->ctx, first, count, dst, st);
+    t->seconds += qm_clock_now_s() - t0;
+    return rc;
+}
+
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -617,30 +678,26 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                      "version", qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
-    if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, job->dataset, &file, st)) == QM_OK) {
-        in = file.in;
-        r->input_ndim = file.ndim;
-    }
-    const qm_encoding enc = job ? job->request.encoding : QM_ENCODING_AMPLITUDE;
-    if (rc == QM_OK && enc == QM_ENCODING_BASIS)
-        rc = qm_encode_basis_shape(&in, &r->input_ndim, st);
+    qm_request req = job ? job->request : (qm_request){0};
+    const double t_open = qm_clock_now_s();
+    if (rc == QM_OK)
+        rc = qm_encode_input_open(job, &file, &in, &r->input_ndim, &req, st);
+    r->read_open_s = qm_clock_now_s() - t_open;
     r->batch = in.batch;
     r->features = in.n;
     r->input_dtype = in.dtype;
-    /* request */
-    qm_request req = job ? job->request : (qm_request){0};
+    /* request: ranks */
     if (rc == QM_OK) {
-        rc = qm_encode_request_complete(&req, job->qubits_given, &in, st);
-        if (!job->dtype_given)
-            req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
-        if (rc == QM_OK && R > 1 && req.ranks == 0)
+        if (R > 1 && req.ranks == 0)
             req.ranks = R;
         else if (R > 1 && req.ranks != R)
             rc = qm_fail(st, QM_E_RANK, "encode: --ranks %d but mpirun started %d ranks", req.ranks, R);
     }
-    /* scenario, mesh, plan */
+    /* scenario, mesh, plan (with the data path: this input file, these outputs) */
     if (rc == QM_OK && (rc = qm_pipeline_load(&r->pipeline, job->scenario, &diags, st)) == QM_OK)
         rc = host_budget(job, R, &r->pipeline.host_budget, st);
+    if (rc == QM_OK)
+        qm_encode_datapath(job, &file, &in, r->input_ndim, &req, &r->pipeline.datapath);
     if (rc == QM_OK)
         rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
     if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)
@@ -706,9 +763,19 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
                               st)) != QM_OK)
         goto done;
-    if ((rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st)) != QM_OK)
+    timed_reader tr = {.read = in.read, .ctx = in.read_ctx};
+    if (in.read) { /* the reader's seconds are the measured read (file -> host memory) */
+        in.read = timed_read;
+        in.read_ctx = &tr;
+    }
+    rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st);
+    in.read = tr.read;
+    in.read_ctx = tr.ctx;
+    if (rc != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = qm_clock_now_s() - t1;
+    r->read_s = r->read_open_s + tr.seconds;
+    r->staging_s = r->phases.ingest > tr.seconds ? r->phases.ingest - tr.seconds : 0;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
     double t2 = qm_clock_now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
@@ -757,6 +824,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     r->seconds_output = qm_clock_now_s() - t2;
+    r->write_s = job->out || job->out_dir ? r->seconds_output : -1;
     rc = QM_OK;
 done:
     qm_npy_writer_abort(gathered);

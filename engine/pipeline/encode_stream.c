@@ -167,19 +167,13 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     /* the input and the request, as the one-shot run makes them */
     int ndim = 0;
     qm_request req = job->request;
-    if ((rc = qm_input_open(job->input, &job->csv, job->dataset, &file, st)) == QM_OK) {
-        ndim = file.ndim;
-        if (req.encoding == QM_ENCODING_BASIS)
-            rc = qm_encode_basis_shape(&file.in, &ndim, st);
-    }
-    r->batch = file.in.batch ? file.in.batch : 1;
-    r->features = file.in.n;
-    r->input_dtype = file.in.dtype;
+    qm_amp_input in = {0};
+    rc = qm_encode_input_open(job, &file, &in, &ndim, &req, st);
+    file.in = in; /* the stream reads the input as encoded (basis: one index per sample) */
+    r->batch = in.batch ? in.batch : 1;
+    r->features = in.n;
+    r->input_dtype = in.dtype;
     r->input_ndim = ndim;
-    if (rc == QM_OK)
-        rc = qm_encode_request_complete(&req, job->qubits_given, &file.in, st);
-    if (rc == QM_OK && !job->dtype_given)
-        req.dtype = file.in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
     if (rc == QM_OK)
         rc = qm_scenario_open(job->scenario, &sc, st);
     qm_stream_options so;
@@ -264,6 +258,9 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
         r->batch_input_bytes = si.batch_input_bytes;
         r->input_bytes_peak = si.input_bytes_peak;
         r->device_bytes_peak = si.device_bytes_peak;
+        r->read_s = si.seconds_read;      /* the reader thread: file -> host buffers */
+        r->staging_s = ph.ingest;         /* host buffers -> devices */
+        r->write_s = job->out || job->out_dir ? t_output : -1;
     }
     qm_npy_writer_abort(gathered);
     if (tmpdir[0])

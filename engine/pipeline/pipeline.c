@@ -110,6 +110,11 @@ qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st)
         p->mesh->host_budget = p->host_budget;
         rc = qm_plan_create(p->mesh, r, &p->plan, st);
     }
+    if (p->plan) {
+        const qm_code drc = qm_cost_datapath(p->mesh, p->plan, &p->datapath, st);
+        if (drc != QM_OK)
+            rc = drc;
+    }
     return rc;
 }
 
