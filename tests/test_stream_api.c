@@ -48,6 +48,17 @@ static void write_npy(const char *path, const double *v, uint64_t rows, uint64_t
     free(b);
 }
 
+/* Options for the simulator: batch_size B, prefetch p. */
+static qm_stream_options sim_opts(uint64_t B, int p)
+{
+    qm_stream_options o;
+    qm_stream_options_init(&o);
+    o.batch_size = B;
+    o.prefetch = p;
+    o.backend = QM_BACKEND_SIM;
+    return o;
+}
+
 /* The one-shot encode of rows x features (host data) as bytes (malloc'd), *bytes its size. */
 static unsigned char *one_shot(const qm_scenario *sc, qm_request req, const qm_host_data *in,
                                size_t *bytes)
@@ -75,11 +86,7 @@ static void stream_case(const char *name, const qm_scenario *sc, const qm_reques
                         const qm_host_data *in, const char *path, uint64_t B, int prefetch,
                         int keep_states)
 {
-    qm_stream_options o;
-    qm_stream_options_init(&o);
-    o.batch_size = B;
-    o.prefetch = prefetch;
-    o.backend = QM_BACKEND_SIM;
+    const qm_stream_options o = sim_opts(B, prefetch);
     qm_stream *s = NULL;
     qm_status st;
     qm_status_clear(&st);
@@ -228,11 +235,7 @@ int main(void)
     rb.qubits = 6;
     rb.dtype = QM_DTYPE_COMPLEX64;
     for (int prefetch = 0; prefetch <= 4; ++prefetch) {
-        qm_stream_options o;
-        qm_stream_options_init(&o);
-        o.batch_size = BB;
-        o.prefetch = prefetch;
-        o.backend = QM_BACKEND_SIM;
+        const qm_stream_options o = sim_opts(BB, prefetch);
         qm_stream *s = NULL;
         CHECK_OK(qm_stream_open_file(sc, &rb, big, &o, &s, NULL));
         uint64_t n = 0;
