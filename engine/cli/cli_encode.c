@@ -11,7 +11,7 @@
  * then cleans up on its normal path and exits 130 / 143 with one E-INTERRUPTED line); a second
  * signal ends the process at once (the next run removes its temporaries). SIGXFSZ is ignored, so
  * a file-size limit is a write error (E-OUTPUT) rather than a silent death. The test switches are
- * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE
+ * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE[:BATCH]
  * (qm_encode_fault_parse) and QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] or QM_FAULT_IO=count (prints
  * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank).
  */
@@ -314,7 +314,8 @@ static int run_encode(const qm_cli_args *args)
         return 2;
     }
     qm_encode_result r;
-    qm_code rc = job.batch_size ? qm_encode_stream_run(&job, &r, &st) : qm_encode_run(&job, &r, &st);
+    qm_code rc = job.batch_size ? qm_encode_stream_run(&job, &r, &st)
+                                : qm_encode_run(&job, &r, &st);
     if (count_io)
         fprintf(stderr, "fault: %ld I/O steps (rank %d)\n", qm_io_fault_steps(),
                 comm ? qm_comm_rank(comm) : 0);
@@ -362,7 +363,8 @@ static int run_encode(const qm_cli_args *args)
                qm_format_seconds(r.seconds_output, c, sizeof c));
         char p0[32], p1[32], p2[32], p3[32];
         printf("measured on this machine (%s backend): ingest %s, local_norm %s, norm_allreduce "
-               "%s, encode %s (materialize's phases%s)\n", job.backend == QM_BACKEND_CUDA ? "cuda" : "sim",
+               "%s, encode %s (materialize's phases%s)\n",
+               job.backend == QM_BACKEND_CUDA ? "cuda" : "sim",
                qm_format_seconds(r.phases.ingest, p0, sizeof p0),
                qm_format_seconds(r.phases.local_norm, p1, sizeof p1),
                qm_format_seconds(r.phases.norm_allreduce, p2, sizeof p2),

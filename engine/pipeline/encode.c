@@ -94,7 +94,7 @@ qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status 
     memset(out, 0, sizeof *out);
     char buf[64], *save = NULL;
     if (!spec || strlen(spec) >= sizeof buf)
-        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE (got '%.64s')",
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE[:BATCH] (got '%.64s')",
                        spec ? spec : "");
     snprintf(buf, sizeof buf, "%s", spec);
     const char *r = strtok_r(buf, ":", &save), *ph = strtok_r(NULL, ":", &save),

@@ -115,7 +115,7 @@ static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_strea
                      (unsigned long long)k, (unsigned long long)si->batches);
     const double t0 = qm_clock_now_s();
     qm_encode_rb rb = {.job = job, .cancel_ok = true};
-    if (job->fault.phase == QM_ENC_PHASE_CHECK && job->fault.batch == k &&
+    if (job->fault.rank == 0 && job->fault.phase == QM_ENC_PHASE_CHECK && job->fault.batch == k &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
         rb.corrupt = job->fault.mode;
     char name[QM_TMPDIR_BYTES + 64];

@@ -322,7 +322,8 @@ qm_code qm_stream_open_host(const qm_scenario *sc, const qm_request *request,
                            .batch = rows->rows};
     s->ndim = 2;
     qm_request r = *request;
-    if (r.encoding == QM_ENCODING_BASIS && (rc = qm_encode_basis_shape(&s->in, &s->ndim, st)) != QM_OK)
+    if (r.encoding == QM_ENCODING_BASIS &&
+        (rc = qm_encode_basis_shape(&s->in, &s->ndim, st)) != QM_OK)
         goto fail;
     if ((rc = qm_encode_request_complete(&r, false, &s->in, st)) != QM_OK ||
         (rc = stream_start(s, sc, &r, o, true, st)) != QM_OK)

@@ -1284,7 +1284,7 @@ static PyObject *py_encode_file(PyObject *m, PyObject *args)
     return o;
 }
 
-/* ---- Stream: qm_stream_* as a Python iterator of States ------------------------------------------
+/* ---- Stream: qm_stream_* as a Python iterator of States ---------------------------------------
  * The stream's contexts are used by qm_stream_next and by the States it yields (reads, DLPack
  * deleters), possibly from several threads: all of them share one group mutex. qm_stream_next
  * runs without the GIL (it may wait for the reader thread). Host rows are kept (a Py_buffer)
