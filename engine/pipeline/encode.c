@@ -525,8 +525,39 @@ static qm_code basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
 
 /* Without --qubits, basis takes the fewest qubits that hold the largest index (at least 1). The
  * values are checked again, with their sample named, when the state is built. */
+/* The same for an integer input, exactly (read_int): an index above 2^53 is not rounded. */
+static qm_code basis_qubits_int(const qm_amp_input *in, unsigned *qubits, qm_status *st)
+{
+    const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
+    uint64_t *v = malloc(chunk * sizeof *v), top = 0;
+    if (!v)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+    qm_code rc = QM_OK;
+    for (uint64_t at = 0; rc == QM_OK && at < B; at += chunk) {
+        const uint64_t n = B - at < chunk ? B - at : chunk;
+        if ((rc = in->read_int(in->read_ctx, at, n, v, st)) != QM_OK)
+            break;
+        for (uint64_t i = 0; rc == QM_OK && i < n; ++i) {
+            if (in->int_signed && (int64_t)v[i] < 0)
+                rc = qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %lld is not a "
+                             "non-negative integer", (unsigned long long)(at + i),
+                             (long long)(int64_t)v[i]);
+            else if (v[i] > top)
+                top = v[i];
+        }
+    }
+    free(v);
+    unsigned q = 1;
+    while (rc == QM_OK && q < 64 && top >> q)
+        ++q;
+    *qubits = q;
+    return rc;
+}
+
 static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status *st)
 {
+    if (in->read_int)
+        return basis_qubits_int(in, qubits, st);
     const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
     double *v = malloc(chunk * sizeof *v);
     if (!v)
