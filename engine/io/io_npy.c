@@ -582,6 +582,9 @@ struct qm_npy_reader {
     char path[];         /* for messages */
 };
 
+/* The smallest piece a range is cut into to give every thread one (when the block is larger). */
+#define NPY_MIN_PIECE_BYTES ((uint64_t)1 << 20)
+
 /* O_DIRECT alignment of file offsets, lengths and buffers (the logical block size of every common
  * filesystem is at most 4 KiB). */
 #define NPY_DIRECT_ALIGN 4096u
@@ -1073,7 +1076,16 @@ static qm_code read_pieces(const qm_npy_reader *r, uint64_t first, uint64_t coun
         return read_raw(r, first, count, dst, NULL, 0, first, count, st);
     npy_job j = {.r = r, .first = first, .count = count, .dst = dst, .out_item = out_item,
                  .exact = exact, .conv = conv, .rc = QM_OK};
-    j.piece = r->block_bytes / fi ? r->block_bytes / fi : 1;
+    /* pieces of one block, or smaller so that every thread has one (a 32 MiB staging half over 8
+     * threads: 4 MiB each), but not below NPY_MIN_PIECE_BYTES unless the block is */
+    uint64_t pb = r->block_bytes;
+    const uint64_t share = (count * fi + (uint64_t)r->threads - 1) / (uint64_t)r->threads;
+    if (share < pb)
+        pb = share > NPY_MIN_PIECE_BYTES ? (share + NPY_MIN_PIECE_BYTES - 1) / NPY_MIN_PIECE_BYTES *
+                                               NPY_MIN_PIECE_BYTES
+                                         : NPY_MIN_PIECE_BYTES;
+    pb = pb < r->block_bytes ? pb : r->block_bytes;
+    j.piece = pb / fi ? pb / fi : 1;
     j.n_pieces = (first + count - 1) / j.piece - first / j.piece + 1;
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, false);
