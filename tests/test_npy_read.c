@@ -3,7 +3,7 @@
  * "Reading in parallel", "Integer and big-endian .npy"):
  *   - every dtype (f4 f8 i1 i2 i4 i8 u1 u2 u4 u8, little- and big-endian), C and Fortran order,
  *     1-D, a dropped column: ranges starting and ending mid-piece, tiny ranges, whole files, at
- *     pieces of a few elements and of the default block, with 1, 2, 3 and 8 threads; every value
+ *     pieces of a few elements and of the default block, with 1, 3 and 8 threads; every value
  *     against the value written (computed here, not read back), and the bytes of every thread
  *     count equal to the bytes of one thread;
  *   - exact integers (qm_npy_read_int_range): INT64_MIN, -1, 2^53 + 1, UINT64_MAX as they are; the
@@ -193,7 +193,7 @@ static void test_ranges(void)
         {7, 5, 0, -1}, {7, 5, 1, -1}, {0, 29, 0, -1}, {7, 5, 0, 2}, {7, 5, 1, 0}, {13, 1, 1, -1},
         {1, 9, 1, -1},
     };
-    static const int threads[] = {1, 2, 3, 8};
+    static const int threads[] = {1, 3, 8};
     unsigned char buf[64 * 8 + 8], one[64 * 8];
     for (size_t ti = 0; ti < N_TYPES; ++ti) {
         const dt *t = &k_types[ti];
@@ -217,8 +217,9 @@ static void test_ranges(void)
             const uint64_t n = qm_npy_reader_info(r)->n_elems;
             const size_t oi = qm_dtype_size(qm_npy_reader_info(r)->dtype);
             int bad = 0;
+            /* pieces of 1 or 3 elements (by type, alternately), of 17, and of the default block */
             static const uint64_t blocks[] = {1, 3, 17, QM_NPY_BLOCK_BYTES};
-            for (size_t bi = 0; bi < 4 && !bad; ++bi) {
+            for (size_t bi = ti % 2; bi < 4 && !bad; bi += 1 + (bi == 0)) {
                 CHECK(qm_npy_reader_set_block_bytes(r, blocks[bi] == QM_NPY_BLOCK_BYTES
                                                            ? blocks[bi] : blocks[bi] * t->item,
                                                     &st) == QM_OK);
@@ -232,7 +233,7 @@ static void test_ranges(void)
                         bad |= check_range(r, t, shapes[si].cols, shapes[si].drop, first, count,
                                            buf, NULL);
                         memcpy(one, buf, (size_t)(count * oi));
-                        for (size_t k = 1; k < 4 && !bad; ++k) {
+                        for (size_t k = 1; k < 3 && !bad; ++k) {
                             CHECK(qm_npy_reader_set_threads(r, threads[k], &st) == QM_OK);
                             bad |= check_range(r, t, shapes[si].cols, shapes[si].drop, first,
                                                count, buf, t->kind == 'f' ? one : NULL);
