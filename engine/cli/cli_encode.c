@@ -13,7 +13,8 @@
  * a file-size limit is a write error (E-OUTPUT) rather than a silent death. The test switches are
  * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE
  * (qm_encode_fault_parse) and QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] or QM_FAULT_IO=count (prints
- * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank).
+ * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank),
+ * and QM_FAULT_READ=K[:EIO|SHORT] (the K-th data pread of the .npy reader fails: qm_io_read_fault_set).
  */
 #include "cli_internal.h"
 #include "comm.h"
@@ -86,6 +87,29 @@ static int io_fault_from_env(int rank, bool *count)
         return qm_cli_usage_error("encode", "QM_FAULT_IO takes K[:EIO|ENOSPC|EFBIG] with K >= 1, "
                                   "or count (got '%s')", v);
     qm_io_fault_set(k, err);
+    return 0;
+}
+
+/* QM_FAULT_READ=K[:EIO|SHORT]: the K-th data pread of the .npy reader fails; returns 0, or 2 after
+ * a usage error. */
+static int read_fault_from_env(void)
+{
+    const char *v = getenv("QM_FAULT_READ");
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    const long k = strtol(v, &end, 10);
+    int err = EIO;
+    if (end && strcmp(end, ":SHORT") == 0)
+        err = -1;
+    else if (end && (strcmp(end, ":EIO") == 0 || *end == '\0'))
+        err = EIO;
+    else
+        end = NULL;
+    if (!end || k < 1)
+        return qm_cli_usage_error("encode", "QM_FAULT_READ takes K[:EIO|SHORT] with K >= 1 (got "
+                                  "'%s')", v);
+    qm_io_read_fault_set(k, err);
     return 0;
 }
 
@@ -237,7 +261,8 @@ static int run_encode(const qm_cli_args *args)
     if (!root)
         qm_cli_json_silence(); /* rank 0 prints the one object */
     bool count_io = false;
-    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0) {
+    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0 ||
+        read_fault_from_env() != 0) {
         qm_comm_destroy(comm);
         return 2;
     }
