@@ -10,6 +10,7 @@
  *     float64 view of them rounded as C's conversion rounds;
  *   - faults (qm_io_read_fault_set): an EIO or a short read in any piece is one error naming the
  *     caller's range, every thread joined (the next read works), nothing leaked (ASan);
+ *   - four threads reading through one reader at once (the worker pool and threads of their own);
  *   - the thread count's checks (QM_READ_THREADS, qm_npy_reader_set_threads) and O_DIRECT (on
  *     when the filesystem allows it, the same values either way).
  * Deterministic: no timing. Works in a fresh directory under /tmp, removed at the end. */
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +428,64 @@ static void test_threads_and_direct(void)
     qm_npy_close(r);
 }
 
+/* Several threads read through one reader at once: one uses the reader's worker pool, the others
+ * start threads of their own; every value right, nothing leaked or left running. */
+typedef struct conc_arg {
+    qm_npy_reader *r;
+    int id, bad;
+} conc_arg;
+
+static void *conc_reader(void *arg)
+{
+    conc_arg *a = arg;
+    const dt *t = &k_types[7]; /* <i8: converted, through the bounce buffers */
+    unsigned char *buf = malloc(37000 * 8 + 8);
+    if (!buf) {
+        a->bad = 1;
+        return NULL;
+    }
+    uint64_t x = 99 + (uint64_t)a->id;
+    for (int i = 0; i < 30 && !a->bad; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const uint64_t first = (x >> 20) % 37000, count = 1 + (x >> 40) % (37000 - first);
+        a->bad = check_range(a->r, t, 37, -1, first, count, buf, NULL);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void test_concurrent_reads(void)
+{
+    char p[128];
+    write_npy(p, sizeof p, "conc.npy", &k_types[7], 1000, 37, 1);
+    qm_status st;
+    qm_npy_reader *r = NULL;
+    CHECK(qm_npy_open(p, &r, &st) == QM_OK);
+    if (!r)
+        return;
+    CHECK(qm_npy_reader_set_threads(r, 3, &st) == QM_OK);
+    CHECK(qm_npy_reader_set_block_bytes(r, 8192, &st) == QM_OK);
+    pthread_t tid[4];
+    conc_arg args[4];
+    for (int i = 0; i < 4; ++i) {
+        args[i] = (conc_arg){r, i, 0};
+        CHECK(pthread_create(&tid[i], NULL, conc_reader, &args[i]) == 0);
+    }
+    for (int i = 0; i < 4; ++i) {
+        pthread_join(tid[i], NULL);
+        CHECK(args[i].bad == 0);
+    }
+    /* the pool grows and shrinks its share with the thread count */
+    unsigned char *buf = malloc(37000 * 8 + 8);
+    static const int th[] = {8, 2, 5, 1, 8};
+    for (int i = 0; buf && i < 5; ++i) {
+        CHECK(qm_npy_reader_set_threads(r, th[i], &st) == QM_OK);
+        CHECK(check_range(r, &k_types[7], 37, -1, 3, 36990, buf, NULL) == 0);
+    }
+    free(buf);
+    qm_npy_close(r);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/qm_test_npy_read.XXXXXX");
@@ -440,6 +500,7 @@ int main(void)
     test_exact_integers();
     test_faults();
     test_threads_and_direct();
+    test_concurrent_reads();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

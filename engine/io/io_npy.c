@@ -579,6 +579,7 @@ struct qm_npy_reader {
     int transposed;      /* Fortran order with rows > 1 and cols > 1 (else the bytes are C order) */
     uint64_t block_bytes;/* file bytes of one piece, and buffer bound of reads that are not one pread */
     int threads;         /* threads of one ranged read */
+    struct npy_pool *pool; /* the reader's worker threads, started by the first parallel read */
     char path[];         /* for messages */
 };
 
@@ -721,6 +722,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     memcpy(r->path, path, plen + 1);
     r->fd = fd;
     r->dfd = -1;
+    r->pool = NULL;
     r->info = info;
     r->rows = info.n_samples;
     r->cols = info.shape[info.ndim == 2 ? 1 : 0];
@@ -1064,8 +1066,137 @@ static void *job_work(void *arg)
     return NULL;
 }
 
+/* The reader's workers: started once (by the first read that needs them), woken per read by a
+ * generation count, joined by qm_npy_close; so a read of a 32 MiB staging half costs a wake-up,
+ * not a thread creation per thread. One read uses the pool at a time (`use`); a read that finds it
+ * in use by another thread starts threads of its own, as a pool that cannot be started does. */
+typedef struct npy_pool {
+    pthread_mutex_t use;     /* held by the read that uses the pool */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t tid[QM_NPY_MAX_THREADS];
+    int n;                   /* workers started */
+    int want;                /* workers that take part in the current job (index < want) */
+    int busy;                /* workers still in the current job */
+    uint64_t gen;
+    bool quit;
+    npy_job *job;
+} npy_pool;
+
+typedef struct npy_worker_arg {
+    npy_pool *pool;
+    int index;
+    uint64_t gen;            /* the pool's generation at the start: the worker waits for the next */
+} npy_worker_arg;
+
+static pthread_mutex_t pool_init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *pool_worker(void *arg)
+{
+    npy_pool *p = ((npy_worker_arg *)arg)->pool;
+    const int me = ((npy_worker_arg *)arg)->index;
+    uint64_t seen = ((npy_worker_arg *)arg)->gen;
+    free(arg);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        npy_job *j = p->job;
+        const bool part = me < p->want;
+        pthread_mutex_unlock(&p->mu);
+        if (part)
+            job_work(j);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Start workers up to `need` (fewer when a thread cannot start). The pool's use lock is held. */
+static void pool_grow(npy_pool *p, int need)
+{
+    while (p->n < need) {
+        npy_worker_arg *a = malloc(sizeof *a);
+        if (!a)
+            return;
+        pthread_mutex_lock(&p->mu);
+        *a = (npy_worker_arg){p, p->n, p->gen};
+        pthread_mutex_unlock(&p->mu);
+        if (pthread_create(&p->tid[p->n], NULL, pool_worker, a) != 0) {
+            free(a);
+            return;
+        }
+        p->n++;
+    }
+}
+
+static npy_pool *pool_create(void)
+{
+    npy_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->use, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    return p;
+}
+
+static void pool_destroy(npy_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; ++i)
+        pthread_join(p->tid[i], NULL);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->use);
+    free(p);
+}
+
+/* Run job j on nt threads: the caller and nt - 1 workers of the pool, or threads of its own. */
+static void run_job(npy_pool *p, npy_job *j, int nt)
+{
+    if (nt > 1 && p && pthread_mutex_trylock(&p->use) == 0) {
+        pool_grow(p, nt - 1);
+        pthread_mutex_lock(&p->mu);
+        const int workers = p->n;
+        p->job = j;
+        p->want = nt - 1;
+        p->busy = workers;
+        p->gen++;
+        pthread_cond_broadcast(&p->go);
+        pthread_mutex_unlock(&p->mu);
+        job_work(j);
+        pthread_mutex_lock(&p->mu);
+        while (p->busy > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        p->job = NULL;
+        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_unlock(&p->use);
+        return;
+    }
+    pthread_t tid[QM_NPY_MAX_THREADS];
+    int started = 0;
+    while (started + 1 < nt && pthread_create(&tid[started], NULL, job_work, j) == 0)
+        ++started; /* a thread that cannot start leaves its pieces to the others */
+    job_work(j);
+    for (int t = 0; t < started; ++t)
+        pthread_join(tid[t], NULL);
+}
+
 /* Read [first, first + count) into dst (exact: 64-bit integers) with the reader's threads. */
-static qm_code read_pieces(const qm_npy_reader *r, uint64_t first, uint64_t count, void *dst,
+static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, void *dst,
                            bool exact, qm_status *st)
 {
     const qm_npy_info *in = &r->info;
@@ -1097,13 +1228,13 @@ static qm_code read_pieces(const qm_npy_reader *r, uint64_t first, uint64_t coun
                             POSIX_FADV_WILLNEED);
     uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
     nt = nt < j.n_pieces ? nt : j.n_pieces;
-    pthread_t tid[QM_NPY_MAX_THREADS];
-    uint64_t started = 0;
-    while (started + 1 < nt && pthread_create(&tid[started], NULL, job_work, &j) == 0)
-        ++started; /* a thread that cannot start leaves its pieces to the others */
-    job_work(&j);
-    for (uint64_t t = 0; t < started; ++t)
-        pthread_join(tid[t], NULL);
+    if (nt > 1 && !r->pool) {
+        pthread_mutex_lock(&pool_init_mu); /* two first reads at once start one pool */
+        if (!r->pool)
+            r->pool = pool_create();
+        pthread_mutex_unlock(&pool_init_mu);
+    }
+    run_job(r->pool, &j, (int)nt);
     pthread_mutex_destroy(&j.mu);
     if (j.rc != QM_OK && st)
         *st = j.err;
@@ -1254,6 +1385,7 @@ void qm_npy_close(qm_npy_reader *reader)
 {
     if (!reader)
         return;
+    pool_destroy(reader->pool);
     if (reader->dfd >= 0)
         close(reader->dfd);
     close(reader->fd);
