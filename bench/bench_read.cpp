@@ -9,8 +9,10 @@
 //                    on the simulator this is a memcpy;
 //   BM_FileToState   the pipeline's ingest + norm + encode of the file (qm_input_open, then
 //                    qm_materialize_amplitude over every device of the backend, the reader's
-//                    threads as QM_READ_THREADS says), bytes = the file's data bytes. Its counter
-//                    `ratio` is its rate / min(read ceiling, H2D ceiling).
+//                    threads as QM_READ_THREADS says), bytes = the file's data bytes; its rate /
+//                    min(read ceiling, H2D ceiling) is printed after the runs;
+//   BM_MemToState    the same pipeline from the values already in page-locked host memory (no
+//                    read): what file -> state would reach if reading were free.
 // Two files: one state of 2^QM_BENCH_READ_LOG2 float64 values (default 28: 2 GiB) and a batch of
 // QM_BENCH_READ_ROWS x 1021 float64 (default 65536 rows: 535 MB), 10 qubits each. The files are
 // written once to QM_BENCH_READ_DIR (default /tmp) and read once before timing, so they are in the
@@ -235,8 +237,10 @@ void BM_ReaderChunks(benchmark::State &state)
     qm_npy_close(r);
 }
 
-// the whole file -> normalized state(s): ingest + norm + encode, the file read by the reader
-void file_to_state(benchmark::State &state, const std::string &path, unsigned q)
+// the whole file -> normalized state(s): ingest + norm + encode, the file read by the reader; with
+// `from_memory`, the file's values first loaded into page-locked host memory (not timed) and
+// encoded from there: the same pipeline without the read, to show what the read costs
+void file_to_state(benchmark::State &state, const std::string &path, unsigned q, bool from_memory = false)
 {
     qm_hal *h = backend();
     const int D = qm_hal_device_count(h);
@@ -254,6 +258,20 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q)
     qm_amp_input in = f.in;
     if (B == 1)
         in.batch = 0;
+    void *mem = nullptr;
+    if (from_memory) {
+        const uint64_t bytes = qm_npy_reader_info(f.npy)->data_bytes;
+        if (qm_hal_host_alloc(h, bytes, &mem, &st) != QM_OK ||
+            qm_npy_read_range(f.npy, 0, qm_npy_reader_info(f.npy)->n_elems, mem, &st) != QM_OK) {
+            state.SkipWithError(st.msg);
+            qm_hal_host_free(h, mem);
+            qm_input_close(&f);
+            return;
+        }
+        in.data = mem;
+        in.read = nullptr;
+        in.read_ctx = nullptr;
+    }
     qm_materialize_times tm{}, sum{};
     qm_materialize_opts opts{};
     opts.times = &tm;
@@ -281,7 +299,7 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q)
     state.counters["ingest_ms"] = 1e3 * sum.ingest / it; // the phases of one run, as materialize times them
     state.counters["norm_ms"] = 1e3 * sum.local_norm / it;
     state.counters["encode_ms"] = 1e3 * sum.encode / it;
-    state.counters["file_GBps"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+    qm_hal_host_free(h, mem);
     qm_input_close(&f);
 }
 
@@ -293,6 +311,16 @@ void BM_FileToState(benchmark::State &state)
 void BM_FileToStateBatch(benchmark::State &state)
 {
     file_to_state(state, batch_file(), 10);
+}
+
+void BM_MemToState(benchmark::State &state)
+{
+    file_to_state(state, big_file(), (unsigned)env_u64("QM_BENCH_READ_LOG2", 28), true);
+}
+
+void BM_MemToStateBatch(benchmark::State &state)
+{
+    file_to_state(state, batch_file(), 10, true);
 }
 
 // Rates and the ratio, printed after the runs from the reporter's numbers.
@@ -312,7 +340,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
                 g_read_ceiling = std::max(g_read_ceiling, rate);
             else if (name.rfind("BM_H2DCeiling", 0) == 0)
                 g_h2d_ceiling = std::max(g_h2d_ceiling, rate);
-            else if (name.rfind("BM_FileToState", 0) == 0)
+            else if (name.rfind("BM_FileToState", 0) == 0 || name.rfind("BM_MemToState", 0) == 0)
                 results.push_back({name, rate});
         }
         ConsoleReporter::ReportRuns(runs);
@@ -337,6 +365,8 @@ BENCHMARK(BM_ReaderChunks)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMil
 BENCHMARK(BM_H2DCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_FileToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_FileToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_MemToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_MemToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 int main(int argc, char **argv)
 {
