@@ -235,7 +235,7 @@ static void test_npy_rejections(void)
     const double d10[10] = {0};
     /* Fortran order is accepted: tests/test_inputs.c reads it */
     /* dtypes: each named, with what is accepted */
-    /* '>f8', '<i4', '<i8' are accepted (test_read_pieces reads them); sizes not among them are not */
+    /* '>f8', '<i4', '<i8' are accepted (tests/test_npy_read.c reads them); other sizes are not */
     expect_dict_error("{'descr': '>f2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
                       "unsupported dtype '>f2' (a float of another size; accepted: f4, f8, i1, i2, "
                       "i4, i8, u1, u2, u4, u8, either byte order); convert with a.astype('<f8')");
