@@ -6,7 +6,8 @@
 #     float64 file of the same indices; the edges 0 and 2^n - 1 work, 2^n and -1 are one exact
 #     E-INPUT line naming the sample, 2^53 + 1 is named as it is; nothing is left behind;
 #   - amplitude from an integer .npy equals the float64 file's bytes;
-#   - the output of 1, 3 and 8 reader threads and of QM_READ_DIRECT=1 are byte-identical (C and
+#   - the output of 1, 3 and 8 reader threads (QM_READ_THREADS, --read-threads) and of
+#     QM_READ_DIRECT=1 are byte-identical (C and
 #     Fortran order, float32 and float64);
 #   - QM_FAULT_READ=K (EIO) and K:SHORT in some piece: exit 1, exactly one coded line, no output,
 #     no temporary; QM_READ_THREADS / QM_FAULT_READ / QM_READ_DIRECT with bad values are refused.
@@ -106,6 +107,10 @@ for f in big_f8.npy big_f4.npy mat_c.npy mat_f.npy; do
   [ $rc -eq 0 ] && cmp -s "t1_$f" "t_$f" && ok "$f: O_DIRECT = page cache" || bad "$f direct: rc $rc"
 done
 cmp -s t1_mat_c.npy t1_mat_f.npy && ok "C and Fortran order: the same bytes" || bad "C vs Fortran order"
+run "--read-threads 5" env QM_READ_THREADS=1 "$QMESH" encode --input mat_f.npy --read-threads 5 --out t_flag.npy
+[ $rc -eq 0 ] && cmp -s t1_mat_f.npy t_flag.npy && ok "--read-threads 5 over QM_READ_THREADS=1: the same bytes" || bad "--read-threads: rc $rc $(cat "$T/err")"
+run "--read-threads 65" "$QMESH" encode --input mat_f.npy --read-threads 65 --out x.npy
+expect_line "--read-threads 65" 2 "error[E-ARG]: encode: --read-threads takes a thread count in [1, 64] (got '65'); run 'qmesh encode --help'"
 
 # ---- read faults: one line, nothing left ---------------------------------------------------------
 for k in 1 3 7 16; do

@@ -222,6 +222,15 @@ static int run_encode(const qm_cli_args *args)
         else
             return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
     }
+    if ((v = qm_cli_arg(args, "--read-threads"))) {
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > QM_NPY_MAX_THREADS)
+            return qm_cli_usage_error("encode", "--read-threads takes a thread count in [1, %d] "
+                                      "(got '%s')", QM_NPY_MAX_THREADS, v);
+        job.read_threads = (int)n;
+    }
     if ((v = qm_cli_arg(args, "--chunk-bytes"))) {
         uint64_t u;
         if (qm_units_parse_size(v, &u, &st) != QM_OK) {
@@ -333,8 +342,8 @@ static int run_encode(const qm_cli_args *args)
 }
 
 static const qm_cli_flag encode_flags[] = {
-    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D), HDF5 or CSV, "
-                        "plain or gzip"},
+    {"--input", "FILE", "the data (required): .npy (float32/float64 or integers, 1-D or 2-D), HDF5 "
+                        "or CSV, plain or gzip"},
     {"--dataset", "NAME", "HDF5 input: the dataset to read (default: the file's only dataset)"},
     {"--qubits", "N", "qubits per state (default: the smallest N with 2^N >= features)"},
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
@@ -352,6 +361,8 @@ static const qm_cli_flag encode_flags[] = {
                                     ".npy, HDF5: an index)"},
     {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
     {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
+    {"--read-threads", "N", ".npy input: threads reading each chunk (1..64; default "
+                            "QM_READ_THREADS, else min(8, CPUs))"},
     {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
                         "bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},

@@ -632,6 +632,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         in = file.in;
         r->input_ndim = file.ndim;
     }
+    if (rc == QM_OK && file.npy && job->read_threads > 0)
+        rc = qm_npy_reader_set_threads(file.npy, job->read_threads, st);
     const qm_encoding enc = job ? job->request.encoding : QM_ENCODING_AMPLITUDE;
     if (rc == QM_OK && enc == QM_ENCODING_BASIS)
         rc = basis_shape(&in, &r->input_ndim, st);
