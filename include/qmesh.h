@@ -332,6 +332,15 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
  * Errors as qm_context_encode_file's readers (E-IO, E-INPUT, E-DTYPE). */
 qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features, int *ndim,
                             qm_dtype *dtype, qm_status *st);
+/* The plan's data path (the CLI's `plan --input FILE --out F`): the estimates gain `read` and
+ * `staging` for the input file `input` (NULL: none; a .npy or HDF5 header, a CSV file parsed
+ * whole) and `write` for the output `output` (NULL: none; out_dir nonzero: a directory of shard
+ * files, else one gathered .npy), with staging over the host links for QM_BACKEND_CUDA, else the
+ * simulator's host copy; qm_context_plan_json then shows them. Nothing is written. The file must
+ * hold what the context was planned for (E-INPUT naming both shapes otherwise); E-IO, E-INPUT,
+ * E-DTYPE of the readers; E-ARG for a NULL ctx. A later call replaces the earlier data path. */
+qm_code qm_context_plan_data_path(qm_context *ctx, const char *input, const char *output,
+                                  int out_dir, qm_backend_kind backend, qm_status *st);
 /* Drops the caller's reference. NULL is a no-op. */
 void qm_context_destroy(qm_context *ctx);
 

@@ -238,6 +238,56 @@ static void test_files(const qm_scenario *sc)
     rmdir(dir);
 }
 
+/* qm_context_plan_data_path (docs/planner.md "Data path"): read and write in the plan's JSON on
+ * the built-in mesh's default storage (6 GB/s read, 2 GB/s write); a file of another shape; NULL. */
+static bool json_has_real(const char *json, const char *key, double v)
+{
+    char want[96];
+    snprintf(want, sizeof want, "\"%s\": ", key);
+    const char *at = json ? strstr(json, want) : NULL;
+    return at && strtod(at + strlen(want), NULL) == v; /* jansson writes 17 digits: exact */
+}
+
+static void test_data_path(const qm_scenario *sc)
+{
+    char dir[] = "/tmp/qm_test_api_XXXXXX", path[128], out[128], other[128];
+    CHECK(mkdtemp(dir) != NULL);
+    qm_status st;
+    qm_context *ctx = NULL;
+    const qm_request r = request();
+    CHECK_OK(qm_context_create(sc, &r, &ctx, &st));
+    snprintf(path, sizeof path, "%s/dp.csv", dir);
+    const char csv[] = "1,2,3,4,5\n6,7,8,9,10\n"; /* 2 rows of 5: 21 bytes of text */
+    qm_test_write_file(path, csv, sizeof csv - 1);
+    snprintf(out, sizeof out, "%s/o.npy", dir);
+    char *json = NULL;
+    CHECK_OK(qm_context_plan_data_path(ctx, path, NULL, 0, QM_BACKEND_SIM, &st));
+    CHECK_OK(qm_context_plan_json(ctx, &json, &st));
+    CHECK(json_has_real(json, "read", 21 / 6e9));
+    CHECK(json_has_real(json, "staging", 10 * 8 / 10e9)); /* the simulator's host copy */
+    CHECK(json && strstr(json, "\"write\": null") != NULL);
+    qm_free(json);
+    /* replaced: an output only (2 x 8 complex128 = 256 B + the 128-byte header), no input */
+    CHECK_OK(qm_context_plan_data_path(ctx, NULL, out, 0, QM_BACKEND_CUDA, &st));
+    CHECK_OK(qm_context_plan_json(ctx, &json, &st));
+    CHECK(json && strstr(json, "\"read\": null") != NULL && strstr(json, "\"staging\": null"));
+    CHECK(json && strstr(json, "\"write\": null") == NULL && access(out, F_OK) != 0);
+    qm_free(json);
+    snprintf(other, sizeof other, "%s/other.csv", dir);
+    qm_test_write_file(other, "1,2,3\n4,5,6\n", 12);
+    CHECK(qm_context_plan_data_path(ctx, other, NULL, 0, QM_BACKEND_SIM, &st) == QM_E_INPUT);
+    char want[256];
+    snprintf(want, sizeof want, "context: %s holds 2 rows of 3 values but the plan is for 2 of 5",
+             other);
+    CHECK_STR(st.msg, want);
+    CHECK(qm_context_plan_data_path(NULL, path, NULL, 0, QM_BACKEND_SIM, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "context: ctx must not be NULL");
+    qm_context_destroy(ctx);
+    unlink(path);
+    unlink(other);
+    rmdir(dir);
+}
+
 static void test_infeasible(void)
 {
     qm_status st;
@@ -452,6 +502,7 @@ int main(int argc, char **argv)
     test_host_buffer(sc);
     test_device_buffer(sc);
     test_files(sc);
+    test_data_path(sc);
     test_infeasible();
     test_bad_arguments(sc);
     qm_scenario_destroy(sc);

@@ -131,8 +131,8 @@ USAGE = [
      "encode --help'\n"),
     (("plan", "--qubits", "3", "--qubits=4"),
      "error[E-ARG]: plan: --qubits is given twice; give it once; run 'qmesh plan --help'\n"),
-    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --max for the largest that fits); "
-                "run 'qmesh plan --help'\n"),
+    (("plan",), "error[E-ARG]: plan: --qubits N is required (or --input FILE to take it from the "
+                "data, or --max for the largest that fits); run 'qmesh plan --help'\n"),
     (("plan", "--max", "--qubits", "3"),
      "error[E-ARG]: plan: --max and --qubits cannot be combined: --max finds the largest qubit "
      "count (or, with --features, batch) that fits; run 'qmesh plan --help'\n"),
@@ -275,8 +275,37 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["input"] == {"dtype": "float64", "samples": 1, "features": 4} and
               d["output"] == outf and d["files"] == 1 and d["plan"]["request"]["qubits"] == 2 and
               d["plan"]["feasible"] is True and d["norm_check"]["worst_state"] == 0 and
-              sorted(d["measured_s"]) == ["encode", "ingest", "local_norm", "norm_allreduce"],
-              "encode --json: exact values")
+              sorted(d["measured_s"]) == ["encode", "ingest", "local_norm", "norm_allreduce",
+                                          "read", "staging", "write"] and
+              all(isinstance(v, float) and v >= 0 for v in d["measured_s"].values()),
+              "encode --json: exact values (measured_s: every phase and the data path, >= 0)")
+        # the plan encode used knows its data path: read and staging from the file, write from --out
+        e = d["plan"]["estimates_s"]
+        check(list(e) == ["ingest", "local_norm", "norm_allreduce", "encode", "gather", "read",
+                          "staging", "write"] and
+              e["read"] == 32 / 6e9 and e["staging"] == 32 / 10e9 and
+              e["ingest"] == e["read"] + e["staging"] and
+              e["write"] > (128 + 64) / 2e9,
+              "encode --json: the plan's estimates_s with read (32 B at the default 6 GB/s), "
+              "staging (the simulator's host copy at 10 GB/s) and write")
+    d = json_run("encode", ["--input", good], 0)
+    if d:
+        check(d["measured_s"]["write"] is None and d["measured_s"]["read"] >= 0 and
+              d["plan"]["estimates_s"]["write"] is None,
+              "encode --json without an output: write null, measured and estimated")
+    # plan --input: the request encode makes from the file, the data path in estimates_s
+    d = json_run("plan", ["--input", good, "--out", outf], 0)
+    if d:
+        check(d["request"]["qubits"] == 2 and d["request"]["dtype"] == "complex128" and
+              d["request"]["batch"] == 1 and d["request"]["features"] == 4 and
+              d["estimates_s"]["read"] == 32 / 6e9 and d["estimates_s"]["write"] is not None and
+              not os.path.exists(outf + ".plan"),
+              "plan --input --out --json: qubits, dtype, batch from the file; read, write")
+    d = json_run("plan", ["--input", os.path.join(tmp, "missing.npy")], 1)
+    if d:
+        check(d["error"] == {"code": "E-IO", "message": os.path.join(tmp, "missing.npy") +
+                             ": cannot open for reading: No such file or directory"} and
+              d["request"] is None, "plan --input of a missing file: E-IO, the path named")
     d = json_run("encode", ["--input", nan], 1)
     if d:
         check(d["error"] == {"code": "E-INPUT",
@@ -295,6 +324,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 d = json_run("plan", ["--scenario", sc("gh200.yaml"), "--qubits", "30"], 0)
 if d:
+    check([d["estimates_s"][k] for k in ("read", "staging", "write")] == [None] * 3,
+          "plan --json without --input or an output: read, staging, write null")
     check(d["scenario"] == sc("gh200.yaml") and d["policy"] == "single" and d["pages"] == 1 and
           d["global_amplitudes"] == 2 ** 30 and d["state_bytes"] == 2 ** 33 and
           d["request"]["policy"] == "auto" and len(d["shards"]) == 1 and

@@ -7,7 +7,9 @@
  * equal (2 GPUs, exact memory and usable bytes, NUMA placement, the PCIe, NVLink and sys links,
  * paths through the graph), NVSwitch systems, `topo validate` accepting the dump, the missing-NVML
  * note. Validation: E-IO naming the missing sysfs or /proc file, E-INPUT for text that does not
- * parse, E-ARG for facts the builder cannot use, the CLI's usage errors.
+ * parse, E-ARG for facts the builder cannot use, the CLI's usage errors. Storage: the host's
+ * figures and note through the dump, QM_STORAGE_RATES, the measurement's errors and one real
+ * 8 MiB measurement (positive values, the note, no temporary left).
  * Arguments (optional): the qmesh binary, for the CLI section. On a machine with a GPU the CLI
  * section expects the discovered machine instead of the built-in mesh.
  */
@@ -124,6 +126,15 @@ static void hand_facts(qm_discover_facts *f)
     f->nvlinks[0][1] = f->nvlinks[1][0] = 18;
     f->nvlink_state = QM_DISCOVER_NVLINK_READ;
     f->sources = QM_DISCOVER_SRC_CUDA | QM_DISCOVER_SRC_MEMINFO | QM_DISCOVER_SRC_NVML;
+}
+
+/* hand_facts with the first GPU only, its PCIe link (Gen4 x16) as sysfs would give it. */
+static void one_gpu_facts(qm_discover_facts *f)
+{
+    hand_facts(f);
+    f->n_gpus = 1;
+    f->gpus[0].link_cur_gts = 16.0;
+    f->gpus[0].link_cur_width = 16;
 }
 
 /* Dump t to text (malloc'd) and load it back; CHECKs that it loads with no diagnostics. */
@@ -536,10 +547,7 @@ static void test_single_and_no_nvml(void)
         return;
     qm_status st;
     qm_status_clear(&st);
-    hand_facts(f);
-    f->n_gpus = 1;
-    f->gpus[0].link_cur_gts = 16.0;
-    f->gpus[0].link_cur_width = 16;
+    one_gpu_facts(f);
     f->hostname[0] = '\0';
     f->date[0] = '\0';
     f->host_memory_bytes = 0;
@@ -567,6 +575,94 @@ static void test_single_and_no_nvml(void)
     qm_topology_destroy(back);
     qm_topology_destroy(t);
     free(f);
+}
+
+/* Storage (docs/discover.md "Storage"): facts -> the host's storage figures with the note as a
+ * comment, loaded back equal; the measurement's test hook (QM_STORAGE_RATES), its errors, and a
+ * real 8 MiB measurement in the fake tree's folder (its values only checked positive: no test
+ * depends on timing; the note and the removed temporary exactly). */
+static int count_temporaries(void)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -c '^.qmesh-storage-'", g_dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p) {
+        if (fscanf(p, "%d", &n) != 1)
+            n = -1;
+        pclose(p);
+    }
+    return n;
+}
+
+static void test_storage(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    one_gpu_facts(f);
+    f->storage = (qm_discover_storage){.read_bw_bytes_per_s = 7e9, .write_bw_bytes_per_s = 1.5e9};
+    snprintf(f->storage.note, sizeof f->storage.note, "measured by the test");
+    qm_topology *t = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    char *text = NULL;
+    qm_topology *back = t ? round_trip(t, &text) : NULL;
+    if (back) {
+        CHECK(strstr(text, "    # storage: measured by the test\n"
+                           "    storage: {read: 7 GB/s, write: 1.5 GB/s}\n") != NULL);
+        CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s}\n  host_copy: 10 GB/s\n"));
+        CHECK(back->hosts[0].storage_read_bw_bytes_per_s == 7e9);
+        CHECK(back->hosts[0].storage_write_bw_bytes_per_s == 1.5e9);
+        double r, w;
+        qm_host_storage_bw(back, 0, &r, &w);
+        CHECK(r == 7e9 && w == 1.5e9);
+    }
+    free(text);
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    /* not measured: no storage on the host, the defaults apply */
+    f->storage = (qm_discover_storage){0};
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    back = t ? round_trip(t, &text) : NULL;
+    if (back) {
+        CHECK(strstr(text, "    storage:") == NULL && strstr(text, "# storage") == NULL);
+        double r, w;
+        qm_host_storage_bw(back, 0, &r, &w);
+        CHECK(r == 6e9 && w == 2e9);
+    }
+    free(text);
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    free(f);
+
+    qm_discover_storage s;
+    setenv("QM_STORAGE_RATES", "7 GB/s,1.5 GB/s", 1);
+    CHECK_OK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 1, &s, &st));
+    CHECK(s.read_bw_bytes_per_s == 7e9 && s.write_bw_bytes_per_s == 1.5e9);
+    CHECK_STR(s.note, "from QM_STORAGE_RATES (not measured)");
+    setenv("QM_STORAGE_RATES", "7 GB/s", 1);
+    CHECK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "QM_STORAGE_RATES: expected READ,WRITE bandwidths such as '6 GB/s,2 GB/s' "
+                      "(got '7 GB/s')");
+    setenv("QM_STORAGE_RATES", "7 GB/s,2 GB", 1);
+    CHECK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st) == QM_E_UNIT);
+    CHECK(strncmp(st.msg, "QM_STORAGE_RATES: ", 18) == 0 && strstr(st.msg, "'2 GB'"));
+    unsetenv("QM_STORAGE_RATES");
+    CHECK(qm_discover_storage_measure(g_dir, 1 << 20, &s, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "storage: the measurement needs at least 8 MiB (got 1048576 bytes)");
+    CHECK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 8 << 20, &s, &st) == QM_E_IO);
+    CHECK_STR(st.msg, "storage: cannot create a temporary file in /nonexistent-qmesh-dir: No such "
+                      "file or directory");
+    CHECK_OK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st));
+    CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0);
+    char want[200];
+    snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s with "
+             "fdatasync, then read back (page cache)", g_dir);
+    CHECK_STR(s.note, want);
+    CHECK(count_temporaries() == 0);
 }
 
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
@@ -683,6 +779,7 @@ static int run(const char *qmesh, const char *args, char *err, size_t cap)
 static void test_cli(const char *qmesh)
 {
     char err[4096], args[1200], path[512];
+    setenv("QM_STORAGE_RATES", "7 GB/s,1.5 GB/s", 1); /* a GPU machine's dump: deterministic */
     snprintf(path, sizeof path, "%s/dump.yaml", g_dir);
     snprintf(args, sizeof args, "--out %s", path);
     CHECK(run(qmesh, args, err, sizeof err) == 0);
@@ -704,6 +801,10 @@ static void test_cli(const char *qmesh)
         if (gpu) {
             CHECK(strncmp(t->name, "discovered-", 11) == 0);
             CHECK(t->n_gpus == qm_cuda_device_count());
+            CHECK(t->hosts[0].storage_read_bw_bytes_per_s == 7e9 &&
+                  t->hosts[0].storage_write_bw_bytes_per_s == 1.5e9);
+            CHECK(strstr(err, "qmesh: storage read 7 GB/s, write 1.5 GB/s (from QM_STORAGE_RATES "
+                              "(not measured))\n") != NULL);
         }
     }
     qm_topology_destroy(t);
@@ -728,6 +829,18 @@ static void test_cli(const char *qmesh)
     CHECK(strstr(err, "dumping") == NULL && strstr(err, "qmesh: wrote ") != NULL);
     CHECK(run(qmesh, "/nonexistent-dir-qmesh/none.yaml", err, sizeof err) == 1);
     CHECK(strstr(err, "error[E-IO]") != NULL);
+    /* the storage flags: this machine only */
+    snprintf(args, sizeof args, "%s --storage-bytes 8MiB", path);
+    CHECK(run(qmesh, args, err, sizeof err) == 2);
+    CHECK(strstr(err, "error[E-ARG]: topo dump: --storage-bytes measures this machine's storage; "
+                      "a FILE is dumped as written; run 'qmesh topo dump --help'\n") != NULL);
+    CHECK(run(qmesh, "--storage-bytes lots", err, sizeof err) == 1);
+    CHECK(strstr(err, "error[E-") != NULL && strstr(err, "topo dump --storage-bytes") != NULL);
+    CHECK(run(qmesh, "--no-measure-storage", err, sizeof err) == 0);
+    if (!gpu)
+        CHECK(strstr(err, "dumping the built-in simulated mesh 'builtin-4xh100-sxm' (no storage is "
+                          "measured for it)\n") != NULL);
+    unsetenv("QM_STORAGE_RATES");
 }
 
 int main(int argc, char **argv)
@@ -744,6 +857,7 @@ int main(int argc, char **argv)
     test_single_and_no_nvml();
     test_nvswitch();
     test_build_errors();
+    test_storage();
     if (argc > 1)
         test_cli(argv[1]);
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

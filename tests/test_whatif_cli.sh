@@ -92,6 +92,9 @@ import json, sys
 w = json.load(open(sys.argv[1]))["rows"][1]
 p = json.load(open(sys.argv[2]))
 assert w["variant"]["label"] == "hosts=4" and w["feasible"] and p["feasible"]
+# whatif rows carry the plan's own phases; the data path (read, staging, write) is a plan's with
+# an input file or output, null here
+assert [p["estimates_s"].pop(k) for k in ("read", "staging", "write")] == [None] * 3
 assert w["estimates_s"] == p["estimates_s"], (w["estimates_s"], p["estimates_s"])
 assert (w["shards"], w["policy"], w["max_qubits"]) == (len(p["shards"]), p["policy"], p["max_qubits"]["complex64"])
 assert w["usable_bytes"] == sum(d["usable_bytes"] for d in p["devices"])

@@ -6,13 +6,16 @@
  * docs/cli.md or (--dot) a Graphviz picture (plan_dot.c) on stdout; exit 0 when feasible, 1 when
  * not (the JSON object or the picture is still printed), 2 for usage errors. `plan --max`: the
  * largest state (with --features, batch) per dtype and policy (qm_plan_max_query), as a table or
- * the plan object's `max` member; exit 0.
+ * the plan object's `max` member; exit 0. With --input FILE (and --out / --out-dir) the request
+ * comes from the file as encode makes it and the estimates include the data path (read, staging,
+ * write; docs/planner.md "Data path").
  * scenario run|check: one report line per case (check: misses only), a summary, E-MISS when a
  * case missed. Must not: print an error line twice.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cli_internal.h"
 #include "discover.h"
+#include "encode.h"
 #include "pipeline.h"
 #include "plan_output.h"
 #include "scenario_loader.h"
@@ -130,6 +133,12 @@ static const qm_cli_flag plan_flags[] = {
     {"--gather", "auto|host|none|DEVICE", "where a gathered state would go (default auto)"},
     {"--ranks", "R", "processes (MPI ranks) the devices are split over (default: the scenario's)"},
     {"--encoding", "E", "amplitude (default), angle, basis, phase, iqp or iqp-z"},
+    {"--input", "FILE", "the data encode would read (.npy, HDF5, CSV): its shape gives qubits, "
+                        "batch, features and dtype as encode infers them, and the plan estimates "
+                        "read and staging"},
+    {"--dataset", "NAME", "HDF5 input: the dataset (default: the file's only dataset)"},
+    {"--out", "FILE.npy", "estimate the write of one gathered .npy (nothing is written)"},
+    {"--out-dir", "DIR", "estimate the write of one .npy per shard (nothing is written)"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
     {"--phantom", NULL, "also reserve every shard on a phantom mesh (no memory): bytes per device"},
     {"--backend", "sim|cuda", "sim: also check host memory (the simulator keeps every shard there); "
@@ -173,6 +182,40 @@ static int plan_max(const qm_cli_args *a, const qm_request *r, qm_pipeline *pl)
     return 0;
 }
 
+/* --input, --dataset, --out, --out-dir: the request encode would make from the file (qubits,
+ * dtype, batch, features: qm_encode_input_open, the header only for .npy and HDF5) into *r, and
+ * the data path the cost model estimates (staging on devices unless --backend sim). */
+static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_request *r,
+                             qm_datapath *dp, qm_status *st)
+{
+    qm_encode_job job;
+    qm_encode_job_init(&job);
+    job.input = qm_cli_arg(a, "--input");
+    job.dataset = qm_cli_arg(a, "--dataset");
+    job.out = qm_cli_arg(a, "--out");
+    job.out_dir = qm_cli_arg(a, "--out-dir");
+    job.request = *r;
+    job.qubits_given = qm_cli_arg(a, "--qubits") != NULL;
+    job.dtype_given = qm_cli_arg(a, "--dtype") != NULL;
+    job.backend = backend && strcmp(backend, "sim") == 0 ? QM_BACKEND_SIM : QM_BACKEND_CUDA;
+    if (!job.input) {
+        qm_encode_datapath(&job, NULL, NULL, 1, r, dp);
+        return QM_OK;
+    }
+    qm_input_file file;
+    qm_amp_input in;
+    int ndim = 1;
+    qm_code rc = qm_encode_input_open(&job, &file, &in, &ndim, r, st);
+    if (rc == QM_OK)
+        qm_encode_datapath(&job, &file, &in, ndim, r, dp);
+    else if (strncmp(st->msg, "encode: ", 8) == 0) { /* the shared inference names encode */
+        memmove(st->msg + 6, st->msg + 8, strlen(st->msg + 8) + 1);
+        memcpy(st->msg, "plan: ", 6);
+    }
+    qm_input_close(&file);
+    return rc;
+}
+
 static int run_plan(const qm_cli_args *a)
 {
     qm_status st;
@@ -196,12 +239,24 @@ static int run_plan(const qm_cli_args *a)
                                           "--json (got "
                                           "%s)", plan_flags[k].name);
         }
-    } else if (!qm_cli_arg(a, "--qubits")) {
-        return qm_cli_usage_error("plan", "%s is required (or --max for the largest that fits)",
-                                  "--qubits N");
+    } else if (!qm_cli_arg(a, "--qubits") && !qm_cli_arg(a, "--input")) {
+        return qm_cli_usage_error("plan", "%s is required (or --input FILE to take it from the "
+                                  "data, or --max for the largest that fits)", "--qubits N");
     }
     if (qm_cli_request_parse(a, &r, &st) != QM_OK)
         return qm_cli_error(&st);
+    if (qm_cli_arg(a, "--out") && qm_cli_arg(a, "--out-dir"))
+        return qm_cli_usage_error("plan", "%s", "--out and --out-dir exclude each other");
+    if (qm_cli_arg(a, "--input") && (qm_cli_arg(a, "--batch") || qm_cli_arg(a, "--features")))
+        return qm_cli_usage_error("plan", "--input FILE gives the batch and features; drop %s",
+                                  qm_cli_arg(a, "--batch") ? "--batch" : "--features");
+    if (qm_cli_arg(a, "--dataset") && !qm_cli_arg(a, "--input"))
+        return qm_cli_usage_error("plan", "%s", "--dataset names a dataset of --input FILE; give "
+                                  "the file");
+    if (qm_cli_arg(a, "--phantom") &&
+        (qm_cli_arg(a, "--input") || qm_cli_arg(a, "--out") || qm_cli_arg(a, "--out-dir")))
+        return qm_cli_usage_error("plan", "%s", "--phantom accounts device memory only and takes "
+                                  "no --input, --out or --out-dir");
     if (a->json && qm_cli_arg(a, "--dot"))
         return qm_cli_usage_error("plan", "%s", "--json and --dot exclude each other");
     const char *backend = qm_cli_arg(a, "--backend");
@@ -229,6 +284,10 @@ static int run_plan(const qm_cli_args *a)
     }
     if (qm_cli_arg(a, "--max")) {
         exit_code = plan_max(a, &r, &pl);
+        goto done;
+    }
+    if (plan_datapath(a, backend, &r, &pl.datapath, &st) != QM_OK) {
+        exit_code = qm_cli_error(&st);
         goto done;
     }
     (void)qm_pipeline_plan(&pl, &r, &st);

@@ -10,7 +10,9 @@
  *                         quadratic: 8192 devices are 67 million pairs); JSON via jansson; DOT
  * dump [FILE] [--out F]  the scenario written back as qmesh/1 YAML; without FILE this machine
  *                         as discovered (discover.c) when a CUDA device is visible, else the
- *                         built-in default (stderr says which); --out writes F atomically
+ *                         built-in default (stderr says which); --out writes F atomically;
+ *                         the discovered machine's storage is measured first (discover_storage.c:
+ *                         --storage-bytes, --no-measure-storage)
  * A scenario path the user names that cannot be read is an error, never a silent default.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
@@ -25,6 +27,7 @@
 #include "scenario_loader.h"
 #include "status_internal.h"
 #include "topology.h"
+#include "units.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -296,8 +299,24 @@ done:
     return rc_exit;
 }
 
-/* This machine: facts from /proc, the CUDA runtime (and NVML), sysfs; then the topology. */
-static qm_code discover_machine(qm_topology **out, qm_status *st)
+/* The folder the storage measurement writes in: the output's, else TMPDIR, else /tmp. */
+static const char *storage_dir(const char *out, char *buf, size_t cap)
+{
+    if (out) {
+        const char *slash = strrchr(out, '/');
+        if (!slash)
+            return ".";
+        snprintf(buf, cap, "%.*s", (int)(slash - out) > 0 ? (int)(slash - out) : 1, out);
+        return buf;
+    }
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+/* This machine: facts from /proc, the CUDA runtime (and NVML), sysfs, the storage measurement
+ * (storage_bytes 0: skipped); then the topology. */
+static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm_topology **out,
+                                qm_status *st)
 {
     qm_discover_facts *f = malloc(sizeof *f);
     if (!f)
@@ -308,6 +327,20 @@ static qm_code discover_machine(qm_topology **out, qm_status *st)
         rc = qm_cuda_discover_facts(f, st);
     if (rc == QM_OK)
         rc = qm_discover_facts_from_sysfs("/sys", f, st);
+    char dirbuf[4096];
+    if (rc == QM_OK && storage_bytes &&
+        qm_discover_storage_measure(storage_dir(out_path, dirbuf, sizeof dirbuf), storage_bytes,
+                                    &f->storage, st) != QM_OK) {
+        free(f);
+        return qm_status_prefix(st, "topo dump: measuring storage (--no-measure-storage skips it)");
+    }
+    if (rc == QM_OK && storage_bytes) {
+        char r[32], w[32];
+        fprintf(stderr, "qmesh: storage read %s, write %s (%s)\n",
+                qm_units_format_bandwidth(f->storage.read_bw_bytes_per_s, r, sizeof r),
+                qm_units_format_bandwidth(f->storage.write_bw_bytes_per_s, w, sizeof w),
+                f->storage.note);
+    }
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);
     if (rc == QM_OK)
@@ -347,6 +380,21 @@ static int topo_dump(const qm_cli_args *a)
     qm_status st;
     qm_status_clear(&st);
     const char *file = a->n_operands ? a->operands[0] : NULL, *out = qm_cli_arg(a, "--out");
+    const char *sb = qm_cli_arg(a, "--storage-bytes");
+    const bool no_measure = qm_cli_arg(a, "--no-measure-storage") != NULL;
+    uint64_t storage_bytes = (uint64_t)256 << 20;
+    if (file && (sb || no_measure))
+        return qm_cli_usage_error("topo dump", "%s measures this machine's storage; a FILE is "
+                                  "dumped as written", sb ? "--storage-bytes" : "--no-measure-storage");
+    if (sb && no_measure)
+        return qm_cli_usage_error("topo dump", "%s", "--storage-bytes and --no-measure-storage "
+                                  "exclude each other");
+    if (sb && qm_units_parse_size(sb, &storage_bytes, &st) != QM_OK) {
+        qm_status_prefix(&st, "topo dump --storage-bytes");
+        return qm_cli_error(&st);
+    }
+    if (no_measure)
+        storage_bytes = 0;
     qm_topology *t = NULL;
     qm_pipeline pl;
     qm_pipeline_init(&pl);
@@ -356,15 +404,15 @@ static int topo_dump(const qm_cli_args *a)
         t = pl.topology;
         pl.owns_topology = false; /* freed below with the others */
     } else if (qm_backend_cuda_count() > 0) {
-        rc = discover_machine(&t, &st);
+        rc = discover_machine(out, storage_bytes, &t, &st);
     } else {
         qm_diags diags;
         qm_diags_init(&diags);
         rc = qm_scenario_load_default(&t, &diags, &st);
         qm_diags_fini(&diags);
         if (rc == QM_OK)
-            fprintf(stderr, "qmesh: no CUDA device: dumping the built-in simulated mesh '%s'\n",
-                    t->name);
+            fprintf(stderr, "qmesh: no CUDA device: dumping the built-in simulated mesh '%s'%s\n",
+                    t->name, storage_bytes ? "" : " (no storage is measured for it)");
     }
     if (rc == QM_OK)
         rc = dump_to(t, out, &st);
@@ -432,6 +480,10 @@ const qm_cli_command qm_cli_cmd_topo_show = {
 
 static const qm_cli_flag dump_flags[] = {
     {"--out", "FILE", "write the YAML to FILE (atomically) instead of stdout"},
+    {"--no-measure-storage", NULL, "this machine: skip the storage measurement (the scenario "
+                                   "then takes the storage defaults)"},
+    {"--storage-bytes", "SIZE", "this machine: bytes written, synced and read back to measure "
+                                "storage, in the output's folder or TMPDIR (default 256MiB)"},
     {NULL, NULL, NULL}};
 const qm_cli_command qm_cli_cmd_topo_dump = {
     .name = "topo dump", .operands = "[FILE]", .max_operands = 1,

@@ -9,6 +9,7 @@
  * a state lives on it.
  */
 #include "discover.h"
+#include "encode.h"
 #include "pipeline.h"
 #include "plan_output.h"
 #include "state_internal.h"
@@ -181,6 +182,44 @@ qm_code qm_context_plan_json(const qm_context *ctx, char **out, qm_status *st)
     *out = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     return *out ? QM_OK : qm_fail(st, QM_E_NOMEM, "context: out of host memory for the JSON text");
+}
+
+qm_code qm_context_plan_data_path(qm_context *ctx, const char *input, const char *output,
+                                  int out_dir, qm_backend_kind backend, qm_status *st)
+{
+    if (!ctx || !ctx->pl.plan)
+        return qm_fail(st, QM_E_ARG, "context: ctx must not be NULL");
+    qm_plan *p = ctx->pl.plan;
+    qm_encode_job job;
+    qm_encode_job_init(&job);
+    job.input = input;
+    job.out = output && !out_dir ? output : NULL;
+    job.out_dir = output && out_dir ? output : NULL;
+    job.backend = backend;
+    job.request = p->request;
+    job.qubits_given = job.dtype_given = true;
+    qm_input_file file = {0};
+    qm_amp_input in = {0};
+    qm_request req = p->request;
+    int ndim = 1;
+    qm_code rc = QM_OK;
+    if (input && (rc = qm_encode_input_open(&job, &file, &in, &ndim, &req, st)) == QM_OK) {
+        const uint64_t rows = req.batch ? req.batch : 1, want = p->request.batch ? p->request.batch : 1;
+        if (req.features != p->request.features || rows != want)
+            rc = qm_fail(st, QM_E_INPUT, "context: %s holds %llu rows of %llu values but the plan "
+                         "is for %llu of %llu", input, (unsigned long long)rows,
+                         (unsigned long long)req.features, (unsigned long long)want,
+                         (unsigned long long)p->request.features);
+    }
+    if (rc == QM_OK) {
+        qm_encode_datapath(&job, input ? &file : NULL, input ? &in : NULL, ndim, &p->request,
+                           &ctx->pl.datapath);
+        /* from the plan's own estimates again (ingest is replaced when there is an input) */
+        if (p->has_estimates && (rc = qm_cost_estimate(ctx->pl.mesh, p, st)) == QM_OK)
+            rc = qm_cost_datapath(ctx->pl.mesh, p, &ctx->pl.datapath, st);
+    }
+    qm_input_close(&file);
+    return rc;
 }
 
 void qm_free(void *p) { free(p); }

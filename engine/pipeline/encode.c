@@ -35,6 +35,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h> /* gethostname */
 
@@ -535,7 +536,7 @@ static qm_code basis_qubits_int(const qm_amp_input *in, unsigned *qubits, qm_sta
     qm_code rc = QM_OK;
     for (uint64_t at = 0; rc == QM_OK && at < B; at += chunk) {
         const uint64_t n = B - at < chunk ? B - at : chunk;
-        if ((rc = in->read_int(in->read_ctx, at, n, v, st)) != QM_OK)
+        if ((rc = in->read_int(in->read_int_ctx, at, n, v, st)) != QM_OK)
             break;
         for (uint64_t i = 0; rc == QM_OK && i < n; ++i) {
             if (in->int_signed && (int64_t)v[i] < 0)
@@ -601,6 +602,90 @@ static qm_code host_budget(const qm_encode_job *job, int ranks, qm_host_budget *
     return qm_host_mem_available_query(&out->available_bytes, st);
 }
 
+qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
+                             int *ndim, qm_request *req, qm_status *st)
+{
+    qm_code rc = qm_input_open(job->input, &job->csv, job->dataset, file, st);
+    if (rc == QM_OK && file->npy && job->read_threads > 0)
+        rc = qm_npy_reader_set_threads(file->npy, job->read_threads, st);
+    if (rc != QM_OK)
+        return rc;
+    *in = file->in;
+    *ndim = file->ndim;
+    const qm_encoding enc = job->request.encoding;
+    if (enc == QM_ENCODING_BASIS && (rc = basis_shape(in, ndim, st)) != QM_OK)
+        return rc;
+    *req = job->request;
+    if (req->qubits == 0 && !job->qubits_given && enc == QM_ENCODING_AMPLITUDE)
+        req->qubits = qm_qubits_for_values(in->n);
+    else if (req->qubits == 0 && !job->qubits_given && enc == QM_ENCODING_BASIS)
+        rc = basis_qubits(in, &req->qubits, st);
+    else if (req->qubits == 0 && !job->qubits_given &&
+             (req->qubits = qm_encoding_qubits(enc, in->n)) == 0)
+        rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
+                     "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in->n,
+                     qm_encoding_name(enc));
+    if (!job->dtype_given)
+        req->dtype = in->dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
+    req->batch = in->batch;
+    req->features = in->n;
+    return rc;
+}
+
+void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
+                        const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp)
+{
+    memset(dp, 0, sizeof *dp);
+    dp->sim = job->backend != QM_BACKEND_CUDA;
+    if (file && in) {
+        dp->input = true;
+        dp->input_elem_bytes = qm_dtype_size(in->dtype);
+        struct stat sb;
+        if (file->format != QM_INPUT_NPY && file->format != QM_INPUT_HDF5 &&
+            stat(job->input, &sb) == 0)
+            dp->input_file_bytes = (uint64_t)sb.st_size;
+    }
+    if (job->out) {
+        /* the output keeps the input's rank; without an input, a batch is 2-D */
+        const int nd = file ? ndim : req->batch > 1 ? 2 : 1;
+        const uint64_t n_amps = req->qubits < 64 ? (uint64_t)1 << req->qubits : 0;
+        const uint64_t shape[2] = {nd == 2 ? (req->batch ? req->batch : 1) : n_amps, n_amps};
+        dp->output = QM_DP_OUTPUT_FILE;
+        dp->output_bytes = qm_npy_file_bytes(req->dtype, nd, shape);
+    } else if (job->out_dir) {
+        dp->output = QM_DP_OUTPUT_DIR;
+    }
+}
+
+/* The input's reader, timed: the seconds spent reading the file into host memory (the data
+ * path's `read`, measured). */
+typedef struct timed_reader {
+    qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
+    void *ctx;
+    qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
+    void *int_ctx;
+    double seconds;
+} timed_reader;
+
+static qm_code timed_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    timed_reader *t = ctx;
+    const double t0 = now_s();
+    const qm_code rc = t->read(t->ctx, first, count, dst, st);
+    t->seconds += now_s() - t0;
+    return rc;
+}
+
+static qm_code timed_read_int(void *ctx, uint64_t first, uint64_t count, uint64_t *dst,
+                              qm_status *st)
+{
+    timed_reader *t = ctx;
+    const double t0 = now_s();
+    const qm_code rc = t->read_int(t->int_ctx, first, count, dst, st);
+    t->seconds += now_s() - t0;
+    return rc;
+}
+
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -628,42 +713,26 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                      "version", qm_encoding_name(job->request.encoding));
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
-    if (rc == QM_OK && (rc = qm_input_open(job->input, &job->csv, job->dataset, &file, st)) == QM_OK) {
-        in = file.in;
-        r->input_ndim = file.ndim;
-    }
-    if (rc == QM_OK && file.npy && job->read_threads > 0)
-        rc = qm_npy_reader_set_threads(file.npy, job->read_threads, st);
-    const qm_encoding enc = job ? job->request.encoding : QM_ENCODING_AMPLITUDE;
-    if (rc == QM_OK && enc == QM_ENCODING_BASIS)
-        rc = basis_shape(&in, &r->input_ndim, st);
+    qm_request req = job ? job->request : (qm_request){0};
+    const double t_open = now_s();
+    if (rc == QM_OK)
+        rc = qm_encode_input_open(job, &file, &in, &r->input_ndim, &req, st);
+    r->read_open_s = now_s() - t_open;
     r->batch = in.batch;
     r->features = in.n;
     r->input_dtype = in.dtype;
-    /* request */
-    qm_request req = job ? job->request : (qm_request){0};
+    /* request: ranks */
     if (rc == QM_OK) {
-        if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_AMPLITUDE)
-            req.qubits = qm_qubits_for_values(in.n);
-        else if (req.qubits == 0 && !job->qubits_given && enc == QM_ENCODING_BASIS)
-            rc = basis_qubits(&in, &req.qubits, st);
-        else if (req.qubits == 0 && !job->qubits_given &&
-                 (req.qubits = qm_encoding_qubits(enc, in.n)) == 0)
-            rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
-                         "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in.n,
-                         qm_encoding_name(enc));
-        if (!job->dtype_given)
-            req.dtype = in.dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
-        req.batch = in.batch;
-        req.features = in.n;
         if (R > 1 && req.ranks == 0)
             req.ranks = R;
         else if (R > 1 && req.ranks != R)
             rc = qm_fail(st, QM_E_RANK, "encode: --ranks %d but mpirun started %d ranks", req.ranks, R);
     }
-    /* scenario, mesh, plan */
+    /* scenario, mesh, plan (with the data path: this input file, these outputs) */
     if (rc == QM_OK && (rc = qm_pipeline_load(&r->pipeline, job->scenario, &diags, st)) == QM_OK)
         rc = host_budget(job, R, &r->pipeline.host_budget, st);
+    if (rc == QM_OK)
+        qm_encode_datapath(job, &file, &in, r->input_ndim, &req, &r->pipeline.datapath);
     if (rc == QM_OK)
         rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
     if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)
@@ -729,9 +798,26 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
                               st)) != QM_OK)
         goto done;
-    if ((rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st)) != QM_OK)
+    timed_reader tr = {.read = in.read, .ctx = in.read_ctx, .read_int = in.read_int,
+                       .int_ctx = in.read_int_ctx};
+    if (in.read) { /* the reader's seconds are the measured read (file -> host memory) */
+        in.read = timed_read;
+        in.read_ctx = &tr;
+    }
+    if (in.read_int) { /* basis indices of an integer input, read exactly */
+        in.read_int = timed_read_int;
+        in.read_int_ctx = &tr;
+    }
+    rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st);
+    in.read = tr.read;
+    in.read_ctx = tr.ctx;
+    in.read_int = tr.read_int;
+    in.read_int_ctx = tr.int_ctx;
+    if (rc != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = now_s() - t1;
+    r->read_s = r->read_open_s + tr.seconds;
+    r->staging_s = r->phases.ingest > tr.seconds ? r->phases.ingest - tr.seconds : 0;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
     double t2 = now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
@@ -779,6 +865,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     r->seconds_output = now_s() - t2;
+    r->write_s = job->out || job->out_dir ? r->seconds_output : -1;
     rc = QM_OK;
 done:
     qm_npy_writer_abort(gathered);

@@ -101,6 +101,11 @@ typedef struct qm_encode_result {
     qm_dtype input_dtype;
     double seconds_read_plan, seconds_materialize, seconds_check, seconds_output;
     qm_materialize_times phases; /* materialize's phases on this rank */
+    /* the data path measured on this rank (docs/planner.md "Data path"): read = opening the input
+     * (a CSV file is parsed whole there) + the seconds inside the input's reader; staging = the
+     * ingest's seconds outside the reader; write = read-back, output and commit (seconds_output)
+     * when an output was asked for, else -1 */
+    double read_open_s, read_s, staging_s, write_s;
     double norm_max_error;    /* max over states of |sum |psi|^2 - 1| */
     uint64_t norm_worst_state;
     int n_files;              /* output files written */
@@ -109,6 +114,18 @@ typedef struct qm_encode_result {
 } qm_encode_result;
 
 void qm_encode_job_init(qm_encode_job *job);
+/* The job's input opened as encode opens it (job->input, csv, dataset) and the request encode
+ * derives from it: qubits when not given (amplitude: the fewest that hold the values; basis: the
+ * largest index; the feature maps: from the value count), dtype from the input when not given,
+ * batch and features from the input's shape (basis: one index per sample). *in and *ndim are the
+ * input as encoded. E-INPUT, E-IO and the readers' codes; the caller closes *file. */
+qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
+                             int *ndim, qm_request *req, qm_status *st);
+/* The data path of a job for the cost model: the input file (NULL: none; CSV: its size on disk),
+ * the output (--out: the .npy's bytes for req; --out-dir), staging as the simulator's host copy
+ * unless the backend is CUDA. Cannot fail. */
+void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
+                        const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp);
 /* Run the job. On failure st holds the error; result keeps what was known (the plan, when one was
  * made, so an infeasible request can still be shown). Always call qm_encode_result_fini. */
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *result, qm_status *st);

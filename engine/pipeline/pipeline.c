@@ -110,6 +110,11 @@ qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st)
         p->mesh->host_budget = p->host_budget;
         rc = qm_plan_create(p->mesh, r, &p->plan, st);
     }
+    if (p->plan) {
+        const qm_code drc = qm_cost_datapath(p->mesh, p->plan, &p->datapath, st);
+        if (drc != QM_OK)
+            rc = drc;
+    }
     return rc;
 }
 
@@ -263,6 +268,7 @@ static qm_code open_npy(const char *path, const qm_csv_options *csv, qm_input_fi
         f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
                                .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy,
                                .read_int = info->kind == 'f' ? NULL : npy_read_int_cb,
+                               .read_int_ctx = f->npy,
                                .int_signed = info->kind == 'i'};
         f->ndim = info->ndim;
     }

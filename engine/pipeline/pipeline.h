@@ -38,6 +38,8 @@ typedef struct qm_pipeline {
     qm_request request;        /* the request planned (a copy) */
     qm_host_budget host_budget; /* copied into the mesh by qm_pipeline_plan (zero: host memory not
                                    checked; docs/planner.md "Host memory") */
+    qm_datapath datapath;      /* the input file and output the plan's data path estimates are
+                                  for (zeroed: none; docs/planner.md "Data path") */
     qm_plan *plan;
     qm_layout *layout;
     qm_hal *hal;
@@ -61,7 +63,8 @@ qm_code qm_pipeline_graph(qm_pipeline *p, qm_status *st);
  * made for the same count. */
 qm_code qm_pipeline_mesh(qm_pipeline *p, int ranks, qm_status *st);
 
-/* validate (qm_request_validate) → graph → mesh (r->ranks) → plan. Returns what qm_plan_create
+/* validate (qm_request_validate) → graph → mesh (r->ranks) → plan (with p->datapath's read,
+ * staging and write estimates when it names an input file or an output). Returns what qm_plan_create
  * returns: QM_OK for a feasible plan, the plan's code (p->plan set, infeasible) otherwise, or the
  * validator's / mesh's code with p->plan NULL. */
 qm_code qm_pipeline_plan(qm_pipeline *p, const qm_request *r, qm_status *st);

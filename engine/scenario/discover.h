@@ -70,6 +70,12 @@ typedef struct qm_discover_gpu {
     int nvswitch_links;            /* active NVLinks that end at an NVSwitch */
 } qm_discover_gpu;
 
+/* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
+typedef struct qm_discover_storage {
+    double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
+    char note[160];                                   /* written as a comment by topo dump */
+} qm_discover_storage;
+
 typedef struct qm_discover_facts {
     char hostname[64];             /* "" = unknown ("localhost" is used) */
     char date[40];                 /* "2026-12-02 14:03 UTC"; "" = unknown */
@@ -83,7 +89,17 @@ typedef struct qm_discover_facts {
     qm_discover_nvlink_state nvlink_state;
     char nvlink_note[QM_DISCOVER_NOTE_BYTES]; /* why NVLink was not read; "" when it was */
     unsigned sources;              /* QM_DISCOVER_SRC_* bits */
+    qm_discover_storage storage;   /* the host's storage (zeroed: not measured) */
 } qm_discover_facts;
+
+/* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at
+ * least 8 MiB) written to a temporary file with fdatasync, then read back with pread (the page
+ * cache), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE" (two bandwidths)
+ * replaces the measurement (the test hook). E-IO naming the file and step, E-ARG for a
+ * malformed QM_STORAGE_RATES or a size below 8 MiB, the unit parser's code (E-UNIT, E-RANGE) for a
+ * bad rate in it, E-NOMEM. */
+qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover_storage *out,
+                                    qm_status *st);
 
 /* Empty facts: no GPUs, every GPU's numa -1, NVLink not read. Cannot fail. */
 void qm_discover_facts_init(qm_discover_facts *f);

@@ -91,6 +91,10 @@ typedef struct qm_fabric {
 typedef struct qm_host {
     char id[QM_ID_BYTES];
     uint64_t memory_bytes; /* 0 when not given */
+    /* storage: {read, write}: the rates of the host's file system for the encode's input and
+     * output (bytes/s); 0 when not given (defaults.storage then applies: qm_host_storage_bw) */
+    double storage_read_bw_bytes_per_s, storage_write_bw_bytes_per_s;
+    char storage_note[160]; /* how the figures were found (topo dump's measurement); "" if given */
     qm_loc loc;
 } qm_host;
 
@@ -157,6 +161,9 @@ typedef struct qm_topology {
     double hbm_efficiency;                    /* default 1 */
     double latency_s[QM_LINK_CLASS_COUNT_];  /* default per class: see scenario_names.c */
     double host_link_bw_bytes_per_s;          /* defaults.host_link: implicit device links */
+    double storage_read_bw_bytes_per_s;       /* defaults.storage.read (QM_DEFAULT_STORAGE_READ_BW) */
+    double storage_write_bw_bytes_per_s;      /* defaults.storage.write (QM_DEFAULT_STORAGE_WRITE_BW) */
+    double host_copy_bw_bytes_per_s;          /* defaults.host_copy (QM_DEFAULT_HOST_COPY_BW) */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
     int n_nodes;         qm_node *nodes;
@@ -176,6 +183,16 @@ void qm_topology_defaults_init(qm_topology *t);
 /* The line rate of a device's implicit link to its NUMA node when `defaults.host_link` is not
  * given: PCIe Gen4 x16 per direction (16 GT/s x 16 lanes x 128/130 / 8 bits). */
 #define QM_DEFAULT_HOST_LINK_BW 31.5e9
+/* The data path's defaults when a scenario states no storage (docs/scenario-format.md "defaults"):
+ * a file read by one thread from the page cache (a kernel copy to user memory, about 6 GB/s), a
+ * file written and synced to one NVMe drive (about 2 GB/s sustained), and one thread's host
+ * memory copy of large buffers (about 10 GB/s: the simulator's staging). */
+#define QM_DEFAULT_STORAGE_READ_BW 6e9
+#define QM_DEFAULT_STORAGE_WRITE_BW 2e9
+#define QM_DEFAULT_HOST_COPY_BW 10e9
+
+/* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
+void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);
 
 /* The implicit pcie links a scenario gets without writing them (docs/scenario-format.md):
  *  - a NIC to its `attach` node, else to its NUMA node, at the NIC's speed, unless a link joins

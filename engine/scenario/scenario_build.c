@@ -94,18 +94,38 @@ static void load_sources(ld *L, ynode *n)
     qm_scn_path_pop(L, old);
 }
 
+/* `storage: {read: BW, write: BW}` (defaults or a host): each optional, a bandwidth, not zero. */
+static void load_storage(ld *L, ynode *n, const char *what, double *read_bw, double *write_bw)
+{
+    static const fld spec[] = {{"read", false}, {"write", false}};
+    ynode *v[2];
+    size_t old = qm_scn_path_key(L, "storage");
+    if (qm_scn_fields(L, n, spec, 2, v, what)) {
+        if (v[0])
+            qm_scn_get_bw(L, v[0], "read", read_bw);
+        if (v[1])
+            qm_scn_get_bw(L, v[1], "write", write_bw);
+    }
+    qm_scn_path_pop(L, old);
+}
+
 static void load_defaults(ld *L, ynode *n)
 {
-    static const fld spec[] = {{"reserve", false}, {"efficiency", false}, {"latency", false},
-                               {"host_link", false}};
-    ynode *v[4];
+    static const fld spec[] = {{"reserve", false},   {"efficiency", false}, {"latency", false},
+                               {"host_link", false}, {"storage", false},    {"host_copy", false}};
+    ynode *v[6];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 4, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 6, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
             qm_scn_get_bw(L, v[3], "host_link", &t->host_link_bw_bytes_per_s);
+        if (v[4])
+            load_storage(L, v[4], "defaults.storage", &t->storage_read_bw_bytes_per_s,
+                         &t->storage_write_bw_bytes_per_s);
+        if (v[5])
+            qm_scn_get_bw(L, v[5], "host_copy", &t->host_copy_bw_bytes_per_s);
         if (v[1]) {
             static const fld eff[] = {{"nvlink", false}, {"c2c", false}, {"pcie", false},
                                       {"sys", false},    {"net", false}, {"hbm", false}};
@@ -378,12 +398,13 @@ static void host_list(ld *L, ynode *n, const char *key, const char *of, const ho
 
 static void load_host(ld *L, ynode *it)
 {
-    static const fld spec[] = {{"id", true},      {"memory", false},   {"numa", false},
-                               {"devices", false}, {"switches", false}, {"nics", false}};
-    enum { F_ID, F_MEMORY, F_NUMA, F_DEVICES, F_SWITCHES, F_NICS };
-    ynode *v[6];
+    static const fld spec[] = {{"id", true},        {"memory", false}, {"numa", false},
+                               {"devices", false},  {"switches", false}, {"nics", false},
+                               {"storage", false}};
+    enum { F_ID, F_MEMORY, F_NUMA, F_DEVICES, F_SWITCHES, F_NICS, F_STORAGE };
+    ynode *v[7];
     qm_topology *t = L->t;
-    if (!qm_scn_fields(L, it, spec, 6, v, "a host"))
+    if (!qm_scn_fields(L, it, spec, 7, v, "a host"))
         return;
     if (!qm_topology_grow((void **)&t->hosts, &L->cap_hosts, t->n_hosts + 1, sizeof *t->hosts)) {
         qm_scn_nomem(L);
@@ -397,6 +418,9 @@ static void load_host(ld *L, ynode *it)
         qm_scn_register_id(L, v[F_ID], ho->id, ID_HOST, h.host);
     if (v[F_MEMORY])
         qm_scn_get_size(L, v[F_MEMORY], "memory", 0, &t->hosts[h.host].memory_bytes);
+    if (v[F_STORAGE])
+        load_storage(L, v[F_STORAGE], "a host's storage", &t->hosts[h.host].storage_read_bw_bytes_per_s,
+                     &t->hosts[h.host].storage_write_bw_bytes_per_s);
     if (v[F_NUMA]) {
         size_t old = qm_scn_path_key(L, "numa");
         if (qm_scn_want_seq(L, v[F_NUMA], "NUMA nodes like {id: 0}")) {

@@ -171,6 +171,20 @@ static void dump_host(FILE *f, const qm_topology *t, int h)
         put_size(f, ho->memory_bytes);
         fputc('\n', f);
     }
+    if (ho->storage_read_bw_bytes_per_s > 0 || ho->storage_write_bw_bytes_per_s > 0) {
+        if (ho->storage_note[0])
+            fprintf(f, "    # storage: %s\n", ho->storage_note);
+        fputs("    storage: {", f);
+        if (ho->storage_read_bw_bytes_per_s > 0) {
+            fputs("read: ", f);
+            put_bw(f, ho->storage_read_bw_bytes_per_s);
+        }
+        if (ho->storage_write_bw_bytes_per_s > 0) {
+            fputs(ho->storage_read_bw_bytes_per_s > 0 ? ", write: " : "write: ", f);
+            put_bw(f, ho->storage_write_bw_bytes_per_s);
+        }
+        fputs("}\n", f);
+    }
     static const struct {
         qm_node_kind kind;
         const char *key;
@@ -366,6 +380,12 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     }
     fputs("}\n  host_link: ", f);
     put_bw(f, t->host_link_bw_bytes_per_s);
+    fputs("\n  storage: {read: ", f);
+    put_bw(f, t->storage_read_bw_bytes_per_s);
+    fputs(", write: ", f);
+    put_bw(f, t->storage_write_bw_bytes_per_s);
+    fputs("}\n  host_copy: ", f);
+    put_bw(f, t->host_copy_bw_bytes_per_s);
     fputs("\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);

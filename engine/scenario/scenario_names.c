@@ -6,7 +6,8 @@
  * qm_hint_closer). In: enum values, a topology. Out: static strings, initialised structs.
  * Class default latencies (NCCL's per-step hardware latencies, src/graph/tuning.cc hwLat, ring LL;
  * docs/scenario-library.md): nvlink and
- * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them.
+ * c2c 0.6 us, pcie and sys 1.0 us, net 2.7 us; `defaults.latency` overrides them. The data
+ * path's defaults (storage read and write, host copy) are those of scenario.h.
  * Must not: print, or depend on the loader's state; qm_topology_grow is its one allocation.
  */
 #include "scenario_internal.h"
@@ -88,6 +89,18 @@ void qm_topology_defaults_init(qm_topology *t)
     t->latency_s[QM_LINK_SYS] = 1.0e-6;
     t->latency_s[QM_LINK_NET] = 2.7e-6;
     t->host_link_bw_bytes_per_s = QM_DEFAULT_HOST_LINK_BW;
+    t->storage_read_bw_bytes_per_s = QM_DEFAULT_STORAGE_READ_BW;
+    t->storage_write_bw_bytes_per_s = QM_DEFAULT_STORAGE_WRITE_BW;
+    t->host_copy_bw_bytes_per_s = QM_DEFAULT_HOST_COPY_BW;
+}
+
+void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw)
+{
+    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
+    *read_bw = ho && ho->storage_read_bw_bytes_per_s > 0 ? ho->storage_read_bw_bytes_per_s
+                                                         : t->storage_read_bw_bytes_per_s;
+    *write_bw = ho && ho->storage_write_bw_bytes_per_s > 0 ? ho->storage_write_bw_bytes_per_s
+                                                           : t->storage_write_bw_bytes_per_s;
 }
 
 int qm_topology_implicit_links(const qm_topology *t, int *target)

@@ -23,7 +23,9 @@
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
  *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
  *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
- *    stage's flows (every shard to its partner) on the links, stage after stage.
+ *    stage's flows (every shard to its partner) on the links, stage after stage;
+ *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read, staging
+ *    and write, from the hosts' storage rates, defaults.host_copy and the host links (plan.h).
  * Must not: allocate device memory or change the layout.
  */
 #include "feasibility.h"
@@ -216,10 +218,11 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
-/* IQP passes over a shard at HBM bandwidth: 1 (the phases written) + 2 per pass of the local
- * stages (read and write: one for the bits below 2^10 slots, one per bit above, up to the shard's
- * bits) + 4 per exchange (the partner's data written into scratch, then own and scratch read and
- * own written). */
+/* IQP passes over a shard at HBM bandwidth, as the iqp op runs them (docs/cuda.md): with at least
+ * 10 local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per later pass of up to 10
+ * stages (read and write: ceil((bits - 10) / 10) of them, up to the shard's bits); below 10 bits,
+ * 3 (the phases written, then one read and write for every stage); + 4 per exchange (the
+ * partner's data written into scratch, then own and scratch read and own written). */
 static double iqp_passes(const qm_plan *p)
 {
     uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
@@ -228,8 +231,8 @@ static double iqp_passes(const qm_plan *p)
     unsigned lb = 0;
     while (((uint64_t)1 << lb) < amps)
         ++lb;
-    const unsigned local_passes = 1 + (lb > 10 ? lb - 10 : 0);
-    return 1.0 + 2.0 * local_passes + 4.0 * qm_plan_iqp_exchanges(p);
+    const double local = lb >= 10 ? 1.0 + 2.0 * ((lb - 10 + 9) / 10) : 3.0;
+    return local + 4.0 * qm_plan_iqp_exchanges(p);
 }
 
 /* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
@@ -385,5 +388,170 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 done:
     free(L.bytes);
     free(holders);
+    return rc;
+}
+
+/* ---- the data path: read, staging, write (docs/planner.md "Data path") ------------------------ */
+
+static const char *const io_phase_names[QM_IO_PHASE_COUNT_] = {"read", "staging", "write"};
+
+const char *qm_io_phase_name(qm_io_phase k)
+{
+    return (int)k >= 0 && k < QM_IO_PHASE_COUNT_ ? io_phase_names[k] : NULL;
+}
+
+/* Each device's bytes (in[d]: input values staged onto it; out[d]: state bytes read back from it)
+ * and the largest device input. */
+static uint64_t device_bytes(const qm_plan *p, const qm_datapath *dp, uint64_t *in, uint64_t *out)
+{
+    uint64_t largest = 0;
+    for (int i = 0; i < p->n_shards; ++i) {
+        const qm_plan_shard *s = &p->shards[i];
+        in[s->device] += s->input_elems * dp->input_elem_bytes;
+        /* replicated: every device holds the whole state; it is read back once, from shard 0 */
+        if (p->policy != QM_POLICY_REPLICATED || i == 0)
+            out[s->device] += s->bytes;
+    }
+    for (int d = 0; d < p->n_devices; ++d)
+        largest = in[d] > largest ? in[d] : largest;
+    return largest;
+}
+
+/* The time of every device's bytes[d] over its host path (to the device, or back to the host);
+ * negative when a device has no host path (the first such device named in the plan's note). */
+static qm_code host_link_s(const qm_mesh *mesh, qm_plan *p, const uint64_t *bytes, bool to_device,
+                           link_loads *L, double *out, qm_status *st)
+{
+    for (int k = 0; k < 2 * L->n_links; ++k)
+        L->bytes[k] = 0;
+    L->max_latency = 0;
+    L->any = L->broken = false;
+    for (int d = 0; d < mesh->n_devices; ++d) {
+        if (bytes[d] == 0)
+            continue;
+        qm_topo_path path;
+        qm_code rc = qm_topo_graph_ingest_path(mesh->graph, mesh->devices[d].node, to_device, &path, st);
+        if (rc != QM_OK)
+            return rc;
+        if (!path.found && !p->estimates_note[0])
+            no_host_path(mesh, d, to_device ? "staging" : "write", p->estimates_note,
+                         sizeof p->estimates_note);
+        loads_add(L, &path, bytes[d]);
+    }
+    *out = loads_time(L, mesh->graph);
+    return QM_OK;
+}
+
+qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp, qm_status *st)
+{
+    p->datapath = *dp;
+    for (int k = 0; k < QM_IO_PHASE_COUNT_; ++k) {
+        p->io_s[k] = 0;
+        p->io_set[k] = false;
+    }
+    if (!p->has_estimates || p->n_shards == 0 || (!dp->input && dp->output == QM_DP_OUTPUT_NONE))
+        return QM_OK;
+    const qm_topology *t = mesh->topo;
+    qm_code rc = QM_OK;
+    link_loads L = {0};
+    uint64_t *in = calloc((size_t)mesh->n_devices * 2, sizeof *in);
+    double *host = calloc((size_t)(t->n_hosts > 0 ? t->n_hosts : 1), sizeof *host);
+    if (!in || !host) {
+        rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+        goto done;
+    }
+    uint64_t *out = in + mesh->n_devices;
+    const uint64_t largest_in = device_bytes(p, dp, in, out);
+    if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
+        goto done;
+    double rd, wr;
+    if (dp->input) {
+        /* read: the bytes each host's ranks read (CSV: every rank reads the whole text) */
+        if (dp->input_file_bytes) {
+            for (int r = 0; r < mesh->n_ranks; ++r)
+                if (mesh->rank_first[r + 1] > mesh->rank_first[r])
+                    host[mesh->devices[mesh->rank_first[r]].host] += (double)dp->input_file_bytes;
+        } else {
+            for (int d = 0; d < mesh->n_devices; ++d)
+                host[mesh->devices[d].host] += (double)in[d];
+        }
+        double read = 0, staged = 0;
+        for (int h = 0; h < t->n_hosts; ++h) {
+            qm_host_storage_bw(t, h, &rd, &wr);
+            if (host[h] / rd > read)
+                read = host[h] / rd;
+            host[h] = 0;
+        }
+        p->io_s[QM_IO_READ] = read;
+        p->io_set[QM_IO_READ] = true;
+        /* staging: the simulator copies in host memory, one thread per process (a host's bytes at
+         * defaults.host_copy); devices take the link model, overlapped with the read (the reader
+         * fills one staging half while the other is copied), plus the last chunk's copy */
+        if (dp->sim) {
+            for (int d = 0; d < mesh->n_devices; ++d)
+                host[mesh->devices[d].host] += (double)in[d];
+            for (int h = 0; h < t->n_hosts; ++h)
+                if (host[h] / t->host_copy_bw_bytes_per_s > staged)
+                    staged = host[h] / t->host_copy_bw_bytes_per_s;
+            p->io_set[QM_IO_STAGING] = true;
+        } else {
+            double link;
+            if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
+                goto done;
+            if (link >= 0) {
+                const double tail = largest_in > QM_STAGING_CHUNK_BYTES
+                                        ? link * (double)QM_STAGING_CHUNK_BYTES / (double)largest_in
+                                        : link;
+                staged = (link > read ? link - read : 0) + tail;
+                p->io_set[QM_IO_STAGING] = true;
+            }
+        }
+        p->io_s[QM_IO_STAGING] = staged;
+        /* the input stage as it runs: read and staging */
+        if (p->io_set[QM_IO_STAGING] && p->estimate_set[QM_PHASE_INGEST]) {
+            p->estimates_s[QM_PHASE_INGEST] = read + staged;
+        } else {
+            p->estimate_set[QM_PHASE_INGEST] = false;
+        }
+    }
+    if (dp->output != QM_DP_OUTPUT_NONE) {
+        double back;
+        if ((rc = host_link_s(mesh, p, out, false, &L, &back, st)) != QM_OK)
+            goto done;
+        double file = 0;
+        if (dp->output == QM_DP_OUTPUT_FILE) { /* rank 0's host writes the gathered file */
+            qm_host_storage_bw(t, mesh->devices[mesh->rank_first[0]].host, &rd, &wr);
+            file = (double)dp->output_bytes / wr;
+        } else { /* each host writes its ranks' shard files */
+            for (int h = 0; h < t->n_hosts; ++h)
+                host[h] = 0;
+            for (int d = 0; d < mesh->n_devices; ++d)
+                host[mesh->devices[d].host] += (double)out[d];
+            for (int h = 0; h < t->n_hosts; ++h) {
+                qm_host_storage_bw(t, h, &rd, &wr);
+                if (host[h] / wr > file)
+                    file = host[h] / wr;
+            }
+        }
+        /* the read-back's pass on the host: the norm check sums |psi|^2 over every amplitude
+         * read back, one thread (rank 0's bytes for --out; each rank its own for --out-dir) */
+        double pass = 0;
+        for (int h = 0; h < t->n_hosts; ++h)
+            host[h] = 0;
+        for (int d = 0; d < mesh->n_devices; ++d)
+            host[dp->output == QM_DP_OUTPUT_FILE ? mesh->devices[mesh->rank_first[0]].host
+                                                 : mesh->devices[d].host] += (double)out[d];
+        for (int h = 0; h < t->n_hosts; ++h)
+            if (host[h] / t->host_copy_bw_bytes_per_s > pass)
+                pass = host[h] / t->host_copy_bw_bytes_per_s;
+        if (back >= 0) {
+            p->io_s[QM_IO_WRITE] = back + pass + file;
+            p->io_set[QM_IO_WRITE] = true;
+        }
+    }
+done:
+    free(L.bytes);
+    free(in);
+    free(host);
     return rc;
 }

@@ -16,9 +16,9 @@
  * fixed order; so the state is bit-identical on the simulator and CUDA, on any layout, any thread
  * and any rank count. These states are normalized by construction (to rounding): there is no norm
  * pass; the encode job's norm check still measures every state.
- * IQP: the shard's table is its samples' values themselves; the iqp_phase op writes
- * 2^-n exp(i phi(x)) and the wht op the stages of the bits the shard holds alone; iqp.c runs the
- * higher stages as exchanges between shards (docs/encodings.md).
+ * IQP: the shard's table is its samples' values themselves; the iqp op writes 2^-n exp(i phi(x))
+ * and runs the stages of the bits the shard holds alone (a backend without it: the iqp_phase and
+ * wht ops); iqp.c runs the higher stages as exchanges between shards (docs/encodings.md).
  * Must not: allocate before validation, leave a buffer behind on failure, read a sample no shard
  * of this rank touches.
  */
@@ -52,7 +52,7 @@ bool qm_encoding_is_product(qm_encoding e)
 static qm_code read_indices(const qm_amp_input *in, unsigned qubits, uint64_t s0, uint64_t count,
                             uint64_t *idx, qm_status *st)
 {
-    qm_code rc = in->read_int(in->read_ctx, s0, count, idx, st);
+    qm_code rc = in->read_int(in->read_int_ctx, s0, count, idx, st);
     if (rc != QM_OK)
         return qm_status_prefix(st, "encode: reading input [%llu, %llu)", (unsigned long long)s0,
                                 (unsigned long long)(s0 + count));
@@ -187,8 +187,13 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsig
                                          .scale = ldexp(1.0, -(int)qubits)};
         const qm_hal_wht_args w = {.state = sh->buf, .state_dtype = dt, .off = 0, .n = n, .b0 = 0,
                                    .b1 = local_bits};
-        if ((rc = qm_hal_iqp_phase(hal, &a, s, st)) == QM_OK && local_bits > 0)
+        /* one op where the backend fuses the phase and the local stages, else the two */
+        if (qm_hal_supports_op(hal, QM_HAL_OP_IQP)) {
+            const qm_hal_iqp_args fused = {.phase = a, .b1 = local_bits};
+            rc = qm_hal_iqp(hal, &fused, s, st);
+        } else if ((rc = qm_hal_iqp_phase(hal, &a, s, st)) == QM_OK && local_bits > 0) {
             rc = qm_hal_wht(hal, &w, s, st);
+        }
     } else if (rc == QM_OK) {
         const qm_hal_product_args a = {.state = sh->buf, .state_dtype = dt, .off = 0,
                                        .n = sh->end - sh->start, .g0 = sh->start,

@@ -32,6 +32,7 @@ typedef struct qm_amp_input {
      * exact 64-bit integers (as int64_t when int_signed), so that basis indices are never rounded
      * (featuremap.c). NULL for float input. */
     qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
+    void *read_int_ctx;      /* read_int's own context (`read` may be wrapped with another) */
     bool int_signed;
 } qm_amp_input;
 

@@ -166,7 +166,7 @@ static uint64_t input_in(const qm_plan *p, uint64_t start, uint64_t end)
         return (s1 - s0 + 1) * F;
     for (uint64_t s = s0; s <= s1; ++s) {
         uint64_t lo = s == s0 ? start - s * N : 0, hi = s == s1 ? end - s * N : N;
-        if (s > s0 + 1 && s < s1) { /* whole samples in between */
+        if (s == s0 + 1 && s < s1) { /* whole samples in between: s0 + 1 .. s1 - 1 */
             total += (s1 - s0 - 1) * F;
             s = s1 - 1;
             continue;

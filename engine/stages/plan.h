@@ -54,6 +54,34 @@ typedef struct qm_plan_gather {
     char reason[256];
 } qm_plan_gather;
 
+/* The data path around a plan (docs/planner.md "Data path"): where the input comes from and
+ * where the output goes, for the cost model's read, staging and write phases. Zeroed: no input
+ * file and no output (the three phases are then not estimated). */
+typedef enum qm_dp_output {
+    QM_DP_OUTPUT_NONE = 0,
+    QM_DP_OUTPUT_FILE,        /* --out: one gathered .npy, written by rank 0's host */
+    QM_DP_OUTPUT_DIR,         /* --out-dir: one .npy per shard, each rank writes its own */
+} qm_dp_output;
+
+typedef struct qm_datapath {
+    bool input;               /* the input is a file (read, staging estimated) */
+    uint64_t input_elem_bytes;/* bytes of one input value as staged (float32 4, float64 8) */
+    uint64_t input_file_bytes;/* CSV: the file's bytes (every rank reads the whole text); 0: the
+                                 values are read by range (npy, HDF5: input_elems x elem bytes) */
+    bool sim;                 /* staging is a host memory copy (the simulator), not a link */
+    qm_dp_output output;
+    uint64_t output_bytes;    /* QM_DP_OUTPUT_FILE: the .npy file's bytes */
+} qm_datapath;
+
+/* The data path's phases, reported after the plan's own in estimates_s. */
+typedef enum qm_io_phase {
+    QM_IO_READ = 0,           /* file -> host memory at the host's storage read rate */
+    QM_IO_STAGING,            /* host memory -> device (not hidden behind the read) */
+    QM_IO_WRITE,              /* device -> host, then host memory -> file at the write rate */
+    QM_IO_PHASE_COUNT_
+} qm_io_phase;
+const char *qm_io_phase_name(qm_io_phase k); /* "read", "staging", "write"; NULL outside */
+
 typedef struct qm_plan {
     qm_request request;       /* as asked (features resolved: never 0) */
     qm_policy policy;         /* the policy used (auto resolved) */
@@ -79,6 +107,9 @@ typedef struct qm_plan {
     double estimates_s[QM_PHASE_COUNT_];
     bool estimate_set[QM_PHASE_COUNT_];
     char estimates_note[320]; /* why an estimate is missing (the first reason); "" when none */
+    qm_datapath datapath;     /* as given to qm_cost_datapath (zeroed: none) */
+    double io_s[QM_IO_PHASE_COUNT_];  /* the data path's estimates (seconds) */
+    bool io_set[QM_IO_PHASE_COUNT_];  /* false: not estimated (no input / no output), null */
     uint64_t hash;            /* FNV-1a of the request and the layout (multi-rank agreement) */
 } qm_plan;
 
@@ -133,6 +164,17 @@ qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max 
 
 /* The cost model (cost.c): fills plan->estimates_s. */
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
+
+/* The data path's estimates (cost.c; docs/planner.md "Data path"): with an input file, read =
+ * max over hosts of the bytes its ranks read / the host's storage read rate; staging = the
+ * simulator's host copy (bytes / defaults.host_copy), or on devices the host->device link time
+ * (ingest's link model) not hidden behind the read plus one staging chunk's copy; and ingest
+ * becomes read + staging (the input stage as it runs). With an output, write = the state's
+ * device->host copy over the host links + the host's pass over it (the norm check's sums: state
+ * bytes / defaults.host_copy) + the output bytes / the writing host's storage write rate
+ * (--out-dir: max over hosts of their ranks' shard files). Needs a plan with estimates;
+ * E-NOMEM. */
+qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *plan, const qm_datapath *dp, qm_status *st);
 
 /* The path a gather takes from mesh device `device` to the plan's gather target (a device, or
  * the host: the device's host path back to its NUMA node); the cost model charges it, `plan

@@ -7,7 +7,8 @@
  * the caller, on stderr; headrooms carry their sign next to the number; estimates are labelled as
  * the scenario's hardware (encode labels its measured times as this machine's). Byte counts are JSON integers, except counts of 2^63 and more (jansson's
  * integers are signed 64-bit), which are reals (qm_json_count); start/end are half-open global
- * amplitude indices; estimates are seconds (null when the scenario lacks the figures for a phase).
+ * amplitude indices; estimates are seconds (null when the scenario lacks the figures for a phase;
+ * the data path's read, staging and write are null when the plan has no input file or output).
  * Sizes stay uint64_t throughout; the headroom (usable - planned, may be negative) is formed as a
  * sign and a magnitude, never by signed subtraction.
  * Must not: change the plan.
@@ -44,6 +45,11 @@ static json_t *estimates_json(const qm_plan *p)
         json_object_set_new(e, qm_phase_name((qm_phase)k),
                             p->has_estimates && p->estimate_set[k] ? json_real(p->estimates_s[k])
                                                                    : json_null());
+    /* the data path (docs/planner.md "Data path"): null without an input file (read, staging)
+     * or without an output (write) */
+    for (int k = 0; k < QM_IO_PHASE_COUNT_; ++k)
+        json_object_set_new(e, qm_io_phase_name((qm_io_phase)k),
+                            p->io_set[k] ? json_real(p->io_s[k]) : json_null());
     return e;
 }
 
@@ -268,6 +274,24 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
             fprintf(f, " %s n/a%s", qm_phase_name((qm_phase)k), k + 1 < QM_PHASE_COUNT_ ? "," : "");
     }
     fprintf(f, "\n");
+    if (p->datapath.input || p->datapath.output != QM_DP_OUTPUT_NONE) {
+        fprintf(f, "data path (%s):", p->datapath.input ? "the input file read, then staged"
+                                                       : "no input file");
+        for (int k = 0; k < QM_IO_PHASE_COUNT_; ++k) {
+            if (!p->datapath.input && k != QM_IO_WRITE)
+                continue;
+            if (p->io_set[k])
+                fprintf(f, " %s %s", qm_io_phase_name((qm_io_phase)k),
+                        qm_format_seconds(p->io_s[k], a, sizeof a));
+            else
+                fprintf(f, " %s n/a", qm_io_phase_name((qm_io_phase)k));
+            fputc(k + 1 < QM_IO_PHASE_COUNT_ ? ',' : ' ', f);
+        }
+        fprintf(f, "%s\n", p->datapath.output == QM_DP_OUTPUT_NONE
+                                ? "(no output file)"
+                                : p->datapath.output == QM_DP_OUTPUT_FILE ? "(write: --out)"
+                                                                          : "(write: --out-dir)");
+    }
     if (p->estimates_note[0])
         fprintf(f, "          (%s)\n", p->estimates_note);
 }

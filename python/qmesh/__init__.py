@@ -17,13 +17,15 @@ import os as _os
 from . import _qmesh
 from ._qmesh import Error, RunError, Scenario, Shard, State
 
-__all__ = ["plan", "encode", "devices", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
+__all__ = ["plan", "encode", "devices", "clear_cache", "cache_info", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
            "__version__"]
 
 __version__ = "%d.%d.%d" % (_qmesh.VERSION_MAJOR, _qmesh.VERSION_MINOR, _qmesh.VERSION_PATCH)
 
 _DTYPES = ("complex64", "complex128")
 _builtin = None  # the built-in scenario, loaded once (scenarios are read-only: safe to share)
+_loaded = {}     # scenario files loaded before: (realpath, inode, size, mtime) -> Scenario
+_LOADED_MAX = 8
 
 
 def _fail(code, message):
@@ -41,14 +43,48 @@ def _scenario(scenario):
     if isinstance(scenario, Scenario):
         return scenario
     if isinstance(scenario, _os.PathLike):
-        return Scenario.load(_os.fspath(scenario))
+        return _load(_os.fspath(scenario))
     if isinstance(scenario, str):
         # YAML text has a newline or a "key:" mapping; a path has neither (or exists)
         if "\n" in scenario and not _os.path.exists(scenario):
             return Scenario.from_yaml(scenario)
-        return Scenario.load(scenario)
+        return _load(scenario)
     raise TypeError("scenario must be None, a qmesh.Scenario, a path or YAML text (got %s)"
                     % type(scenario).__name__)
+
+
+def _load(path):
+    """Scenario.load(path), reused while the file is unchanged (same inode, size and mtime), so
+    that a loop passing the same path loads it once and its encodes find their kept context."""
+    try:
+        st = _os.stat(path)
+    except OSError:
+        return Scenario.load(path)  # the library's own E-IO message
+    key = (_os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    sc = _loaded.get(key)
+    if sc is None:
+        sc = Scenario.load(path)
+        if len(_loaded) >= _LOADED_MAX:
+            _loaded.pop(next(iter(_loaded)))
+        _loaded[key] = sc
+    return sc
+
+
+def clear_cache():
+    """Forget the kept contexts (planned requests with an open backend) and loaded scenario files.
+
+    qmesh.encode keeps the context of each (scenario, request, backend) it ran, up to 4, so that
+    the next encode of the same shape skips planning and opening the backend; this releases what
+    they hold (on CUDA: streams and page-locked staging). States already made stay valid. Set
+    QMESH_CONTEXT_CACHE=0 before importing qmesh to keep nothing.
+    """
+    _loaded.clear()
+    _qmesh.clear_cache()
+
+
+def cache_info():
+    """The context cache as a dict: enabled, entries, slots, hits, misses."""
+    return _qmesh.cache_info()
 
 
 def _uint(name, value, code="E-ARG"):
@@ -155,7 +191,8 @@ class Plan:
                                           g["target"] or "", g["reason"]),
                   "frontier: complex64 up to %d qubits, complex128 up to %d qubits"
                   % (d["max_qubits"]["complex64"], d["max_qubits"]["complex128"]),
-                  "estimates: " + ", ".join("%s %.3g s" % kv for kv in d["estimates_s"].items()),
+                  "estimates: " + ", ".join("%s %.3g s" % (k, v) if v is not None else k + " n/a"
+                                            for k, v in d["estimates_s"].items()),
                   "plan_hash: %s" % d["plan_hash"]]
         return "\n".join(lines)
 
@@ -173,8 +210,25 @@ def _bytes(n):
 _qmesh._set_plan_factory(Plan.from_json)
 
 
+def _file_request(path, scenario, qubits, dtype, policy, encoding):
+    """The request of an input file as encode(path) makes it, and the output's ndim."""
+    rows, features, ndim, in_dtype = _qmesh.file_shape(path)
+    if encoding == "basis":  # one index per sample: B rows of 1
+        if ndim == 2 and features != 1:
+            _fail("E-INPUT", "encode: the basis encoding takes one index per sample (shape "
+                  "(B,) or (B, 1)), got %d columns" % features)
+        if qubits is None:
+            _fail("E-QUBITS", "encode: a basis file needs qubits= (or pass the indices as "
+                  "an array: the largest one then sets the qubit count)")
+        rows, features, ndim = rows * features, 1, 2
+    if dtype is None:
+        dtype = "complex128" if in_dtype == "float64" else "complex64"
+    return _request(scenario, qubits, dtype, policy, rows, features, None, encoding), ndim
+
+
 def plan(qubits=None, dtype=None, policy="auto", scenario=None, batch=None, features=None,
-         ranks=None, encoding="amplitude", gather="auto"):
+         ranks=None, encoding="amplitude", gather="auto", input=None, out=None, out_dir=None,
+         backend="cuda"):
     """Plan a request on a scenario's devices without encoding anything.
 
     qubits:   2**qubits amplitudes per state; None: the smallest count that holds `features`.
@@ -185,13 +239,35 @@ def plan(qubits=None, dtype=None, policy="auto", scenario=None, batch=None, feat
     ranks:    use the scenario's first k ranks (default all); encoding: "amplitude", "angle",
               "basis", "phase", "iqp" or "iqp-z" (docs/encodings.md); gather: "auto", "host",
               "none" or a device id.
+    input:    a .npy, HDF5 or CSV file: the request is made from it as encode(path) makes it
+              (batch and features then come from the file), and estimates_s gains the data path:
+              read and staging (docs/planner.md "Data path"); out (a .npy path) or out_dir (a
+              directory) adds write; nothing is written. backend: "cuda" (staging over the host
+              links, the default) or "sim" (the simulator's host copy).
 
     Returns a Plan (feasible or not: an infeasible plan says why in .error and is not raised).
     Raises qmesh.Error for an invalid request (E-QUBITS, E-DTYPE, E-POLICY, E-INPUT, E-RANK,
     E-ARG) or scenario (the loader's codes). The GIL is released while planning.
     """
+    if out is not None and out_dir is not None:
+        _fail("E-ARG", "plan: out and out_dir exclude each other")
+    if backend not in ("sim", "cuda"):
+        _fail("E-ARG", "plan: unknown backend '%s'; use sim or cuda" % backend)
+    output = out if out is not None else out_dir
+    output = None if output is None else _os.fsdecode(_os.fspath(output))
+    if input is not None:
+        if batch is not None or features is not None:
+            _fail("E-ARG", "plan: input gives the batch and features; drop %s"
+                  % ("batch" if batch is not None else "features"))
+        path = _os.fsdecode(_os.fspath(input))
+        req, _ = _file_request(path, scenario, qubits, dtype, policy, str(encoding))
+        req = req[:6] + (0 if ranks is None else _uint("ranks", ranks, "E-RANK"), str(encoding),
+                         str(gather))
+        return Plan.from_json(_qmesh.plan_json(req, path, output, out_dir is not None,
+                                               backend == "cuda"))
     req = _request(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather)
-    return Plan.from_json(_qmesh.plan_json(req))
+    return Plan.from_json(_qmesh.plan_json(req, None, output, out_dir is not None,
+                                           backend == "cuda"))
 
 
 def devices(backend="auto"):
@@ -273,18 +349,7 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
     # files: the C library reads them (npy: header first; CSV: whole)
     if isinstance(data, (str, bytes, _os.PathLike)):
         path = _os.fsdecode(_os.fspath(data))
-        rows, features, ndim, in_dtype = _qmesh.file_shape(path)
-        if encoding == "basis":  # one index per sample: B rows of 1
-            if ndim == 2 and features != 1:
-                _fail("E-INPUT", "encode: the basis encoding takes one index per sample (shape "
-                      "(B,) or (B, 1)), got %d columns" % features)
-            if qubits is None:
-                _fail("E-QUBITS", "encode: a basis file needs qubits= (or pass the indices as "
-                      "an array: the largest one then sets the qubit count)")
-            rows, features, ndim = rows * features, 1, 2
-        if dtype is None:
-            dtype = "complex128" if in_dtype == "float64" else "complex64"
-        req = _request(scenario, qubits, dtype, policy, rows, features, None, encoding)
+        req, ndim = _file_request(path, scenario, qubits, dtype, policy, encoding)
         return _qmesh.encode_file(req, backend, path, ndim)
     torch = _torch_tensor(data)
     if torch is not None:

@@ -7,9 +7,10 @@
  * one-line message (qm_status_format).
  * Threads: the GIL is released around every library call that can take time (scenario load, plan,
  * open, encode, read, gather); signals (Ctrl-C) are checked between those phases and between
- * read-back chunks. The states made by one encode call share one context, which the library lets
- * one thread use at a time: a mutex per context ("group", taken without the GIL) serializes their
- * calls, DLPack deleters included (a consumer may run them in any thread).
+ * read-back chunks. The states made in one context (by one encode call, or by every call of one
+ * shape through the context cache) share it, and the library lets one thread use a context at a
+ * time: a mutex per context ("group", taken without the GIL) serializes their calls and the
+ * encodes in it, DLPack deleters included (a consumer may run them in any thread).
  * Must not: call into Python while holding a group mutex; free a state a DLPack tensor still uses
  * (each tensor holds a library reference, qm_state_retain).
  */
@@ -362,19 +363,36 @@ static PyObject *plan_json_of(const qm_context *ctx)
 }
 
 PyDoc_STRVAR(plan_json_doc,
-"plan_json(scenario, qubits, dtype, policy, batch, features, ranks, encoding, gather) -> str\n\n"
-"The plan as `qmesh plan --json` prints it (use qmesh.plan()).");
+"plan_json(request, input=None, output=None, out_dir=False, cuda=True) -> str\n\n"
+"The plan as `qmesh plan --json` prints it (use qmesh.plan()); with an input file or an output,\n"
+"the data path's estimates too (qm_context_plan_data_path; staging on devices when cuda).");
 
 static PyObject *py_plan_json(PyObject *m, PyObject *args)
 {
     (void)m;
     req_args a;
     PyObject *req;
-    if (!PyArg_ParseTuple(args, "O!:plan_json", &PyTuple_Type, &req) || parse_request(req, &a))
+    const char *input = NULL, *output = NULL;
+    int out_dir = 0, cuda = 1;
+    if (!PyArg_ParseTuple(args, "O!|zzpp:plan_json", &PyTuple_Type, &req, &input, &output,
+                          &out_dir, &cuda) ||
+        parse_request(req, &a))
         return NULL;
     qm_context *ctx = make_context(&a);
     if (!ctx)
         return NULL;
+    if (input || output) {
+        qm_status st;
+        qm_code rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = qm_context_plan_data_path(ctx, input, output, out_dir,
+                                       cuda ? QM_BACKEND_CUDA : QM_BACKEND_SIM, &st);
+        Py_END_ALLOW_THREADS
+        if (rc != QM_OK) {
+            qm_context_destroy(ctx);
+            return raise_status(&st, NULL);
+        }
+    }
     PyObject *s = plan_json_of(ctx);
     qm_context_destroy(ctx);
     return s;
@@ -767,8 +785,9 @@ static PyObject *State_traffic(StateObject *self, PyObject *u)
 static PyMethodDef State_methods[] = {
     {"traffic", (PyCFunction)State_traffic, METH_NOARGS,
      "traffic() -> dict: bytes the backend holding this state has moved since it was opened\n"
-     "(h2d_bytes, d2h_bytes, d2d_bytes, peer_bytes), summed over its devices. States of one\n"
-     "encode() call share their backend; to_numpy() adds d2h bytes. A CUDA tensor encoded on\n"
+     "(h2d_bytes, d2h_bytes, d2d_bytes, peer_bytes), summed over its devices. States made in\n"
+     "one context (one encode() call, or every call of one shape through the context cache)\n"
+     "share their backend; to_numpy() adds d2h bytes. A CUDA tensor encoded on\n"
      "the GPU it lives on shows h2d_bytes == 0: it never crossed the host link (d2h_bytes: the\n"
      "norms' block sums only, 8 bytes per block)."},
     {"_read_into", (PyCFunction)State_read_into, METH_O, State_read_into_doc},
@@ -916,16 +935,140 @@ typedef struct source {
  * handler raised) when a signal arrived. */
 static int interrupted(void) { return PyErr_CheckSignals() < 0; }
 
-static PyObject *encode_run(const req_args *a, qm_backend_kind backend, const source *src,
-                            int ndim)
+/* ---- the context cache ---------------------------------------------------------------------
+ * A training loop encodes batches of one shape again and again. Planning and opening a backend
+ * (CUDA: streams, page-locked staging) cost far more than encoding a small batch, so a context is
+ * kept after its encode, keyed by (scenario, request, backend), with its group (the mutex of the
+ * states made in it), and taken again by the next encode of the same key: CTX_CACHE_SLOTS
+ * entries, the least recently used evicted. The GIL guards the table; an entry is taken out while
+ * its encode runs, so two encodes never share a context (a second thread with the same key plans
+ * its own, and both are kept). The encode holds the group's mutex, as every call on a state of
+ * that context does. States keep their context and group alive, so clearing or evicting never
+ * invalidates a state. QMESH_CONTEXT_CACHE=0 in the environment (read at import) turns it off;
+ * qmesh.clear_cache() empties it (releasing the backends' memory once no state needs them). */
+#define CTX_CACHE_SLOTS 4
+
+typedef struct cache_entry {
+    qm_context *ctx;             /* NULL: a free slot */
+    group *g;                    /* the entry's reference */
+    const qm_scenario *sc;       /* kept alive by ctx */
+    qm_request r;
+    qm_backend_kind backend;
+    uint64_t used;               /* clock of the last put */
+} cache_entry;
+
+static cache_entry g_cache[CTX_CACHE_SLOTS];
+static uint64_t g_cache_clock, g_cache_hits, g_cache_misses;
+static int g_cache_on = 1;
+
+static int same_request(const qm_request *a, const qm_request *b)
 {
-    qm_context *ctx = make_context(a);
-    if (!ctx)
+    return a->qubits == b->qubits && a->dtype == b->dtype && a->policy == b->policy &&
+           a->batch == b->batch && a->features == b->features && a->encoding == b->encoding &&
+           a->ranks == b->ranks && strcmp(a->gather, b->gather) == 0;
+}
+
+/* Drop a context and a group reference: under the group's mutex (a state of the context may be
+ * in use in another thread), without the GIL. */
+static void context_drop(qm_context *ctx, group *g)
+{
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g->mu);
+    qm_context_destroy(ctx);
+    pthread_mutex_unlock(&g->mu);
+    Py_END_ALLOW_THREADS
+    group_release(g);
+}
+
+/* The cached context for the key and its group (the entry's reference), taken out of the table;
+ * NULL on a miss. */
+static qm_context *cache_take(const qm_scenario *sc, const qm_request *r, qm_backend_kind backend,
+                              group **g)
+{
+    for (int i = 0; g_cache_on && i < CTX_CACHE_SLOTS; ++i) {
+        cache_entry *e = &g_cache[i];
+        if (e->ctx && e->sc == sc && e->backend == backend && same_request(&e->r, r)) {
+            qm_context *ctx = e->ctx;
+            *g = e->g;
+            *e = (cache_entry){0};
+            g_cache_hits++;
+            return ctx;
+        }
+    }
+    g_cache_misses++;
+    return NULL;
+}
+
+/* Keep an open context and a reference to its group under the key (or drop both when the cache
+ * is off); evicts the least recently used entry when the table is full. */
+static void cache_put(const qm_scenario *sc, const qm_request *r, qm_backend_kind backend,
+                      qm_context *ctx, group *g)
+{
+    if (!g_cache_on) {
+        context_drop(ctx, g);
+        return;
+    }
+    int slot = 0;
+    for (int i = 0; i < CTX_CACHE_SLOTS; ++i) {
+        if (!g_cache[i].ctx) {
+            slot = i;
+            break;
+        }
+        if (g_cache[i].used < g_cache[slot].used)
+            slot = i;
+    }
+    const cache_entry old = g_cache[slot];
+    g_cache[slot] = (cache_entry){ctx, g, sc, *r, backend, ++g_cache_clock};
+    if (old.ctx)
+        context_drop(old.ctx, old.g);
+}
+
+PyDoc_STRVAR(clear_cache_doc,
+"clear_cache() -> None\n\n"
+"Drop the kept contexts (planned requests with an open backend) so that their backend memory\n"
+"is released. States already made stay valid.");
+
+static PyObject *py_clear_cache(PyObject *m, PyObject *u)
+{
+    (void)m, (void)u;
+    for (int i = 0; i < CTX_CACHE_SLOTS; ++i) {
+        const cache_entry e = g_cache[i];
+        g_cache[i] = (cache_entry){0};
+        if (e.ctx)
+            context_drop(e.ctx, e.g);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(cache_info_doc,
+"cache_info() -> dict\n\n"
+"The context cache: {'enabled', 'entries', 'slots', 'hits', 'misses'}.");
+
+static PyObject *py_cache_info(PyObject *m, PyObject *u)
+{
+    (void)m, (void)u;
+    int n = 0;
+    for (int i = 0; i < CTX_CACHE_SLOTS; ++i)
+        n += g_cache[i].ctx != NULL;
+    return Py_BuildValue("{s:O, s:i, s:i, s:K, s:K}", "enabled", g_cache_on ? Py_True : Py_False,
+                         "entries", n, "slots", CTX_CACHE_SLOTS, "hits",
+                         (unsigned long long)g_cache_hits, "misses",
+                         (unsigned long long)g_cache_misses);
+}
+
+/* A planned, feasible context with its backend open, and its group (a reference): from the
+ * cache, else made here. NULL with the error raised (an infeasible plan raises with its .plan). */
+static qm_context *context_for(const req_args *a, qm_backend_kind backend, group **g)
+{
+    const qm_scenario *sc = ((ScenarioObject *)a->scenario)->sc;
+    qm_context *ctx = cache_take(sc, &a->r, backend, g);
+    if (ctx)
+        return ctx;
+    if (!(ctx = make_context(a)))
         return NULL;
     qm_plan_info info;
     qm_status st;
     qm_code rc = QM_OK;
-    qm_state *s = NULL;
     qm_context_plan_info(ctx, &info, NULL);
     if (!info.feasible) {
         PyObject *json = plan_json_of(ctx);
@@ -943,28 +1086,52 @@ static PyObject *encode_run(const req_args *a, qm_backend_kind backend, const so
     Py_BEGIN_ALLOW_THREADS
     rc = qm_context_open(ctx, backend, &st);
     Py_END_ALLOW_THREADS
-    if (rc == QM_OK && interrupted()) {
+    if (rc != QM_OK) {
         qm_context_destroy(ctx);
+        raise_status(&st, NULL);
         return NULL;
     }
-    if (rc == QM_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        if (src->kind == 0)
-            rc = qm_context_encode(ctx, &src->data, &s, &st);
-        else if (src->kind == 1)
-            rc = qm_context_encode_device(ctx, &src->data, &s, &st);
-        else
-            rc = qm_context_encode_file(ctx, src->path, &s, &st);
-        Py_END_ALLOW_THREADS
+    if (!(*g = group_new())) {
+        qm_context_destroy(ctx);
+        PyErr_NoMemory();
+        return NULL;
     }
-    qm_context_destroy(ctx); /* the state keeps it */
-    if (rc != QM_OK)
+    return ctx;
+}
+
+static PyObject *encode_run(const req_args *a, qm_backend_kind backend, const source *src,
+                            int ndim)
+{
+    const qm_scenario *sc = ((ScenarioObject *)a->scenario)->sc;
+    group *g = NULL;
+    qm_context *ctx = context_for(a, backend, &g);
+    if (!ctx)
+        return NULL;
+    if (interrupted()) {
+        cache_put(sc, &a->r, backend, ctx, g);
+        return NULL;
+    }
+    qm_status st;
+    qm_code rc;
+    qm_state *s = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g->mu);
+    if (src->kind == 0)
+        rc = qm_context_encode(ctx, &src->data, &s, &st);
+    else if (src->kind == 1)
+        rc = qm_context_encode_device(ctx, &src->data, &s, &st);
+    else
+        rc = qm_context_encode_file(ctx, src->path, &s, &st);
+    pthread_mutex_unlock(&g->mu);
+    Py_END_ALLOW_THREADS
+    if (rc != QM_OK) {
+        /* a failed encode (bad values, a backend error) drops its context: a backend that
+         * failed is not handed to the next call; states made before keep their references */
+        context_drop(ctx, g);
         return raise_status(&st, NULL);
-    group *g = group_new();
-    if (!g) {
-        qm_state_destroy(s);
-        return PyErr_NoMemory();
     }
+    group_retain(g); /* the state's reference; the cache keeps the other */
+    cache_put(sc, &a->r, backend, ctx, g);
     PyObject *o = state_wrap(s, g, ndim, a->r.batch);
     if (o && interrupted()) {
         Py_DECREF(o);
@@ -1214,6 +1381,8 @@ static PyMethodDef module_methods[] = {
     {"encode_file", py_encode_file, METH_VARARGS, encode_file_doc},
     {"file_shape", py_file_shape, METH_O, file_shape_doc},
     {"devices", py_devices, METH_VARARGS, devices_doc},
+    {"clear_cache", py_clear_cache, METH_NOARGS, clear_cache_doc},
+    {"cache_info", py_cache_info, METH_NOARGS, cache_info_doc},
     {"_set_plan_factory", py_set_plan_factory, METH_O, "Set the callable that makes Error.plan."},
     {"_raise", py_raise, METH_VARARGS,
      "_raise(code, message): raise qmesh.Error/RunError as the library would."},
@@ -1232,6 +1401,8 @@ PyMODINIT_FUNC PyInit__qmesh(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
+    const char *cache = getenv("QMESH_CONTEXT_CACHE");
+    g_cache_on = !(cache && strcmp(cache, "0") == 0);
     g_error = PyErr_NewExceptionWithDoc(
         "qmesh.Error",
         "A qmesh error: .code is the stable name ('E-CAPACITY', ...), .message (and str()) the\n"

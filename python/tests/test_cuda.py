@@ -10,6 +10,14 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
 
 
+@pytest.fixture(autouse=True)
+def fresh_backend():
+    """Each test's first encode opens its own backend, so traffic() counts only that test's
+    copies (the context cache would otherwise hand it a backend used before)."""
+    qmesh.clear_cache()
+    yield
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cuda_tensor_in_equals_simulator(dtype):
     x = torch.randn(64, 20, dtype=dtype, generator=torch.Generator().manual_seed(3))

@@ -95,3 +95,41 @@ def test_version():
     import re
     assert re.fullmatch(r"\d+\.\d+\.\d+", qmesh.__version__)
     assert qmesh.__version__ == "0.1.0"
+
+
+def test_plan_input_equals_cli(cli, tmp_path):
+    """plan(input=..., out=...) is `qmesh plan --input --out --json`: the request made from the
+    file as encode makes it, and estimates_s with read, staging, write (docs/planner.md "Data
+    path"); nothing written; the same errors."""
+    import numpy as np
+    x, c = tmp_path / "x.npy", tmp_path / "c.csv"
+    np.save(x, np.arange(1.0, 301.0, dtype=np.float32).reshape(60, 5))
+    c.write_text("1,2,3\n4,5,6\n")
+    out = tmp_path / "o.npy"
+    for f, kw, args in [(x, {}, []), (x, {"out": out}, ["--out", out]),
+                        (x, {"out_dir": tmp_path / "d", "backend": "sim"},
+                         ["--out-dir", tmp_path / "d", "--backend", "sim"]),
+                        (c, {"dtype": "complex128", "qubits": 3},
+                         ["--dtype", "complex128", "--qubits", 3])]:
+        want = cli_plan(cli("plan", "--json", "--input", f, *args).stdout)
+        got = qmesh.plan(input=f, **kw)
+        if "backend" in kw:  # the CLI's --backend sim also checks host memory ("hosts")
+            want.pop("hosts")
+            assert got.to_dict().pop("hosts") is None
+            assert {k: v for k, v in got.to_dict().items() if k != "hosts"} == want, (f, kw)
+        else:
+            assert got.to_dict() == want, (f, kw)
+        assert set(got.estimates_s) == {"ingest", "local_norm", "norm_allreduce", "encode",
+                                        "gather", "read", "staging", "write"}
+    got = qmesh.plan(input=x)
+    assert got.request["batch"] == 60 and got.request["features"] == 5
+    assert got.request["qubits"] == 3 and got.request["dtype"] == "complex64"
+    assert got.estimates_s["read"] == 60 * 5 * 4 / 6e9 and got.estimates_s["write"] is None
+    assert qmesh.plan(qubits=3).estimates_s["read"] is None
+    assert not out.exists() and not (tmp_path / "d").exists()
+    with pytest.raises(qmesh.Error) as e:
+        qmesh.plan(input=tmp_path / "missing.npy")
+    assert e.value.code == "E-IO" and "missing.npy: cannot open for reading" in str(e.value)
+    with pytest.raises(qmesh.Error) as e:
+        qmesh.plan(input=x, batch=3)
+    assert e.value.code == "E-ARG"
