@@ -108,64 +108,161 @@ void BM_WriteFill(benchmark::State &state)
     cudaFree(a);
 }
 
+// ---- issue 16: the feature-map kernels against ceilings of the same bytes, in the same run ------
+// Each case times its kernels with CUDA events (the benchmark's time is the kernel time: manual
+// time), then, on the same buffer, the ceiling: a cudaMemset of the same bytes (the write
+// ceiling) and, for IQP's later passes, a device-to-device copy of the state (one read and one
+// write of every byte). Counters: bytes (the state), kernel_ms, fill_ms (and copy_ms), bound_ms
+// (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. arg
+// `legacy` = 1 runs the previous kernels (QM_CUDA_KERNELS=legacy's) on the same case.
+
+template <typename F>
+double median_ms(F f, int reps)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// The case's kernel under manual timing; returns the median kernel time in ms (0 on an error).
+template <typename F>
+double timed_loop(benchmark::State &state, F launch)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> t;
+    for (auto _ : state) {
+        cudaEventRecord(a);
+        const int le = launch();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        if (le != 0 || cudaGetLastError() != cudaSuccess) {
+            state.SkipWithError(cudaGetErrorString((cudaError_t)le));
+            break;
+        }
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        state.SetIterationTime(ms * 1e-3);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (t.empty())
+        return 0;
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+void report(benchmark::State &state, size_t bytes, double kernel_ms, double bound_ms,
+            double fill_ms, double copy_ms, const char *what)
+{
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    state.counters["bytes"] = (double)bytes;
+    state.counters["kernel_ms"] = kernel_ms;
+    state.counters["fill_ms"] = fill_ms;
+    if (copy_ms > 0)
+        state.counters["copy_ms"] = copy_ms;
+    state.counters["bound_ms"] = bound_ms;
+    state.counters["pct"] = kernel_ms > 0 ? 100.0 * bound_ms / kernel_ms : 0.0;
+    state.SetLabel(what);
+}
+
 // angle/phase/basis (the product op): `batch` states of 2^qubits amplitudes from per-qubit
-// factors, complex128 (arg 2 = 1) or complex64; bytes = the state written once. Against
-// BM_WriteFill of the same bytes.
+// factors, complex128 (arg 2 = 1) or complex64; the bound is one fill of the state's bytes.
 void BM_Product(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
-    const int c128 = (int)state.range(2);
+    const int c128 = (int)state.range(2), legacy = (int)state.range(3);
     const uint64_t n = batch << q;
     const size_t bytes = (size_t)n * (c128 ? 16 : 8);
     std::vector<double> table((size_t)batch * 4 * q);
     for (size_t i = 0; i < table.size(); ++i)
         table[i] = std::cos(0.001 * (double)i);
     void *st = nullptr, *tb = nullptr;
-    cudaMalloc(&st, bytes);
-    cudaMalloc(&tb, table.size() * sizeof(double));
-    cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
-    qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, nullptr);
-    cudaDeviceSynchronize();
-    for (auto _ : state) {
-        qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, nullptr);
-        cudaDeviceSynchronize();
+    if (cudaMalloc(&st, bytes) != cudaSuccess ||
+        cudaMalloc(&tb, table.size() * sizeof(double)) != cudaSuccess) {
+        state.SkipWithError("cudaMalloc failed");
+        cudaFree(st);
+        return;
     }
-    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
+    auto launch = [&] {
+        return qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, legacy,
+                                      nullptr);
+    };
+    launch(); /* module load */
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double fill = median_ms([&] { cudaMemset(st, 1, bytes); }, 5);
+    char what[96];
+    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill", legacy ? "legacy" : "digits",
+                  (unsigned long long)batch, q, c128 ? "complex128" : "complex64");
+    report(state, bytes, k, fill, fill, 0, what);
     cudaFree(st);
     cudaFree(tb);
 }
 
-// iqp (ZZ terms included): `batch` states of 2^qubits amplitudes: the phase pass, then the
-// Walsh-Hadamard stages of every bit (one call: the launcher does the stages below 2^10 in shared
-// memory, one pass per higher bit); bytes = the state written once, against BM_WriteFill.
+// iqp (ZZ terms included): `batch` states of 2^qubits amplitudes, the iqp op (qubits <= 10: the
+// phase and every stage in one pass; above: that pass for the low 10 bits, then the higher
+// stages 10 per pass). Bound = one fill (the first pass writes) + one copy (read + write) per
+// later pass, ceil((qubits - 10) / 10) of them.
 void BM_Iqp(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
-    const int c128 = (int)state.range(2);
+    const int c128 = (int)state.range(2), legacy = (int)state.range(3);
     const uint64_t n = batch << q;
     const unsigned nc = q + q * (q - 1) / 2;
     const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    const unsigned later = q > 10 ? (q - 10 + 9) / 10 : 0;
     std::vector<double> table((size_t)batch * nc);
     for (size_t i = 0; i < table.size(); ++i)
         table[i] = std::sin(0.37 * (double)i);
-    void *st = nullptr, *tb = nullptr;
-    cudaMalloc(&st, bytes);
-    cudaMalloc(&tb, table.size() * sizeof(double));
+    void *st = nullptr, *tb = nullptr, *cp = nullptr;
+    if (cudaMalloc(&st, bytes) != cudaSuccess ||
+        cudaMalloc(&tb, table.size() * sizeof(double)) != cudaSuccess ||
+        (later && cudaMalloc(&cp, bytes) != cudaSuccess)) {
+        state.SkipWithError("cudaMalloc failed");
+        cudaFree(st);
+        cudaFree(tb);
+        return;
+    }
     cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
     const double scale = std::ldexp(1.0, -(int)q);
-    auto run = [&] {
-        qm_cuda_launch_iqp_phase(st, c128, n, 0, q, nc, 0, (const double *)tb, scale, nullptr);
-        qm_cuda_launch_wht(st, c128, n, 0, q, nullptr, 0, nullptr);
-        cudaDeviceSynchronize();
+    auto launch = [&] {
+        return qm_cuda_launch_iqp(st, c128, n, 0, q, nc, 0, (const double *)tb, scale, q, legacy,
+                                  nullptr);
     };
-    run();
-    for (auto _ : state)
-        run();
-    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    launch();
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double fill = median_ms([&] { cudaMemset(st, 1, bytes); }, 5);
+    const double copy =
+        later ? median_ms([&] { cudaMemcpyAsync(cp, st, bytes, cudaMemcpyDeviceToDevice); }, 5) : 0;
+    char what[128];
+    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill + %u copies",
+                  legacy ? "legacy" : "fused", (unsigned long long)batch, q,
+                  c128 ? "complex128" : "complex64", later);
+    report(state, bytes, k, fill + later * copy, fill, copy, what);
     cudaFree(st);
     cudaFree(tb);
+    cudaFree(cp);
 }
 
 void BM_CopyH2D(benchmark::State &state)
@@ -656,8 +753,9 @@ void BM_BatchShape(benchmark::State &state)
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Product)->Args({30, 1, 1})->Args({30, 1, 0})->Args({10, 65536, 1})->Args({10, 65536, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Iqp)->Args({30, 1, 1})->Args({10, 65536, 1})->Args({10, 65536, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+// issue 16's targets: {qubits, batch, complex128, legacy}
+BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1, 1})->Args({30, 0, 1})->Args({31, 1, 0})->Args({31, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -606,6 +606,7 @@ const char *qm_hal_op_name(qm_hal_op op)
     case QM_HAL_OP_PRODUCT: return "product";
     case QM_HAL_OP_IQP_PHASE: return "iqp_phase";
     case QM_HAL_OP_WHT: return "wht";
+    case QM_HAL_OP_IQP: return "iqp";
     case QM_HAL_OP_COUNT_: break;
     }
     return "unknown";
@@ -624,6 +625,7 @@ bool qm_hal_op_is_amplitude(qm_hal_op op)
     case QM_HAL_OP_PRODUCT:
     case QM_HAL_OP_IQP_PHASE:
     case QM_HAL_OP_WHT:
+    case QM_HAL_OP_IQP:
     case QM_HAL_OP_COUNT_:
         break;
     }
@@ -950,42 +952,72 @@ qm_code qm_hal_product(qm_hal *hal, const qm_hal_product_args *a, qm_hal_stream 
 
 /* ---- IQP ops (iqp, iqp-z) --------------------------------------------------------------------- */
 
-qm_code qm_hal_iqp_phase(qm_hal *hal, const qm_hal_iqp_phase_args *a, qm_hal_stream *s,
-                         qm_status *st)
+/* The checks of iqp_phase, shared by the iqp op (`what` names the op in messages). */
+static qm_code iqp_phase_check(qm_hal *hal, const qm_hal_iqp_phase_args *a, const char *what,
+                               qm_status *st)
 {
     if (!hal || !a || !a->state || !a->table)
-        return qm_fail(st, QM_E_ARG, "iqp_phase: hal, args, state and table must not be NULL");
+        return qm_fail(st, QM_E_ARG, "%s: hal, args, state and table must not be NULL", what);
     if (!is_state_dtype(a->state_dtype))
-        return qm_fail(st, QM_E_DTYPE, "iqp_phase: state dtype must be complex64 or complex128 "
-                       "(got %s)", dtn(a->state_dtype));
+        return qm_fail(st, QM_E_DTYPE, "%s: state dtype must be complex64 or complex128 (got %s)",
+                       what, dtn(a->state_dtype));
     if (a->qubits < 1 || a->qubits > 62)
-        return qm_fail(st, QM_E_ARG, "iqp_phase: %u qubits (1 to 62)", a->qubits);
+        return qm_fail(st, QM_E_ARG, "%s: %u qubits (1 to 62)", what, a->qubits);
     const unsigned pairs = a->qubits * (a->qubits - 1) / 2;
     if (a->n_coeffs != a->qubits && a->n_coeffs != a->qubits + pairs)
-        return qm_fail(st, QM_E_ARG, "iqp_phase: %u coefficients for %u qubits (%u or %u)",
+        return qm_fail(st, QM_E_ARG, "%s: %u coefficients for %u qubits (%u or %u)", what,
                        a->n_coeffs, a->qubits, a->qubits, a->qubits + pairs);
-    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, "iqp_phase", "state", st);
+    qm_code rc = check_elems(hal, a->state, a->state_dtype, a->off, a->n, what, "state", st);
     if (rc != QM_OK || a->n == 0)
         return rc;
     if (a->g0 > UINT64_MAX - a->n)
-        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: global indices overflow 64 bits");
+        return qm_fail(st, QM_E_BOUNDS, "%s: global indices overflow 64 bits", what);
     const uint64_t first = a->g0 >> a->qubits, last = (a->g0 + a->n - 1) >> a->qubits;
     if (first < a->first_state || last - a->first_state >= a->n_states)
-        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: slots span states %llu..%llu but the table "
-                       "covers %llu..%llu", (unsigned long long)first, (unsigned long long)last,
+        return qm_fail(st, QM_E_BOUNDS, "%s: slots span states %llu..%llu but the table covers "
+                       "%llu..%llu", what, (unsigned long long)first, (unsigned long long)last,
                        (unsigned long long)a->first_state,
                        (unsigned long long)(a->first_state + a->n_states - 1));
     if (a->n_states > UINT64_MAX / a->n_coeffs)
-        return qm_fail(st, QM_E_BOUNDS, "iqp_phase: table size overflows 64 bits");
+        return qm_fail(st, QM_E_BOUNDS, "%s: table size overflows 64 bits", what);
     rc = check_elems(hal, a->table, QM_DTYPE_FLOAT64, a->table_off, a->n_states * a->n_coeffs,
-                     "iqp_phase", "table", st);
+                     what, "table", st);
     if (rc != QM_OK)
         return rc;
     if (a->table->dev != a->state->dev)
-        return qm_fail(st, QM_E_ARG, "iqp_phase: table on %s but state on %s",
+        return qm_fail(st, QM_E_ARG, "%s: table on %s but state on %s", what,
                        hal->info[a->table->dev].id, hal->info[a->state->dev].id);
+    return QM_OK;
+}
+
+
+qm_code qm_hal_iqp_phase(qm_hal *hal, const qm_hal_iqp_phase_args *a, qm_hal_stream *s,
+                         qm_status *st)
+{
+    const qm_code rc = iqp_phase_check(hal, a, "iqp_phase", st);
+    if (rc != QM_OK || a->n == 0)
+        return rc;
     return launch_op(hal, a->state->dev, QM_HAL_OP_IQP_PHASE, "iqp_phase", a, a->state->ptr,
                      (const char *)a->table->ptr + a->table_off * sizeof(double), NULL, s, st);
+}
+
+qm_code qm_hal_iqp(qm_hal *hal, const qm_hal_iqp_args *a, qm_hal_stream *s, qm_status *st)
+{
+    if (!a)
+        return qm_fail(st, QM_E_ARG, "iqp: hal, args, state and table must not be NULL");
+    const qm_hal_iqp_phase_args *p = &a->phase;
+    qm_code rc = iqp_phase_check(hal, p, "iqp", st);
+    if (rc != QM_OK)
+        return rc;
+    if (a->b1 > 62)
+        return qm_fail(st, QM_E_ARG, "iqp: stages [0, %u) (at most 62)", a->b1);
+    if (a->b1 > 0 && (p->n & (((uint64_t)1 << a->b1) - 1)))
+        return qm_fail(st, QM_E_ARG, "iqp: %llu slots are not whole blocks of 2^%u",
+                       (unsigned long long)p->n, a->b1);
+    if (p->n == 0)
+        return QM_OK;
+    return launch_op(hal, p->state->dev, QM_HAL_OP_IQP, "iqp", a, p->state->ptr,
+                     (const char *)p->table->ptr + p->table_off * sizeof(double), NULL, s, st);
 }
 
 qm_code qm_hal_wht(qm_hal *hal, const qm_hal_wht_args *a, qm_hal_stream *s, qm_status *st)

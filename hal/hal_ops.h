@@ -38,6 +38,8 @@ typedef enum qm_hal_op {
     QM_HAL_OP_PRODUCT = 7,      /* qm_hal_product_args; enqueued (angle, basis, phase) */
     QM_HAL_OP_IQP_PHASE = 8,    /* qm_hal_iqp_phase_args; enqueued (iqp, iqp-z) */
     QM_HAL_OP_WHT = 9,          /* qm_hal_wht_args; enqueued (iqp, iqp-z) */
+    /* 10: reserved (another encoding's op) */
+    QM_HAL_OP_IQP = 11,         /* qm_hal_iqp_args; enqueued (iqp, iqp-z: iqp_phase + wht fused) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;
 
@@ -260,5 +262,16 @@ typedef struct qm_hal_wht_args {
     bool high;
 } qm_hal_wht_args;
 qm_code qm_hal_wht(qm_hal *hal, const qm_hal_wht_args *a, qm_hal_stream *s, qm_status *st);
+
+/* iqp_phase over slots [off, off + n) of `state`, then the local Walsh-Hadamard stages 0 .. b1 - 1
+ * over the same slots (none for b1 = 0; else n a multiple of 2^b1, b1 <= 62): bit for bit what the
+ * two ops write one after the other, in one op so that a backend may fuse them (CUDA: the phase
+ * and stages 0..9 in one pass over the state, then 10 stages per pass; docs/cuda.md). Buffers by
+ * role: STATE = state, INPUT = the table (already at phase.table_off). Enqueued on s. */
+typedef struct qm_hal_iqp_args {
+    qm_hal_iqp_phase_args phase;
+    unsigned b1;
+} qm_hal_iqp_args;
+qm_code qm_hal_iqp(qm_hal *hal, const qm_hal_iqp_args *a, qm_hal_stream *s, qm_status *st);
 
 #endif

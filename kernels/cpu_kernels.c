@@ -299,6 +299,8 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
     if (n == 0)
         return;
     const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
+    const unsigned qa = qubits < 5 ? qubits : 5; /* A: qubits [0, qa), B: [5, qb) */
+    const unsigned qb = m;
     const uint64_t bs = (uint64_t)1 << m, mask = bs - 1;
     /* blocks of 2^m aligned global indices (a state is a whole number of them) */
     const uint64_t b0 = g0 >> m, b1 = (g0 + n - 1) >> m;
@@ -315,22 +317,19 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
             const uint64_t first = (b0 + (uint64_t)b) << m;
             const uint64_t s = first >> qubits;
             const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
-            if (s != lo_state) { /* lo of this state: the same left-to-right products */
-                lo[0] = 1.0;
-                lo[1] = 0.0;
-                for (unsigned q = 0; q < m; ++q) {
-                    const uint64_t w = (uint64_t)1 << q;
-                    for (uint64_t j = w; j-- > 0;) {
-                        const double *f1 = f + 4 * q + 2, *f0 = f + 4 * q;
-                        qm_cmul(lo[2 * j], lo[2 * j + 1], f1[0], f1[1], &lo[2 * (j + w)],
-                                &lo[2 * (j + w) + 1]);
-                        qm_cmul(lo[2 * j], lo[2 * j + 1], f0[0], f0[1], &lo[2 * j], &lo[2 * j + 1]);
-                    }
+            if (s != lo_state) { /* lo = A * B of this state: qm_product_lo from 32 + 32 values */
+                double A[64], B[64];
+                for (uint64_t j = 0; j < 32; ++j) {
+                    qm_product_range(f, 0, qa, j, &A[2 * j], &A[2 * j + 1]);
+                    qm_product_range(f, 5, qb, j << 5, &B[2 * j], &B[2 * j + 1]);
                 }
+                for (uint64_t j = 0; j < bs; ++j)
+                    qm_cmul(A[2 * (j & 31)], A[2 * (j & 31) + 1], B[2 * (j >> 5)],
+                            B[2 * (j >> 5) + 1], &lo[2 * j], &lo[2 * j + 1]);
                 lo_state = s;
             }
             double hr, hi;
-            qm_product_range(f, m, qubits, first, &hr, &hi);
+            qm_product_hi(f, qubits, first, &hr, &hi);
             const uint64_t a = first > g0 ? first - g0 : 0;
             const uint64_t e = first + bs - g0 < n ? first + bs - g0 : n;
             for (uint64_t i = a; i < e; ++i) {
@@ -358,7 +357,8 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
         const uint64_t i = (uint64_t)ii, g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
-        const double re = scale * cos(phi), im = scale * sin(phi);
+        double re, im;
+        qm_iqp_amp(phi, scale, &re, &im);
         put_slot(o64, o32, i, re, im);
     }
 }

@@ -4,6 +4,7 @@
 // reduction block with warp-shuffle trees; amplitudes: 16-byte loads and stores); the general
 // kernels (grid-stride, one thread per reduction block for blocks under 2^11) serve the rest.
 #include "cuda_kernels.h"
+#include "cuda_featuremap.h"
 #include "qm_math.h"
 
 #include <cuda_runtime.h>
@@ -448,13 +449,12 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
     return (int)cudaGetLastError();
 }
 
-/* Product-state amplitudes (qm_math.h), a tile of 2^m slots (m = min(qubits, 10): one aligned
- * block of the low bits, inside one state) at a time per CUDA block: the state's lo table lives in
- * shared memory, built once per block and state by the same left-to-right products as the CPU
- * kernel's table (step q: lo[j + 2^q] = lo[j] * f_q(1), lo[j] *= f_q(0)), so a single large state
- * costs one table per block; each thread forms hi for its tile itself (the same products as
- * qm_product_range) and writes scale * (hi * lo[j]) for its slots of the tile. Same products,
- * same bits as the CPU. */
+/* The previous product kernel (QM_CUDA_KERNELS=legacy; the default is cuda_featuremap.cu's),
+ * kept for bisection, on qm_math.h's current order: a tile of 2^m slots (m = min(qubits, 10): one
+ * aligned block of the low bits, inside one state) at a time per CUDA block: the state's lo table
+ * (qm_product_lo per entry) lives in shared memory, built once per block and state; each thread
+ * forms hi for its tile itself (qm_product_hi) and writes scale * (hi * lo[j]) for its slots of
+ * the tile. Same products, same bits as the CPU. */
 #define QM_PRODUCT_THREADS 256
 __global__ void __launch_bounds__(QM_PRODUCT_THREADS)
 product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
@@ -470,26 +470,16 @@ product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
         const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
         if (s != have) {
             __syncthreads(); /* every thread is done with the previous table */
-            if (threadIdx.x == 0)
-                lo[0] = make_double2(1.0, 0.0);
-            __syncthreads();
-            for (unsigned q = 0; q < m; ++q) {
-                const unsigned w = 1u << q;
-                const double *f0 = f + 4 * q, *f1 = f0 + 2;
-                for (unsigned j = threadIdx.x; j < w; j += blockDim.x) {
-                    const double2 l = lo[j];
-                    double r, i;
-                    qm_cmul(l.x, l.y, f1[0], f1[1], &r, &i);
-                    lo[j + w] = make_double2(r, i);
-                    qm_cmul(l.x, l.y, f0[0], f0[1], &r, &i);
-                    lo[j] = make_double2(r, i);
-                }
-                __syncthreads();
+            for (unsigned j = threadIdx.x; j < T; j += blockDim.x) {
+                double r, i;
+                qm_product_lo(f, qubits, j, &r, &i);
+                lo[j] = make_double2(r, i);
             }
+            __syncthreads();
             have = s;
         }
         double hr, hi;
-        qm_product_range(f, m, qubits, first, &hr, &hi);
+        qm_product_hi(f, qubits, first, &hr, &hi);
         const uint64_t a = first > g0 ? 0 : g0 - first;             /* tile-local bounds */
         const uint64_t e = first + T - g0 <= n ? T : g0 + n - first;
         for (uint64_t j = a + threadIdx.x; j < e; j += blockDim.x) {
@@ -506,10 +496,13 @@ product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
 
 extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0,
                                       unsigned qubits, uint64_t first_state, const double *table,
-                                      double scale, void *stream)
+                                      double scale, int legacy, void *stream)
 {
     if (n == 0)
         return (int)cudaSuccess;
+    if (!legacy)
+        return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale,
+                                      stream);
     const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
     const uint64_t tiles = ((g0 + n - 1) >> m) - (g0 >> m) + 1;
     /* enough blocks to fill the device several times over; each keeps its state's table */
@@ -521,10 +514,12 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
 
 /* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) ---------------------------
  * iqp_phase: one thread per slot, phi by qm_iqp_phi (the same additions as the CPU kernel), then
- * CUDA's double cos/sin (within 2 ulp of libm's: docs/encodings.md). wht: the stages below
- * QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10) slots
- * (stages in increasing order, a barrier between stages); each higher stage is one grid-stride
- * pass over the pairs. Every element sees the same (u + w, u - w) sequence as on the CPU. */
+ * CUDA's double sincos (qm_iqp_amp; within 2 ulp of libm's: docs/encodings.md). wht: the stages
+ * below QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10)
+ * slots (stages in increasing order, a barrier between stages); the higher stages 10 per pass
+ * (cuda_featuremap.cu), or with `legacy` one grid-stride pass over the pairs per stage. The iqp op
+ * fuses the phase and stages 0..9 where it can (cuda_featuremap.cu). Every element sees the same
+ * (u + w, u - w) sequence as on the CPU. */
 #define QM_WHT_SMEM_BITS 10
 
 namespace {
@@ -539,7 +534,8 @@ __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0,
         const uint64_t g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
-        const double re = scale * cos(phi), im = scale * sin(phi);
+        double re, im;
+        qm_iqp_amp(phi, scale, &re, &im);
         if (c128)
             ((double2 *)state)[i] = make_double2(re, im);
         else
@@ -617,8 +613,11 @@ __global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
     }
 }
 
+/* Stages [b0, b1) (or the cross-buffer stage): the stages below QM_WHT_SMEM_BITS in shared
+ * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, with legacy,
+ * one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
 template <typename V>
-int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high,
+int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int legacy,
                cudaStream_t s)
 {
     if (partner) {
@@ -634,7 +633,10 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
         if (le != (int)cudaSuccess)
             return le;
     }
-    for (unsigned b = b0 > top ? b0 : top; b < b1; ++b) {
+    const unsigned hb = b0 > top ? b0 : top;
+    if (!legacy && hb < b1)
+        return qm_cuda_wht_passes(x, sizeof(V) == 16, n, hb, b1, s);
+    for (unsigned b = hb; b < b1; ++b) {
         wht_stage_kernel<V><<<grid_for(n / 2, 256), 256, 0, s>>>(x, n / 2, b);
         const int le = (int)cudaGetLastError();
         if (le != (int)cudaSuccess)
@@ -655,11 +657,33 @@ extern "C" int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint6
 }
 
 extern "C" int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
-                                  const void *partner, int high, void *stream)
+                                  const void *partner, int high, int legacy, void *stream)
 {
     if (c128)
         return wht_launch<double2>((double2 *)state, n, b0, b1, (const double2 *)partner, high,
-                                   (cudaStream_t)stream);
-    return wht_launch<float2>((float2 *)state, n, b0, b1, (const float2 *)partner, high,
+                                   legacy, (cudaStream_t)stream);
+    return wht_launch<float2>((float2 *)state, n, b0, b1, (const float2 *)partner, high, legacy,
                               (cudaStream_t)stream);
+}
+
+extern "C" int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                                  unsigned n_coeffs, uint64_t first_state, const double *table,
+                                  double scale, unsigned b1, int legacy, void *stream)
+{
+    if (n == 0)
+        return (int)cudaSuccess;
+    const uint64_t tile = (uint64_t)1 << QM_WHT_SMEM_BITS;
+    if (!legacy && qubits >= QM_WHT_SMEM_BITS && b1 >= QM_WHT_SMEM_BITS && g0 % tile == 0 &&
+        n % tile == 0) {
+        const int le = qm_cuda_iqp_fused(state, c128, n, g0, qubits, n_coeffs, first_state, table,
+                                         scale, stream);
+        if (le != (int)cudaSuccess || b1 == QM_WHT_SMEM_BITS)
+            return le;
+        return qm_cuda_launch_wht(state, c128, n, QM_WHT_SMEM_BITS, b1, NULL, 0, 0, stream);
+    }
+    const int le = qm_cuda_launch_iqp_phase(state, c128, n, g0, qubits, n_coeffs, first_state,
+                                            table, scale, stream);
+    if (le != (int)cudaSuccess || b1 == 0)
+        return le;
+    return qm_cuda_launch_wht(state, c128, n, 0, b1, NULL, 0, legacy, stream);
 }

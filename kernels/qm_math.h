@@ -16,11 +16,13 @@
  *   the amplitude is x * coeff, bit for bit.
  * Compile with floating-point contraction off (-ffp-contract=off, nvcc --fmad=false): an FMA would
  * round differently on the two backends.
- * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation).
+ * Must not: allocate, use OpenMP or CUDA APIs (only the QM_HD annotation, and CUDA's sincos in
+ * device code).
  */
 #ifndef QM_MATH_H
 #define QM_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -174,13 +176,17 @@ QM_HD double qm_tree_combine(double *v, uint64_t n)
  * Every amplitude of a product state is a product of one complex factor per qubit: for index i of
  * a state of n qubits, factor q is f_q(bit q of i), given as table[4q + 2b] (re) and
  * [4q + 2b + 1] (im) for bit b. The evaluation order is fixed, so both backends and every layout
- * give the same bits:
- *   lo(i) = ((1 * f_0) * f_1) ... * f_{m-1}    over the low m = min(n, QM_PRODUCT_LO_BITS) qubits,
- *   hi(i) = ((1 * f_m) * f_{m+1}) ... * f_{n-1} over the others,
- *   a(i)  = scale * (hi(i) * lo(i)),
- * each complex product (ar br - ai bi, ar bi + ai br) without fused multiply-adds. lo depends on
- * the low bits only, so a kernel may keep a table of it per state (built by the same left-to-right
- * products) and hi is shared by each aligned block of 2^m amplitudes. */
+ * give the same bits. The index is cut into digits of 10 bits (qubits [10d, 10d + 10), the last
+ * one shorter: D = ceil(n / 10) digits), and the low digit into two halves of 5 bits:
+ *   T_d(i) = ((1 * f_10d) * f_10d+1) ... * f_min(10d+10,n)-1   left to right from 1, d >= 1
+ *   A(i)   = ((1 * f_0) * f_1) ... * f_{min(n,5)-1}             the qubits [0, min(n, 5))
+ *   B(i)   = ((1 * f_5) * f_6) ... * f_{min(n,10)-1}            the qubits [5, min(n, 10)) (1 if none)
+ *   lo(i)  = A(i) * B(i)
+ *   hi(i)  = P_1(i), P_{D-1} = T_{D-1}(i), P_d = T_d(i) * P_{d+1}(i)  ((1, 0) when n <= 10)
+ *   a(i)   = scale * (hi(i) * lo(i)),
+ * each complex product (ar br - ai bi, ar bi + ai br) without fused multiply-adds. A and B take
+ * 32 values each per state (a GPU keeps them in shared memory and pays one product for lo), hi is
+ * shared by each aligned block of 2^10 amplitudes, and for n <= 20 hi is the one digit T_1. */
 #define QM_PRODUCT_LO_BITS 10
 
 QM_HD void qm_cmul(double ar, double ai, double br, double bi, double *re, double *im)
@@ -191,7 +197,8 @@ QM_HD void qm_cmul(double ar, double ai, double br, double bi, double *re, doubl
     *im = i;
 }
 
-/* The product of the factors of qubits [q0, q1) for index i, left to right from 1. */
+/* The product of the factors of qubits [q0, q1) for index i, left to right from 1 ((1, 0) when
+ * q0 >= q1). */
 QM_HD void qm_product_range(const double *table, unsigned q0, unsigned q1, uint64_t i, double *re,
                             double *im)
 {
@@ -199,6 +206,34 @@ QM_HD void qm_product_range(const double *table, unsigned q0, unsigned q1, uint6
     for (unsigned q = q0; q < q1; ++q) {
         const double *f = table + 4 * q + 2 * ((i >> q) & 1u);
         qm_cmul(r, m, f[0], f[1], &r, &m);
+    }
+    *re = r;
+    *im = m;
+}
+
+/* lo(i) = A(i) * B(i) of a state of n qubits (depends on bits 0..9 of i only). */
+QM_HD void qm_product_lo(const double *table, unsigned n, uint64_t i, double *re, double *im)
+{
+    double ar, ai, br, bi;
+    qm_product_range(table, 0, n < 5 ? n : 5, i, &ar, &ai);
+    qm_product_range(table, 5, n < 10 ? n : 10, i, &br, &bi);
+    qm_cmul(ar, ai, br, bi, re, im);
+}
+
+/* hi(i) of a state of n qubits (depends on bits 10.. of i only): the digits from the top one
+ * down, each T_d times the product of those above it. */
+QM_HD void qm_product_hi(const double *table, unsigned n, uint64_t i, double *re, double *im)
+{
+    double r = 1.0, m = 0.0;
+    if (n > QM_PRODUCT_LO_BITS) {
+        unsigned d0 = QM_PRODUCT_LO_BITS * ((n - 1) / QM_PRODUCT_LO_BITS); /* the top digit */
+        qm_product_range(table, d0, n, i, &r, &m);
+        while (d0 > QM_PRODUCT_LO_BITS) {
+            d0 -= QM_PRODUCT_LO_BITS;
+            double tr, ti;
+            qm_product_range(table, d0, d0 + QM_PRODUCT_LO_BITS, i, &tr, &ti);
+            qm_cmul(tr, ti, r, m, &r, &m);
+        }
     }
     *re = r;
     *im = m;
@@ -215,34 +250,107 @@ QM_HD void qm_product_amp(double hr, double hi, double lr, double li, double sca
 }
 
 /* ---- IQP encodings (iqp-z, iqp): a phase per basis index, then a Walsh-Hadamard transform -------
- * v(x) = scale * (cos phi(x), sin phi(x)), phi(x) summed in one fixed order from a per-state
- * coefficient table c of n_coeffs doubles: first the linear terms, phi = phi + c[k] for k = 0..n-1
- * with bit k of x set, then (n_coeffs > n) the pair terms, phi = phi + c[n + p] for the pairs
- * p = (0,1), (0,2) .. (0,n-1), (1,2) .. (n-2,n-1) with both bits set, left to right from +0.
- * A term whose bits are not set is skipped (adding +0 would not change a bit). cos and sin are the
- * platform's (libm on the CPU, CUDA's on the GPU): they may differ by an ulp, everything else is
- * the same operations in the same order.
+ * v(x) = scale * (cos phi(x), sin phi(x)), phi(x) the sum of the per-state coefficients c (n_coeffs
+ * doubles: d_k = c[k] for the n qubits, then, when n_coeffs > n, d_kl = c[qm_iqp_pair(n, k, l)] for
+ * the pairs (0,1), (0,2) .. (0,n-1), (1,2) .. (n-2,n-1)) of the bits and pairs of bits set in x,
+ * summed in one fixed order from +0. The bits are grouped: a = [0, min(n,5)), b = [5, min(n,10)),
+ * h = [10, n), and
+ *   W_g   = the linear terms of group g in increasing k, then its pairs in table order
+ *   X     = sum over l in b with bit l set (increasing) of C_l, C_l = sum over k in a, bit k set, of d_kl
+ *   E_g   = sum over k in g (a or b) with bit k set of e_k, e_k = sum over l in h, bit l set, of d_kl
+ *   phi   = ((((W_a + W_b) + X) + (E_a + E_b)) + W_h)
+ * every inner sum in increasing index order from +0 over the set bits only (X and the E are +0 for
+ * iqp-z). So phi of a block of 2^10 indices (h fixed) costs a few additions per index from tables
+ * of 32 entries (W_a, W_b, C_l, E_a, E_b; W_h one number), which is how the GPU computes it; the
+ * CPU computes the same sums directly. No partial sum is ever -0 (sums start at +0), so adding a
+ * +0 instead of skipping a term gives the same bits. cos and sin are the platform's (libm on the
+ * CPU, CUDA's on the GPU): they may differ by an ulp, everything else is the same operations in
+ * the same order.
  * The transform: stage b maps every pair (u, w) of slots differing in bit b (u the one with the bit
  * clear) to (u + w, u - w), real and imaginary parts apart; stages run in increasing bit order. */
+
+/* Index of the pair (k, l), k < l < n, in the coefficient table. */
+QM_HD unsigned qm_iqp_pair(unsigned n, unsigned k, unsigned l)
+{
+    return n + k * (n - 1) - k * (k - 1) / 2 + (l - k - 1);
+}
+
+/* W over the bits [g0, g1) of x: linear terms, then (pairs) the group's own pairs. */
+QM_HD double qm_iqp_group(const double *c, unsigned n, int pairs, unsigned g0, unsigned g1,
+                          uint64_t x)
+{
+    double s = 0.0;
+    for (unsigned k = g0; k < g1; ++k)
+        if ((x >> k) & 1u)
+            s = s + c[k];
+    if (pairs)
+        for (unsigned k = g0; k < g1; ++k) {
+            if (!((x >> k) & 1u))
+                continue;
+            for (unsigned l = k + 1; l < g1; ++l)
+                if ((x >> l) & 1u)
+                    s = s + c[qm_iqp_pair(n, k, l)];
+        }
+    return s;
+}
+
+/* C_l: sum of d_kl over k in [k0, k1) with bit k of x set. */
+QM_HD double qm_iqp_cross(const double *c, unsigned n, unsigned k0, unsigned k1, unsigned l,
+                          uint64_t x)
+{
+    double s = 0.0;
+    for (unsigned k = k0; k < k1; ++k)
+        if ((x >> k) & 1u)
+            s = s + c[qm_iqp_pair(n, k, l)];
+    return s;
+}
+
+/* e_k: sum of d_kl over l in [10, n) with bit l of x set. */
+QM_HD double qm_iqp_edge(const double *c, unsigned n, unsigned k, uint64_t x)
+{
+    double s = 0.0;
+    for (unsigned l = 10; l < n; ++l)
+        if ((x >> l) & 1u)
+            s = s + c[qm_iqp_pair(n, k, l)];
+    return s;
+}
+
 QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t x)
 {
-    double phi = 0.0;
-    for (unsigned k = 0; k < n; ++k)
-        if ((x >> k) & 1u)
-            phi = phi + c[k];
-    if (n_coeffs > n) {
-        unsigned p = n;
-        for (unsigned k = 0; k + 1 < n; ++k) {
-            if (!((x >> k) & 1u)) {
-                p += n - 1 - k;
-                continue;
-            }
-            for (unsigned l = k + 1; l < n; ++l, ++p)
-                if ((x >> l) & 1u)
-                    phi = phi + c[p];
-        }
+    const int pairs = n_coeffs > n;
+    const unsigned a1 = n < 5 ? n : 5, b1 = n < 10 ? n : 10;
+    const double wa = qm_iqp_group(c, n, pairs, 0, a1, x);
+    const double wb = qm_iqp_group(c, n, pairs, 5, b1, x);
+    double xs = 0.0, ea = 0.0, eb = 0.0;
+    if (pairs) {
+        for (unsigned l = 5; l < b1; ++l)
+            if ((x >> l) & 1u)
+                xs = xs + qm_iqp_cross(c, n, 0, a1, l, x);
+        for (unsigned k = 0; k < a1; ++k)
+            if ((x >> k) & 1u)
+                ea = ea + qm_iqp_edge(c, n, k, x);
+        for (unsigned k = 5; k < b1; ++k)
+            if ((x >> k) & 1u)
+                eb = eb + qm_iqp_edge(c, n, k, x);
     }
-    return phi;
+    const double wh = qm_iqp_group(c, n, pairs, 10, n, x);
+    return (((wa + wb) + xs) + (ea + eb)) + wh;
+}
+
+/* v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin: libm's on the
+ * CPU, CUDA's sincos on the GPU (one argument reduction for both, within 2 ulp like its sin and
+ * cos). One definition, so every CUDA kernel that writes phases writes the same bits. */
+QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
+{
+#if defined(__CUDA_ARCH__)
+    double s, c;
+    sincos(phi, &s, &c);
+    *re = scale * c;
+    *im = scale * s;
+#else
+    *re = scale * cos(phi);
+    *im = scale * sin(phi);
+#endif
 }
 
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */

@@ -12,6 +12,10 @@
  * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
  * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2, the
  * tolerance per component there; the simulator and the fault shim are still compared bit for bit.
+ * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
+ * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
+ * cannot be its reference there). QM_CUDA_KERNELS=legacy in the environment runs the CUDA
+ * backend's previous feature-map kernels: the same cases, the same bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -43,7 +47,7 @@ typedef struct op_case {
     unsigned lb;         /* sumsq: log2 of the block */
     bool from_input;     /* sumsq, amp_scale: read the input buffer, not the stash */
     double scale;        /* sumsq: 0 = 1; amp_scale: nonzero = per-state powers of two */
-    unsigned b0, b1;     /* wht: the stages [b0, b1) (local stages) */
+    unsigned b0, b1;     /* wht: the stages [b0, b1) (local stages); iqp: [0, b1) */
     bool pair, high;     /* wht: the cross-buffer stage with a partner buffer; which end */
     unsigned cuda_ulp;   /* 0: bit-exact everywhere; else on CUDA each float64 (complex64: float)
                             component within this many ulp of the CPU's (sim and fault: exact) */
@@ -111,6 +115,14 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 17, .batch = 2, .g0 = 70000, .count = 130000, .st_off = 1},
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 1, .batch = 50, .values = V_ZERO},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 3, .batch = 40, .values = V_SUBNORMAL, .g0 = 5},
+    /* the CUDA digit-table kernel's paths: complex64 pairs 16-byte aligned (st_off + g0 even; an
+     * odd first slot and a half pair at the end) or not (one slot per lane), more than two digits
+     * (n > 20: hi is T_1 * T_2), below 10 qubits (one amplitude per thread) */
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 7},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 12, .batch = 2, .g0 = 5, .count = 8000},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 21, .batch = 1, .g0 = 1000001, .count = 600000, .st_off = 2},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 23, .batch = 1, .g0 = 8188609, .count = 199998, .st_off = 1, .scale = 0x1p-11},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 9, .batch = 5, .g0 = 3, .count = 2000},
     /* iqp_phase (iqp, iqp-z): the input is the coefficient table, F = q (iqp-z) or q + q(q-1)/2
      * (iqp) doubles per state; scale 2^-q. cos/sin are the platform's: on CUDA within 2 ulp of
      * libm per component (docs/encodings.md), bit-exact on the simulator and the fault shim */
@@ -132,6 +144,27 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 15, .batch = 1, .pair = true, .st_off = 5, .count = 30001},
     {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 15, .batch = 1, .pair = true, .high = true, .count = 32768},
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 3, .batch = 1, .pair = true, .high = true, .st_off = 2},
+    /* the CUDA passes of up to 10 stages above 2^10: whole 10-bit passes (complex128 and
+     * complex64), a pass of 4 after the shared-memory stages, two passes (10 + 1) */
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 20, .batch = 1, .b0 = 10, .b1 = 20, .st_off = 1},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 14, .batch = 3, .b0 = 3, .b1 = 14},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 21, .batch = 1, .b0 = 0, .b1 = 21},
+    /* iqp (iqp_phase, then stages [0, b1) in one op): on the simulator and the fault shim bit for
+     * bit against the two CPU kernels; on CUDA bit for bit against CUDA's own iqp_phase followed by
+     * the CPU's stages (the phases' cos/sin are CUDA's: the iqp_phase cases above bound them).
+     * The fused CUDA pass (q >= 10, b1 >= 10, tile-aligned ranges: a batch of 10-qubit states,
+     * shards of one state starting mid-state, passes of 6, 8, 10 + 1 and 2 stages after it, iqp
+     * and iqp-z, both dtypes) and the fallbacks (q < 10, an unaligned range, b1 < 10, no stages) */
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 6, .scale = 0x1p-10, .b1 = 10},
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 10, .F = 10, .batch = 5, .scale = 0x1p-10, .b1 = 10},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 16, .F = 136, .batch = 1, .st_off = 3, .scale = 0x1p-16, .b1 = 16},
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 21, .F = 21, .batch = 1, .scale = 0x1p-21, .b1 = 21},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 20, .F = 20, .batch = 1, .g0 = 262144, .count = 262144, .scale = 0x1p-20, .b1 = 18},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 12, .F = 78, .batch = 3, .g0 = 4096, .count = 8192, .scale = 0x1p-12, .b1 = 12},
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 11, .F = 66, .batch = 2, .g0 = 1024, .count = 2048, .st_off = 1, .scale = 0x1p-11, .b1 = 10},
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 7, .F = 28, .batch = 9, .scale = 0x1p-7, .b1 = 7},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 3, .g0 = 512, .count = 1024, .scale = 0x1p-10, .b1 = 9},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 13, .F = 91, .batch = 1, .scale = 0x1p-13, .b1 = 0, .values = V_ZERO},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
@@ -248,8 +281,9 @@ static bool geom_make(const op_case *c, geom *g)
             ((float *)g->input)[e] = (float)v;
     }
     memset(g->stash, 0xFF, g->S * g->ss);
-    /* product and iqp_phase read their tables, wht its state image: not a stash */
-    if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT)
+    /* product, iqp_phase and iqp read their tables, wht its state image: not a stash */
+    if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT &&
+        c->op != QM_HAL_OP_IQP)
         qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
     for (uint64_t k = 0; k < c->batch; ++k) {
         g->coeffs[k] = 1.0 / (1.5 + (double)k);
@@ -333,6 +367,7 @@ static bool output_make(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_AMP_SCALE:
     case QM_HAL_OP_PRODUCT:
     case QM_HAL_OP_IQP_PHASE:
+    case QM_HAL_OP_IQP:
     case QM_HAL_OP_WHT: return output_alloc(o, st_bytes, 0, 0, g->ss);
     case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
     case QM_HAL_OP_AMP_SUMSQ_DEV:
@@ -399,6 +434,12 @@ static void run_reference(const op_case *c, const geom *g, output *o)
         memcpy(o->bytes, g->image, o->n);
         qm_cpu_wht(o->bytes, elem_of(c->st), c->st_off, g->n, c->b0, c->b1,
                    c->pair ? g->partner : NULL, c->high);
+        return;
+    case QM_HAL_OP_IQP:
+        qm_cpu_iqp_phase(o->bytes, elem_of(c->st), c->st_off, g->n, g->g0, c->q, (unsigned)g->F, 0,
+                         g->input, scale);
+        if (c->b1 > 0)
+            qm_cpu_wht(o->bytes, elem_of(c->st), c->st_off, g->n, 0, c->b1, NULL, 0);
         return;
     case QM_HAL_OP_COUNT_: break;
     }
@@ -525,6 +566,16 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
             rc = qm_hal_wht(hal, &a, NULL, st);
             break;
         }
+        case QM_HAL_OP_IQP: {
+            const qm_hal_iqp_args a = {
+                .phase = {.state = state, .state_dtype = c->st, .off = c->st_off, .n = g->n,
+                          .g0 = g->g0, .qubits = c->q, .n_coeffs = (unsigned)g->F,
+                          .first_state = 0, .n_states = c->batch, .table = in, .table_off = 0,
+                          .scale = scale},
+                .b1 = c->b1};
+            rc = qm_hal_iqp(hal, &a, NULL, st);
+            break;
+        }
         case QM_HAL_OP_COUNT_: break;
         }
         ok = rc == QM_OK;
@@ -532,7 +583,7 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     /* download */
     if (ok && (c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_SCALE ||
                c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_PRODUCT ||
-               c->op == QM_HAL_OP_IQP_PHASE || c->op == QM_HAL_OP_WHT))
+               c->op == QM_HAL_OP_IQP_PHASE || c->op == QM_HAL_OP_WHT || c->op == QM_HAL_OP_IQP))
         ok = qm_hal_copy_d2h(hal, o->bytes, state, 0, st_bytes, NULL, st) == QM_OK;
     if (ok && sums)
         ok = qm_hal_copy_d2h(hal, o->bytes + o->sums_at, sums, 0, o->sums_end - o->sums_at, NULL,
@@ -602,6 +653,54 @@ typedef struct backend {
     qm_hal *hal;
 } backend;
 
+/* The iqp op's own checks (the phase's checks are iqp_phase's, named "iqp"): exact messages, and
+ * nothing written on a refusal. */
+static void iqp_validation(qm_hal *hal)
+{
+    qm_status st;
+    qm_hal_buf *state = NULL, *table = NULL;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 2048 * 16, &state, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 55 * 8, &table, &st));
+    if (!state || !table)
+        return;
+    const double zeros[55] = {0};
+    CHECK_OK(qm_hal_copy_h2d(hal, table, 0, zeros, sizeof zeros, NULL, &st));
+    unsigned char *poison = malloc(2048 * 16), *back = malloc(2048 * 16);
+    if (poison && back) {
+        memset(poison, 0xFF, 2048 * 16);
+        CHECK_OK(qm_hal_copy_h2d(hal, state, 0, poison, 2048 * 16, NULL, &st));
+    }
+    const qm_hal_iqp_phase_args ph = {.state = state, .state_dtype = C128, .off = 0, .n = 1024,
+                                      .g0 = 0, .qubits = 10, .n_coeffs = 55, .first_state = 0,
+                                      .n_states = 1, .table = table, .table_off = 0,
+                                      .scale = 0x1p-10};
+    qm_hal_iqp_args a = {.phase = ph, .b1 = 63};
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: stages [0, 63) (at most 62)");
+    a.b1 = 10;
+    a.phase.n = 1000;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: 1000 slots are not whole blocks of 2^10");
+    a.phase.n = 1024;
+    a.phase.n_coeffs = 9;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: 9 coefficients for 10 qubits (10 or 55)");
+    a.phase.n_coeffs = 55;
+    a.phase.n = 2048;
+    CHECK(qm_hal_iqp(hal, &a, NULL, &st) == QM_E_BOUNDS);
+    CHECK_STR(st.msg, "iqp: slots span states 0..1 but the table covers 0..0");
+    CHECK(qm_hal_iqp(hal, NULL, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "iqp: hal, args, state and table must not be NULL");
+    if (poison && back) { /* every refusal left the state as it was */
+        CHECK_OK(qm_hal_copy_d2h(hal, back, state, 0, 2048 * 16, NULL, &st));
+        CHECK(memcmp(back, poison, 2048 * 16) == 0);
+    }
+    free(poison);
+    free(back);
+    qm_hal_buf_free(hal, state);
+    qm_hal_buf_free(hal, table);
+}
+
 int main(int argc, char **argv)
 {
     const bool cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
@@ -643,10 +742,26 @@ int main(int argc, char **argv)
                 continue;
             memset(got.bytes, 0xFF, got.n);
             qm_status_clear(&st);
-            const bool ok = run_backend(be[b].hal, c, &g, &got, &st);
+            bool ok = run_backend(be[b].hal, c, &g, &got, &st);
+            /* iqp on CUDA: the reference is CUDA's own iqp_phase, then the CPU's stages */
+            output own = ref;
+            own.bytes = NULL;
+            if (ok && c->op == QM_HAL_OP_IQP && b == 2) {
+                op_case pc = *c;
+                pc.op = QM_HAL_OP_IQP_PHASE;
+                ok = (own.bytes = malloc(own.n)) != NULL;
+                if (ok) {
+                    memset(own.bytes, 0xFF, own.n);
+                    ok = run_backend(be[b].hal, &pc, &g, &own, &st);
+                }
+                if (ok && c->b1 > 0)
+                    qm_cpu_wht(own.bytes, elem_of(c->st), c->st_off, g.n, 0, c->b1, NULL, 0);
+            }
             const uint64_t d = !ok ? 0
+                               : own.bytes ? first_difference(&own, &got)
                                : c->cuda_ulp && b == 2 ? first_beyond_ulp(&ref, &got, c->cuda_ulp)
                                                        : first_difference(&ref, &got);
+            free(own.bytes);
             n_run++;
             if (!ok || d != UINT64_MAX) {
                 n_failed++;
@@ -672,6 +787,8 @@ int main(int argc, char **argv)
         free(ref.bytes);
         geom_free(&g);
     }
+    for (int b = 0; b < n_be; ++b)
+        iqp_validation(be[b].hal);
     printf("test_backend_ops: %zu cases on %d backends: %d runs, %d failed\n",
            sizeof cases / sizeof cases[0], n_be, n_run, n_failed);
     for (int b = 0; b < n_be; ++b) {

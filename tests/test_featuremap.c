@@ -1,6 +1,6 @@
 /* test_featuremap.c — the product-state encodings (angle, basis, phase) on the simulated mesh:
  * every amplitude against the definitions (docs/encodings.md) computed here independently in long
- * double, exhaustively for n = 1..10; the states bit-identical over 1, 2, 4 and 8 devices, batch
+ * double, exhaustively for n = 1..10 and sampled for n = 21, 22; the states bit-identical over 1, 2, 4 and 8 devices, batch
  * layouts and complex64/complex128 (complex64 = complex128 rounded once); the edge states (angle 0
  * is |0..0>, angle pi/2 is |1..1>, basis j is |j>); every bad input with its message; nothing
  * left allocated. */
@@ -102,6 +102,46 @@ static void test_definitions(void)
                 fprintf(stderr, "%s q=%u: max error %g\n", qm_encoding_name(encs[e]), q, worst);
             free(a1);
             free(a4);
+        }
+}
+
+/* Past two digits of the evaluation order (n = 21, 22: hi = T_1 * T_2, qm_math.h): one state on 1
+ * and 8 devices bit-identical, and 8192 amplitudes spread over the state (every 1024-block's first
+ * and a stride through the rest) against the definition, within the bound of n = 1..10. */
+static void test_definitions_wide(void)
+{
+    const qm_encoding encs[] = {QM_ENCODING_ANGLE, QM_ENCODING_PHASE};
+    uint64_t seed = 0x13198a2e03707344ull;
+    for (int e = 0; e < 2; ++e)
+        for (unsigned q = 21; q <= 22; ++q) {
+            const uint64_t N = (uint64_t)1 << q;
+            double x[22];
+            for (unsigned k = 0; k < q; ++k)
+                x[k] = (urand(&seed) * 2 - 1) * 7.0;
+            qm_status st;
+            double *a1 = run(encs[e], x, q, 1, q, 1, QM_DTYPE_COMPLEX128, &st);
+            double *a8 = run(encs[e], x, q, 1, q, 8, QM_DTYPE_COMPLEX128, &st);
+            CHECK(a1 && a8);
+            if (!a1 || !a8) {
+                fprintf(stderr, "%s q=%u: %s\n", qm_encoding_name(encs[e]), q, st.msg);
+                free(a1), free(a8);
+                continue;
+            }
+            CHECK(memcmp(a1, a8, (size_t)N * 16) == 0);
+            double worst = 0;
+            for (uint64_t k = 0; k < 8192; ++k) {
+                const uint64_t i = k < 4096 ? k * (N / 4096) : (k * 2654435761u) % N;
+                long double re, im;
+                reference(encs[e], x, q, i, &re, &im);
+                const double d = (double)fmaxl(fabsl(a1[2 * i] - re), fabsl(a1[2 * i + 1] - im));
+                if (d > worst)
+                    worst = d;
+            }
+            CHECK(worst <= 16 * (double)q * 0x1p-53);
+            if (worst > 16 * (double)q * 0x1p-53)
+                fprintf(stderr, "%s q=%u: max error %g\n", qm_encoding_name(encs[e]), q, worst);
+            free(a1);
+            free(a8);
         }
 }
 
@@ -207,6 +247,7 @@ int main(void)
         return 1;
     }
     test_definitions();
+    test_definitions_wide();
     test_layouts_and_edges();
     test_errors();
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);

@@ -273,6 +273,28 @@ static void test_iqp(void)
         CHECK(json_real_value(json_object_get(est, "encode")) > 0.0);
         json_decref(o);
     }
+    /* the on-device passes of the iqp op (no exchange on one device), at 4.8 TB/s x efficiency
+     * 0.9: one 2^31 complex64 state (16 GiB): the phases with stages 0..9 (1), stages 10..30 in 3
+     * passes of read + write (6); a batch of 16 states of 2^20 (128 MiB): 1 + 2 */
+    const struct {
+        const char *args;
+        double passes, bytes;
+    } on_device[] = {
+        {"hgx-h200.yaml --encoding iqp-z --qubits 31 --policy single --json", 7.0, 17179869184.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 3.0,
+         134217728.0},
+    };
+    for (size_t k = 0; k < sizeof on_device / sizeof on_device[0]; ++k) {
+        CHECK(run(out, sizeof out, on_device[k].args, 0) == 0);
+        o = json_loads(out, 0, &err);
+        CHECK(o != NULL);
+        if (!o)
+            continue;
+        const double want = on_device[k].passes * on_device[k].bytes / (4.8e12 * 0.9);
+        json_t *est = json_object_get(o, "estimates_s");
+        CHECK(fabs(json_real_value(json_object_get(est, "encode")) - want) <= 1e-15 * want);
+        json_decref(o);
+    }
     rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted", 1);
     CHECK(rc == 1);
     CHECK_STR(out, "error[E-POLICY]: plan: weighted: the iqp transform needs equal power-of-two "

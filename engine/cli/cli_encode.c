@@ -13,7 +13,8 @@
  * a file-size limit is a write error (E-OUTPUT) rather than a silent death. The test switches are
  * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE[:BATCH]
  * (qm_encode_fault_parse) and QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] or QM_FAULT_IO=count (prints
- * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank).
+ * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank),
+ * and QM_FAULT_READ=K[:EIO|SHORT] (the K-th data pread of the .npy reader fails: qm_io_read_fault_set).
  */
 #include "cli_internal.h"
 #include "comm.h"
@@ -86,6 +87,29 @@ static int io_fault_from_env(int rank, bool *count)
         return qm_cli_usage_error("encode", "QM_FAULT_IO takes K[:EIO|ENOSPC|EFBIG] with K >= 1, "
                                   "or count (got '%s')", v);
     qm_io_fault_set(k, err);
+    return 0;
+}
+
+/* QM_FAULT_READ=K[:EIO|SHORT]: the K-th data pread of the .npy reader fails; returns 0, or 2 after
+ * a usage error. */
+static int read_fault_from_env(void)
+{
+    const char *v = getenv("QM_FAULT_READ");
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    const long k = strtol(v, &end, 10);
+    int err = EIO;
+    if (end && strcmp(end, ":SHORT") == 0)
+        err = -1;
+    else if (end && (strcmp(end, ":EIO") == 0 || *end == '\0'))
+        err = EIO;
+    else
+        end = NULL;
+    if (!end || k < 1)
+        return qm_cli_usage_error("encode", "QM_FAULT_READ takes K[:EIO|SHORT] with K >= 1 (got "
+                                  "'%s')", v);
+    qm_io_read_fault_set(k, err);
     return 0;
 }
 
@@ -268,6 +292,15 @@ static int run_encode(const qm_cli_args *args)
         else
             return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
     }
+    if ((v = qm_cli_arg(args, "--read-threads"))) {
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > QM_NPY_MAX_THREADS)
+            return qm_cli_usage_error("encode", "--read-threads takes a thread count in [1, %d] "
+                                      "(got '%s')", QM_NPY_MAX_THREADS, v);
+        job.read_threads = (int)n;
+    }
     if ((v = qm_cli_arg(args, "--chunk-bytes"))) {
         uint64_t u;
         if (qm_units_parse_size(v, &u, &st) != QM_OK) {
@@ -309,7 +342,8 @@ static int run_encode(const qm_cli_args *args)
     if (!root)
         qm_cli_json_silence(); /* rank 0 prints the one object */
     bool count_io = false;
-    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0) {
+    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0 ||
+        read_fault_from_env() != 0) {
         qm_comm_destroy(comm);
         return 2;
     }
@@ -391,8 +425,8 @@ static int run_encode(const qm_cli_args *args)
 }
 
 static const qm_cli_flag encode_flags[] = {
-    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D), HDF5 or CSV, "
-                        "plain or gzip"},
+    {"--input", "FILE", "the data (required): .npy (float32/float64 or integers, 1-D or 2-D), HDF5 "
+                        "or CSV, plain or gzip"},
     {"--dataset", "NAME", "HDF5 input: the dataset to read (default: the file's only dataset)"},
     {"--qubits", "N", "qubits per state (default: the smallest N with 2^N >= features)"},
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
@@ -413,6 +447,8 @@ static const qm_cli_flag encode_flags[] = {
     {"--batch-size", "B", "stream the input in batches of B samples (read ahead while encoding); "
                           "the output is the one-shot encode's"},
     {"--prefetch", "K", "with --batch-size: batches read ahead, 0..64 (default 2)"},
+    {"--read-threads", "N", ".npy input: threads reading each chunk (1..64; default "
+                            "QM_READ_THREADS, else min(8, CPUs))"},
     {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
                         "bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},

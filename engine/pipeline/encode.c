@@ -527,8 +527,39 @@ qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
 
 /* Without --qubits, basis takes the fewest qubits that hold the largest index (at least 1). The
  * values are checked again, with their sample named, when the state is built. */
+/* The same for an integer input, exactly (read_int): an index above 2^53 is not rounded. */
+static qm_code basis_qubits_int(const qm_amp_input *in, unsigned *qubits, qm_status *st)
+{
+    const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
+    uint64_t *v = malloc(chunk * sizeof *v), top = 0;
+    if (!v)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+    qm_code rc = QM_OK;
+    for (uint64_t at = 0; rc == QM_OK && at < B; at += chunk) {
+        const uint64_t n = B - at < chunk ? B - at : chunk;
+        if ((rc = in->read_int(in->read_int_ctx, at, n, v, st)) != QM_OK)
+            break;
+        for (uint64_t i = 0; rc == QM_OK && i < n; ++i) {
+            if (in->int_signed && (int64_t)v[i] < 0)
+                rc = qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %lld is not a "
+                             "non-negative integer", (unsigned long long)(at + i),
+                             (long long)(int64_t)v[i]);
+            else if (v[i] > top)
+                top = v[i];
+        }
+    }
+    free(v);
+    unsigned q = 1;
+    while (rc == QM_OK && q < 64 && top >> q)
+        ++q;
+    *qubits = q;
+    return rc;
+}
+
 static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status *st)
 {
+    if (in->read_int)
+        return basis_qubits_int(in, qubits, st);
     const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
     double *v = malloc(chunk * sizeof *v);
     if (!v)
@@ -595,6 +626,8 @@ qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_a
                              int *ndim, qm_request *req, qm_status *st)
 {
     qm_code rc = qm_input_open(job->input, &job->csv, job->dataset, file, st);
+    if (rc == QM_OK && file->npy && job->read_threads > 0)
+        rc = qm_npy_reader_set_threads(file->npy, job->read_threads, st);
     if (rc != QM_OK)
         return rc;
     *in = file->in;
@@ -639,6 +672,8 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
 typedef struct timed_reader {
     qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
     void *ctx;
+    qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
+    void *int_ctx;
     double seconds;
 } timed_reader;
 
@@ -647,6 +682,16 @@ static qm_code timed_read(void *ctx, uint64_t first, uint64_t count, void *dst, 
     timed_reader *t = ctx;
     const double t0 = qm_clock_now_s();
     const qm_code rc = t->read(t->ctx, first, count, dst, st);
+    t->seconds += qm_clock_now_s() - t0;
+    return rc;
+}
+
+static qm_code timed_read_int(void *ctx, uint64_t first, uint64_t count, uint64_t *dst,
+                              qm_status *st)
+{
+    timed_reader *t = ctx;
+    const double t0 = qm_clock_now_s();
+    const qm_code rc = t->read_int(t->int_ctx, first, count, dst, st);
     t->seconds += qm_clock_now_s() - t0;
     return rc;
 }
@@ -763,14 +808,21 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
                               st)) != QM_OK)
         goto done;
-    timed_reader tr = {.read = in.read, .ctx = in.read_ctx};
+    timed_reader tr = {.read = in.read, .ctx = in.read_ctx, .read_int = in.read_int,
+                       .int_ctx = in.read_int_ctx};
     if (in.read) { /* the reader's seconds are the measured read (file -> host memory) */
         in.read = timed_read;
         in.read_ctx = &tr;
     }
+    if (in.read_int) { /* basis indices of an integer input, read exactly */
+        in.read_int = timed_read_int;
+        in.read_int_ctx = &tr;
+    }
     rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st);
     in.read = tr.read;
     in.read_ctx = tr.ctx;
+    in.read_int = tr.read_int;
+    in.read_int_ctx = tr.int_ctx;
     if (rc != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = qm_clock_now_s() - t1;

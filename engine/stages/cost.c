@@ -218,10 +218,11 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
-/* IQP passes over a shard at HBM bandwidth: 1 (the phases written) + 2 per pass of the local
- * stages (read and write: one for the bits below 2^10 slots, one per bit above, up to the shard's
- * bits) + 4 per exchange (the partner's data written into scratch, then own and scratch read and
- * own written). */
+/* IQP passes over a shard at HBM bandwidth, as the iqp op runs them (docs/cuda.md): with at least
+ * 10 local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per later pass of up to 10
+ * stages (read and write: ceil((bits - 10) / 10) of them, up to the shard's bits); below 10 bits,
+ * 3 (the phases written, then one read and write for every stage); + 4 per exchange (the
+ * partner's data written into scratch, then own and scratch read and own written). */
 static double iqp_passes(const qm_plan *p)
 {
     uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
@@ -230,8 +231,8 @@ static double iqp_passes(const qm_plan *p)
     unsigned lb = 0;
     while (((uint64_t)1 << lb) < amps)
         ++lb;
-    const unsigned local_passes = 1 + (lb > 10 ? lb - 10 : 0);
-    return 1.0 + 2.0 * local_passes + 4.0 * qm_plan_iqp_exchanges(p);
+    const double local = lb >= 10 ? 1.0 + 2.0 * ((lb - 10 + 9) / 10) : 3.0;
+    return local + 4.0 * qm_plan_iqp_exchanges(p);
 }
 
 /* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its

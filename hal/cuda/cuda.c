@@ -39,6 +39,8 @@ typedef struct cuda_ctx {
     bool keep_on;            /* QM_CUDA_KEEP=0 in the environment turns keeping off */
     int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
                                 for every launch (developers, tests); 0 = the default */
+    int legacy;              /* QM_CUDA_KERNELS=legacy: the feature-map ops on the previous
+                                kernels (bisection; the same bits); 0 = the current ones */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
 } cuda_ctx;
@@ -463,7 +465,7 @@ static bool c_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_IQP;
 }
 
 static qm_code c_product(void *ctx, int dev, void *state, const void *table,
@@ -472,7 +474,8 @@ static qm_code c_product(void *ctx, int dev, void *state, const void *table,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_product((char *)state + a->off * slot_bytes(a->state_dtype),
                                     is_c128(a->state_dtype), a->n, a->g0, a->qubits,
-                                    a->first_state, (const double *)table, a->scale, s);
+                                    a->first_state, (const double *)table, a->scale,
+                                    ((const cuda_ctx *)ctx)->legacy, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "product launch", dev);
     if (!s)
@@ -501,11 +504,27 @@ static qm_code c_wht(void *ctx, int dev, void *state, const void *partner,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_wht((char *)state + a->off * slot_bytes(a->state_dtype),
                                 is_c128(a->state_dtype), a->n, a->b0, a->b1, partner,
-                                a->high ? 1 : 0, s);
+                                a->high ? 1 : 0, ((const cuda_ctx *)ctx)->legacy, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "wht launch", dev);
     if (!s)
         CU(st, cudaStreamSynchronize(NULL), "wht", dev);
+    return QM_OK;
+}
+
+static qm_code c_iqp(void *ctx, int dev, void *state, const void *table, const qm_hal_iqp_args *a,
+                     void *s, qm_status *st)
+{
+    const qm_hal_iqp_phase_args *p = &a->phase;
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_iqp((char *)state + p->off * slot_bytes(p->state_dtype),
+                                is_c128(p->state_dtype), p->n, p->g0, p->qubits, p->n_coeffs,
+                                p->first_state, (const double *)table, p->scale, a->b1,
+                                ((const cuda_ctx *)ctx)->legacy, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "iqp launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "iqp", dev);
     return QM_OK;
 }
 
@@ -524,6 +543,7 @@ static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_PRODUCT: return c_product(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_IQP_PHASE: return c_iqp_phase(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_WHT: return c_wht(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_IQP: return c_iqp(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_COUNT_: break;
     }
     return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);
@@ -709,6 +729,8 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     const char *shape_env = getenv("QM_CUDA_BATCH_SHAPE");
     c->batch_shape = shape_env && shape_env[0] >= '0' && shape_env[0] <= '5' && !shape_env[1]
                          ? shape_env[0] - '0' : 0;
+    const char *kernels_env = getenv("QM_CUDA_KERNELS");
+    c->legacy = kernels_env && strcmp(kernels_env, "legacy") == 0;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
     c->info = calloc((size_t)nl, sizeof *c->info);

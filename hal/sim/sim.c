@@ -167,7 +167,7 @@ static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_IQP;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -231,6 +231,15 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_WHT: {
         const qm_hal_wht_args *a = params;
         qm_cpu_wht(state, elem_of(a->state_dtype), a->off, a->n, a->b0, a->b1, in, a->high);
+        return QM_OK;
+    }
+    case QM_HAL_OP_IQP: { /* the two kernels one after the other: the fused op's bits */
+        const qm_hal_iqp_args *a = params;
+        const qm_hal_iqp_phase_args *p = &a->phase;
+        qm_cpu_iqp_phase(state, elem_of(p->state_dtype), p->off, p->n, p->g0, p->qubits,
+                         p->n_coeffs, p->first_state, in, p->scale);
+        if (a->b1 > 0)
+            qm_cpu_wht(state, elem_of(p->state_dtype), p->off, p->n, 0, a->b1, NULL, 0);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:

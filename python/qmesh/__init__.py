@@ -290,6 +290,25 @@ def _float_array(np, a):
           "they are, other integer and float types become float64; got %s)" % a.dtype)
 
 
+def _basis_int_qubits(np, a, qubits):
+    """Integer basis indices checked as integers (never rounded through float64), as the C
+    library checks an integer .npy file: a negative index, or one >= 2**qubits when qubits is
+    given, is E-INPUT naming the sample; without qubits, the fewest that hold the largest index."""
+    flat = a.ravel()
+    if a.dtype.kind == "i" and int(flat.min()) < 0:
+        i = int(np.argmax(flat < 0))
+        _fail("E-INPUT", "encode: sample %d: basis index %d is not a non-negative integer"
+              % (i, int(flat[i])))
+    top = int(flat.max())
+    if qubits is None:
+        return max(1, top.bit_length())
+    if isinstance(qubits, int) and 0 < qubits < 64 and top >= 1 << qubits:
+        i = next(k for k, x in enumerate(flat.tolist()) if x >= 1 << qubits)
+        _fail("E-INPUT", "encode: sample %d: basis index %d is not an integer in [0, %d) "
+              "(%d qubits)" % (i, int(flat[i]), 1 << qubits, qubits))
+    return qubits
+
+
 def _torch_tensor(data):
     """The object when it is a torch.Tensor (without importing torch when it is not loaded)."""
     import sys
@@ -366,6 +385,8 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
             return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
     import numpy as np
     a = np.asarray(data)
+    if encoding == "basis" and a.dtype.kind in "iu" and a.ndim in (1, 2) and a.size:
+        qubits = _basis_int_qubits(np, a, qubits)  # exact: before any float64 conversion
     a = _float_array(np, a)
     if a.ndim not in (1, 2):
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "

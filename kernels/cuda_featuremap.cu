@@ -1,0 +1,489 @@
+// cuda_featuremap.cu — the feature-map kernels written for the H200's write bandwidth (issue 16):
+// the product op from per-state digit tables, IQP's phase and low 10 Walsh-Hadamard stages fused
+// in one pass, and the higher stages 10 bits per pass.
+// Role: launchers called by cuda_kernels.cu (qm_cuda_launch_product, qm_cuda_launch_wht,
+// qm_cuda_launch_iqp), which keep the previous kernels reachable (legacy = 1) for bisection.
+// In: device pointers already at the range's first slot, plain numbers. Out: enqueued kernels, the
+// launch's cudaError_t as an int. Must not: allocate, synchronise, format messages, read the
+// environment. The maths (evaluation orders) is kernels/qm_math.h's, so every kernel here writes
+// the CPU kernels' bits (the product op and wht exactly; iqp's cos/sin are CUDA's).
+//
+// Index, bank and occupancy reasoning (H200: 132 SMs, 228 KiB shared memory and 64 Ki registers
+// per SM, 32 banks of 4 bytes; a warp's 16-byte shared access is served 8 lanes at a time, an
+// 8-byte one 16 lanes at a time, so 8 (16) lanes touching 128 consecutive bytes are conflict-free):
+//
+// product_digits_kernel (qubits >= 10): one tile = 2^10 aligned amplitudes of one state per block
+// iteration, 256 threads, grid-stride over tiles. Shared: A and B (32 double2 each) of the tile's
+// state and hi of the tile, double-buffered by iteration parity so that one barrier per tile
+// suffices (a buffer written in iteration k was last read in iteration k - 2, and every thread has
+// passed iteration k - 1's barrier since). A and B are rebuilt only when the state changes (each
+// buffer remembers its state: every thread runs the same loop, so the tags agree). Threads 0..63
+// build A, B (5 products each), thread 64 forms hi (qm_product_hi: at most n - 10 products plus
+// one per digit). complex128: thread t writes amplitudes j = t + 256u (u < 4) of the tile: A[j &
+// 31] is A[lane] (32 consecutive double2, conflict-free), B[j >> 5] one value per warp
+// (broadcast); stores are 16 bytes per lane, 512 consecutive bytes per warp. complex64, 16-byte
+// aligned pairs: thread t writes the pairs j = 2p, 2p + 1 for p = t + 256u (u < 2) as one float4
+// (16 bytes per lane, 512 consecutive bytes per warp); A[2p & 31] and A[(2p + 1) & 31] are read
+// at a 32-byte lane stride (a 2-way conflict, 16 distinct addresses per warp, accepted: 4 shared
+// wavefronts per 64 amplitudes against 256 bytes written). Misaligned complex64 ranges take the
+// one-amplitude mapping with 8-byte stores. Shared 2.1 KiB per block: up to 8 blocks (2048
+// threads) per SM when registers allow (launch bound 256 x 4 caps them at 64).
+//
+// iqp_fused_kernel (qubits >= 10, tiles of 2^10 aligned slots of one state): one warp per tile, 2
+// warps per block, each warp with its own 16.5 KiB (complex128; 8.25 KiB complex64) of data plus
+// 2.3 KiB of tables, so only __syncwarp is needed. (1) tables: lane y builds W_a[y], W_b[y],
+// C_l[y] (l = 5..9), lanes 0..9 e_k, lane 31 W_h (qm_math.h, the same functions as the CPU);
+// then E_a[y], E_b[y] from the e_k. (2) phase: in step s (0..31) lane y computes x = y + 32s:
+// phi = ((((W_a[y] + W_b[s]) + X) + (E_a[y] + E_b[s])) + W_h, X = the C_l[y] of the bits of s
+// (a branch uniform over the warp), then scale * (cos phi, sin phi), stored at padded slot
+// x + (x >> 5) (one pad slot per 32: consecutive lanes, conflict-free). (3) round 1: lane o loads
+// x = j + 32o (j < 32, padded address j + 33o: a lane stride of 33 slots = 528 bytes, which is 16
+// bytes mod 128 (complex64: 8 mod 128), so the 8 (16) lanes of a wavefront hit distinct banks),
+// runs stages 0..4 in registers (bit b of j is bit b of x), stores back. (4) round 2: lane y loads
+// x = y + 32j (consecutive lanes: conflict-free), runs stages 5..9 (bit b of j is bit 5 + b of x),
+// writes slot x of the tile to global memory: 32 consecutive slots per warp store. Registers: 32
+// slots per lane (128 for complex128); launch bound 64 threads. Shared per block 38.6 KiB
+// (complex128): 5 blocks = 10 warps per SM.
+//
+// wht_pass_kernel (stages [b, b + w), w <= 10, 2^b >= C): a unit = C consecutive columns (low
+// indices) x 2^w rows (the indices differing in bits b..b+w-1) of one aligned block of 2^(b+w)
+// slots; element (r, c) is slot r * 2^b + c of the unit. C = 4 for complex128, 8 for complex64
+// (64 contiguous bytes per row and load). Round 1: thread (c, o) = (t % C, t / C) holds rows
+// j | (o << k1), j < 2^k1, k1 = min(w, 5): the loads of one warp instruction are 32 / C rows of
+// 64 contiguous bytes; stages b .. b + k1 - 1 in registers; when k2 = w - k1 > 0 the slots go to
+// shared memory at (r + (r >> 5)) * C + c (a pad row per 32 rows: threads o and o + 1 are 33 C
+// slots = 2112 bytes apart, 64 mod 128, so the two row segments of a wavefront use both halves of
+// the banks), then round 2: group (c, o) = (g % C, g / C) holds rows o | (j << k1), j < 2^k2,
+// read at consecutive addresses, stages b + k1 .. b + w - 1, written back to global memory.
+// Shared 66 KiB for w = 10 (both dtypes): 3 blocks per SM; threads C * 2^k2 (128 complex128, 256
+// complex64 at w = 10) with launch bounds (128, 3) and (256, 2) so the registers allow them.
+#include "cuda_featuremap.h"
+#include "qm_math.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <mutex>
+#include <stdint.h>
+
+namespace {
+
+/* Blocks for a grid-stride launch of `kernel` (threads per block, dynamic shared bytes): as many
+ * as are resident at once on every multiprocessor of the current device (the occupancy
+ * calculator: registers, shared memory and threads), at most `units`, at least 1. A grid larger
+ * than what is resident would run in waves of unequal length. The answer is kept per device,
+ * kernel, block size and shared bytes (a few microseconds of host time per launch otherwise, a
+ * few percent of a 0.3 ms batch). */
+struct grid_memo {
+    int dev, threads;
+    const void *kernel;
+    size_t smem;
+    unsigned blocks;
+};
+template <typename K>
+unsigned grid_of(K kernel, int threads, size_t smem, uint64_t units)
+{
+    static std::mutex lock;
+    static grid_memo memo[32];
+    static int n_memo = 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        dev = -1;
+    unsigned blocks = 0;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        for (int i = 0; i < n_memo && !blocks; ++i)
+            if (memo[i].dev == dev && memo[i].kernel == (const void *)kernel &&
+                memo[i].threads == threads && memo[i].smem == smem)
+                blocks = memo[i].blocks;
+    }
+    if (!blocks) {
+        int sms = 0, per_sm = 0;
+        if (dev < 0 || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                           cudaSuccess ||
+            sms < 1)
+            sms = 132;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+                cudaSuccess ||
+            per_sm < 1)
+            per_sm = 1;
+        (void)cudaGetLastError(); /* nothing sticky: the fallback counts are fine */
+        blocks = (unsigned)sms * (unsigned)per_sm;
+        std::lock_guard<std::mutex> g(lock);
+        if (n_memo < 32)
+            memo[n_memo++] = grid_memo{dev, threads, (const void *)kernel, smem, blocks};
+    }
+    return units == 0 ? 1u : units < blocks ? (unsigned)units : blocks;
+}
+
+// ---- product op -------------------------------------------------------------------------------
+
+#define QM_PD_THREADS 256
+
+/* MODE 0: complex128; 1: complex64, one amplitude per lane; 2: complex64, 16-byte aligned pairs. */
+template <int MODE>
+__global__ void __launch_bounds__(QM_PD_THREADS, 4)
+product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uint64_t first_state,
+                      const double *table, double scale)
+{
+    __shared__ double2 ab[2][64]; /* per buffer: A[0..31], B[32..63] */
+    __shared__ double2 hi[2];
+    uint64_t tag0 = UINT64_MAX, tag1 = UINT64_MAX; /* the state each buffer holds */
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, t1 = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n;
+    unsigned k = 0;
+    for (uint64_t t = t0 + blockIdx.x; t <= t1; t += gridDim.x, ++k) {
+        const unsigned p = k & 1u;
+        const uint64_t first = t << QM_PRODUCT_LO_BITS, s = first >> qubits;
+        const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
+        if ((p ? tag1 : tag0) != s) {
+            if (threadIdx.x < 64) {
+                const unsigned j = threadIdx.x & 31u;
+                double r, m;
+                if (threadIdx.x < 32)
+                    qm_product_range(f, 0, 5, j, &r, &m);
+                else
+                    qm_product_range(f, 5, 10, (uint64_t)j << 5, &r, &m);
+                ab[p][threadIdx.x] = make_double2(r, m);
+            }
+            if (p)
+                tag1 = s;
+            else
+                tag0 = s;
+        }
+        if (threadIdx.x == 64) {
+            double r, m;
+            qm_product_hi(f, qubits, first, &r, &m);
+            hi[p] = make_double2(r, m);
+        }
+        __syncthreads();
+        const double2 h = hi[p];
+        if (MODE != 2) {
+            double2 amp[4];
+            uint64_t slot[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const unsigned j = threadIdx.x + QM_PD_THREADS * u;
+                const double2 a = ab[p][j & 31u], b = ab[p][32 + (j >> 5)];
+                double lr, li;
+                qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
+                qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
+                const uint64_t g = first + j;
+                slot[u] = g >= g0 && g < g1 ? g - g0 : UINT64_MAX;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if (slot[u] == UINT64_MAX)
+                    continue;
+                if (MODE == 0)
+                    ((double2 *)state)[slot[u]] = amp[u];
+                else
+                    ((float2 *)state)[slot[u]] = make_float2((float)amp[u].x, (float)amp[u].y);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const double2 a = ab[p][(j + e) & 31u], b = ab[p][32 + ((j + e) >> 5)];
+                    double lr, li, re, im;
+                    qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
+                    qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
+                    v[2 * e] = (float)re;
+                    v[2 * e + 1] = (float)im;
+                }
+                const uint64_t g = first + j;
+                const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
+                if (in0 && in1)
+                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                else if (in0)
+                    ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
+                else if (in1)
+                    ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+            }
+        }
+    }
+}
+
+/* Any qubit count (the states below 2^10 amplitudes): one amplitude per thread, its lo and hi
+ * formed directly (qm_product_lo, qm_product_hi). */
+__global__ void product_direct_kernel(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint64_t g = g0 + i;
+        const double *f = table + ((g >> qubits) - first_state) * 4 * (uint64_t)qubits;
+        double lr, li, hr, hi, re, im;
+        qm_product_lo(f, qubits, g, &lr, &li);
+        qm_product_hi(f, qubits, g, &hr, &hi);
+        qm_product_amp(hr, hi, lr, li, scale, &re, &im);
+        if (c128)
+            ((double2 *)state)[i] = make_double2(re, im);
+        else
+            ((float2 *)state)[i] = make_float2((float)re, (float)im);
+    }
+}
+
+// ---- IQP: phase + stages 0..9 in one pass ----------------------------------------------------
+
+#define QM_IQP_WARPS 2
+#define QM_IQP_PAD_SLOTS (1024 + 32)
+#define QM_IQP_TABLE_DOUBLES 304 /* W_a 32, W_b 32, C 5 x 32, E_a 32, E_b 32, e 10, W_h 1; padded */
+
+__device__ __forceinline__ void bfly(double2 &u, double2 &w) { qm_wht_butterfly(&u.x, &u.y, &w.x, &w.y); }
+__device__ __forceinline__ void bfly(float2 &u, float2 &w) { qm_wht_butterfly_f32(&u.x, &u.y, &w.x, &w.y); }
+
+/* Stages on the register index bits [0, nb) of v (32 slots; the slots past 2^nb are not used),
+ * in increasing bit order: slot j with bit b clear pairs with j | 2^b. */
+template <typename V>
+__device__ __forceinline__ void reg_stages(V (&v)[32], unsigned nb)
+{
+#pragma unroll
+    for (unsigned b = 0; b < 5; ++b) {
+        if (b >= nb)
+            break;
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            if (!(j & (1u << b)) && (j | (1u << b)) < (1u << nb))
+                bfly(v[j], v[j | (1u << b)]);
+    }
+}
+
+template <typename V> __device__ __forceinline__ V make_slot(double re, double im);
+template <> __device__ __forceinline__ double2 make_slot<double2>(double re, double im)
+{
+    return make_double2(re, im);
+}
+template <> __device__ __forceinline__ float2 make_slot<float2>(double re, double im)
+{
+    return make_float2((float)re, (float)im);
+}
+
+template <typename V>
+__global__ void __launch_bounds__(32 * QM_IQP_WARPS)
+iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                 uint64_t first_state, const double *table, double scale)
+{
+    extern __shared__ double2 iqp_smem[]; /* 16-byte aligned */
+    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const size_t per_warp = QM_IQP_PAD_SLOTS * sizeof(V) + QM_IQP_TABLE_DOUBLES * sizeof(double);
+    unsigned char *mine = (unsigned char *)iqp_smem + warp * per_warp;
+    V *buf = (V *)mine;
+    double *tb = (double *)(mine + QM_IQP_PAD_SLOTS * sizeof(V));
+    double *Wa = tb, *Wb = tb + 32, *C = tb + 64, *Ea = tb + 224, *Eb = tb + 256, *e = tb + 288;
+    double *Wh = tb + 298;
+    const int pairs = n_coeffs > qubits;
+    const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
+    for (uint64_t t = (uint64_t)blockIdx.x * QM_IQP_WARPS + warp; t < n_tiles;
+         t += (uint64_t)gridDim.x * QM_IQP_WARPS) {
+        const uint64_t g = g0 + (t << 10), x0 = g & mask; /* x0: bits 0..9 clear */
+        const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
+        __syncwarp(); /* the previous tile's reads of tb and buf are done */
+        Wa[lane] = qm_iqp_group(c, qubits, pairs, 0, 5, lane);
+        Wb[lane] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)lane << 5);
+        for (unsigned l = 0; l < 5; ++l)
+            C[32 * l + lane] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + l, lane) : 0.0;
+        if (lane < 10)
+            e[lane] = pairs ? qm_iqp_edge(c, qubits, lane, x0) : 0.0;
+        if (lane == 31)
+            *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        __syncwarp();
+        {
+            double sa = 0.0, sb = 0.0;
+            for (unsigned k = 0; k < 5; ++k)
+                if ((lane >> k) & 1u) {
+                    sa = sa + e[k];
+                    sb = sb + e[5 + k];
+                }
+            Ea[lane] = sa;
+            Eb[lane] = sb;
+        }
+        __syncwarp();
+        const double wa = Wa[lane], ea = Ea[lane], wh = *Wh;
+        double cl[5];
+#pragma unroll
+        for (int l = 0; l < 5; ++l)
+            cl[l] = C[32 * l + lane];
+        for (unsigned s = 0; s < 32; ++s) { /* x = lane + 32 s */
+            double xs = 0.0;
+#pragma unroll
+            for (unsigned l = 0; l < 5; ++l)
+                if ((s >> l) & 1u)
+                    xs = xs + cl[l];
+            const double phi = (((wa + Wb[s]) + xs) + (ea + Eb[s])) + wh;
+            double re, im;
+            qm_iqp_amp(phi, scale, &re, &im);
+            buf[lane + 33 * s] = make_slot<V>(re, im);
+        }
+        __syncwarp();
+        V v[32];
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j) /* x = j + 32 lane */
+            v[j] = buf[j + 33 * lane];
+        reg_stages(v, 5);
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            buf[j + 33 * lane] = v[j];
+        __syncwarp();
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j) /* x = lane + 32 j */
+            v[j] = buf[lane + 33 * j];
+        reg_stages(v, 5);
+        V *out = state + (t << 10);
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            out[lane + 32 * j] = v[j];
+    }
+}
+
+// ---- Walsh-Hadamard: up to 10 stages per pass ------------------------------------------------
+
+template <typename V, int CW, int MINB>
+__global__ void __launch_bounds__(CW * 32, MINB)
+wht_pass_kernel(V *x, uint64_t n_units, unsigned b, unsigned w)
+{
+    extern __shared__ double2 wht_smem[];
+    V *buf = (V *)wht_smem;
+    const unsigned k1 = w < 5 ? w : 5, k2 = w - k1;
+    const unsigned lcol = b - (CW == 4 ? 2 : 3); /* log2 of the column tiles per block */
+    const uint64_t ctmask = ((uint64_t)1 << lcol) - 1;
+    for (uint64_t u = blockIdx.x; u < n_units; u += gridDim.x) {
+        V *base = x + ((u >> lcol) << (b + w)) + (u & ctmask) * CW;
+        const unsigned c = threadIdx.x % CW, o = threadIdx.x / CW;
+        V v[32];
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            if (j < (1u << k1))
+                v[j] = base[((uint64_t)(j | (o << k1)) << b) + c];
+        reg_stages(v, k1);
+        if (k2 == 0) {
+#pragma unroll
+            for (unsigned j = 0; j < 32; ++j)
+                if (j < (1u << k1))
+                    base[((uint64_t)(j | (o << k1)) << b) + c] = v[j];
+            continue; /* k2 is the same for every thread: no barrier is skipped unevenly */
+        }
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j) {
+            const unsigned r = j | (o << k1);
+            buf[(r + (r >> 5)) * CW + c] = v[j];
+        }
+        __syncthreads();
+        for (unsigned gi = threadIdx.x; gi < ((unsigned)CW << k1); gi += blockDim.x) {
+            const unsigned c2 = gi % CW, o2 = gi / CW;
+#pragma unroll
+            for (unsigned j = 0; j < 32; ++j)
+                if (j < (1u << k2)) {
+                    const unsigned r = o2 | (j << k1);
+                    v[j] = buf[(r + (r >> 5)) * CW + c2];
+                }
+            reg_stages(v, k2);
+#pragma unroll
+            for (unsigned j = 0; j < 32; ++j)
+                if (j < (1u << k2))
+                    base[((uint64_t)(o2 | (j << k1)) << b) + c2] = v[j];
+        }
+        __syncthreads(); /* buf is reused by the next unit */
+    }
+}
+
+/* Stages [b, b + w) over n slots (whole blocks of 2^(b+w)), w <= 10, b large enough for CW
+ * columns. */
+template <typename V, int CW, int MINB>
+int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
+{
+    const unsigned k1 = w < 5 ? w : 5, k2 = w - k1;
+    const uint64_t units = (n >> (b + w)) << (b - (CW == 4 ? 2 : 3));
+    const size_t smem = k2 ? (size_t)((1u << w) + ((1u << w) >> 5)) * CW * sizeof(V) : 0;
+    if (smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(wht_pass_kernel<V, CW, MINB>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)smem);
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    const unsigned grid = grid_of(wht_pass_kernel<V, CW, MINB>, CW << k2, smem, units);
+    wht_pass_kernel<V, CW, MINB><<<grid, CW << k2, smem, s>>>(x, units, b, w);
+    return (int)cudaGetLastError();
+}
+
+/* The fused IQP kernel over n slots (whole tiles), its shared memory allowed first. */
+template <typename V>
+int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                     uint64_t first_state, const double *table, double scale, cudaStream_t s)
+{
+    const uint64_t tiles = n >> 10, units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
+    const size_t smem =
+        QM_IQP_WARPS * (QM_IQP_PAD_SLOTS * sizeof(V) + QM_IQP_TABLE_DOUBLES * sizeof(double));
+    const cudaError_t e = cudaFuncSetAttribute(
+        iqp_fused_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    const unsigned grid = grid_of(iqp_fused_kernel<V>, 32 * QM_IQP_WARPS, smem, units);
+    iqp_fused_kernel<V><<<grid, 32 * QM_IQP_WARPS, smem, s>>>(state, tiles, g0, qubits, n_coeffs,
+                                                            first_state, table, scale);
+    return (int)cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0)
+        return (int)cudaSuccess;
+    if (qubits < QM_PRODUCT_LO_BITS) {
+        const unsigned grid = grid_of(product_direct_kernel, 256, 0, (n + 255) / 256);
+        product_direct_kernel<<<grid, 256, 0, s>>>(state, c128, n, g0, qubits, first_state, table,
+                                                  scale);
+        return (int)cudaGetLastError();
+    }
+    const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
+    /* pairs of complex64 slots are 16-byte aligned when global index 0 would be */
+    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
+                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    if (c128)
+        product_digits_kernel<0><<<grid_of(product_digits_kernel<0>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
+    else if (pairs)
+        product_digits_kernel<2><<<grid_of(product_digits_kernel<2>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
+    else
+        product_digits_kernel<1><<<grid_of(product_digits_kernel<1>, QM_PD_THREADS, 0, tiles),
+                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
+                                                          table, scale);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                                  void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    for (unsigned b = b0; b < b1;) {
+        const unsigned w = b1 - b < 10 ? b1 - b : 10;
+        const int le = c128 ? wht_pass_launch<double2, 4, 3>((double2 *)state, n, b, w, s)
+                            : wht_pass_launch<float2, 8, 2>((float2 *)state, n, b, w, s);
+        if (le != (int)cudaSuccess)
+            return le;
+        b += w;
+    }
+    return (int)cudaSuccess;
+}
+
+extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                                 unsigned n_coeffs, uint64_t first_state, const double *table,
+                                 double scale, void *stream)
+{
+    if (c128)
+        return iqp_fused_launch((double2 *)state, n, g0, qubits, n_coeffs, first_state, table,
+                                scale, (cudaStream_t)stream);
+    return iqp_fused_launch((float2 *)state, n, g0, qubits, n_coeffs, first_state, table, scale,
+                            (cudaStream_t)stream);
+}

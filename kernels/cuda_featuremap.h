@@ -1,0 +1,35 @@
+/* cuda_featuremap.h — the feature-map kernels of kernels/cuda_featuremap.cu, as launchers that
+ * kernels/cuda_kernels.cu calls (the public launchers of cuda_kernels.h choose between these and
+ * the previous kernels).
+ * In: device pointers at the range's first slot (global index g0), plain numbers; `stream` a
+ * cudaStream_t. Out: the launch's cudaError_t as an int. Must not: allocate, synchronise.
+ */
+#ifndef QM_CUDA_FEATUREMAP_H
+#define QM_CUDA_FEATUREMAP_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The product op (qm_cuda_launch_product's contract) from per-state A, B tables in shared memory
+ * (qubits >= 10: one tile of 2^10 amplitudes per block iteration); below 10 qubits one amplitude
+ * per thread. */
+int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                           uint64_t first_state, const double *table, double scale, void *stream);
+
+/* Walsh-Hadamard stages [b0, b1) over n slots (whole blocks of 2^b1), in passes of up to 10
+ * stages. Needs b0 >= 3. */
+int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1, void *stream);
+
+/* The iqp_phase of slots [0, n) followed by stages 0..9, one pass: needs qubits >= 10, g0 and n
+ * multiples of 2^10. */
+int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                      unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
+                      void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
