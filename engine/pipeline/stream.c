@@ -18,7 +18,9 @@
  * Must not: hold more than K + 1 input buffers, let the reader run ahead of the free buffers, or
  * leave the reader thread running after qm_stream_close.
  * Known warts: a CSV input is parsed whole when opened (the reader then copies from memory), so
- * the memory bound holds for .npy and HDF5 input only; a stream runs in one process (no MPI ranks).
+ * the memory bound holds for .npy and HDF5 input only; a stream runs in one process (no MPI ranks);
+ * batches are handed to materialize as float values (an integer .npy file's basis indices are
+ * exact up to 2^53, not through read_int as in the one-shot encode).
  */
 #include "api_internal.h"
 #include "encode.h"
