@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* status.c — the status model: code names, failure helpers, size/rate/time formatting, and the
  * "did you mean" distance shared by the scenario loader and the command line.
  *
@@ -10,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const code_names[QM_CODE_COUNT_] = {
     [QM_OK] = "OK",
@@ -327,4 +329,11 @@ bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *
         return false;
     *best = d;
     return true;
+}
+
+double qm_clock_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -32,6 +32,10 @@ qm_code qm_status_prefix(qm_status *st, const char *fmt, ...) QM_PRINTF(2, 3);
  * *best is its distance and the caller keeps cand as the new hint. Used by the scenario loader
  * (keys, names) and the command line (commands, flags). */
 bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *hint);
+
+/* Seconds on the monotonic clock (for measured phase times; only differences mean anything).
+ * Cannot fail. */
+double qm_clock_now_s(void);
 /* Attach a scenario location to st. */
 void qm_status_locate(qm_status *st, const char *file, int line, int col);
 

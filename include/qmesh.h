@@ -344,6 +344,75 @@ qm_code qm_context_plan_data_path(qm_context *ctx, const char *input, const char
 /* Drops the caller's reference. NULL is a no-op. */
 void qm_context_destroy(qm_context *ctx);
 
+/* ---- streams -----------------------------------------------------------------------------------
+ * A dataset larger than device (or host) memory, encoded batch by batch: a stream reads batch k+1
+ * (and up to `prefetch` batches ahead) on a reader thread while batch k is encoded, and yields each
+ * batch as an ordinary state (reference-counted, DLPack-exportable) of up to batch_size samples,
+ * in order; the states together are byte for byte the one-shot encode of the whole input. Host
+ * memory for the input is bounded by prefetch + 1 batches (docs/api.md "Streams"). */
+typedef struct qm_stream qm_stream;
+
+typedef struct qm_stream_options {
+    uint64_t batch_size;     /* samples per batch, at least 1; more than the data: one batch */
+    int prefetch;            /* batches read ahead while one is encoded, 0..64; 0: no reader thread
+                                (each batch read by qm_stream_next itself) */
+    qm_backend_kind backend; /* where the states live (qm_context_open's backends) */
+} qm_stream_options;
+
+/* batch_size 1024, prefetch 2, backend AUTO. Cannot fail. */
+void qm_stream_options_init(qm_stream_options *opts);
+
+/* Open a stream over a file (.npy, HDF5 with its only dataset, or CSV; a CSV file is parsed whole
+ * when opened, a .npy or HDF5 file is read by batches). The request says qubits (0: from the
+ * input, as `qmesh encode` does), dtype, policy, encoding, gather and ranks; its batch and features
+ * are the stream's (batch: min(batch_size, samples); features: the input's). Both batch shapes
+ * (batch_size, and the last, shorter batch when the samples are not a multiple of it) are planned
+ * here, so an infeasible batch fails now with the plan's code; the backend is opened here (the
+ * last batch's on first use). E-ARG for a batch_size of 0 or a prefetch outside 0..64 (naming it),
+ * the readers' errors (E-IO, E-INPUT, E-DTYPE), the planner's and qm_context_open's. *out is NULL
+ * on failure. The stream keeps the scenario alive. */
+qm_code qm_stream_open_file(const qm_scenario *scenario, const qm_request *request,
+                            const char *path, const qm_stream_options *opts, qm_stream **out,
+                            qm_status *st);
+/* The same over rows in host memory (no reader thread: each batch is a slice of `rows`, which
+ * must stay valid and unchanged until qm_stream_close). */
+qm_code qm_stream_open_host(const qm_scenario *scenario, const qm_request *request,
+                            const qm_host_data *rows, const qm_stream_options *opts,
+                            qm_stream **out, qm_status *st);
+/* The next batch as a new state (the caller destroys it; it stays valid after the stream moves on
+ * or is closed). At the end of the data: QM_OK with *out NULL (the end is no error). A failure
+ * (a read error, E-INPUT for a bad value naming its sample by its index in the whole input) ends
+ * the stream: every later call returns the same code and message. */
+qm_code qm_stream_next(qm_stream *stream, qm_state **out, qm_status *st);
+
+typedef struct qm_stream_info {
+    uint64_t samples;             /* rows of the whole input */
+    uint64_t features;            /* values per row */
+    int input_ndim;               /* 1 or 2, as the input file (host rows: 2) */
+    unsigned qubits;
+    qm_dtype dtype;               /* of the states */
+    uint64_t batch_size;          /* samples per batch: min(batch_size asked, samples) */
+    uint64_t batches;             /* ceil(samples / batch_size) */
+    uint64_t batches_done;        /* states returned so far */
+    uint64_t last_first_sample;   /* the last state returned: its first sample's index ... */
+    uint64_t last_rows;           /* ... and its samples (0 before the first) */
+    uint64_t batch_input_bytes;   /* input bytes of one full batch */
+    int input_buffers;            /* host input buffers the stream may hold: prefetch + 1 (0 over
+                                     host rows) */
+    uint64_t input_bytes_peak;    /* the most host bytes of input buffers held at once */
+    uint64_t device_bytes_peak;   /* the backend's allocation high-water mark, summed over its
+                                     devices (the larger of the two batch shapes' backends) */
+    double seconds_read;          /* reading batches (on the reader thread) */
+    double seconds_wait;          /* qm_stream_next waiting for a batch to be read */
+    double seconds_encode;        /* materializing the states */
+} qm_stream_info;
+
+/* What the stream has done so far. E-ARG for NULL. */
+qm_code qm_stream_info_query(const qm_stream *stream, qm_stream_info *out, qm_status *st);
+/* Stop the reader, free the input buffers and close the file; states already returned stay valid.
+ * NULL is a no-op. */
+void qm_stream_close(qm_stream *stream);
+
 /* ---- devices -----------------------------------------------------------------------------------
  * What `qmesh devices` lists. */
 typedef struct qm_device_info {

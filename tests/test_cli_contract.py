@@ -126,6 +126,9 @@ USAGE = [
      "--help'\n"),
     (("whatif", "--hosts", "1", "--hosts", "2"),
      "error[E-ARG]: whatif: --hosts is given twice; give it once; run 'qmesh whatif --help'\n"),
+    (("encode", "--input", "x.npy", "--read-threads", "0"),
+     "error[E-ARG]: encode: --read-threads takes a thread count in [1, 64] (got '0'); run 'qmesh "
+     "encode --help'\n"),
     (("plan", "--qubits", "3", "--qubits=4"),
      "error[E-ARG]: plan: --qubits is given twice; give it once; run 'qmesh plan --help'\n"),
     (("plan",), "error[E-ARG]: plan: --qubits N is required (or --input FILE to take it from the "

@@ -6,7 +6,7 @@
 # then for every K in 1..N, QM_FAULT_IO=K:EIO (odd K) or K:ENOSPC (even K) must end the run with
 # exit 1 and exactly one coded line (E-IO or E-OUTPUT), the previous output byte-identical and no
 # temporary left; K = N+1 must succeed and replace the output. Without MPIEXEC: --out and --out-dir
-# in one process. With MPIEXEC: --out and --out-dir over 2 ranks, K on every rank and K on rank 1
+# in one process, one-shot and streamed (--batch-size 3: the I/O steps of every batch). With MPIEXEC: --out and --out-dir over 2 ranks, K on every rank and K on rank 1
 # only (QM_FAULT_IO_RANK=1). Every command runs under a 120 s watchdog that names the case.
 set -u
 QMESH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); SRC=$(cd "$2" && pwd); MPIEXEC=${3:-}
@@ -67,6 +67,9 @@ if [ -z "$MPIEXEC" ]; then
   S=$SRC/scenarios/dgx-h100.yaml; ARGS=""
   sweep "--out" "" --out out.npy "$QMESH"
   sweep "--out-dir (4 shards)" "" --out-dir outdir "$QMESH"
+  ARGS="--batch-size 3 --prefetch 1" # streamed: 2 batches (3 + 1 samples), written batch by batch
+  sweep "--out --batch-size 3" "" --out out.npy "$QMESH"
+  sweep "--out-dir --batch-size 3" "" --out-dir outdir "$QMESH"
 else
   S=$SRC/scenarios/a100-4node-hdr.yaml; ARGS="--ranks 2"
   sweep "mpi 2 ranks --out" "" --out out.npy $MPI -np 2 "$QMESH"

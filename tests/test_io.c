@@ -235,13 +235,16 @@ static void test_npy_rejections(void)
     const double d10[10] = {0};
     /* Fortran order is accepted: tests/test_inputs.c reads it */
     /* dtypes: each named, with what is accepted */
-    expect_dict_error("{'descr': '>f8', 'fortran_order': False, 'shape': (10,), }", d10, 80,
-                      "unsupported dtype '>f8' (big-endian; accepted: '<f4' float32, '<f8' "
-                      "float64)");
-    expect_dict_error("{'descr': '<i4', 'fortran_order': False, 'shape': (10,), }", d10, 40,
-                      "unsupported dtype '<i4' (integer; accepted: '<f4' float32, '<f8' float64)");
-    expect_dict_error("{'descr': '<i8', 'fortran_order': False, 'shape': (10,), }", d10, 80,
-                      "unsupported dtype '<i8' (integer;");
+    /* '>f8', '<i4', '<i8' are accepted (tests/test_npy_read.c reads them); other sizes are not */
+    expect_dict_error("{'descr': '>f2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
+                      "unsupported dtype '>f2' (a float of another size; accepted: f4, f8, i1, i2, "
+                      "i4, i8, u1, u2, u4, u8, either byte order); convert with a.astype('<f8')");
+    expect_dict_error("{'descr': '<i16', 'fortran_order': False, 'shape': (10,), }", d10, 80,
+                      "unsupported dtype '<i16' (a signed integer of another size;");
+    expect_dict_error("{'descr': '<u3', 'fortran_order': False, 'shape': (10,), }", d10, 30,
+                      "unsupported dtype '<u3' (an unsigned integer of another size;");
+    expect_dict_error("{'descr': '|i2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
+                      "unsupported dtype '|i2' (a signed integer of another size;");
     expect_dict_error("{'descr': '<c8', 'fortran_order': False, 'shape': (10,), }", d10, 80,
                       "unsupported dtype '<c8' (complex;");
     expect_dict_error("{'descr': '|b1', 'fortran_order': False, 'shape': (10,), }", d10, 10,

@@ -11,9 +11,10 @@
  * then cleans up on its normal path and exits 130 / 143 with one E-INTERRUPTED line); a second
  * signal ends the process at once (the next run removes its temporaries). SIGXFSZ is ignored, so
  * a file-size limit is a write error (E-OUTPUT) rather than a silent death. The test switches are
- * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE
+ * read here, once, and handed to the library through the job: QM_FAULT_RANK=R:PHASE:MODE[:BATCH]
  * (qm_encode_fault_parse) and QM_FAULT_IO=K[:EIO|ENOSPC|EFBIG] or QM_FAULT_IO=count (prints
- * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank).
+ * "fault: N I/O steps" on stderr at exit, per rank; QM_FAULT_IO_RANK=R limits K to one rank),
+ * and QM_FAULT_READ=K[:EIO|SHORT] (the K-th data pread of the .npy reader fails: qm_io_read_fault_set).
  */
 #include "cli_internal.h"
 #include "comm.h"
@@ -89,16 +90,41 @@ static int io_fault_from_env(int rank, bool *count)
     return 0;
 }
 
+/* QM_FAULT_READ=K[:EIO|SHORT]: the K-th data pread of the .npy reader fails; returns 0, or 2 after
+ * a usage error. */
+static int read_fault_from_env(void)
+{
+    const char *v = getenv("QM_FAULT_READ");
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    const long k = strtol(v, &end, 10);
+    int err = EIO;
+    if (end && strcmp(end, ":SHORT") == 0)
+        err = -1;
+    else if (end && (strcmp(end, ":EIO") == 0 || *end == '\0'))
+        err = EIO;
+    else
+        end = NULL;
+    if (!end || k < 1)
+        return qm_cli_usage_error("encode", "QM_FAULT_READ takes K[:EIO|SHORT] with K >= 1 (got "
+                                  "'%s')", v);
+    qm_io_read_fault_set(k, err);
+    return 0;
+}
+
 /* The members of encode's JSON object. plan is the plan object of `qmesh plan --json` (also for an
  * infeasible plan); the others are null until the encode has run. */
 static const char *const encode_json[] = {"input", "plan", "seconds", "measured_s", "norm_check",
-                                          "output", "files", "phantom", NULL};
+                                          "output", "files", "phantom", "stream", NULL};
 
 static void put_plan_json(const qm_encode_result *r)
 {
     json_t *plan = NULL;
     qm_status st;
-    if (r->pipeline.plan && qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh,
+    if (r->batch_plan_json && (plan = json_loads(r->batch_plan_json, 0, NULL)))
+        qm_cli_json_put(json_pack("{s:o}", "plan", plan));
+    else if (r->pipeline.plan && qm_plan_to_json(r->pipeline.plan, r->pipeline.mesh,
                                             qm_topology_label(r->pipeline.topology), &plan,
                                             &st) == QM_OK)
         qm_cli_json_put(json_pack("{s:o}", "plan", plan));
@@ -132,7 +158,72 @@ static void put_json(const qm_encode_result *r, const char *out, const char *out
     json_object_set_new(o, "norm_check", check);
     json_object_set_new(o, "output", out ? json_string(out) : out_dir ? json_string(out_dir) : json_null());
     json_object_set_new(o, "files", json_integer(r->n_files));
+    if (r->batches) /* a streamed run: its batches, rate, times and memory high-water marks */
+        json_object_set_new(
+            o, "stream",
+            json_pack("{s:I, s:I, s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f}, s:I, s:i, s:I, s:I}",
+                      "batches", (json_int_t)r->batches, "batch_size", (json_int_t)r->batch_size,
+                      "prefetch", r->prefetch, "samples_per_s", r->samples_per_s, "seconds",
+                      "read", r->seconds_read, "wait", r->seconds_wait, "materialize",
+                      r->seconds_materialize, "output", r->seconds_output, "total",
+                      r->seconds_total, "batch_input_bytes", (json_int_t)r->batch_input_bytes,
+                      "input_buffers", r->input_buffers, "input_bytes_peak",
+                      (json_int_t)r->input_bytes_peak, "device_bytes_peak",
+                      (json_int_t)r->device_bytes_peak));
     qm_cli_json_put(o);
+}
+
+/* `--batch-size B [--prefetch K]`: into the job; 2 after a usage error, else 0. */
+static int stream_flags(const qm_cli_args *args, qm_encode_job *job)
+{
+    const char *b = qm_cli_arg(args, "--batch-size"), *k = qm_cli_arg(args, "--prefetch");
+    if (!b && k)
+        return qm_cli_usage_error("encode", "--prefetch %s needs --batch-size B (it sets how many "
+                                  "batches are read ahead)", k);
+    if (!b)
+        return 0;
+    char *end = NULL;
+    const unsigned long long v = strtoull(b, &end, 10);
+    if (b[0] < '0' || b[0] > '9' || !end || *end || v == 0)
+        return qm_cli_usage_error("encode", "--batch-size takes a whole number of samples >= 1 "
+                                  "(got '%s')", b);
+    if (qm_cli_arg(args, "--phantom"))
+        return qm_cli_usage_error("encode", "--batch-size and --phantom exclude each other (a "
+                                  "phantom run plans the whole input once)");
+    job->batch_size = v;
+    job->prefetch = 2;
+    if (k) {
+        const long p = strtol(k, &end, 10);
+        if (k[0] < '0' || k[0] > '9' || !end || *end || p > 64)
+            return qm_cli_usage_error("encode", "--prefetch takes a number of batches 0..64 (got "
+                                      "'%s')", k);
+        job->prefetch = (int)p;
+    }
+    return 0;
+}
+
+/* The table of a streamed run (after its input line). */
+static void print_stream(const qm_encode_result *r, const qm_encode_job *job)
+{
+    char a[32], b[32], c[32], d[32], e[32];
+    printf("stream:   %llu batch%s of up to %llu sample%s (prefetch %d), %u qubits, %s, %s "
+           "backend\n", (unsigned long long)r->batches, r->batches == 1 ? "" : "es",
+           (unsigned long long)r->batch_size, r->batch_size == 1 ? "" : "s", r->prefetch,
+           r->qubits, qm_dtype_name(r->dtype), job->backend == QM_BACKEND_CUDA ? "cuda" : "sim");
+    printf("rate:     %.1f samples/s (%llu samples in %s of batches)\n", r->samples_per_s,
+           (unsigned long long)r->batch,
+           qm_format_seconds(r->samples_per_s > 0 ? (double)r->batch / r->samples_per_s : 0, a,
+                             sizeof a));
+    printf("times:    read %s (reader thread), wait %s, materialize %s, check+output %s, total "
+           "%s\n", qm_format_seconds(r->seconds_read, a, sizeof a),
+           qm_format_seconds(r->seconds_wait, b, sizeof b),
+           qm_format_seconds(r->seconds_materialize, c, sizeof c),
+           qm_format_seconds(r->seconds_output, d, sizeof d),
+           qm_format_seconds(r->seconds_total, e, sizeof e));
+    printf("memory:   input held at most %s (a pool of %d buffers of %s), device peak %s\n",
+           qm_format_bytes(r->input_bytes_peak, a, sizeof a), r->input_buffers,
+           qm_format_bytes(r->batch_input_bytes, b, sizeof b),
+           qm_format_bytes(r->device_bytes_peak, c, sizeof c));
 }
 
 /* --phantom: the request from the input's shape (a .npy header; a CSV file is parsed), the plan,
@@ -204,6 +295,15 @@ static int run_encode(const qm_cli_args *args)
         else
             return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
     }
+    if ((v = qm_cli_arg(args, "--read-threads"))) {
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > QM_NPY_MAX_THREADS)
+            return qm_cli_usage_error("encode", "--read-threads takes a thread count in [1, %d] "
+                                      "(got '%s')", QM_NPY_MAX_THREADS, v);
+        job.read_threads = (int)n;
+    }
     if ((v = qm_cli_arg(args, "--chunk-bytes"))) {
         uint64_t u;
         if (qm_units_parse_size(v, &u, &st) != QM_OK) {
@@ -214,6 +314,8 @@ static int run_encode(const qm_cli_args *args)
     }
     if (qm_cli_request_parse(args, &job.request, &st) != QM_OK)
         return qm_cli_error(&st);
+    if (stream_flags(args, &job) != 0)
+        return 2;
     if (!job.input)
         return qm_cli_usage_error("encode", "%s is required", "--input FILE");
     if (qm_cli_arg(args, "--phantom"))
@@ -243,12 +345,14 @@ static int run_encode(const qm_cli_args *args)
     if (!root)
         qm_cli_json_silence(); /* rank 0 prints the one object */
     bool count_io = false;
-    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0) {
+    if (io_fault_from_env(comm ? qm_comm_rank(comm) : 0, &count_io) != 0 ||
+        read_fault_from_env() != 0) {
         qm_comm_destroy(comm);
         return 2;
     }
     qm_encode_result r;
-    qm_code rc = qm_encode_run(&job, &r, &st);
+    qm_code rc = job.batch_size ? qm_encode_stream_run(&job, &r, &st)
+                                : qm_encode_run(&job, &r, &st);
     if (count_io)
         fprintf(stderr, "fault: %ld I/O steps (rank %d)\n", qm_io_fault_steps(),
                 comm ? qm_comm_rank(comm) : 0);
@@ -285,25 +389,31 @@ static int run_encode(const qm_cli_args *args)
         printf("input:    %s: %llu sample%s x %llu features, %s\n", job.input,
                (unsigned long long)r.batch, r.batch == 1 ? "" : "s", (unsigned long long)r.features,
                qm_dtype_name(r.input_dtype));
-        qm_plan_print(r.pipeline.plan, r.pipeline.mesh, r.pipeline.topology, stdout);
+        if (r.batches)
+            print_stream(&r, &job);
+        else
+            qm_plan_print(r.pipeline.plan, r.pipeline.mesh, r.pipeline.topology, stdout);
         char d[32];
-        printf("\ntimes:    read+plan %s, materialize %s, check+output %s (the check on the "
-               "devices %s)\n", qm_format_seconds(r.seconds_read_plan, a, sizeof a),
+        if (!r.batches)
+            printf("\ntimes:    read+plan %s, materialize %s, check+output %s (the check on the "
+                   "devices %s)\n", qm_format_seconds(r.seconds_read_plan, a, sizeof a),
                qm_format_seconds(r.seconds_materialize, b, sizeof b),
                qm_format_seconds(r.seconds_output, c, sizeof c),
                qm_format_seconds(r.seconds_check, d, sizeof d));
-        if (job.backend == QM_BACKEND_CUDA)
+        if (!r.batches && job.backend == QM_BACKEND_CUDA)
             printf("cuda:     start-up %s on its own thread, of which %s not hidden behind "
                    "read+plan\n", qm_format_seconds(r.seconds_backend_start, a, sizeof a),
                    qm_format_seconds(r.seconds_backend_wait, b, sizeof b));
         char p0[32], p1[32], p2[32], p3[32];
         printf("measured on this machine (%s backend): ingest %s, local_norm %s, norm_allreduce "
-               "%s, encode %s (materialize's phases; the estimates above are for the scenario's "
-               "hardware)\n", job.backend == QM_BACKEND_CUDA ? "cuda" : "sim",
+               "%s, encode %s (materialize's phases%s)\n",
+               job.backend == QM_BACKEND_CUDA ? "cuda" : "sim",
                qm_format_seconds(r.phases.ingest, p0, sizeof p0),
                qm_format_seconds(r.phases.local_norm, p1, sizeof p1),
                qm_format_seconds(r.phases.norm_allreduce, p2, sizeof p2),
-               qm_format_seconds(r.phases.encode, p3, sizeof p3));
+               qm_format_seconds(r.phases.encode, p3, sizeof p3),
+               r.batches ? ", summed over the batches"
+                         : "; the estimates above are for the scenario's hardware");
         printf("data path measured: read %s, staging %s, write %s\n",
                qm_format_seconds(r.read_s, p0, sizeof p0),
                qm_format_seconds(r.staging_s, p1, sizeof p1),
@@ -324,8 +434,8 @@ static int run_encode(const qm_cli_args *args)
 }
 
 static const qm_cli_flag encode_flags[] = {
-    {"--input", "FILE", "the data (required): .npy (float32/float64, 1-D or 2-D), HDF5 or CSV, "
-                        "plain or gzip"},
+    {"--input", "FILE", "the data (required): .npy (float32/float64 or integers, 1-D or 2-D), HDF5 "
+                        "or CSV, plain or gzip"},
     {"--dataset", "NAME", "HDF5 input: the dataset to read (default: the file's only dataset)"},
     {"--qubits", "N", "qubits per state (default: the smallest N with 2^N >= features)"},
     {"--dtype", "complex64|complex128", "amplitude type (default: complex128 for float64 input, "
@@ -343,6 +453,11 @@ static const qm_cli_flag encode_flags[] = {
                                     ".npy, HDF5: an index)"},
     {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
     {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
+    {"--batch-size", "B", "stream the input in batches of B samples (read ahead while encoding); "
+                          "the output is the one-shot encode's"},
+    {"--prefetch", "K", "with --batch-size: batches read ahead, 0..64 (default 2)"},
+    {"--read-threads", "N", ".npy input: threads reading each chunk (1..64; default "
+                            "QM_READ_THREADS, else min(8, CPUs))"},
     {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
                         "bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},

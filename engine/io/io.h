@@ -1,6 +1,7 @@
 /* io.h — input and output files of `qmesh encode` (docs/io.md).
  *
- * In: paths named by the user: `.npy` arrays (float32/float64, 1-D or 2-D, C or Fortran order),
+ * In: paths named by the user: `.npy` arrays (float32/float64 or integers of 1 to 8 bytes, either
+ * byte order, 1-D or 2-D, C or Fortran order),
  * HDF5 datasets (io_hdf5.c: float32/float64 or small integers, 1-D or 2-D) and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
  * whole float64 matrix (CSV), complex `.npy` result files and small text files written atomically,
  * and an output directory that exists.
@@ -16,9 +17,10 @@
  * or a write stopped by a full device or the file-size limit), E-INPUT for content problems (bad magic, malformed header, unsupported dtype, truncated
  * data, ragged CSV rows...), every message one line that starts with the file name.
  *
- * Known warts: little-endian hosts only (the `.npy` files read and written are little-endian and
- * their bytes are copied as they are; a big-endian build fails at compile time in io_npy.c).
- * Ranged reads are for `.npy` and HDF5: a CSV file is always read whole.
+ * Known warts: little-endian hosts only (the `.npy` files written are little-endian; big-endian
+ * and integer `.npy` input is converted on read; a big-endian build fails at compile time in
+ * io_npy.c). Ranged reads are for `.npy` and HDF5: a CSV file is always read whole; only `.npy`
+ * ranges are read by several threads (HDF5 serialises its calls).
  * The input section is read by `qmesh encode`'s input step (encode.c) and, for
  * qm_input_file_kind, by the scenario loader.
  */
@@ -66,7 +68,11 @@ const char *qm_input_file_kind(unsigned mode);
 typedef struct qm_npy_info {
     int version_major;   /* 1, 2 or 3 (minor is always 0) */
     int fortran_order;   /* 1: the file stores the array column-major ('fortran_order': True) */
-    qm_dtype dtype;      /* QM_DTYPE_FLOAT32 ('<f4') or QM_DTYPE_FLOAT64 ('<f8') */
+    qm_dtype dtype;      /* what reads deliver: QM_DTYPE_FLOAT32 (a 'f4' file) or QM_DTYPE_FLOAT64
+                            (a 'f8' file, or an integer file, converted) */
+    char kind;           /* the file's element kind: 'f' float, 'i' signed or 'u' unsigned integer */
+    unsigned item_bytes; /* the file's element size: 4 or 8 (floats), 1, 2, 4 or 8 (integers) */
+    int big_endian;      /* 1: the file's elements are big-endian ('>'), swapped on read */
     int ndim;            /* 1 (one sample of F features) or 2 (B samples x F features) */
     uint64_t shape[2];   /* shape[1] is 0 for 1-D */
     uint64_t n_samples;  /* B: 1 for 1-D */
@@ -74,7 +80,7 @@ typedef struct qm_npy_info {
     uint64_t n_elems;    /* B * F, never 0 */
     long dropped_column; /* -1, or the 0-based file column removed by qm_npy_reader_drop_column */
     uint64_t data_offset;/* byte offset of element 0 in the file */
-    uint64_t data_bytes; /* n_elems * element size == file size - data_offset */
+    uint64_t data_bytes; /* n_elems * item_bytes == file size - data_offset */
 } qm_npy_info;
 
 /* Parse and check a `.npy` header. `bytes` holds the first n_bytes of the file (at least the
@@ -82,7 +88,8 @@ typedef struct qm_npy_info {
  * whole size; `subject` (the file name) starts every message. Strict and safe on arbitrary bytes:
  * reads only bytes[0, n_bytes). E-INPUT for bad magic, unsupported version, header length past
  * the end of the file or over QM_NPY_MAX_HEADER_BYTES, a header that is not a well-formed dict of
- * exactly 'descr', 'fortran_order', 'shape', a dtype other than '<f4'/'<f8', 0-D or
+ * exactly 'descr', 'fortran_order', 'shape', a dtype other than f4, f8, i1..i8, u1..u8 (either
+ * byte order: '<', '>', '|' for one byte, '=' as little-endian), 0-D or
  * 3-D+ shapes, an empty array, a shape whose byte count overflows, and data shorter ("truncated:
  * expected N data bytes, found M") or longer than the shape says. */
 qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, size_t n_bytes,
@@ -96,15 +103,42 @@ typedef struct qm_npy_reader qm_npy_reader;
 qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st);
 /* The header's facts. Cannot fail; the pointer lives as long as the reader. */
 const qm_npy_info *qm_npy_reader_info(const qm_npy_reader *reader);
-/* Copy elements [first_elem, first_elem + count) (row-major element indices of the B x F view, in
- * the file's dtype, little-endian) to dst, reading only the rows of the file that hold them (pread:
- * safe to call from several threads on one reader). A C-order file without a dropped column is one
- * pread into dst; otherwise the rows are read in blocks of at most 8 MiB (a Fortran-order file by
- * column segments, or whole short columns, then transposed; a dropped column skipped). E-BOUNDS
- * when the range is outside the array; E-IO when the read fails or the file shrank since it was
- * opened; E-NOMEM for the block buffer. count 0 is a no-op. */
+/* Copy elements [first_elem, first_elem + count) (row-major element indices of the B x F view, as
+ * info->dtype, native byte order) to dst, reading only the rows of the file that hold them (pread:
+ * safe to call from several threads on one reader). The range is cut into pieces at multiples of
+ * the block (QM_NPY_BLOCK_BYTES of file bytes, or the reader's block) that the reader's threads
+ * (qm_npy_reader_set_threads) read at once; one thread and a little-endian float file read a
+ * C-order range as one pread into dst. A piece of a C-order file without a dropped column is one
+ * pread straight into dst; otherwise its rows are read in blocks (a Fortran-order file by column
+ * segments, or whole short columns, then transposed; a dropped column skipped). Integer elements
+ * become float64 (exact up to 2^53 in magnitude, rounded to nearest above), big-endian ones are
+ * swapped: through a bounce buffer of one block per thread. posix_fadvise(WILLNEED) is given for
+ * the bytes after the range (the next chunk of a sequential reader). Every thread is joined before
+ * the call returns; the first failing piece's error is reported. E-BOUNDS when the range is outside
+ * the array; E-IO when a read fails or the file shrank since it was opened; E-NOMEM for a buffer.
+ * count 0 is a no-op. */
 qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
                           qm_status *st);
+/* The same range of an integer file, exactly: each element as 64 bits (a signed file's values
+ * sign-extended: read them as int64_t; an unsigned file's as uint64_t). The basis encoding's
+ * indices go through here, so an index above 2^53 is never rounded. E-DTYPE for a float file;
+ * otherwise as qm_npy_read_range. */
+qm_code qm_npy_read_int_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count,
+                              uint64_t *dst, qm_status *st);
+/* Threads of the ranged reads (1..QM_NPY_MAX_THREADS). The default is the environment's
+ * QM_READ_THREADS when set (checked by qm_npy_open: E-ARG for anything but an integer in
+ * [1, QM_NPY_MAX_THREADS]), else min(8, online CPUs). E-ARG out of range. */
+#define QM_NPY_MAX_THREADS 64
+qm_code qm_npy_reader_set_threads(qm_npy_reader *reader, int threads, qm_status *st);
+/* The reader's thread count. Cannot fail. */
+int qm_npy_reader_threads(const qm_npy_reader *reader);
+/* Read C-order pieces with O_DIRECT (past the page cache: helps for a file that is not cached and
+ * is larger than the free memory, costs a copy from an aligned bounce buffer otherwise). The file
+ * is opened a second time with O_DIRECT; when the filesystem refuses it (tmpfs, some network file
+ * systems) the reader keeps reading through the page cache and *active is false. A read refused
+ * with EINVAL falls back to the page cache for that piece. The environment's QM_READ_DIRECT=1
+ * turns it on at qm_npy_open. E-IO when the file's second open names another file. */
+qm_code qm_npy_reader_set_direct(qm_npy_reader *reader, bool on, bool *active, qm_status *st);
 /* The bound on the buffer of ranged reads that are not one pread (a Fortran-order file, a dropped
  * column): QM_NPY_BLOCK_BYTES unless changed here (tests use tiny blocks to cross every block edge).
  * A block smaller than one row or one column still makes progress (one row, one column at a time).
@@ -352,5 +386,9 @@ qm_code qm_out_check(const char *path, bool is_dir, uint64_t total_bytes, uint64
 void qm_io_fault_set(long k, int err);
 /* I/O steps counted since the last qm_io_fault_set. */
 long qm_io_fault_steps(void);
+/* Fail the k-th data pread of the `.npy` reader counted from this call (any thread) with errno err,
+ * or, for err -1, end it short as at the end of the file (a file that shrank); k 0 turns it off.
+ * Process-wide; independent of qm_io_fault_set. */
+void qm_io_read_fault_set(long k, int err);
 
 #endif

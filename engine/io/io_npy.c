@@ -5,16 +5,21 @@
  * its own slice of a large file and a single process can stream it in chunks.
  * Must not: read past a buffer on arbitrary bytes (the parser only ever looks at bytes[0, n)),
  * read the data when only the header is asked for, or accept anything it cannot read exactly:
- * accepted are NumPy format 1.0/2.0/3.0, dtype '<f4' or '<f8', C or Fortran order, 1-D or 2-D,
- * non-empty, with exactly shape x itemsize data bytes after the header (docs/io.md).
- * Ranged reads are always in the row-major order of the (samples, features) view: a C-order file
- * is one pread; a Fortran-order 2-D file is read by column segments (or whole short columns) in
- * blocks of at most 8 MiB and transposed; a dropped label column (qm_npy_reader_drop_column) is
- * skipped in blocks of whole rows. Every path reads only the rows of the range asked for.
+ * accepted are NumPy format 1.0/2.0/3.0, dtype f4, f8, i1..i8 or u1..u8 in either byte order,
+ * C or Fortran order, 1-D or 2-D, non-empty, with exactly shape x itemsize data bytes after the
+ * header (docs/io.md).
+ * Ranged reads are always in the row-major order of the (samples, features) view, cut into pieces
+ * of one block (8 MiB of file bytes) that a few threads read at once (read_pieces: each thread takes
+ * the next piece, the calling thread works too, all are joined before the call returns): a C-order
+ * piece is one pread (O_DIRECT optionally); a Fortran-order 2-D file is read by column segments (or
+ * whole short columns) and transposed; a dropped label column (qm_npy_reader_drop_column) is skipped
+ * in blocks of whole rows. Integer and big-endian elements go through a bounce buffer per thread
+ * and are converted there (integers to float64, or exactly to 64 bits for basis indices). Every
+ * path reads only the rows of the range asked for.
  * Also here: qm_input_format_query (which reader a file needs, from its magic bytes) and
  * qm_input_file_open (every input opened without blocking, regular files only).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* O_DIRECT */
 #define _FILE_OFFSET_BITS 64
 
 #include "io.h"
@@ -22,6 +27,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,14 +51,40 @@ static const unsigned char hdf5_magic[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
+/* The read fault (qm_io_read_fault_set): the countdown to the failing data pread, and its errno
+ * (-1: a short read). */
+static atomic_long read_fault_left;
+static atomic_int read_fault_err;
+
+void qm_io_read_fault_set(long k, int err)
+{
+    atomic_store(&read_fault_err, err ? err : EIO);
+    atomic_store(&read_fault_left, k > 0 ? k : 0);
+}
+
+/* pread, or the injected fault when its countdown reaches this call (data reads only). */
+static ssize_t pread_data(int fd, void *buf, size_t n, off_t off)
+{
+    if (atomic_load_explicit(&read_fault_left, memory_order_relaxed) > 0 &&
+        atomic_fetch_sub(&read_fault_left, 1) == 1) {
+        const int e = atomic_load(&read_fault_err);
+        if (e == -1)
+            return 0; /* the end of the file, early */
+        errno = e;
+        return -1;
+    }
+    return pread(fd, buf, n, off);
+}
+
 /* Read up to n bytes at offset off, retrying on EINTR and short reads; *got is what was read
- * (short only at end of file). Returns 0 or an errno value. */
-static int pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
+ * (short only at end of file). Returns 0 or an errno value. `data`: a data read (fault point). */
+static int pread_any(int fd, void *buf, size_t n, uint64_t off, size_t *got, bool data)
 {
     unsigned char *p = buf;
     size_t done = 0;
     while (done < n) {
-        ssize_t r = pread(fd, p + done, n - done, (off_t)(off + done));
+        ssize_t r = data ? pread_data(fd, p + done, n - done, (off_t)(off + done))
+                         : pread(fd, p + done, n - done, (off_t)(off + done));
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -64,6 +97,11 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
     }
     *got = done;
     return 0;
+}
+
+static int pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
+{
+    return pread_any(fd, buf, n, off, got, false);
 }
 
 /* Printable copy of s (at most 32 characters, then "..."), for messages. */
@@ -312,7 +350,7 @@ static qm_code parse_dict(npy_parser *ps, npy_dict *d)
             if (ps->p < ps->end && *ps->p == '[')
                 return qm_fail(ps->st, QM_E_INPUT,
                                "%s: unsupported dtype: a structured dtype (a list of fields); "
-                               "accepted: '<f4' float32, '<f8' float64",
+                               "accepted: f4, f8, i1, i2, i4, i8, u1, u2, u4, u8",
                                ps->subject);
             if ((rc = parse_string(ps, d->descr, &d->descr_len)) != QM_OK)
                 return rc;
@@ -354,12 +392,10 @@ static const char *descr_problem(const char *s, size_t len)
     const char order = s[0], kind = s[1];
     if (order != '<' && order != '>' && order != '=' && order != '|')
         return "not a NumPy type string";
-    if (order == '>')
-        return "big-endian";
     switch (kind) {
-    case 'f': return order == '<' ? "a float of another size" : "not explicitly little-endian";
-    case 'i': return "integer";
-    case 'u': return "unsigned integer";
+    case 'f': return "a float of another size";
+    case 'i': return "a signed integer of another size";
+    case 'u': return "an unsigned integer of another size";
     case 'c': return "complex";
     case 'b':
     case '?': return "boolean";
@@ -372,6 +408,25 @@ static const char *descr_problem(const char *s, size_t len)
     case 'V': return "raw bytes or records";
     default: return "not a NumPy type string";
     }
+}
+
+/* The accepted dtype strings: a byte order ('<' little, '>' big, '=' native = little here, '|'
+ * not applicable: one-byte types only), a kind and a size: f4 f8 i1 i2 i4 i8 u1 u2 u4 u8.
+ * 0 when not accepted. */
+static int descr_parse(const char *s, size_t len, char *kind, unsigned *item, int *big)
+{
+    if (len != 3 || (s[0] != '<' && s[0] != '>' && s[0] != '=' && s[0] != '|'))
+        return 0;
+    const char k = s[1];
+    const unsigned n = (unsigned)(s[2] - '0');
+    const bool ok = (k == 'f' && (n == 4 || n == 8)) ||
+                    ((k == 'i' || k == 'u') && (n == 1 || n == 2 || n == 4 || n == 8));
+    if (!ok || (s[0] == '|' && n != 1))
+        return 0;
+    *kind = k;
+    *item = n;
+    *big = s[0] == '>' && n > 1;
+    return 1;
 }
 
 /* ---- the preamble and the checks ------------------------------------------------------------- */
@@ -442,21 +497,20 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
 
     char shp[160];
     shape_text(d.dims, d.ndim, shp, sizeof shp);
-    qm_dtype dtype;
-    if (d.descr_len == 3 && strcmp(d.descr, "<f4") == 0)
-        dtype = QM_DTYPE_FLOAT32;
-    else if (d.descr_len == 3 && strcmp(d.descr, "<f8") == 0)
-        dtype = QM_DTYPE_FLOAT64;
-    else {
+    char kind = 0;
+    unsigned fitem = 0;
+    int big = 0;
+    if (!descr_parse(d.descr, d.descr_len, &kind, &fitem, &big)) {
         char pd[48];
         return qm_fail(st, QM_E_INPUT,
-                       "%s: unsupported dtype '%s' (%s; accepted: '<f4' float32, '<f8' float64); "
-                       "convert with a.astype('<f8')",
+                       "%s: unsupported dtype '%s' (%s; accepted: f4, f8, i1, i2, i4, i8, u1, u2, "
+                       "u4, u8, either byte order); convert with a.astype('<f8')",
                        subject,
                        printable(d.descr, d.descr_len < NPY_STR_CAP ? d.descr_len : NPY_STR_CAP - 1,
                                  pd, sizeof pd),
                        descr_problem(d.descr, d.descr_len));
     }
+    const qm_dtype dtype = kind == 'f' && fitem == 4 ? QM_DTYPE_FLOAT32 : QM_DTYPE_FLOAT64;
     if (d.ndim != 1 && d.ndim != 2)
         return qm_fail(st, QM_E_INPUT,
                        "%s: %d-D array (shape %s) is not supported (expected 1-D (features,) or "
@@ -468,7 +522,7 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
             return qm_fail(st, QM_E_INPUT, "%s: empty array (shape %s): nothing to encode", subject,
                            shp);
     }
-    const uint64_t item = qm_dtype_size(dtype);
+    const uint64_t item = fitem;
     for (int i = 0; i < d.ndim; ++i) {
         if (n_elems > UINT64_MAX / d.dims[i])
             goto too_big;
@@ -483,7 +537,7 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
                        "%s: truncated: expected %llu data bytes, found %llu (shape %s of %s, data "
                        "at byte %llu)",
                        subject, (unsigned long long)data_bytes, (unsigned long long)found, shp,
-                       qm_dtype_name(dtype), (unsigned long long)data_offset);
+                       kind == 'f' ? qm_dtype_name(dtype) : d.descr, (unsigned long long)data_offset);
     if (found > data_bytes)
         return qm_fail(st, QM_E_INPUT,
                        "%s: %llu unexpected bytes after the data (expected %llu data bytes, found "
@@ -495,6 +549,9 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
     out->fortran_order = d.fortran ? 1 : 0;
     out->dropped_column = -1;
     out->dtype = dtype;
+    out->kind = kind;
+    out->item_bytes = fitem;
+    out->big_endian = big;
     out->ndim = d.ndim;
     out->shape[0] = d.dims[0];
     out->shape[1] = d.ndim == 2 ? d.dims[1] : 0;
@@ -516,12 +573,22 @@ too_big:
 
 struct qm_npy_reader {
     int fd;
+    int dfd;             /* the file opened with O_DIRECT (qm_npy_reader_set_direct), or -1 */
     qm_npy_info info;
     uint64_t rows, cols; /* the file's array as rows x cols (1-D: 1 x F) */
     int transposed;      /* Fortran order with rows > 1 and cols > 1 (else the bytes are C order) */
-    uint64_t block_bytes;/* buffer bound of ranged reads that are not one pread */
+    uint64_t block_bytes;/* file bytes of one piece, and buffer bound of reads that are not one pread */
+    int threads;         /* threads of one ranged read */
+    struct npy_pool *pool; /* the reader's worker threads, started by the first parallel read */
     char path[];         /* for messages */
 };
+
+/* The smallest piece a range is cut into to give every thread one (when the block is larger). */
+#define NPY_MIN_PIECE_BYTES ((uint64_t)1 << 20)
+
+/* O_DIRECT alignment of file offsets, lengths and buffers (the logical block size of every common
+ * filesystem is at most 4 KiB). */
+#define NPY_DIRECT_ALIGN 4096u
 
 /* A Fortran-order column of at most block_bytes / NPY_SHORT_COLUMN_RATIO bytes (4 KiB of the
  * default 8 MiB) is read whole: one pread for many columns. */
@@ -540,6 +607,25 @@ static uint64_t header_extent(const unsigned char *b, size_t n)
     if (pre == 12)
         hlen |= ((uint64_t)b[10] << 16) | ((uint64_t)b[11] << 24);
     return hlen > QM_NPY_MAX_HEADER_BYTES ? 0 : pre + hlen;
+}
+
+/* The thread count of a new reader: QM_READ_THREADS, or min(8, online CPUs). */
+static qm_code default_threads(const char *path, int *out, qm_status *st)
+{
+    const char *v = getenv("QM_READ_THREADS");
+    if (v && *v) {
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(v, &end, 10);
+        if (errno || *end || n < 1 || n > QM_NPY_MAX_THREADS)
+            return qm_fail(st, QM_E_ARG, "%s: QM_READ_THREADS is '%.20s'; give a thread count in "
+                           "[1, %d]", path, v, QM_NPY_MAX_THREADS);
+        *out = (int)n;
+        return QM_OK;
+    }
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *out = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    return QM_OK;
 }
 
 const char *qm_input_file_kind(unsigned mode)
@@ -635,12 +721,28 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     }
     memcpy(r->path, path, plen + 1);
     r->fd = fd;
+    r->dfd = -1;
+    r->pool = NULL;
     r->info = info;
     r->rows = info.n_samples;
     r->cols = info.shape[info.ndim == 2 ? 1 : 0];
     r->transposed = info.fortran_order && r->rows > 1 && r->cols > 1;
     r->block_bytes = QM_NPY_BLOCK_BYTES;
     fd = -1; /* owned by the reader now */
+    (void)posix_fadvise(r->fd, (off_t)info.data_offset, 0, POSIX_FADV_SEQUENTIAL);
+    if ((rc = default_threads(path, &r->threads, st)) == QM_OK) {
+        const char *dir = getenv("QM_READ_DIRECT");
+        if (dir && strcmp(dir, "1") == 0)
+            rc = qm_npy_reader_set_direct(r, true, NULL, st);
+        else if (dir && *dir && strcmp(dir, "0") != 0)
+            rc = qm_fail(st, QM_E_ARG, "%s: QM_READ_DIRECT is '%.20s'; use 1 (O_DIRECT) or 0",
+                         path, dir);
+    }
+    if (rc != QM_OK) {
+        qm_npy_close(r);
+        r = NULL;
+        goto done;
+    }
     *out = r;
 
 done:
@@ -660,10 +762,11 @@ const qm_npy_info *qm_npy_reader_info(const qm_npy_reader *reader)
 static qm_code read_elems(const qm_npy_reader *r, void *buf, uint64_t elem, uint64_t n,
                           uint64_t first, uint64_t count, qm_status *st)
 {
-    const uint64_t item = qm_dtype_size(r->info.dtype);
+    const uint64_t item = r->info.item_bytes;
     const uint64_t bytes = n * item;
     size_t got = 0;
-    const int e = pread_full(r->fd, buf, (size_t)bytes, r->info.data_offset + elem * item, &got);
+    const int e = pread_any(r->fd, buf, (size_t)bytes, r->info.data_offset + elem * item, &got,
+                            true);
     if (e)
         return qm_fail(st, QM_E_IO, "%s: cannot read elements [%llu, %llu): %s", r->path,
                        (unsigned long long)first, (unsigned long long)(first + count),
@@ -677,12 +780,45 @@ static qm_code read_elems(const qm_npy_reader *r, void *buf, uint64_t elem, uint
     return QM_OK;
 }
 
+/* read_elems through O_DIRECT: the aligned file bytes around the elements into `al` (aligned,
+ * al_bytes >= the elements' bytes + 2 * NPY_DIRECT_ALIGN), window by window, then copied to buf.
+ * A read the filesystem refuses (EINVAL) is done through the page cache instead. */
+static qm_code read_elems_direct(const qm_npy_reader *r, unsigned char *buf, uint64_t elem,
+                                 uint64_t n, unsigned char *al, uint64_t al_bytes, uint64_t first,
+                                 uint64_t count, qm_status *st)
+{
+    const uint64_t item = r->info.item_bytes, A = NPY_DIRECT_ALIGN;
+    const uint64_t off = r->info.data_offset + elem * item, bytes = n * item;
+    const uint64_t a0 = off / A * A, a1 = (off + bytes + A - 1) / A * A;
+    if (a1 - a0 > al_bytes)
+        return read_elems(r, buf, elem, n, first, count, st);
+    size_t got = 0;
+    const int e = pread_any(r->dfd, al, (size_t)(a1 - a0), a0, &got, true);
+    if (e == EINVAL)
+        return read_elems(r, buf, elem, n, first, count, st);
+    if (e)
+        return qm_fail(st, QM_E_IO, "%s: cannot read elements [%llu, %llu): %s", r->path,
+                       (unsigned long long)first, (unsigned long long)(first + count),
+                       strerror(e));
+    if (got < off + bytes - a0)
+        return qm_fail(st, QM_E_IO,
+                       "%s: unexpected end of file reading elements [%llu, %llu) (got %llu of %llu "
+                       "bytes); the file shrank after it was opened",
+                       r->path, (unsigned long long)first, (unsigned long long)(first + count),
+                       (unsigned long long)(got > off - a0 ? got - (off - a0) : 0),
+                       (unsigned long long)bytes);
+    memcpy(buf, al + (off - a0), (size_t)bytes);
+    return QM_OK;
+}
+
 static void copy_elem(unsigned char *dst, const unsigned char *src, uint64_t item)
 {
-    if (item == 8)
-        memcpy(dst, src, 8);
-    else
-        memcpy(dst, src, 4);
+    switch (item) {
+    case 8: memcpy(dst, src, 8); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 2: memcpy(dst, src, 2); break;
+    default: *dst = *src; break;
+    }
 }
 
 /* The file column of view column c (the dropped column skipped). */
@@ -694,9 +830,9 @@ static uint64_t file_col(const qm_npy_reader *r, uint64_t c)
 /* C-order bytes with a dropped column: whole rows in blocks, or row pieces straight into dst when
  * one row is larger than a block. Rows r0..r1 of the view; [c0 of r0, cl of r1] inclusive. */
 static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t count,
-                              unsigned char *dst, qm_status *st)
+                              unsigned char *dst, uint64_t mf, uint64_t mc, qm_status *st)
 {
-    const uint64_t item = qm_dtype_size(r->info.dtype), F = r->info.n_features, cols = r->cols;
+    const uint64_t item = r->info.item_bytes, F = r->info.n_features, cols = r->cols;
     const uint64_t drop = (uint64_t)r->info.dropped_column;
     const uint64_t last = first + count - 1, r0 = first / F, r1 = last / F;
     qm_code rc = QM_OK;
@@ -707,12 +843,12 @@ static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t c
             unsigned char *d = dst + (row * F + cs - first) * item;
             if (cs < drop) {
                 const uint64_t n = (ce < drop ? ce : drop) - cs;
-                rc = read_elems(r, d, row * cols + cs, n, first, count, st);
+                rc = read_elems(r, d, row * cols + cs, n, mf, mc, st);
                 d += n * item;
             }
             if (rc == QM_OK && ce > drop) {
                 const uint64_t s = cs > drop ? cs : drop;
-                rc = read_elems(r, d, row * cols + s + 1, ce - s, first, count, st);
+                rc = read_elems(r, d, row * cols + s + 1, ce - s, mf, mc, st);
             }
         }
         return rc;
@@ -725,7 +861,7 @@ static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t c
                        (unsigned long long)buf_bytes);
     for (uint64_t ra = r0; ra <= r1 && rc == QM_OK; ra += block_rows) {
         const uint64_t rb = r1 + 1 - ra < block_rows ? r1 + 1 : ra + block_rows;
-        if ((rc = read_elems(r, buf, ra * cols, (rb - ra) * cols, first, count, st)) != QM_OK)
+        if ((rc = read_elems(r, buf, ra * cols, (rb - ra) * cols, mf, mc, st)) != QM_OK)
             break;
         for (uint64_t row = ra; row < rb; ++row) {
             const uint64_t cs = row == r0 ? first % F : 0, ce = row == r1 ? last % F + 1 : F;
@@ -751,9 +887,9 @@ static qm_code read_c_dropped(const qm_npy_reader *r, uint64_t first, uint64_t c
  * a tile of rows [ra, rb) x view columns [ca, cb), one pread per column segment, the tile's rows
  * chosen so that each segment is as long as the block allows. */
 static qm_code read_fortran(const qm_npy_reader *r, uint64_t first, uint64_t count,
-                            unsigned char *dst, qm_status *st)
+                            unsigned char *dst, uint64_t mf, uint64_t mc, qm_status *st)
 {
-    const uint64_t item = qm_dtype_size(r->info.dtype), F = r->info.n_features, rows = r->rows;
+    const uint64_t item = r->info.item_bytes, F = r->info.n_features, rows = r->rows;
     const uint64_t last = first + count - 1, r0 = first / F, r1 = last / F;
     const uint64_t span = r1 - r0 + 1;
     /* the view columns any row of the range needs */
@@ -782,11 +918,11 @@ static qm_code read_fortran(const qm_npy_reader *r, uint64_t first, uint64_t cou
             const uint64_t cb = cb0 - ca < tile_cols ? cb0 : ca + tile_cols;
             const uint64_t fa = file_col(r, ca), fb = file_col(r, cb - 1) + 1;
             if (whole) { /* file columns [fa, fb), all rows: one pread */
-                rc = read_elems(r, buf, fa * rows, (fb - fa) * rows, first, count, st);
+                rc = read_elems(r, buf, fa * rows, (fb - fa) * rows, mf, mc, st);
             } else { /* column c's rows [ra, rb) at buf[(c - ca) * nr] */
                 for (uint64_t c = ca; c < cb && rc == QM_OK; ++c)
                     rc = read_elems(r, buf + (c - ca) * nr * item, file_col(r, c) * rows + ra, nr,
-                                    first, count, st);
+                                    mf, mc, st);
             }
             if (rc != QM_OK)
                 break;
@@ -807,8 +943,307 @@ static qm_code read_fortran(const qm_npy_reader *r, uint64_t first, uint64_t cou
     return rc;
 }
 
-qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
-                          qm_status *st)
+/* ---- pieces and threads ---------------------------------------------------------------------- */
+
+/* The file's elements [first, first + count) of the view, as they lie in the file (item_bytes
+ * each, file byte order), into raw. al: an aligned buffer for O_DIRECT (NULL: page cache). */
+static qm_code read_raw(const qm_npy_reader *r, uint64_t first, uint64_t count, unsigned char *raw,
+                        unsigned char *al, uint64_t al_bytes, uint64_t mf, uint64_t mc,
+                        qm_status *st)
+{
+    if (r->transposed)
+        return read_fortran(r, first, count, raw, mf, mc, st);
+    if (r->info.dropped_column >= 0)
+        return read_c_dropped(r, first, count, raw, mf, mc, st);
+    if (al)
+        return read_elems_direct(r, raw, first, count, al, al_bytes, mf, mc, st);
+    return read_elems(r, raw, first, count, mf, mc, st);
+}
+
+static uint64_t load_be(const unsigned char *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; ++i)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t load_le(const unsigned char *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = n; i-- > 0;)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* n raw elements to what the read delivers: `exact` 64-bit integers (sign-extended for 'i'), or
+ * info.dtype (floats swapped when big-endian, integers converted to double). */
+static void convert(const qm_npy_reader *r, const unsigned char *raw, uint64_t n, bool exact,
+                    unsigned char *out)
+{
+    const unsigned fi = r->info.item_bytes;
+    const bool big = r->info.big_endian;
+    const char kind = r->info.kind;
+    for (uint64_t i = 0; i < n; ++i) {
+        const unsigned char *p = raw + i * fi;
+        uint64_t v = big ? load_be(p, fi) : load_le(p, fi);
+        if (kind == 'f') {
+            if (fi == 4) {
+                const uint32_t w = (uint32_t)v;
+                memcpy(out + i * 4, &w, 4);
+            } else {
+                memcpy(out + i * 8, &v, 8);
+            }
+            continue;
+        }
+        if (kind == 'i' && fi < 8 && (v >> (8 * fi - 1)) & 1u)
+            v |= ~(uint64_t)0 << (8 * fi); /* sign-extend */
+        if (exact) {
+            memcpy(out + i * 8, &v, 8);
+        } else {
+            const double d = kind == 'i' ? (double)(int64_t)v : (double)v;
+            memcpy(out + i * 8, &d, 8);
+        }
+    }
+}
+
+typedef struct npy_job {
+    const qm_npy_reader *r;
+    uint64_t first, count;   /* the caller's range */
+    unsigned char *dst;
+    size_t out_item;         /* bytes per delivered element */
+    bool exact, conv;        /* deliver exact integers; convert through a bounce buffer */
+    uint64_t piece;          /* elements per piece; pieces start at multiples of it */
+    uint64_t n_pieces;
+    atomic_uint_fast64_t next;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    uint64_t err_piece;      /* the lowest failed piece, and its status */
+    qm_code rc;
+    qm_status err;
+} npy_job;
+
+/* One thread: take pieces until none is left or one failed. */
+static void *job_work(void *arg)
+{
+    npy_job *j = arg;
+    const qm_npy_reader *r = j->r;
+    const uint64_t fi = r->info.item_bytes, b0 = j->first / j->piece;
+    const bool direct = r->dfd >= 0 && !r->transposed && r->info.dropped_column < 0;
+    unsigned char *bounce = NULL, *al = NULL;
+    const uint64_t al_bytes = j->piece * fi + 2 * NPY_DIRECT_ALIGN;
+    qm_status st;
+    qm_status_clear(&st);
+    qm_code rc = QM_OK;
+    uint64_t i = 0;
+    if (j->conv && !(bounce = malloc((size_t)(j->piece * fi))))
+        rc = qm_fail(&st, QM_E_NOMEM, "%s: cannot allocate the read buffer (%llu bytes)", r->path,
+                     (unsigned long long)(j->piece * fi));
+    if (rc == QM_OK && direct && posix_memalign((void **)&al, NPY_DIRECT_ALIGN, (size_t)al_bytes))
+        al = NULL; /* no aligned buffer: this thread reads through the page cache */
+    while (rc == QM_OK && !atomic_load(&j->stop) &&
+           (i = atomic_fetch_add(&j->next, 1)) < j->n_pieces) {
+        const uint64_t lo0 = (b0 + i) * j->piece, hi0 = lo0 + j->piece, end = j->first + j->count;
+        const uint64_t lo = lo0 > j->first ? lo0 : j->first, hi = hi0 < end ? hi0 : end;
+        unsigned char *out = j->dst + (lo - j->first) * j->out_item;
+        rc = read_raw(r, lo, hi - lo, j->conv ? bounce : out, al, al_bytes, j->first, j->count,
+                      &st);
+        if (rc == QM_OK && j->conv)
+            convert(r, bounce, hi - lo, j->exact, out);
+    }
+    if (rc != QM_OK) {
+        atomic_store(&j->stop, true);
+        pthread_mutex_lock(&j->mu);
+        if (j->rc == QM_OK || i < j->err_piece) {
+            j->rc = rc;
+            j->err = st;
+            j->err_piece = i;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    free(bounce);
+    free(al);
+    return NULL;
+}
+
+/* The reader's workers: started once (by the first read that needs them), woken per read by a
+ * generation count, joined by qm_npy_close; so a read of a 32 MiB staging half costs a wake-up,
+ * not a thread creation per thread. One read uses the pool at a time (`use`); a read that finds it
+ * in use by another thread starts threads of its own, as a pool that cannot be started does. */
+typedef struct npy_pool {
+    pthread_mutex_t use;     /* held by the read that uses the pool */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t tid[QM_NPY_MAX_THREADS];
+    int n;                   /* workers started */
+    int want;                /* workers that take part in the current job (index < want) */
+    int busy;                /* workers still in the current job */
+    uint64_t gen;
+    bool quit;
+    npy_job *job;
+} npy_pool;
+
+typedef struct npy_worker_arg {
+    npy_pool *pool;
+    int index;
+    uint64_t gen;            /* the pool's generation at the start: the worker waits for the next */
+} npy_worker_arg;
+
+static pthread_mutex_t pool_init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *pool_worker(void *arg)
+{
+    npy_pool *p = ((npy_worker_arg *)arg)->pool;
+    const int me = ((npy_worker_arg *)arg)->index;
+    uint64_t seen = ((npy_worker_arg *)arg)->gen;
+    free(arg);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        npy_job *j = p->job;
+        const bool part = me < p->want;
+        pthread_mutex_unlock(&p->mu);
+        if (part)
+            job_work(j);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Start workers up to `need` (fewer when a thread cannot start). The pool's use lock is held. */
+static void pool_grow(npy_pool *p, int need)
+{
+    while (p->n < need) {
+        npy_worker_arg *a = malloc(sizeof *a);
+        if (!a)
+            return;
+        pthread_mutex_lock(&p->mu);
+        *a = (npy_worker_arg){p, p->n, p->gen};
+        pthread_mutex_unlock(&p->mu);
+        if (pthread_create(&p->tid[p->n], NULL, pool_worker, a) != 0) {
+            free(a);
+            return;
+        }
+        p->n++;
+    }
+}
+
+static npy_pool *pool_create(void)
+{
+    npy_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->use, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    return p;
+}
+
+static void pool_destroy(npy_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; ++i)
+        pthread_join(p->tid[i], NULL);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->use);
+    free(p);
+}
+
+/* Run job j on nt threads: the caller and nt - 1 workers of the pool, or threads of its own. */
+static void run_job(npy_pool *p, npy_job *j, int nt)
+{
+    if (nt > 1 && p && pthread_mutex_trylock(&p->use) == 0) {
+        pool_grow(p, nt - 1);
+        pthread_mutex_lock(&p->mu);
+        const int workers = p->n;
+        p->job = j;
+        p->want = nt - 1;
+        p->busy = workers;
+        p->gen++;
+        pthread_cond_broadcast(&p->go);
+        pthread_mutex_unlock(&p->mu);
+        job_work(j);
+        pthread_mutex_lock(&p->mu);
+        while (p->busy > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        p->job = NULL;
+        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_unlock(&p->use);
+        return;
+    }
+    pthread_t tid[QM_NPY_MAX_THREADS];
+    int started = 0;
+    while (started + 1 < nt && pthread_create(&tid[started], NULL, job_work, j) == 0)
+        ++started; /* a thread that cannot start leaves its pieces to the others */
+    job_work(j);
+    for (int t = 0; t < started; ++t)
+        pthread_join(tid[t], NULL);
+}
+
+/* Read [first, first + count) into dst (exact: 64-bit integers) with the reader's threads. */
+static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, void *dst,
+                           bool exact, qm_status *st)
+{
+    const qm_npy_info *in = &r->info;
+    const uint64_t fi = in->item_bytes;
+    const bool conv = exact || in->kind != 'f' || in->big_endian;
+    const size_t out_item = exact ? 8 : qm_dtype_size(in->dtype);
+    if (r->threads <= 1 && !conv && r->dfd < 0) /* as it always was: the range in one call */
+        return read_raw(r, first, count, dst, NULL, 0, first, count, st);
+    npy_job j = {.r = r, .first = first, .count = count, .dst = dst, .out_item = out_item,
+                 .exact = exact, .conv = conv, .rc = QM_OK};
+    /* pieces of one block, or smaller so that every thread has one (a 32 MiB staging half over 8
+     * threads: 4 MiB each), but not below NPY_MIN_PIECE_BYTES unless the block is */
+    uint64_t pb = r->block_bytes;
+    const uint64_t share = (count * fi + (uint64_t)r->threads - 1) / (uint64_t)r->threads;
+    if (share < pb)
+        pb = share > NPY_MIN_PIECE_BYTES ? (share + NPY_MIN_PIECE_BYTES - 1) / NPY_MIN_PIECE_BYTES *
+                                               NPY_MIN_PIECE_BYTES
+                                         : NPY_MIN_PIECE_BYTES;
+    pb = pb < r->block_bytes ? pb : r->block_bytes;
+    j.piece = pb / fi ? pb / fi : 1;
+    j.n_pieces = (first + count - 1) / j.piece - first / j.piece + 1;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, false);
+    pthread_mutex_init(&j.mu, NULL);
+    /* the next bytes of a sequential reader into the page cache while these are read */
+    const uint64_t span = count * fi;
+    if (!r->transposed && span >= ((uint64_t)1 << 20))
+        (void)posix_fadvise(r->fd, (off_t)(in->data_offset + (first + count) * fi), (off_t)span,
+                            POSIX_FADV_WILLNEED);
+    uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
+    nt = nt < j.n_pieces ? nt : j.n_pieces;
+    if (nt > 1 && !r->pool) {
+        pthread_mutex_lock(&pool_init_mu); /* two first reads at once start one pool */
+        if (!r->pool)
+            r->pool = pool_create();
+        pthread_mutex_unlock(&pool_init_mu);
+    }
+    run_job(r->pool, &j, (int)nt);
+    pthread_mutex_destroy(&j.mu);
+    if (j.rc != QM_OK && st)
+        *st = j.err;
+    return j.rc;
+}
+
+/* The checks of both ranged reads; *done when there is nothing to read. */
+static qm_code range_check(const qm_npy_reader *reader, uint64_t first_elem, uint64_t count,
+                           const void *dst, size_t out_item, qm_status *st)
 {
     if (!reader)
         return qm_fail(st, QM_E_ARG, "npy read: reader must not be NULL");
@@ -823,16 +1258,83 @@ qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t c
         return QM_OK;
     if (!dst)
         return qm_fail(st, QM_E_ARG, "%s: npy read: dst must not be NULL", reader->path);
-    const uint64_t item = qm_dtype_size(in->dtype);
-    const uint64_t bytes = count * item;
-    if (bytes > SIZE_MAX)
-        return qm_fail(st, QM_E_ARG, "%s: npy read of %llu bytes is larger than this host's "
-                       "address space", reader->path, (unsigned long long)bytes);
-    if (reader->transposed)
-        return read_fortran(reader, first_elem, count, dst, st);
-    if (in->dropped_column >= 0)
-        return read_c_dropped(reader, first_elem, count, dst, st);
-    return read_elems(reader, dst, first_elem, count, first_elem, count, st);
+    if (count > SIZE_MAX / out_item)
+        return qm_fail(st, QM_E_ARG, "%s: npy read of %llu elements is larger than this host's "
+                       "address space", reader->path, (unsigned long long)count);
+    return QM_OK;
+}
+
+qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
+                          qm_status *st)
+{
+    qm_code rc = range_check(reader, first_elem, count, dst,
+                             reader ? qm_dtype_size(reader->info.dtype) : 1, st);
+    if (rc != QM_OK || count == 0)
+        return rc;
+    return read_pieces(reader, first_elem, count, dst, false, st);
+}
+
+qm_code qm_npy_read_int_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count,
+                              uint64_t *dst, qm_status *st)
+{
+    qm_code rc = range_check(reader, first_elem, count, dst, 8, st);
+    if (rc != QM_OK || count == 0)
+        return rc;
+    if (reader->info.kind == 'f')
+        return qm_fail(st, QM_E_DTYPE, "%s: exact integer read of a float%u file", reader->path,
+                       8 * reader->info.item_bytes);
+    return read_pieces(reader, first_elem, count, dst, true, st);
+}
+
+qm_code qm_npy_reader_set_threads(qm_npy_reader *reader, int threads, qm_status *st)
+{
+    if (!reader || threads < 1 || threads > QM_NPY_MAX_THREADS)
+        return qm_fail(st, QM_E_ARG, "npy threads: %d is not a thread count in [1, %d]", threads,
+                       QM_NPY_MAX_THREADS);
+    reader->threads = threads;
+    return QM_OK;
+}
+
+int qm_npy_reader_threads(const qm_npy_reader *reader)
+{
+    return reader ? reader->threads : 0;
+}
+
+qm_code qm_npy_reader_set_direct(qm_npy_reader *reader, bool on, bool *active, qm_status *st)
+{
+    if (active)
+        *active = false;
+    if (!reader)
+        return qm_fail(st, QM_E_ARG, "npy direct: reader must not be NULL");
+    if (!on) {
+        if (reader->dfd >= 0)
+            close(reader->dfd);
+        reader->dfd = -1;
+        return QM_OK;
+    }
+    if (reader->dfd < 0) {
+#ifdef O_DIRECT
+        const int fd = open(reader->path, O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK | O_NOCTTY);
+#else
+        const int fd = -1;
+#endif
+        if (fd < 0)
+            return QM_OK; /* the filesystem refuses O_DIRECT: the page cache it is */
+        struct stat a, b;
+        if (fstat(fd, &a) != 0 || fstat(reader->fd, &b) != 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+            close(fd);
+            return qm_fail(st, QM_E_IO, "%s: the file was replaced after it was opened (its "
+                           "O_DIRECT open names another file)", reader->path);
+        }
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        reader->dfd = fd;
+    }
+    if (active)
+        *active = true;
+    return QM_OK;
 }
 
 qm_code qm_npy_reader_set_block_bytes(qm_npy_reader *reader, uint64_t block_bytes, qm_status *st)
@@ -883,6 +1385,9 @@ void qm_npy_close(qm_npy_reader *reader)
 {
     if (!reader)
         return;
+    pool_destroy(reader->pool);
+    if (reader->dfd >= 0)
+        close(reader->dfd);
     close(reader->fd);
     free(reader);
 }

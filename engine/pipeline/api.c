@@ -8,6 +8,7 @@
  * one thread at a time. Must not: keep global mutable state (none here), or let a backend go while
  * a state lives on it.
  */
+#include "api_internal.h"
 #include "discover.h"
 #include "encode.h"
 #include "pipeline.h"
@@ -304,7 +305,8 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
     return rc;
 }
 
-static qm_code encode(qm_context *ctx, const qm_amp_input *in_given, qm_state **out, qm_status *st)
+static qm_code encode(qm_context *ctx, const qm_amp_input *in_given,
+                      const qm_materialize_opts *opts, qm_state **out, qm_status *st)
 {
     const qm_plan *p = ctx->pl.plan;
     qm_amp_input one_col = *in_given;
@@ -321,7 +323,7 @@ static qm_code encode(qm_context *ctx, const qm_amp_input *in_given, qm_state **
                        "context was planned for %llu rows of %llu", (unsigned long long)rows,
                        (unsigned long long)in->n, (unsigned long long)p->request.batch,
                        (unsigned long long)p->request.features);
-    qm_code rc = qm_pipeline_materialize(&ctx->pl, in, NULL, out, st);
+    qm_code rc = qm_pipeline_materialize(&ctx->pl, in, opts, out, st);
     if (rc == QM_OK) { /* the state keeps the context (and its backend) alive */
         context_retain(ctx);
         (*out)->owner_retain = context_retain;
@@ -352,7 +354,7 @@ qm_code qm_context_encode(qm_context *ctx, const qm_host_data *in, qm_state **ou
         return qm_fail(st, QM_E_ARG, "encode: input data must not be NULL");
     const qm_amp_input a = {.dtype = in->dtype, .data = in->data, .n = in->features,
                             .batch = in->rows};
-    return encode(ctx, &a, out, st);
+    return encode(ctx, &a, NULL, out, st);
 }
 
 /* Device input: the reader copies values out of the buffer that wraps it on the device that
@@ -404,7 +406,7 @@ qm_code qm_context_encode_device(qm_context *ctx, const qm_device_data *in, qm_s
     const qm_amp_input a = {.dtype = in->dtype, .data = in->data, .n = in->features,
                             .batch = in->rows, .read = device_read, .read_ctx = &r,
                             .device_data = true};
-    rc = encode(ctx, &a, out, st);
+    rc = encode(ctx, &a, NULL, out, st);
     qm_hal_buf_free(r.hal, r.buf);
     return rc;
 }
@@ -416,7 +418,7 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
         return rc;
     qm_input_file f;
     if ((rc = qm_input_open(path, NULL, NULL, &f, st)) == QM_OK)
-        rc = encode(ctx, &f.in, out, st);
+        rc = encode(ctx, &f.in, NULL, out, st);
     qm_input_close(&f);
     return rc;
 }
@@ -440,4 +442,25 @@ qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features
     }
     qm_input_close(&f);
     return rc;
+}
+
+/* ---- for the engine's own front ends (api_internal.h) ------------------------------------------ */
+
+qm_code qm_context_encode_input(qm_context *ctx, const qm_amp_input *in,
+                                const qm_materialize_opts *opts, qm_state **out, qm_status *st)
+{
+    const qm_code rc = encode_check(ctx, in, out, st);
+    return rc != QM_OK ? rc : encode(ctx, in, opts, out, st);
+}
+
+uint64_t qm_context_device_peak_bytes(const qm_context *ctx)
+{
+    const qm_hal *hal = ctx ? ctx->pl.hal : NULL;
+    uint64_t sum = 0;
+    for (int d = 0; hal && d < qm_hal_device_count(hal); ++d) {
+        qm_hal_usage u;
+        if (qm_hal_usage_query(hal, d, &u, NULL) == QM_OK)
+            sum += u.peak_bytes;
+    }
+    return sum;
 }

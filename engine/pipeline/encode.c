@@ -8,8 +8,9 @@
  * (E-OUTPUT) after removing temporaries of dead runs; open the backend; stream the input into the
  * shards (materialize.c); read the state back in chunks into the temporaries (--out: a file rank 0
  * assembles; --out-dir: a sibling temporary directory all ranks write into; no output: nothing is
- * read back); the norm check on the devices (qm_state_norms: Σ|ψ|² per state where the shards
- * live, merged across shards and ranks; E-NUMERIC, bound in norm_check); one vote; rank 0 renames
+ * read back), through page-locked staging and the writer threads of io_pool.c; the norm check on
+ * the devices (qm_state_norms: Σ|ψ|² per state where the shards live, merged across shards and
+ * ranks; E-NUMERIC, bound in qm_encode_norm_check); one vote of all ranks; rank 0 renames
  * the file or swaps the directory in; a last verdict. The cancel flag and QM_FAULT_RANK's faults
  * are looked at in fault_point() at the named phases (docs/io.md "Run lifecycle").
  * Must not: leave a file under an output name on failure, commit before the norm check and the
@@ -52,13 +53,6 @@ static uint64_t host_id(void)
     return h;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void qm_encode_job_init(qm_encode_job *job)
 {
     memset(job, 0, sizeof *job);
@@ -71,6 +65,7 @@ void qm_encode_result_fini(qm_encode_result *r)
     if (!r)
         return;
     qm_pipeline_fini(&r->pipeline);
+    qm_free(r->batch_plan_json);
     memset(r, 0, sizeof *r);
 }
 
@@ -101,16 +96,20 @@ qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status 
     memset(out, 0, sizeof *out);
     char buf[64], *save = NULL;
     if (!spec || strlen(spec) >= sizeof buf)
-        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE (got '%.64s')",
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE[:BATCH] (got '%.64s')",
                        spec ? spec : "");
     snprintf(buf, sizeof buf, "%s", spec);
     const char *r = strtok_r(buf, ":", &save), *ph = strtok_r(NULL, ":", &save),
-               *mo = strtok_r(NULL, ":", &save);
-    char *end = NULL;
+               *mo = strtok_r(NULL, ":", &save), *ba = strtok_r(NULL, ":", &save);
+    char *end = NULL, *bend = NULL;
     const long rank = r ? strtol(r, &end, 10) : -1;
     if (!r || !ph || !mo || strtok_r(NULL, ":", &save) || !end || *end || rank < 0 || rank > 1023)
-        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE with R a rank 0..1023 "
-                       "(got '%s')", spec);
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: expected R:PHASE:MODE[:BATCH] with R a rank "
+                       "0..1023 (got '%s')", spec);
+    const unsigned long long batch = ba ? strtoull(ba, &bend, 10) : 0;
+    if (ba && (!bend || *bend || ba[0] < '0' || ba[0] > '9'))
+        return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: BATCH must be a batch number 0, 1, ... "
+                       "(got '%s')", ba);
     int p = 0, m = 0;
     for (int i = 1; i < (int)(sizeof phase_names / sizeof *phase_names); ++i)
         if (strcmp(ph, phase_names[i]) == 0)
@@ -131,11 +130,11 @@ qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status 
         return qm_fail(st, QM_E_ARG, "QM_FAULT_RANK: the phase swap is after the commit and takes "
                        "exit or kill only (got %s)", mo);
     *out = (qm_encode_fault){.rank = (int)rank, .phase = (qm_enc_phase)p,
-                             .mode = (qm_enc_fault_mode)m};
+                             .mode = (qm_enc_fault_mode)m, .batch = batch};
     return QM_OK;
 }
 
-static qm_code check_cancel(const qm_encode_job *job, qm_status *st)
+qm_code qm_encode_check_cancel(const qm_encode_job *job, qm_status *st)
 {
     if (!job->cancel || !*job->cancel)
         return QM_OK;
@@ -148,15 +147,13 @@ static qm_code check_cancel(const qm_encode_job *job, qm_status *st)
     return rc;
 }
 
-/* The job's fault, when it is for this rank and phase; then the cancel flag. Passes a failure in
- * rc through unchanged (so every rank still reaches the next verdict). */
-static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm_code rc,
-                           qm_status *st)
+qm_code qm_encode_fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, uint64_t batch,
+                              qm_code rc, qm_status *st)
 {
     if (rc != QM_OK)
         return rc;
     const qm_encode_fault *f = &job->fault;
-    if (f->phase == ph && f->rank == me) {
+    if (f->phase == ph && f->rank == me && f->batch == batch) {
         switch (f->mode) {
         case QM_ENC_FAULT_FAIL:
             return qm_fail(st, QM_E_BACKEND, "fault: injected failure on rank %d at phase %s "
@@ -182,7 +179,14 @@ static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm
             break;
         }
     }
-    return check_cancel(job, st);
+    return qm_encode_check_cancel(job, st);
+}
+
+/* The one-shot run is batch 0. */
+static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm_code rc,
+                           qm_status *st)
+{
+    return qm_encode_fault_point(job, me, ph, 0, rc, st);
 }
 
 /* ---- read-back, check and output ------------------------------------------------------------- */
@@ -232,7 +236,7 @@ static void staging_close(rb_ctx *rb)
 static qm_code read_chunk(const qm_state *s, uint64_t pos, uint64_t n, void *dst, rb_ctx *rb,
                           qm_status *st)
 {
-    const qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+    const qm_code rc = rb->cancel_ok ? qm_encode_check_cancel(rb->job, st) : QM_OK;
     return rc == QM_OK ? qm_state_read(s, pos, n, s->dtype, dst, st) : rc;
 }
 
@@ -263,7 +267,7 @@ static qm_code read_back_to(const qm_state *s, uint64_t start, uint64_t end, qm_
             return qm_out_pool_drain(rb->pool, st);
         const void *direct = host_visible(s, pos, n);
         if (direct) { /* simulated device memory: written where it is, no copy */
-            const qm_code rc = rb->cancel_ok ? check_cancel(rb->job, st) : QM_OK;
+            const qm_code rc = rb->cancel_ok ? qm_encode_check_cancel(rb->job, st) : QM_OK;
             if (rc != QM_OK)
                 return rc;
             qm_out_pool_submit_ptr(rb->pool, direct, w, pos - w0, n);
@@ -312,29 +316,81 @@ static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_statu
     return qm_hal_copy_h2d(s->hal, sh->buf, 0, &v, es, NULL, st);
 }
 
+/* The streamed run's read-back (encode_stream.c): chunk by chunk into buf, each chunk summed
+ * into state_sums (may be NULL) and handed to sink (may be NULL). */
+qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
+                            void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
+                            qm_status *st)
+{
+    const uint64_t N = s->n_amps;
+    for (uint64_t pos = start; pos < end;) {
+        const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
+        qm_code rc = rb->cancel_ok ? qm_encode_check_cancel(rb->job, st) : QM_OK;
+        if (rc == QM_OK)
+            rc = qm_state_read(s, pos, n, s->dtype, buf, st);
+        if (rc != QM_OK)
+            return rc;
+        if (rb->corrupt != QM_ENC_FAULT_NONE) { /* NaN, or 0.001 added to the real part */
+            const bool nan_ = rb->corrupt == QM_ENC_FAULT_NAN;
+            if (s->dtype == QM_DTYPE_COMPLEX128)
+                ((double *)buf)[0] = nan_ ? NAN : ((double *)buf)[0] + 1e-3;
+            else
+                ((float *)buf)[0] = nan_ ? NAN : ((float *)buf)[0] + 1e-3f;
+            rb->corrupt = QM_ENC_FAULT_NONE;
+        }
+        if (state_sums) {
+            for (uint64_t i = 0; i < n; ++i) {
+                double re, im;
+                if (s->dtype == QM_DTYPE_COMPLEX128) {
+                    re = ((const double *)buf)[2 * i];
+                    im = ((const double *)buf)[2 * i + 1];
+                } else {
+                    re = ((const float *)buf)[2 * i];
+                    im = ((const float *)buf)[2 * i + 1];
+                }
+                state_sums[(pos + i) / N] += re * re + im * im;
+            }
+        }
+        if (sink && (rc = sink(sink_ctx, buf, n, st)) != QM_OK)
+            return rc;
+        pos += n;
+    }
+    return QM_OK;
+}
+
+qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
+{
+    return qm_npy_writer_write(ctx, amps, n, st);
+}
+
 /* The norm check, on every rank with the same sums: a non-finite Σ|ψ|² or |Σ|ψ|² − 1| above
  *   bound = 4·eps(out) + (N + 2n + 8)·eps(float64)
  * is E-NUMERIC (docs/io.md "The norm check"): 2·eps(out) covers rounding each amplitude to the
  * output dtype (each |ψ_i|² off by at most 2u relative, u = eps/2), the rest the float64 norm
  * (pairwise tree: about n rounding steps, the sqrt and the division) and this check's own
- * float64 sum over N = 2^n terms (a pairwise tree since the check runs on the devices; the bound
- * still allows a sequential sum's N steps), all with a factor of 2 to spare. */
-static qm_code norm_check(qm_encode_result *r, const double *sums, uint64_t batch, unsigned qubits,
-                          qm_dtype dtype, uint64_t n_amps, qm_status *st)
+ * sequential float64 sum over N = 2^n terms, all with a factor of 2 to spare. States
+ * [first, first + batch) (a streamed batch: first > 0); the result's max and worst state are kept
+ * over every call of a run (reset when first is 0). */
+qm_code qm_encode_norm_check(qm_encode_result *r, const double *sums, uint64_t first,
+                             uint64_t batch, unsigned qubits, qm_dtype dtype, uint64_t n_amps,
+                             qm_status *st)
 {
     const double eps_out = dtype == QM_DTYPE_COMPLEX64 ? (double)FLT_EPSILON : DBL_EPSILON;
     const double bound = 4 * eps_out + ((double)n_amps + 2.0 * qubits + 8) * DBL_EPSILON;
-    r->norm_max_error = 0;
-    r->norm_worst_state = 0;
+    if (first == 0) {
+        r->norm_max_error = 0;
+        r->norm_worst_state = 0;
+    }
     for (uint64_t k = 0; k < batch; ++k) {
         if (!isfinite(sums[k]))
             return qm_fail(st, QM_E_NUMERIC, "encode: norm check failed for state %llu: "
                            "sum |psi|^2 is %s (bound %.3e); nothing was written",
-                           (unsigned long long)k, isnan(sums[k]) ? "NaN" : "infinite", bound);
+                           (unsigned long long)(first + k), isnan(sums[k]) ? "NaN" : "infinite",
+                           bound);
         const double err = fabs(sums[k] - 1.0);
-        if (err > r->norm_max_error || k == 0) {
+        if (err > r->norm_max_error || first + k == 0) {
             r->norm_max_error = err;
-            r->norm_worst_state = k;
+            r->norm_worst_state = first + k;
         }
     }
     if (r->norm_max_error > bound)
@@ -575,7 +631,7 @@ static qm_code check_outputs(const qm_encode_job *job, qm_encode_result *r, qm_s
 
 /* basis takes one index per sample: a 1-D input of B values is B samples (as a (B, 1) input,
  * and the output is (B, 2^n)); a 2-D input must have one column. */
-static qm_code basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
+qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
 {
     if (*ndim == 1) {
         in->batch = in->n;
@@ -591,8 +647,39 @@ static qm_code basis_shape(qm_amp_input *in, int *ndim, qm_status *st)
 
 /* Without --qubits, basis takes the fewest qubits that hold the largest index (at least 1). The
  * values are checked again, with their sample named, when the state is built. */
+/* The same for an integer input, exactly (read_int): an index above 2^53 is not rounded. */
+static qm_code basis_qubits_int(const qm_amp_input *in, unsigned *qubits, qm_status *st)
+{
+    const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
+    uint64_t *v = malloc(chunk * sizeof *v), top = 0;
+    if (!v)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+    qm_code rc = QM_OK;
+    for (uint64_t at = 0; rc == QM_OK && at < B; at += chunk) {
+        const uint64_t n = B - at < chunk ? B - at : chunk;
+        if ((rc = in->read_int(in->read_int_ctx, at, n, v, st)) != QM_OK)
+            break;
+        for (uint64_t i = 0; rc == QM_OK && i < n; ++i) {
+            if (in->int_signed && (int64_t)v[i] < 0)
+                rc = qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %lld is not a "
+                             "non-negative integer", (unsigned long long)(at + i),
+                             (long long)(int64_t)v[i]);
+            else if (v[i] > top)
+                top = v[i];
+        }
+    }
+    free(v);
+    unsigned q = 1;
+    while (rc == QM_OK && q < 64 && top >> q)
+        ++q;
+    *qubits = q;
+    return rc;
+}
+
 static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status *st)
 {
+    if (in->read_int)
+        return basis_qubits_int(in, qubits, st);
     const uint64_t B = in->batch ? in->batch : 1, chunk = 1u << 16;
     double *v = malloc(chunk * sizeof *v);
     if (!v)
@@ -620,6 +707,25 @@ static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status 
     return rc;
 }
 
+qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_amp_input *in,
+                                   qm_status *st)
+{
+    const qm_encoding enc = req->encoding;
+    qm_code rc = QM_OK;
+    if (req->qubits == 0 && !qubits_given && enc == QM_ENCODING_AMPLITUDE)
+        req->qubits = qm_qubits_for_values(in->n);
+    else if (req->qubits == 0 && !qubits_given && enc == QM_ENCODING_BASIS)
+        rc = basis_qubits(in, &req->qubits, st);
+    else if (req->qubits == 0 && !qubits_given &&
+             (req->qubits = qm_encoding_qubits(enc, in->n)) == 0)
+        rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
+                     "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in->n,
+                     qm_encoding_name(enc));
+    req->batch = in->batch;
+    req->features = in->n;
+    return rc;
+}
+
 /* The host-memory check of the plan (docs/planner.md "Host memory"): on the simulator every shard
  * lives in host memory, checked against the scenario's hosts and, in one process (which holds
  * every device), against this machine's MemAvailable, read here once. Under mpirun each rank
@@ -640,27 +746,19 @@ qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_a
                              int *ndim, qm_request *req, qm_status *st)
 {
     qm_code rc = qm_input_open(job->input, &job->csv, job->dataset, file, st);
+    if (rc == QM_OK && file->npy && job->read_threads > 0)
+        rc = qm_npy_reader_set_threads(file->npy, job->read_threads, st);
     if (rc != QM_OK)
         return rc;
     *in = file->in;
     *ndim = file->ndim;
-    const qm_encoding enc = job->request.encoding;
-    if (enc == QM_ENCODING_BASIS && (rc = basis_shape(in, ndim, st)) != QM_OK)
+    if (job->request.encoding == QM_ENCODING_BASIS &&
+        (rc = qm_encode_basis_shape(in, ndim, st)) != QM_OK)
         return rc;
     *req = job->request;
-    if (req->qubits == 0 && !job->qubits_given && enc == QM_ENCODING_AMPLITUDE)
-        req->qubits = qm_qubits_for_values(in->n);
-    else if (req->qubits == 0 && !job->qubits_given && enc == QM_ENCODING_BASIS)
-        rc = basis_qubits(in, &req->qubits, st);
-    else if (req->qubits == 0 && !job->qubits_given &&
-             (req->qubits = qm_encoding_qubits(enc, in->n)) == 0)
-        rc = qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no %s state (it "
-                     "takes n + n(n-1)/2 values for n qubits)", (unsigned long long)in->n,
-                     qm_encoding_name(enc));
+    rc = qm_encode_request_complete(req, job->qubits_given, in, st);
     if (!job->dtype_given)
         req->dtype = in->dtype == QM_DTYPE_FLOAT64 ? QM_DTYPE_COMPLEX128 : QM_DTYPE_COMPLEX64;
-    req->batch = in->batch;
-    req->features = in->n;
     return rc;
 }
 
@@ -694,15 +792,27 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
 typedef struct timed_reader {
     qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
     void *ctx;
+    qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
+    void *int_ctx;
     double seconds;
 } timed_reader;
 
 static qm_code timed_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
     timed_reader *t = ctx;
-    const double t0 = now_s();
+    const double t0 = qm_clock_now_s();
     const qm_code rc = t->read(t->ctx, first, count, dst, st);
-    t->seconds += now_s() - t0;
+    t->seconds += qm_clock_now_s() - t0;
+    return rc;
+}
+
+static qm_code timed_read_int(void *ctx, uint64_t first, uint64_t count, uint64_t *dst,
+                              qm_status *st)
+{
+    timed_reader *t = ctx;
+    const double t0 = qm_clock_now_s();
+    const qm_code rc = t->read_int(t->int_ctx, first, count, dst, st);
+    t->seconds += qm_clock_now_s() - t0;
     return rc;
 }
 
@@ -718,7 +828,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_diags diags;
     qm_diags_init(&diags);
     memset(r, 0, sizeof *r);
-    double t0 = now_s();
+    double t0 = qm_clock_now_s();
     qm_comm *comm = job ? job->comm : NULL;
     const int R = comm ? qm_comm_size(comm) : 1, me = comm ? qm_comm_rank(comm) : 0;
     /* --backend cuda: the CUDA start-up on a thread of its own, overlapping the input header, the
@@ -727,6 +837,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_backend_warmup *warmup = NULL;
     if (job && job->backend == QM_BACKEND_CUDA)
         (void)qm_backend_warmup_start(QM_BACKEND_CUDA, R > 1 ? -1 : 0, &warmup, NULL);
+
 
     if (!job || !job->input)
         rc = qm_fail(st, QM_E_ARG, "encode: an input file is required (--input FILE)");
@@ -740,10 +851,10 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
     qm_request req = job ? job->request : (qm_request){0};
-    const double t_open = now_s();
+    const double t_open = qm_clock_now_s();
     if (rc == QM_OK)
         rc = qm_encode_input_open(job, &file, &in, &r->input_ndim, &req, st);
-    r->read_open_s = now_s() - t_open;
+    r->read_open_s = qm_clock_now_s() - t_open;
     r->batch = in.batch;
     r->features = in.n;
     r->input_dtype = in.dtype;
@@ -782,7 +893,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = check_outputs(job, r, st);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    r->seconds_read_plan = now_s() - t0;
+    r->seconds_read_plan = qm_clock_now_s() - t0;
     /* backend: this rank's devices (one process simulates every rank of the scenario) */
     int first_gpu = 0;
     if (job->backend == QM_BACKEND_CUDA && R > 1) {
@@ -807,7 +918,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_pipeline_open_backend(&r->pipeline, &bd, st);
     }
     sums = calloc((size_t)(in.batch ? in.batch : 1), sizeof *sums);
-    buf = malloc((size_t)(QM_OUT_CHUNK_AMPS * qm_dtype_size(req.dtype))); /* a sender's chunk */
+    buf = malloc((size_t)(QM_READBACK_AMPS * qm_dtype_size(req.dtype)));
     if (rc == QM_OK && (!sums || !buf))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
     const qm_layout *lay = r->pipeline.layout;
@@ -817,7 +928,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_fail(st, QM_E_RANK, "encode: rank %d has no shard in the plan", me);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    double t1 = now_s();
+    double t1 = qm_clock_now_s();
     qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases};
     /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
     if (job->show_progress && me == 0 &&
@@ -826,21 +937,28 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, fault_point(job, me, QM_ENC_PHASE_MATERIALIZE, QM_OK, st),
                               st)) != QM_OK)
         goto done;
-    timed_reader tr = {.read = in.read, .ctx = in.read_ctx};
+    timed_reader tr = {.read = in.read, .ctx = in.read_ctx, .read_int = in.read_int,
+                       .int_ctx = in.read_int_ctx};
     if (in.read) { /* the reader's seconds are the measured read (file -> host memory) */
         in.read = timed_read;
         in.read_ctx = &tr;
     }
+    if (in.read_int) { /* basis indices of an integer input, read exactly */
+        in.read_int = timed_read_int;
+        in.read_int_ctx = &tr;
+    }
     rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st);
     in.read = tr.read;
     in.read_ctx = tr.ctx;
+    in.read_int = tr.read_int;
+    in.read_int_ctx = tr.int_ctx;
     if (rc != QM_OK)
         goto done; /* the same verdict on every rank */
-    r->seconds_materialize = now_s() - t1;
+    r->seconds_materialize = qm_clock_now_s() - t1;
     r->read_s = r->read_open_s + tr.seconds;
     r->staging_s = r->phases.ingest > tr.seconds ? r->phases.ingest - tr.seconds : 0;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
-    double t2 = now_s();
+    double t2 = qm_clock_now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;
     const uint64_t hi_read = replicated ? state->n_amps * state->batch : hi;
     rb_ctx rb = {.job = job, .cancel_ok = R == 1};
@@ -862,7 +980,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     /* the norm check decides before anything is committed: Σ|ψ|² on the devices where the shards
      * live, merged in index order across shards and ranks (the same sums, the same verdict on
      * every rank) */
-    const double t3 = now_s();
+    const double t3 = qm_clock_now_s();
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
     if (rc == QM_OK && job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
@@ -871,8 +989,9 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         goto done;
     rc = qm_state_norms(state, replicated ? 1 : n_local, comm, R > 1 && !replicated, sums, st);
     if (rc == QM_OK)
-        rc = norm_check(r, sums, in.batch, req.qubits, req.dtype, r->pipeline.plan->n_amps, st);
-    r->seconds_check = now_s() - t3;
+        rc = qm_encode_norm_check(r, sums, 0, in.batch, req.qubits, req.dtype,
+                                  r->pipeline.plan->n_amps, st);
+    r->seconds_check = qm_clock_now_s() - t3;
     rc = fault_point(job, me, QM_ENC_PHASE_COMMIT, rc, st);
     /* the vote: from here on the commit is rank 0's alone */
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
@@ -893,7 +1012,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     }
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
-    r->seconds_output = now_s() - t2;
+    r->seconds_output = qm_clock_now_s() - t2;
     r->write_s = job->out || job->out_dir ? r->seconds_output - r->seconds_check : -1;
     rc = QM_OK;
 done:

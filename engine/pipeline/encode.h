@@ -58,12 +58,14 @@ typedef enum qm_enc_fault_mode {
 
 typedef struct qm_encode_fault {
     int rank;               /* the rank it fires on (0 in one process) */
+    uint64_t batch;         /* a streamed run (--batch-size): the batch it fires at (0: the first;
+                               a one-shot run is batch 0) */
     qm_enc_phase phase;     /* QM_ENC_PHASE_NONE: no fault */
     qm_enc_fault_mode mode;
 } qm_encode_fault;
 
-/* Parse "R:PHASE:MODE" (e.g. "1:commit:kill"); E-ARG naming the bad part and the accepted words.
- * nan and skew take the phase check only. */
+/* Parse "R:PHASE:MODE[:BATCH]" (e.g. "1:commit:kill", "0:materialize:sigint:3"); E-ARG naming the
+ * bad part and the accepted words. nan and skew take the phase check only. */
 qm_code qm_encode_fault_parse(const char *spec, qm_encode_fault *out, qm_status *st);
 const char *qm_enc_phase_name(qm_enc_phase phase);
 
@@ -82,6 +84,8 @@ typedef struct qm_encode_job {
     const char *out;          /* gathered .npy, or NULL */
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
+    int read_threads;         /* --read-threads: threads of a .npy reader; 0 = QM_READ_THREADS or
+                                 min(8, CPUs) (docs/io.md "Reading in parallel") */
     FILE *progress;           /* diagnostics of a failed scenario load (NULL: none) */
     bool show_progress;       /* a progress line on stderr while materializing (a terminal) */
     struct qm_comm *comm;     /* ranks of an mpirun job (NULL: one process); borrowed */
@@ -90,6 +94,9 @@ typedef struct qm_encode_job {
      * (st->backend_code = the signal); NULL: never. Set from a signal handler. */
     const volatile sig_atomic_t *cancel;
     qm_encode_fault fault;    /* a deterministic fault for tests (phase NONE: off) */
+    uint64_t batch_size;      /* > 0: stream the input in batches of this many samples
+                                 (qm_encode_stream_run); 0: one shot */
+    int prefetch;             /* a streamed run: batches read ahead (qm_stream_options) */
 } qm_encode_job;
 
 typedef struct qm_encode_result {
@@ -113,7 +120,26 @@ typedef struct qm_encode_result {
     int n_files;              /* output files written */
     int input_ndim;           /* 1 or 2: the output keeps it ((2^n,) or (B, 2^n)) */
     int n_stale_removed;      /* temporaries of dead runs removed before this run's work */
+    /* a streamed run (qm_encode_stream_run) */
+    unsigned qubits;
+    qm_dtype dtype;
+    uint64_t batches, batch_size;
+    int prefetch, input_buffers;
+    uint64_t batch_input_bytes, input_bytes_peak, device_bytes_peak;
+    double seconds_read, seconds_wait, seconds_total, samples_per_s;
+    char *batch_plan_json;    /* the plan of a full batch (JSON text; freed by fini) */
 } qm_encode_result;
+
+/* The request of an input, as `qmesh encode` makes it: qubits (when 0 and not given) from the
+ * values per sample by the encoding (amplitude: the smallest n with 2^n >= F; basis: the fewest
+ * that hold the largest index, the input scanned in chunks; E-INPUT when F makes no state), batch
+ * and features from the input. The dtype is the caller's. Shared by the one-shot and the streamed
+ * encode. */
+qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_amp_input *in,
+                                   qm_status *st);
+/* basis takes one index per sample: a 1-D input of B values becomes B samples of one value
+ * (*ndim 2, the output (B, 2^n)); a 2-D input must have one column (E-INPUT otherwise). */
+qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st);
 
 void qm_encode_job_init(qm_encode_job *job);
 /* The job's input opened as encode opens it (job->input, csv, dataset) and the request encode
@@ -132,5 +158,43 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
  * made, so an infeasible request can still be shown). Always call qm_encode_result_fini. */
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *result, qm_status *st);
 void qm_encode_result_fini(qm_encode_result *result);
+
+/* The job in batches (encode_stream.c; job->batch_size > 0): a qm_stream over the input (reading
+ * ahead job->prefetch batches), each batch's state read back into the output and norm-checked
+ * before the next is taken, then the whole output committed at once: --out one (samples, 2^n)
+ * .npy written in order into its temporary (byte for byte the one-shot file), --out-dir one
+ * batch-NNNNNN.npy per batch and manifest.json (format qmesh-batches/1) in a temporary directory
+ * swapped in; no output: encode and check only. One process only (E-UNSUPPORTED under mpirun).
+ * The faults of QM_FAULT_RANK fire at their phase of batch fault.batch (plan and commit: once).
+ * Errors and cleanup as qm_encode_run. */
+qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *result, qm_status *st);
+
+/* ---- shared by the one-shot and the streamed run (encode.c) ---------------------------------- */
+
+/* E-INTERRUPTED ("interrupted by SIGINT; nothing was written") when the cancel flag is set. */
+qm_code qm_encode_check_cancel(const qm_encode_job *job, qm_status *st);
+/* The job's fault when it is for this rank, phase and batch; then the cancel flag. A failure in
+ * rc passes through unchanged. */
+qm_code qm_encode_fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, uint64_t batch,
+                              qm_code rc, qm_status *st);
+
+/* Read-back of a state in chunks of QM_READBACK_AMPS: per-state sums of |psi|^2 into state_sums
+ * (indexed by state within s; may be NULL) and each chunk handed to sink (may be NULL). */
+typedef qm_code (*qm_encode_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
+typedef struct qm_encode_rb {
+    const qm_encode_job *job;
+    qm_enc_fault_mode corrupt; /* NAN or SKEW: applied to the first amplitude read, then NONE */
+    bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
+} qm_encode_rb;
+qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
+                            void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
+                            qm_status *st);
+/* A sink writing to a qm_npy_writer (ctx). */
+qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st);
+/* The norm check of states [first, first + batch) (docs/io.md "The norm check"): E-NUMERIC
+ * naming the state; r's norm_max_error and norm_worst_state kept over the run. */
+qm_code qm_encode_norm_check(qm_encode_result *r, const double *sums, uint64_t first,
+                             uint64_t batch, unsigned qubits, qm_dtype dtype, uint64_t n_amps,
+                             qm_status *st);
 
 #endif

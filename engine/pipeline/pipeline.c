@@ -213,6 +213,12 @@ static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst,
     return qm_npy_read_range(ctx, first, count, dst, st);
 }
 
+static qm_code npy_read_int_cb(void *ctx, uint64_t first, uint64_t count, uint64_t *dst,
+                               qm_status *st)
+{
+    return qm_npy_read_int_range(ctx, first, count, dst, st);
+}
+
 static qm_code hdf5_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
     return qm_hdf5_read_range(ctx, first, count, dst, st);
@@ -260,7 +266,10 @@ static qm_code open_npy(const char *path, const qm_csv_options *csv, qm_input_fi
     if (rc == QM_OK) {
         const qm_npy_info *info = qm_npy_reader_info(f->npy);
         f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
-                               .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy};
+                               .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy,
+                               .read_int = info->kind == 'f' ? NULL : npy_read_int_cb,
+                               .read_int_ctx = f->npy,
+                               .int_signed = info->kind == 'i'};
         f->ndim = info->ndim;
     }
     return rc;

@@ -10,7 +10,8 @@
  *   phase  a(i) = 2^(-n/2) exp(i sum_k x_k bit_k(i))
  * Each shard reads only the samples its range touches (every value of each), checks them (NaN or
  * Inf, a basis index that is not an integer in [0, 2^n): E-INPUT naming the sample and the
- * value), builds the per-qubit factors on the host — cos, sin of each angle, computed once here
+ * value; the indices of an integer input are read and checked as 64-bit integers, never rounded
+ * through float64), builds the per-qubit factors on the host — cos, sin of each angle, computed once here
  * for every backend — and hands them to the product op (hal_ops.h), which multiplies them in a
  * fixed order; so the state is bit-identical on the simulator and CUDA, on any layout, any thread
  * and any rank count. These states are normalized by construction (to rounding): there is no norm
@@ -29,6 +30,7 @@
 #include "status_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,10 +47,39 @@ bool qm_encoding_is_product(qm_encoding e)
     return e == QM_ENCODING_ANGLE || e == QM_ENCODING_BASIS || e == QM_ENCODING_PHASE;
 }
 
-/* Read samples [s0, s0 + count) (F values each) as doubles into v, checking every value. */
-static qm_code read_samples(const qm_amp_input *in, qm_encoding enc, unsigned qubits, uint64_t F,
-                            uint64_t s0, uint64_t count, double *v, qm_status *st)
+/* The basis indices of samples [s0, s0 + count) of an integer input, exactly (read_int): each
+ * checked against [0, 2^qubits) as an integer and kept in idx. */
+static qm_code read_indices(const qm_amp_input *in, unsigned qubits, uint64_t s0, uint64_t count,
+                            uint64_t *idx, qm_status *st)
 {
+    qm_code rc = in->read_int(in->read_int_ctx, s0, count, idx, st);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "encode: reading input [%llu, %llu)", (unsigned long long)s0,
+                                (unsigned long long)(s0 + count));
+    const uint64_t N = (uint64_t)1 << qubits; /* qubits <= 62 (the request's check) */
+    for (uint64_t i = 0; i < count; ++i) {
+        const bool neg = in->int_signed && (int64_t)idx[i] < 0;
+        if (neg || idx[i] >= N) {
+            char v[32];
+            if (neg)
+                snprintf(v, sizeof v, "%lld", (long long)(int64_t)idx[i]);
+            else
+                snprintf(v, sizeof v, "%llu", (unsigned long long)idx[i]);
+            return qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %s is not an integer "
+                           "in [0, %llu) (%u qubits)", (unsigned long long)(s0 + i), v,
+                           (unsigned long long)N, qubits);
+        }
+    }
+    return QM_OK;
+}
+
+/* Read samples [s0, s0 + count) (F values each) as doubles into v, checking every value; basis:
+ * the indices also into idx (exactly, from read_int, for an integer input). */
+static qm_code read_samples(const qm_amp_input *in, qm_encoding enc, unsigned qubits, uint64_t F,
+                            uint64_t s0, uint64_t count, double *v, uint64_t *idx, qm_status *st)
+{
+    if (enc == QM_ENCODING_BASIS && in->read_int)
+        return read_indices(in, qubits, s0, count, idx, st);
     const uint64_t n = count * F;
     qm_code rc;
     if (in->dtype == QM_DTYPE_FLOAT64) {
@@ -65,7 +96,7 @@ static qm_code read_samples(const qm_amp_input *in, qm_encoding enc, unsigned qu
         return rc;
     const double N = ldexp(1.0, (int)qubits);
     for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t s = s0 + i / F, k = i % F;
+        const uint64_t s = in->first_sample + s0 + i / F, k = i % F;
         if (!isfinite(v[i]))
             return qm_fail(st, QM_E_INPUT, "encode: sample %llu, value %llu is %s; the %s encoding "
                            "needs finite values", (unsigned long long)s, (unsigned long long)k,
@@ -75,12 +106,15 @@ static qm_code read_samples(const qm_amp_input *in, qm_encoding enc, unsigned qu
             return qm_fail(st, QM_E_INPUT, "encode: sample %llu: basis index %.17g is not an "
                            "integer in [0, %.0f) (%u qubits)", (unsigned long long)s, v[i], N,
                            qubits);
+        if (enc == QM_ENCODING_BASIS)
+            idx[i] = (uint64_t)v[i];
     }
     return QM_OK;
 }
 
-/* The factor table of one sample: per qubit q, (re, im) of f_q(0) then of f_q(1). */
-static void sample_factors(qm_encoding enc, unsigned qubits, const double *x, double *f)
+/* The factor table of one sample: per qubit q, (re, im) of f_q(0) then of f_q(1). x: its values;
+ * j: its basis index. */
+static void sample_factors(qm_encoding enc, unsigned qubits, const double *x, uint64_t j, double *f)
 {
     for (unsigned q = 0; q < qubits; ++q) {
         double *g = f + 4 * q;
@@ -91,8 +125,7 @@ static void sample_factors(qm_encoding enc, unsigned qubits, const double *x, do
         case QM_ENCODING_PHASE:
             g[0] = 1.0, g[1] = 0.0, g[2] = cos(x[q]), g[3] = sin(x[q]);
             break;
-        default: { /* basis: x[0] is the index */
-            const uint64_t j = (uint64_t)x[0];
+        default: { /* basis */
             const bool one = (j >> q) & 1u;
             g[0] = one ? 0.0 : 1.0, g[1] = 0.0, g[2] = one ? 1.0 : 0.0, g[3] = 0.0;
             break;
@@ -123,20 +156,23 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsig
     if (count > SIZE_MAX / sizeof(double) / (per > F ? per : F))
         return qm_fail(st, QM_E_NOMEM, "encode: factor table of %llu samples overflows",
                        (unsigned long long)count);
+    const bool basis = enc == QM_ENCODING_BASIS;
     double *x = malloc((size_t)(count * F) * sizeof *x);
+    uint64_t *idx = basis ? malloc((size_t)count * sizeof *idx) : NULL;
     double *f = NULL;
-    qm_code rc = x ? QM_OK
+    qm_code rc = x && (idx || !basis)
+                   ? QM_OK
                    : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu samples",
                              (unsigned long long)count);
     if (rc == QM_OK)
-        rc = read_samples(in, enc, qubits, F, s0, count, x, st);
+        rc = read_samples(in, enc, qubits, F, s0, count, x, idx, st);
     if (rc == QM_OK &&
         (rc = qm_hal_host_alloc(hal, (size_t)(count * per) * sizeof *f, (void **)&f, st)) == QM_OK) {
         if (iqp) /* the coefficients are the values */
             memcpy(f, x, (size_t)(count * F) * sizeof *f);
         else
             for (uint64_t k = 0; k < count; ++k)
-                sample_factors(enc, qubits, x + k * F, f + k * per);
+                sample_factors(enc, qubits, x + k * F, basis ? idx[k] : 0, f + k * per);
         rc = qm_hal_buf_alloc(hal, sh->device, count * per * sizeof *f, table, st);
     }
     /* the copy is synchronous (the host table is freed below); the kernel is enqueued */
@@ -167,6 +203,7 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsig
         rc = qm_hal_product(hal, &a, s, st);
     }
     qm_hal_host_free(hal, f);
+    free(idx);
     free(x);
     return rc;
 }

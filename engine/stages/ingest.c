@@ -6,8 +6,17 @@
  *   compute stream: wait(copied[h]) -> stash or amp_batch (+ D2H of the sums) -> record(freed[h])
  * and the host, before refilling its page-locked half h, waits for copied[h]. On backends
  * without streams or events (the simulator) all of this runs synchronously, in the same order.
- * Known wart: the host fills page-locked halves with one thread (memcpy or the reader), so pageable
- * input is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
+ * The overlap: the host reads chunk k+1 into the other half while chunk k's H2D copy and kernel run;
+ * it waits only for the copy of chunk k-1 (the same half), which was enqueued a whole read earlier.
+ * Reader input (.npy) fills a half with the reader's threads (io_npy.c: a 32 MiB half is 8 pieces
+ * of 4 MiB read at once), so the host side runs at the page cache's parallel read rate; two halves
+ * are enough as long as one H2D copy of a half (32 MiB at tens of GB/s: under 1 ms) is shorter
+ * than reading one (several ms at about 10 GB/s), which holds on PCIe 4/5 and NVLink-C2C hosts,
+ * so more halves would only take more page-locked memory. The chunk stays QM_STAGING_CHUNK_BYTES
+ * (32 MiB, what the planner charges per device): bench/bench_read.cpp reports the reader alone in
+ * such chunks next to the read ceiling of the same run.
+ * Known wart: pageable in-memory input is still copied into the halves by one thread (memcpy), so
+ * it is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
  */
 #include "ingest.h"
 #include "status_internal.h"

@@ -4,7 +4,8 @@
  * and events between them, so that the copy of chunk k+1 overlaps the kernel of chunk k and every
  * device works at once (chunks are dealt to the shards round-robin). Input already in page-locked
  * host memory is copied from where it lies; pageable input and reader input pass through two
- * page-locked host halves per pipe (the host fills one while the other is being copied).
+ * page-locked host halves per pipe (the host fills one, reader input with the reader's threads,
+ * while the other is being copied).
  * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
  * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
  * sums of squares landing in the half's tail and then in host memory.

@@ -425,19 +425,21 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
     if (all.first_bad != UINT64_MAX) {
         const double v = all.bad_value;
         const char *what = isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
-        if (e->B == 1)
+        if (e->B == 1 && !e->in->part_of_stream)
             return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: input[%llu] is %s",
                            (unsigned long long)all.first_bad, what);
         return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu, feature "
-                       "%llu is %s", (unsigned long long)sidx, (unsigned long long)all.first_bad,
+                       "%llu is %s", (unsigned long long)(e->in->first_sample + sidx),
+                       (unsigned long long)all.first_bad,
                        what);
     }
     if (all.max_abs == 0.0) {
-        if (e->B == 1)
+        if (e->B == 1 && !e->in->part_of_stream)
             return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: all %llu input values "
                            "are zero", (unsigned long long)e->F);
         return qm_fail(st, QM_E_INPUT, "encode: zero or non-finite norm: sample %llu has all %llu "
-                       "values zero", (unsigned long long)sidx, (unsigned long long)e->F);
+                       "values zero", (unsigned long long)(e->in->first_sample + sidx),
+                       (unsigned long long)e->F);
     }
     const double scale = qm_hal_rescale_factor(all.max_abs);
     for (int i = 0; i < e->n_norm && rc == QM_OK; ++i) {

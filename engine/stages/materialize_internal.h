@@ -28,6 +28,17 @@ typedef struct qm_amp_input {
      * can read it in place (qm_hal_buf_wrap_device) do so, the others and the slow path's scans
      * go through `read`, which is then required (it copies device memory to host memory). */
     bool device_data;
+    /* An integer input (an integer .npy file): `read` delivers its values as float64, read_int the
+     * exact 64-bit integers (as int64_t when int_signed), so that basis indices are never rounded
+     * (featuremap.c). NULL for float input. */
+    qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
+    void *read_int_ctx;      /* read_int's own context (`read` may be wrapped with another) */
+    bool int_signed;
+    /* A batch of a longer input (a stream, docs/api.md "Streams"): the global index of this
+     * input's sample 0. Messages that name a sample name first_sample + its index here, and always
+     * by sample (also for a one-row batch). 0 and false for a whole input. */
+    uint64_t first_sample;
+    bool part_of_stream;
 } qm_amp_input;
 
 struct qm_comm;

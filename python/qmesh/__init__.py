@@ -8,17 +8,18 @@ only. docs/python.md describes the package; in short::
     amps = state.to_numpy()                         # (4, 8) on the host
     t = torch.from_dlpack(state.shards[0])          # zero-copy, keeps the memory alive
 
-Functions: plan, encode, devices. Classes: Plan, State, Shard, Scenario, Error, RunError.
+Functions: plan, encode, stream, devices. Classes: Plan, State, Shard, Scenario, Stream,
+QuantumDataLoader, Error, RunError.
 """
 import json as _json
 import math as _math
 import os as _os
 
 from . import _qmesh
-from ._qmesh import Error, RunError, Scenario, Shard, State
+from ._qmesh import Error, RunError, Scenario, Shard, State, Stream
 
-__all__ = ["plan", "encode", "devices", "clear_cache", "cache_info", "Plan", "State", "Shard", "Scenario", "Error", "RunError",
-           "__version__"]
+__all__ = ["plan", "encode", "stream", "devices", "clear_cache", "cache_info", "Plan", "State",
+           "Shard", "Scenario", "Stream", "QuantumDataLoader", "Error", "RunError", "__version__"]
 
 __version__ = "%d.%d.%d" % (_qmesh.VERSION_MAJOR, _qmesh.VERSION_MINOR, _qmesh.VERSION_PATCH)
 
@@ -289,6 +290,25 @@ def _float_array(np, a):
           "they are, other integer and float types become float64; got %s)" % a.dtype)
 
 
+def _basis_int_qubits(np, a, qubits):
+    """Integer basis indices checked as integers (never rounded through float64), as the C
+    library checks an integer .npy file: a negative index, or one >= 2**qubits when qubits is
+    given, is E-INPUT naming the sample; without qubits, the fewest that hold the largest index."""
+    flat = a.ravel()
+    if a.dtype.kind == "i" and int(flat.min()) < 0:
+        i = int(np.argmax(flat < 0))
+        _fail("E-INPUT", "encode: sample %d: basis index %d is not a non-negative integer"
+              % (i, int(flat[i])))
+    top = int(flat.max())
+    if qubits is None:
+        return max(1, top.bit_length())
+    if isinstance(qubits, int) and 0 < qubits < 64 and top >= 1 << qubits:
+        i = next(k for k, x in enumerate(flat.tolist()) if x >= 1 << qubits)
+        _fail("E-INPUT", "encode: sample %d: basis index %d is not an integer in [0, %d) "
+              "(%d qubits)" % (i, int(flat[i]), 1 << qubits, qubits))
+    return qubits
+
+
 def _torch_tensor(data):
     """The object when it is a torch.Tensor (without importing torch when it is not loaded)."""
     import sys
@@ -365,6 +385,8 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
             return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
     import numpy as np
     a = np.asarray(data)
+    if encoding == "basis" and a.dtype.kind in "iu" and a.ndim in (1, 2) and a.size:
+        qubits = _basis_int_qubits(np, a, qubits)  # exact: before any float64 conversion
     a = _float_array(np, a)
     if a.ndim not in (1, 2):
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
@@ -402,3 +424,89 @@ def _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding="amp
         dtype = "complex64" if name.endswith("float32") else "complex128"
     req = _request(scenario, qubits, dtype, policy, int(rows), int(features), None, encoding)
     return _qmesh.encode_dlpack(req, backend, data.__dlpack__())
+
+
+def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", prefetch=2,
+           scenario=None, backend="auto", policy="auto"):
+    """Encode data batch by batch: an iterator (a qmesh.Stream) of States, one per batch of up to
+    batch_size samples, in order; together they are byte for byte ``encode(data, ...)``.
+
+    data: a path (str / os.PathLike) of a .npy file (read batch by batch: the file may be larger
+          than memory), an HDF5 file (its only dataset) or a CSV file (parsed whole when the
+          stream opens); or an array (2-D rows, or anything encode() takes on the host: it is
+          kept, not copied, while the stream lives).
+    batch_size: samples per batch (>= 1; more than the data: one batch).
+    prefetch: batches a reader thread reads ahead while one is encoded (0..64; 0: no thread). The
+          input held in host memory is at most prefetch + 1 batches.
+    qubits, dtype, encoding, scenario, backend, policy: as encode() (qubits None: the library
+          chooses them from the input as `qmesh encode` does, basis included).
+    Each State is independent: it stays valid after the iterator moves on or is closed, and
+    exports by DLPack (torch.from_dlpack(state.shards[0])). The GIL is released while a batch is
+    read and encoded. Errors: qmesh.Error at the call for a bad request, option or file (E-ARG
+    "stream: batch_size must be at least 1 (got 0)"); during the iteration for a bad value, named
+    by its sample's index in the whole input, after which the stream stays failed. len() is the
+    number of batches; .info() the counters (input_bytes_peak, seconds_read, ...); close() (or a
+    with block, or dropping the iterator) stops the reader and frees its buffers.
+    """
+    if encoding not in _ENCODINGS:
+        _fail("E-ARG", "plan: unknown encoding '%s'; use one of %s"
+              % (encoding, ", ".join(_ENCODINGS)))
+    if backend not in ("auto", "sim", "cuda"):
+        _fail("E-ARG", "backend: unknown backend '%s'; use auto, sim or cuda" % backend)
+    bs = _uint("batch_size", batch_size)
+    pf = int(prefetch)
+    if pf != prefetch:
+        raise TypeError("prefetch must be an integer (got %r)" % (prefetch,))
+    if isinstance(data, (str, bytes, _os.PathLike)):
+        path = _os.fsdecode(_os.fspath(data))
+        rows, features, ndim, in_dtype = _qmesh.file_shape(path)
+        if encoding == "basis":
+            ndim = 2
+        if dtype is None:
+            dtype = "complex128" if in_dtype == "float64" else "complex64"
+        req = _request(scenario, 0 if qubits is None else qubits, dtype, policy, 1, None, None,
+                       encoding)
+        return _qmesh.stream_open(req, backend, path, rows, features, in_dtype, ndim, bs, pf)
+    torch = _torch_tensor(data)
+    if torch is not None:
+        data = data.detach().cpu().numpy()
+    import numpy as np
+    a = _float_array(np, np.asarray(data))
+    if a.ndim not in (1, 2):
+        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
+              "a batch)" % a.ndim)
+    rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
+    ndim = a.ndim
+    if encoding == "basis":  # one index per sample: a 1-D array of B indices is B samples
+        rows, features, ndim = (a.size, 1, 2) if a.ndim == 1 else (rows, features, 2)
+    if dtype is None:
+        dtype = "complex128" if a.dtype == np.float64 else "complex64"
+    req = _request(scenario, 0 if qubits is None else qubits, dtype, policy, 1, None, None,
+                   encoding)
+    return _qmesh.stream_open(req, backend, a, rows, features, a.dtype.name, ndim, bs, pf)
+
+
+class QuantumDataLoader:
+    """A re-iterable loader of encoded batches, for a training loop::
+
+        loader = qmesh.QuantumDataLoader("train.npy", batch_size=256, qubits=10)
+        for epoch in range(3):
+            for state in loader:                      # a fresh qmesh.stream() per epoch
+                x = torch.from_dlpack(state.shards[0]).view(state.shape)
+
+    Arguments as qmesh.stream(). len(loader) is the number of batches per epoch.
+    """
+
+    def __init__(self, data, batch_size, qubits=None, dtype=None, encoding="amplitude",
+                 prefetch=2, scenario=None, backend="auto", policy="auto"):
+        self._args = (data, batch_size)
+        self._kw = dict(qubits=qubits, dtype=dtype, encoding=encoding, prefetch=prefetch,
+                        scenario=scenario, backend=backend, policy=policy)
+        with stream(data, batch_size, **self._kw) as s:  # checks the arguments now
+            self._len = len(s)
+
+    def __iter__(self):
+        return stream(*self._args, **self._kw)
+
+    def __len__(self):
+        return self._len

@@ -1284,6 +1284,236 @@ static PyObject *py_encode_file(PyObject *m, PyObject *args)
     return o;
 }
 
+/* ---- Stream: qm_stream_* as a Python iterator of States ---------------------------------------
+ * The stream's contexts are used by qm_stream_next and by the States it yields (reads, DLPack
+ * deleters), possibly from several threads: all of them share one group mutex. qm_stream_next
+ * runs without the GIL (it may wait for the reader thread). Host rows are kept (a Py_buffer)
+ * until the stream is closed; a file is the library's to read. */
+
+typedef struct {
+    PyObject_HEAD
+    qm_stream *s;
+    group *g;
+    Py_buffer buf;      /* host rows (buf.obj NULL for a file) */
+    int ndim;           /* of the yielded States: the input's */
+} StreamObject;
+
+static PyTypeObject StreamType;
+
+static void stream_close(StreamObject *self)
+{
+    if (self->s) {
+        qm_stream *s = self->s;
+        group *g = self->g;
+        self->s = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&g->mu);
+        qm_stream_close(s);
+        pthread_mutex_unlock(&g->mu);
+        Py_END_ALLOW_THREADS
+    }
+    if (self->buf.obj)
+        PyBuffer_Release(&self->buf);
+}
+
+static void Stream_dealloc(StreamObject *self)
+{
+    stream_close(self);
+    group_release(self->g);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Stream_iter(PyObject *self)
+{
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *Stream_next(StreamObject *self)
+{
+    if (!self->s)
+        return NULL; /* closed: StopIteration */
+    qm_state *state = NULL;
+    qm_status st;
+    qm_code rc;
+    qm_stream_info info;
+    group *g = self->g;
+    qm_stream *s = self->s;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&g->mu);
+    rc = qm_stream_next(s, &state, &st);
+    if (rc == QM_OK)
+        qm_stream_info_query(s, &info, NULL);
+    pthread_mutex_unlock(&g->mu);
+    Py_END_ALLOW_THREADS
+    if (rc != QM_OK)
+        return raise_status(&st, NULL);
+    if (!state)
+        return NULL; /* the end: StopIteration */
+    PyObject *o = state_wrap(state, group_retain(g), self->ndim, info.last_rows);
+    if (o && interrupted()) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
+static PyObject *Stream_close(StreamObject *self, PyObject *u)
+{
+    (void)u;
+    stream_close(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Stream_enter(PyObject *self, PyObject *u)
+{
+    (void)u;
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *Stream_exit(StreamObject *self, PyObject *args)
+{
+    (void)args;
+    stream_close(self);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *Stream_info(StreamObject *self, PyObject *u)
+{
+    (void)u;
+    if (!self->s)
+        return raise_code(QM_E_ARG, "stream: the stream is closed");
+    qm_stream_info i;
+    pthread_mutex_lock(&self->g->mu); /* short: no library wait inside */
+    qm_stream_info_query(self->s, &i, NULL);
+    pthread_mutex_unlock(&self->g->mu);
+    return Py_BuildValue(
+        "{s:K,s:K,s:i,s:I,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:K,s:K,s:d,s:d,s:d}", "samples",
+        (unsigned long long)i.samples, "features", (unsigned long long)i.features, "input_ndim",
+        i.input_ndim, "qubits", i.qubits, "dtype", qm_dtype_name(i.dtype), "batch_size",
+        (unsigned long long)i.batch_size, "batches", (unsigned long long)i.batches,
+        "batches_done", (unsigned long long)i.batches_done, "last_first_sample",
+        (unsigned long long)i.last_first_sample, "last_rows", (unsigned long long)i.last_rows,
+        "batch_input_bytes", (unsigned long long)i.batch_input_bytes, "input_buffers",
+        i.input_buffers, "input_bytes_peak", (unsigned long long)i.input_bytes_peak,
+        "device_bytes_peak", (unsigned long long)i.device_bytes_peak, "seconds_read",
+        i.seconds_read, "seconds_wait", i.seconds_wait, "seconds_encode", i.seconds_encode);
+}
+
+static Py_ssize_t Stream_len(StreamObject *self)
+{
+    if (!self->s)
+        return 0; /* closed: nothing left */
+    qm_stream_info i;
+    pthread_mutex_lock(&self->g->mu);
+    qm_stream_info_query(self->s, &i, NULL);
+    pthread_mutex_unlock(&self->g->mu);
+    return (Py_ssize_t)i.batches;
+}
+
+static PyMethodDef Stream_methods[] = {
+    {"close", (PyCFunction)Stream_close, METH_NOARGS,
+     "Stop the reader and free the input buffers; States already yielded stay valid."},
+    {"info", (PyCFunction)Stream_info, METH_NOARGS,
+     "What the stream has done so far (qm_stream_info_query) as a dict."},
+    {"__enter__", Stream_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Stream_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PySequenceMethods Stream_seq = {.sq_length = (lenfunc)Stream_len};
+
+static PyTypeObject StreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "qmesh.Stream",
+    .tp_basicsize = sizeof(StreamObject),
+    .tp_dealloc = (destructor)Stream_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An iterator of States, one per batch (use qmesh.stream()). len() is the number of "
+              "batches (0 once closed).",
+    .tp_iter = Stream_iter,
+    .tp_iternext = (iternextfunc)Stream_next,
+    .tp_methods = Stream_methods,
+    .tp_as_sequence = &Stream_seq,
+};
+
+PyDoc_STRVAR(stream_open_doc,
+"stream_open(request..., backend, source, rows, features, in_dtype, ndim, batch_size, prefetch)\n"
+"-> Stream\n\n"
+"source: a path (str/bytes) read by the library, or a C-contiguous float32/float64 buffer of\n"
+"rows x features values (use qmesh.stream()).");
+
+static PyObject *py_stream_open(PyObject *m, PyObject *args)
+{
+    (void)m;
+    req_args a;
+    PyObject *req, *src;
+    const char *backend, *in_dtype;
+    unsigned long long rows, features, batch_size;
+    int ndim, prefetch;
+    if (!PyArg_ParseTuple(args, "O!sOKKsiKi:stream_open", &PyTuple_Type, &req, &backend, &src,
+                          &rows, &features, &in_dtype, &ndim, &batch_size, &prefetch) ||
+        parse_request(req, &a))
+        return NULL;
+    int badb;
+    qm_stream_options o;
+    qm_stream_options_init(&o);
+    o.backend = backend_of(backend, &badb);
+    if (badb)
+        return bad_backend(backend);
+    o.batch_size = batch_size;
+    o.prefetch = prefetch;
+    StreamObject *self = PyObject_New(StreamObject, &StreamType);
+    if (!self)
+        return NULL;
+    self->s = NULL;
+    self->ndim = ndim;
+    memset(&self->buf, 0, sizeof self->buf);
+    self->g = group_new();
+    if (!self->g) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    PyObject *path = NULL;
+    qm_host_data h = {0};
+    if (PyUnicode_Check(src) || PyBytes_Check(src)) {
+        if (!PyUnicode_FSConverter(src, &path)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    } else {
+        if (float_dtype(in_dtype, &h.dtype) || PyObject_GetBuffer(src, &self->buf,
+                                                                 PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if ((uint64_t)self->buf.len != rows * features * qm_dtype_size(h.dtype)) {
+            PyErr_Format(PyExc_ValueError, "the buffer has %zd bytes, not %llu rows x %llu values",
+                         self->buf.len, rows, features);
+            Py_DECREF(self);
+            return NULL;
+        }
+        h.data = self->buf.buf;
+        h.rows = rows;
+        h.features = features;
+    }
+    const qm_scenario *sc = ((ScenarioObject *)a.scenario)->sc;
+    const char *p = path ? PyBytes_AS_STRING(path) : NULL;
+    qm_stream *s = NULL;
+    qm_status st;
+    qm_code rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = p ? qm_stream_open_file(sc, &a.r, p, &o, &s, &st)
+           : qm_stream_open_host(sc, &a.r, &h, &o, &s, &st);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(path);
+    if (rc != QM_OK) {
+        Py_DECREF(self);
+        return raise_status(&st, NULL);
+    }
+    self->s = s;
+    return (PyObject *)self;
+}
+
 PyDoc_STRVAR(file_shape_doc,
 "file_shape(path) -> (rows, features, ndim, dtype)\n\n"
 "The shape of an input file as encode reads it (qm_input_file_shape).");
@@ -1380,6 +1610,7 @@ static PyMethodDef module_methods[] = {
     {"encode_dlpack", py_encode_dlpack, METH_VARARGS, encode_dlpack_doc},
     {"encode_file", py_encode_file, METH_VARARGS, encode_file_doc},
     {"file_shape", py_file_shape, METH_O, file_shape_doc},
+    {"stream_open", py_stream_open, METH_VARARGS, stream_open_doc},
     {"devices", py_devices, METH_VARARGS, devices_doc},
     {"clear_cache", py_clear_cache, METH_NOARGS, clear_cache_doc},
     {"cache_info", py_cache_info, METH_NOARGS, cache_info_doc},
@@ -1396,7 +1627,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__qmesh(void)
 {
     if (PyType_Ready(&ScenarioType) < 0 || PyType_Ready(&StateType) < 0 ||
-        PyType_Ready(&ShardType) < 0)
+        PyType_Ready(&ShardType) < 0 || PyType_Ready(&StreamType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
@@ -1422,6 +1653,7 @@ PyMODINIT_FUNC PyInit__qmesh(void)
         PyModule_AddObjectRef(m, "Scenario", (PyObject *)&ScenarioType) < 0 ||
         PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
         PyModule_AddObjectRef(m, "Shard", (PyObject *)&ShardType) < 0 ||
+        PyModule_AddObjectRef(m, "Stream", (PyObject *)&StreamType) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MAJOR", QM_VERSION_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MINOR", QM_VERSION_MINOR) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_PATCH", QM_VERSION_PATCH) < 0) {

@@ -217,3 +217,46 @@ def test_basis_one_dimensional_is_a_batch():
     assert s.shape == (2, 4) and s.qubits == 2
     assert s.to_numpy().tobytes() == np.array([[0, 1, 0, 0], [0, 0, 1, 0]],
                                               np.complex128).tobytes()
+
+
+INT_DTYPES = ["<i1", "<i2", "<i4", "<i8", "<u1", "<u2", "<u4", "<u8", ">i4", ">u8"]
+
+
+@pytest.mark.parametrize("dt", INT_DTYPES)
+def test_basis_integer_array_and_file_equal_float64_bytes(cli, tmp_path, dt):
+    idx = [0, 7, 3, 1]  # 0 and 2^n - 1 for n = 3
+    want = qmesh.encode(np.array(idx, np.float64), encoding="basis").to_numpy()
+    s = qmesh.encode(np.array(idx, dtype=dt), encoding="basis")
+    assert s.qubits == 3 and s.shape == (4, 8)
+    same_bytes(s.to_numpy(), want)
+    f = tmp_path / "idx.npy"
+    np.save(f, np.array(idx, dtype=dt))
+    same_bytes(qmesh.encode(str(f), encoding="basis", qubits=3).to_numpy(), want)
+    same_bytes(cli_encode(cli, tmp_path, np.array(idx, dtype=dt), "--encoding", "basis"), want)
+
+
+def test_basis_integer_edges_are_named_exactly(tmp_path):
+    with pytest.raises(qmesh.Error, match=r"^error\[E-INPUT\]: encode: sample 2: basis index -1 "
+                       r"is not a non-negative integer$"):
+        qmesh.encode(np.array([0, 1, -1], np.int64), encoding="basis")
+    with pytest.raises(qmesh.Error, match=r"^error\[E-INPUT\]: encode: sample 1: basis index 8 "
+                       r"is not an integer in \[0, 8\) \(3 qubits\)$"):
+        qmesh.encode(np.array([7, 8], np.uint16), encoding="basis", qubits=3)
+    big = 2 ** 53 + 1  # not a float64: must be named as it is
+    with pytest.raises(qmesh.Error, match=r"^error\[E-INPUT\]: encode: sample 0: basis index "
+                       r"9007199254740993 is not an integer in \[0, 16\) \(4 qubits\)$"):
+        qmesh.encode(np.array([big], np.uint64), encoding="basis", qubits=4)
+    f = tmp_path / "big.npy"
+    np.save(f, np.array([3, big], np.int64))
+    with pytest.raises(qmesh.Error, match=r"sample 1: basis index 9007199254740993 is not an "
+                       r"integer in \[0, 16\) \(4 qubits\)$"):
+        qmesh.encode(str(f), encoding="basis", qubits=4)
+
+
+def test_integer_file_is_float64_for_amplitude(tmp_path):
+    x = np.array([[1, 2, 3, 4], [0, 0, 0, 5]], np.int32)
+    f = tmp_path / "ints.npy"
+    np.save(f, x)
+    s = qmesh.encode(str(f))
+    assert s.dtype == "complex128"
+    same_bytes(s.to_numpy(), qmesh.encode(x.astype(np.float64)).to_numpy())

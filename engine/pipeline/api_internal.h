@@ -1,0 +1,22 @@
+/* api_internal.h — what the engine's own front ends (the stream of stream.c) use of a public
+ * context beyond include/qmesh.h.
+ *
+ * In: a context opened by qm_context_open. Out: a state encoded from any input the pipeline reads
+ * (a file reader, a batch of a stream with its global sample numbers), with materialize's options
+ * (phase times, staging chunk); the backend's allocation high-water mark.
+ * Must not: be included outside engine/pipeline (the public API stays include/qmesh.h).
+ */
+#ifndef QM_API_INTERNAL_H
+#define QM_API_INTERNAL_H
+
+#include "materialize_internal.h"
+#include "qmesh.h"
+
+/* As qm_context_encode, from a qm_amp_input (opts may be NULL); the same checks and errors. */
+qm_code qm_context_encode_input(qm_context *ctx, const qm_amp_input *in,
+                                const qm_materialize_opts *opts, qm_state **out, qm_status *st);
+/* The sum over the context's devices of each device's peak allocated bytes since its backend was
+ * opened (0 before qm_context_open). Cannot fail. */
+uint64_t qm_context_device_peak_bytes(const qm_context *ctx);
+
+#endif

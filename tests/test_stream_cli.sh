@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# test_stream_cli.sh QMESH SRCDIR -- `qmesh encode --batch-size B [--prefetch K]` (issue 17 item 4;
+# docs/cli.md "Streaming", docs/io.md). Labels cli;concurrency (the reader thread: CI repeats it).
+# Every case is deterministic: no timing, faults injected at named phases and batches.
+#  - byte-identical to the one-shot encode: --out for batch sizes 1, a divisor, a non-divisor and
+#    more than the data; float32 and float64; amplitude, angle and basis; .npy and CSV input; the
+#    built-in mesh and an 8-device scenario; prefetch 0, 1 and 4; a 1-D input;
+#  - --out-dir: one batch-NNNNNN.npy per batch whose data, in order, is the one-shot --out's data,
+#    and a qmesh-batches/1 manifest naming each batch's samples;
+#  - no output: exit 0, the report's batches;
+#  - --json: the stream member's values (batches, batch_size, prefetch, input_buffers,
+#    batch_input_bytes) and the bound input_bytes_peak <= (prefetch + 1) x batch_input_bytes on a
+#    file 64 times the size of a batch, device_bytes_peak below two batches' states;
+#  - a NaN in batch 3: exit 1, one line naming the sample by its index in the whole input, nothing
+#    at the output path, no temporary; the previous output kept;
+#  - faults at a batch boundary (QM_FAULT_RANK=0:PHASE:MODE:BATCH): sigint before batch 2 (exit
+#    130), an injected failure after batch 1 is written, a NaN in batch 2's norm check (the global
+#    state named): nothing left, previous output intact;
+#  - usage errors (exit 2, the exact line): --batch-size 0 / x, --prefetch without --batch-size,
+#    --prefetch 65, --batch-size with --phantom.
+set -u
+QMESH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); SRC=$(cd "$2" && pwd)
+. "$(dirname "$0")/testlib.sh"
+cd "$T" || exit 2
+python3 - <<'PY'
+import math
+from npy_write import npy
+v = [math.sin(0.37 * i) + 0.1 * (i % 7) for i in range(37 * 16)]
+npy('a64.npy', '<f8', '(37, 16)', v, 'd')
+npy('a32.npy', '<f4', '(37, 16)', v, 'f')
+npy('ang.npy', '<f8', '(23, 6)', [math.cos(0.3 * i) for i in range(23 * 6)], 'd')
+npy('bas.npy', '<f8', '(11,)', [float(i * 5 % 8) for i in range(11)], 'd')
+npy('vec.npy', '<f8', '(12,)', [1.0 + i for i in range(12)], 'd')
+w = list(v[:30 * 16]); w[13 * 16 + 2] = float('nan')
+npy('nan.npy', '<f8', '(30, 16)', w, 'd')
+npy('big.npy', '<f8', '(4096, 64)', [math.sin(0.01 * i) + 0.5 for i in range(4096 * 64)], 'd')
+with open('a.csv', 'w') as f:
+    f.write('c0,c1,c2,c3,c4,c5,c6,c7\n')
+    for r in range(19):
+        f.write(','.join('%.17g' % math.cos(0.7 * (r * 8 + c)) for c in range(8)) + '\n')
+PY
+DGX=$SRC/scenarios/dgx-h100.yaml
+
+run() {
+  local case=$1; shift
+  timeout 120 "$@" > "$T/out" 2> "$T/err"
+  rc=$?
+  if [ $rc -eq 124 ]; then echo "HUNG: $case: still running after 120 s: $*"; fi
+}
+no_tmp() { [ -z "$(find "$T" -name '*qmesh-tmp*' -o -name '*qmesh-old*')" ]; }
+# the data bytes of a .npy file (after its header)
+npy_data() { python3 -c "
+import struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<H', b[8:10])[0]
+sys.stdout.buffer.write(b[10 + n:])" "$1"; }
+
+# identical NAME ARGS...: one-shot --out vs --batch-size for each B in $SIZES (and prefetch $PF)
+identical() {
+  local name=$1; shift
+  run "$name: one-shot" "$QMESH" encode "$@" --out one.npy
+  [ $rc -eq 0 ] || { bad "$name: one-shot (rc $rc): $(cat "$T/err")"; return; }
+  local b failed=""
+  for b in $SIZES; do
+    rm -f s.npy
+    run "$name: B=$b" "$QMESH" encode "$@" --batch-size "$b" --prefetch "$PF" --out s.npy
+    if [ $rc -ne 0 ] || ! cmp -s one.npy s.npy; then failed="$failed $b(rc $rc)"; head -2 "$T/err"; fi
+  done
+  if [ -z "$failed" ] && no_tmp; then ok "$name: --batch-size $SIZES (prefetch $PF) byte-identical to the one-shot --out"
+  else bad "$name: differs or failed for B =$failed"; fi
+  rm -f one.npy s.npy
+}
+
+SIZES="1 4 5 37 100"; PF=2
+identical "float64 amplitude" --input a64.npy
+identical "float64 amplitude, 8 devices" --input a64.npy --scenario "$DGX"
+SIZES="1 5 37 100"; PF=0
+identical "float32 amplitude, prefetch 0" --input a32.npy
+PF=1
+identical "float32 -> complex128" --input a32.npy --dtype complex128
+SIZES="1 5 23 24"; PF=4
+identical "angle" --input ang.npy --encoding angle
+identical "angle, 8 devices" --input ang.npy --encoding angle --scenario "$DGX"
+SIZES="1 3 11 12"; PF=2
+identical "basis (a 1-D input of indices)" --input bas.npy --encoding basis
+SIZES="1 2 100"
+identical "a 1-D amplitude input (one sample)" --input vec.npy
+SIZES="1 4 19 20"
+identical "CSV with a header" --input a.csv
+
+# --out-dir: batch files whose data in order is the one-shot data
+"$QMESH" encode --input a64.npy --out one.npy 2>/dev/null >/dev/null
+run "out-dir" "$QMESH" encode --input a64.npy --batch-size 10 --out-dir od
+files=$(cd od 2>/dev/null && ls | tr '\n' ' ')
+: > cat.bin
+for f in od/batch-*.npy; do npy_data "$f" >> cat.bin; done
+npy_data one.npy > one.bin
+man=$(python3 -c "
+import json; m = json.load(open('od/manifest.json'))
+print(m['format'], m['samples'], m['batch_size'], m['shape'], [(b['start'], b['end'], b['file']) for b in m['batches']])")
+want="qmesh-batches/1 37 10 [37, 16] [(0, 10, 'batch-000000.npy'), (10, 20, 'batch-000001.npy'), (20, 30, 'batch-000002.npy'), (30, 37, 'batch-000003.npy')]"
+if [ $rc -eq 0 ] && [ "$files" = "batch-000000.npy batch-000001.npy batch-000002.npy batch-000003.npy manifest.json " ] && \
+   cmp -s cat.bin one.bin && [ "$man" = "$want" ] && grep -q '^output:   od/ (5 files)$' out && no_tmp; then
+  ok "--out-dir: 4 batch files whose data in order is the one-shot --out's, the qmesh-batches/1 manifest"
+else bad "--out-dir: rc $rc, files '$files', manifest '$man'"; fi
+# re-using it replaces the whole content
+run "out-dir again" "$QMESH" encode --input a64.npy --batch-size 20 --out-dir od
+files=$(cd od && ls | tr '\n' ' ')
+[ $rc -eq 0 ] && [ "$files" = "batch-000000.npy batch-000001.npy manifest.json " ] && no_tmp \
+  && ok "--out-dir again with --batch-size 20: 2 batch files, none of the 4 earlier ones left" \
+  || bad "--out-dir again: rc $rc, files '$files'"
+
+# no output: encode and check only
+run "no output" "$QMESH" encode --input a64.npy --batch-size 8
+[ $rc -eq 0 ] && grep -q '^stream:   5 batches of up to 8 samples (prefetch 2), 4 qubits, complex128, sim backend$' out \
+  && grep -q '^rate:     [0-9.]* samples/s (37 samples in ' out \
+  && grep -q '^norm:     max |sum |psi|^2 - 1| = .* over 37 states' out \
+  && ok "no output: exit 0, the stream, rate and norm lines" || { bad "no output: rc $rc"; cat out err; }
+
+# --json and the memory bound on a file 64 times a batch
+run "json" "$QMESH" encode --input big.npy --batch-size 64 --prefetch 2 --json
+check=$(python3 -c "
+import json, sys
+o = json.load(open('out')); s = o['stream']
+B = 64 * 64 * 8; state = 64 * 64 * 16
+print(o['ok'], s['batches'], s['batch_size'], s['prefetch'], s['input_buffers'], s['batch_input_bytes'],
+      0 < s['input_bytes_peak'] <= 3 * B, state <= s['device_bytes_peak'] < 2 * state,
+      o['input']['samples'], o['plan']['request']['batch'] if 'request' in o['plan'] else o['plan'].get('batch'),
+      s['samples_per_s'] > 0, sorted(s['seconds']))")
+want="True 64 64 2 3 32768 True True 4096 64 True ['materialize', 'output', 'read', 'total', 'wait']"
+[ $rc -eq 0 ] && [ "$check" = "$want" ] \
+  && ok "--json: 64 batches of 64 from a 2 MiB file, input held <= 3 x 32 KiB, device peak < 2 batches' states" \
+  || bad "--json: rc $rc: got '$check', want '$want'"
+run "json prefetch 0" "$QMESH" encode --input big.npy --batch-size 64 --prefetch 0 --json
+check=$(python3 -c "
+import json; s = json.load(open('out'))['stream']; print(s['input_buffers'], s['input_bytes_peak'])")
+[ $rc -eq 0 ] && [ "$check" = "1 32768" ] && ok "--prefetch 0: one input buffer, 32768 B held at most" \
+  || bad "--prefetch 0: rc $rc, got '$check'"
+
+# a NaN in batch 3 (samples 12..15): one line naming sample 13, nothing left
+"$QMESH" encode --input a64.npy --out prev.npy 2>/dev/null >/dev/null
+cp prev.npy prev.ref
+for pf in 0 2; do
+  rm -f bad.npy
+  run "nan pf $pf" "$QMESH" encode --input nan.npy --batch-size 4 --prefetch $pf --out bad.npy
+  run2=$rc; err2=$(grep -c '^error\[' err); line=$(grep '^error\[' err)
+  run "nan over prev pf $pf" "$QMESH" encode --input nan.npy --batch-size 4 --prefetch $pf --out prev.npy
+  if [ $run2 -eq 1 ] && [ $rc -eq 1 ] && [ "$err2" -eq 1 ] && \
+     [ "$line" = "error[E-INPUT]: encode: zero or non-finite norm: sample 13, feature 2 is NaN" ] && \
+     [ ! -e bad.npy ] && cmp -s prev.npy prev.ref && no_tmp; then
+    ok "a NaN in batch 3 (prefetch $pf): exit 1, '$line', nothing at the output path, previous output kept"
+  else bad "NaN in batch 3 (prefetch $pf): rc $run2/$rc, '$line'"; fi
+done
+rm -rf odn; run "nan out-dir" "$QMESH" encode --input nan.npy --batch-size 4 --out-dir odn
+[ $rc -eq 1 ] && [ ! -e odn ] && no_tmp && ok "a NaN in batch 3 with --out-dir: exit 1, no directory, no temporary" \
+  || bad "NaN with --out-dir: rc $rc"
+
+# faults at batch boundaries
+fault() { # NAME SPEC RC LINE OUTOPT TARGET
+  local name=$1 spec=$2 want_rc=$3 want=$4 outopt=$5 target=$6
+  local before; before=$(cd "$T" && find "$target" -type f -exec cksum {} + 2>/dev/null | sort)
+  run "$name" env QM_FAULT_RANK="$spec" "$QMESH" encode --input a64.npy --batch-size 5 "$outopt" "$target"
+  local after line; after=$(cd "$T" && find "$target" -type f -exec cksum {} + 2>/dev/null | sort)
+  line=$(grep '^error\[' err)
+  if [ $rc -eq "$want_rc" ] && [ "$line" = "$want" ] && [ "$before" = "$after" ] && no_tmp; then
+    ok "$name: exit $rc, '$line', previous output intact, no temporary"
+  else bad "$name: rc $rc (want $want_rc), '$line' (want '$want'), output changed: $([ "$before" = "$after" ] && echo no || echo yes)"; fi
+}
+fault "SIGINT before batch 2 (--out)" 0:materialize:sigint:2 130 \
+  "error[E-INTERRUPTED]: encode: interrupted by SIGINT; nothing was written" --out prev.npy
+fault "an injected failure after batch 1 is written (--out-dir)" 0:write:fail:1 1 \
+  "error[E-BACKEND]: fault: injected failure on rank 0 at phase write (QM_FAULT_RANK)" --out-dir od
+fault "NaN in batch 2's norm check (--out)" 0:check:nan:2 1 \
+  "error[E-NUMERIC]: encode: norm check failed for state 10: sum |psi|^2 is NaN (bound 7.994e-15); nothing was written" --out prev.npy
+fault "SIGTERM before the commit (--out-dir)" 0:commit:sigterm 143 \
+  "error[E-INTERRUPTED]: encode: interrupted by SIGTERM; nothing was written" --out-dir od
+run "bad batch field" env QM_FAULT_RANK=0:write:fail:x "$QMESH" encode --input a64.npy --batch-size 5
+[ $rc -eq 2 ] && [ "$(cat err | grep '^error')" = "error[E-ARG]: QM_FAULT_RANK: BATCH must be a batch number 0, 1, ... (got 'x')" ] \
+  && ok "QM_FAULT_RANK with a bad BATCH: exit 2, one line" || { bad "bad BATCH field: rc $rc"; cat err; }
+
+# usage errors
+usage() { # ARGS... ; the last line expected in $WANT
+  run "usage $*" "$QMESH" encode --input a64.npy "$@"
+  local line; line=$(grep '^error' err)
+  [ $rc -eq 2 ] && [ "$line" = "$WANT" ] && [ ! -s out ] && ok "usage: $* -> exit 2, '$line'" \
+    || bad "usage $*: rc $rc, '$line' (want '$WANT')"
+}
+WANT="error[E-ARG]: encode: --batch-size takes a whole number of samples >= 1 (got '0'); run 'qmesh encode --help'"
+usage --batch-size 0
+WANT="error[E-ARG]: encode: --batch-size takes a whole number of samples >= 1 (got '-3'); run 'qmesh encode --help'"
+usage --batch-size -3
+WANT="error[E-ARG]: encode: --prefetch 3 needs --batch-size B (it sets how many batches are read ahead); run 'qmesh encode --help'"
+usage --prefetch 3
+WANT="error[E-ARG]: encode: --prefetch takes a number of batches 0..64 (got '65'); run 'qmesh encode --help'"
+usage --batch-size 4 --prefetch 65
+WANT="error[E-ARG]: encode: --batch-size and --phantom exclude each other (a phantom run plans the whole input once); run 'qmesh encode --help'"
+usage --batch-size 4 --phantom
+
+echo "test_stream_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]
