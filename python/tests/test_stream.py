@@ -4,6 +4,7 @@ the file and the buffers, the GIL released while a batch is read, errors named b
 """
 import gc
 import os
+import time
 import threading
 
 import numpy as np
@@ -17,6 +18,20 @@ DATA = rng.standard_normal((37, 16))
 
 def _tasks():
     return len(os.listdir("/proc/self/task"))
+
+
+def _settled_tasks(expect):
+    """The thread count once it is `expect`, or what it is after 10 s. A joined thread can stay
+    listed in /proc/self/task for a moment after pthread_join returns (the kernel reaps it after
+    waking the joiner), so a count taken right after a join may still include it; waiting for the
+    count to reach the expected value keeps the check exact without depending on speed (a leaked
+    thread never leaves, and the assertion then fails after the bound)."""
+    for _ in range(2000):
+        n = _tasks()
+        if n == expect:
+            return n
+        time.sleep(0.005)
+    return _tasks()
 
 
 def _fds():
@@ -92,15 +107,15 @@ def test_early_break_releases_everything(tmp_path):
     tasks, fds = _tasks(), _fds()
     for _ in range(5):
         s = qmesh.stream(path, 64, prefetch=4)
-        assert _tasks() == tasks + 1  # the reader thread
+        assert _settled_tasks(tasks + 1) == tasks + 1  # the reader thread
         first = next(iter(s))
         del s  # the reader may be waiting for a free buffer
         gc.collect()
-        assert _tasks() == tasks and _fds() == fds
+        assert _settled_tasks(tasks) == tasks and _fds() == fds
         assert first.shape == (64, 64)  # still valid
     with qmesh.stream(path, 64) as s:
         next(s)
-    assert _tasks() == tasks and _fds() == fds
+    assert _settled_tasks(tasks) == tasks and _fds() == fds
     with pytest.raises(qmesh.Error, match="stream: the stream is closed"):
         s.info()
     assert list(s) == []  # a closed stream is exhausted
