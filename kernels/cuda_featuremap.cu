@@ -508,7 +508,9 @@ __device__ __forceinline__ void iq2_round(V *buf, V *out)
 
 /* Round 2 of the fused pass: one tile of 2^10 slots per block of 128 threads (4 warps), grid-
  * stride over the tiles. (1) tables: the 235 entries of round 1's tables (W_a, W_b, C_l, e_k, W_h,
- * the same qm_math.h calls), two per thread at most; barrier; E_a, E_b (threads 0..63); barrier.
+ * the same qm_math.h calls): thread 0 W_h alone (the longest sum: the n - 10 high bits and their
+ * pairs), threads 1..127 the 234 others, two at most each, the e_k (n - 10 terms) first;
+ * barrier; E_a, E_b (threads 0..63); barrier.
  * (2) phase: thread t computes x = t + 128u (u < 8): y = x mod 32 = t mod 32 for every u, so W_a,
  * E_a and the five C_l of y are loaded once per tile; s = x / 32 = t / 32 + 4u is uniform over
  * the warp (the branches on its bits too); phi in round 1's order, sincos, stored at the
@@ -531,19 +533,21 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     for (uint64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
         const uint64_t g = g0 + (tile << 10), x0 = g & mask; /* x0: bits 0..9 clear */
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
-        for (unsigned j = t; j < QM_IQ2_JOBS; j += QM_IQ2_THREADS) {
-            if (j < 32)
-                Wa[j] = qm_iqp_group(c, qubits, pairs, 0, 5, j);
-            else if (j < 64)
-                Wb[j - 32] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(j - 32) << 5);
-            else if (j < 224)
-                C[j - 64] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((j - 64) >> 5), (j - 64) & 31u)
-                                  : 0.0;
-            else if (j < 234)
-                e[j - 224] = pairs ? qm_iqp_edge(c, qubits, j - 224, x0) : 0.0;
-            else
-                *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
-        }
+        if (t == 0) /* the longest sum (n - 10 terms and their pairs): a thread of its own */
+            *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        else
+            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1) {
+                if (k < 10)
+                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
+                else if (k < 42)
+                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
+                else if (k < 74)
+                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
+                else
+                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
+                                                     (k - 74) & 31u)
+                                      : 0.0;
+            }
         __syncthreads();
         if (t < 64) { /* E_a[y] (t < 32), E_b[y] (t >= 32): the e_k of the set bits of y */
             const double *ek = t < 32 ? e : e + 5;
