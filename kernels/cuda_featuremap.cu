@@ -1,8 +1,9 @@
 // cuda_featuremap.cu — the feature-map kernels written for the H200's write bandwidth (issue 16):
 // the product op from per-state digit tables, IQP's phase and low 10 Walsh-Hadamard stages fused
-// in one pass, and the higher stages 10 bits per pass.
+// in one pass, and the higher stages 10 bits per pass; rounds 1 and 2 of the first two (round 2
+// the default, round 1 kept reachable so that both are timed in one run).
 // Role: launchers called by cuda_kernels.cu (qm_cuda_launch_product, qm_cuda_launch_wht,
-// qm_cuda_launch_iqp), which keep the previous kernels reachable (legacy = 1) for bisection.
+// qm_cuda_launch_iqp), which also keep the round-0 kernels reachable, for bisection.
 // In: device pointers already at the range's first slot, plain numbers. Out: enqueued kernels, the
 // launch's cudaError_t as an int. Must not: allocate, synchronise, format messages, read the
 // environment. The maths (evaluation orders) is kernels/qm_math.h's, so every kernel here writes
@@ -44,6 +45,28 @@
 // writes slot x of the tile to global memory: 32 consecutive slots per warp store. Registers: 32
 // slots per lane (128 for complex128); launch bound 64 threads. Shared per block 38.6 KiB
 // (complex128): 5 blocks = 10 warps per SM.
+//
+// Round 2 (measured round 1, run 17: product 56-92% of the fill, iqp 30-38%; the why, from the
+// code: latency, not bandwidth):
+// product_states_kernel (> 10 qubits): round 1 paid, per 8-16 KiB tile, a barrier behind thread
+// 64's hi (up to n - 10 dependent complex products with their loads) and, in a batch, a global-
+// load latency for A and B. Round 2 gives each block a contiguous share of tiles and keeps per
+// state, in shared memory, A, B and T1 (the digit-1 product of every value of bits 10..19, 16
+// KiB): two barriers per state change, none per tile; hi = T1[v] (n <= 20) or T1[v] * U, U (the
+// digits from bit 20 up) in registers, recomputed once per 1024 tiles of a share. 60-64
+// registers, 17 KiB: 4 blocks of 256 per SM (registers), 32 warps, as round 1.
+// product_batch10_kernel (10-qubit batch): round 1 built one state's A and B with 64 threads per
+// tile; round 2 builds 4 states' tables with all 256 threads (one entry each, 5 independent
+// loads), then writes 4 tiles (64 KiB complex128) per barrier pair. 48-64 registers, 4 KiB.
+// iqp_fused2_kernel: round 1 had 10 warps per SM (shared memory 38.6 KiB per 2 warps; 158
+// registers) and 32 sincos in sequence per lane, so the SM sat waiting on sincos latency. Round 2
+// puts 4 warps on a tile (8 phases per thread, 8 slots per thread in the stages): 64 registers
+// (complex128) and 18.4 KiB, 8 blocks = 32 warps per SM (complex64: 48 registers, 10 blocks = 40
+// warps). Its price is shared-memory traffic: 4 round trips of the tile instead of 2, 128 KiB per
+// complex128 tile, about 0.5 us per tile per SM at 128 bytes per clock, which is under the
+// float64 issue time of the tile's sincos (about 0.7 us at 64 float64 operations per clock). The
+// XOR swizzle (iq2_swz) keeps every access at the minimum number of wavefronts (4 per warp for
+// 16-byte slots, 2 for 8-byte ones), checked exhaustively over the four rounds' index maps.
 //
 // wht_pass_kernel (stages [b, b + w), w <= 10, 2^b >= C): a unit = C consecutive columns (low
 // indices) x 2^w rows (the indices differing in bits b..b+w-1) of one aligned block of 2^(b+w)
