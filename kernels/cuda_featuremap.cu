@@ -399,6 +399,19 @@ template <> __device__ __forceinline__ float2 make_slot<float2>(double re, doubl
     return make_float2((float)re, (float)im);
 }
 
+/* phi of slot x = y + 32 s of a tile (round 1's order, qm_math.h): wa = W_a[y], ea = E_a[y],
+ * cl[l] = C_l[y], wh = W_h, Wb and Eb the tables; X sums the C_l of the set bits of s. */
+__device__ __forceinline__ double iqp_tile_phi(double wa, double ea, double wh, const double (&cl)[5],
+                                               const double *Wb, const double *Eb, unsigned s)
+{
+    double xs = 0.0;
+#pragma unroll
+    for (unsigned l = 0; l < 5; ++l)
+        if ((s >> l) & 1u)
+            xs = xs + cl[l];
+    return (((wa + Wb[s]) + xs) + (ea + Eb[s])) + wh;
+}
+
 template <typename V>
 __global__ void __launch_bounds__(32 * QM_IQP_WARPS)
 iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -445,12 +458,7 @@ iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsig
         for (int l = 0; l < 5; ++l)
             cl[l] = C[32 * l + lane];
         for (unsigned s = 0; s < 32; ++s) { /* x = lane + 32 s */
-            double xs = 0.0;
-#pragma unroll
-            for (unsigned l = 0; l < 5; ++l)
-                if ((s >> l) & 1u)
-                    xs = xs + cl[l];
-            const double phi = (((wa + Wb[s]) + xs) + (ea + Eb[s])) + wh;
+            const double phi = iqp_tile_phi(wa, ea, wh, cl, Wb, Eb, s);
             double re, im;
             qm_iqp_amp(phi, scale, &re, &im);
             buf[lane + 33 * s] = make_slot<V>(re, im);
@@ -588,13 +596,8 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             cl[l] = C[32 * l + y];
 #pragma unroll 2
         for (unsigned u = 0; u < 8; ++u) {
-            const unsigned sx = s0 + 4 * u; /* x = y + 32 sx = t + 128 u */
-            double xs = 0.0;
-#pragma unroll
-            for (unsigned l = 0; l < 5; ++l)
-                if ((sx >> l) & 1u)
-                    xs = xs + cl[l];
-            const double phi = (((wa + Wb[sx]) + xs) + (ea + Eb[sx])) + wh;
+            /* x = y + 32 (s0 + 4u) = t + 128 u */
+            const double phi = iqp_tile_phi(wa, ea, wh, cl, Wb, Eb, s0 + 4 * u);
             double re, im;
             qm_iqp_amp(phi, scale, &re, &im);
             buf[iq2_swz<V>(t + QM_IQ2_THREADS * u)] = make_slot<V>(re, im);
