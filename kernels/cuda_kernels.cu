@@ -517,9 +517,9 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
  * CUDA's double sincos (qm_iqp_amp; within 2 ulp of libm's: docs/encodings.md). wht: the stages
  * below QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10)
  * slots (stages in increasing order, a barrier between stages); the higher stages 10 per pass
- * (cuda_featuremap.cu), or with `legacy` one grid-stride pass over the pairs per stage. The iqp op
- * fuses the phase and stages 0..9 where it can (cuda_featuremap.cu). Every element sees the same
- * (u + w, u - w) sequence as on the CPU. */
+ * (cuda_featuremap.cu), or, round 0 (`kernels` = legacy), one grid-stride pass over the pairs per
+ * stage. The iqp op fuses the phase and stages 0..9 where it can (cuda_featuremap.cu, round 1 or
+ * 2 by `kernels`). Every element sees the same (u + w, u - w) sequence as on the CPU. */
 #define QM_WHT_SMEM_BITS 10
 
 namespace {
@@ -614,7 +614,7 @@ __global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
 }
 
 /* Stages [b0, b1) (or the cross-buffer stage): the stages below QM_WHT_SMEM_BITS in shared
- * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, with legacy,
+ * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, round 0 (legacy),
  * one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
 template <typename V>
 int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int kernels,

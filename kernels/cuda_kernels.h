@@ -83,9 +83,9 @@ int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned 
                        const void *partner, int high, int kernels, void *stream);
 
 /* The iqp op (hal_ops.h): the phase vector of slots [0, n) (as qm_cuda_launch_iqp_phase), then
- * stages 0 .. b1 - 1 (none for b1 = 0) in whole blocks of 2^b1. Not legacy, qubits >= 10, b1 >= 10
- * and g0, n multiples of 2^10: the phase and stages 0..9 in one pass, then 10 stages per pass;
- * otherwise the phase pass and qm_cuda_launch_wht. */
+ * stages 0 .. b1 - 1 (none for b1 = 0) in whole blocks of 2^b1. Rounds 1 and 2 with qubits >= 10,
+ * b1 >= 10 and g0, n multiples of 2^10: the phase and stages 0..9 in one pass, then 10 stages per
+ * pass; otherwise the phase pass and qm_cuda_launch_wht. */
 int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                        unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
                        unsigned b1, int kernels, void *stream);
