@@ -113,8 +113,16 @@ void BM_WriteFill(benchmark::State &state)
 // time), then, on the same buffer, the ceiling: a cudaMemset of the same bytes (the write
 // ceiling) and, for IQP's later passes, a device-to-device copy of the state (one read and one
 // write of every byte). Counters: bytes (the state), kernel_ms, fill_ms (and copy_ms), bound_ms
-// (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. arg
-// `legacy` = 1 runs the previous kernels (QM_CUDA_KERNELS=legacy's) on the same case.
+// (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. The
+// `kernels` argument picks the generation (cuda_kernels.h): 0 the current (round 2), 2 round 1
+// (QM_CUDA_KERNELS=round1's), 1 round 0 (QM_CUDA_KERNELS=legacy's), so one run times all three.
+
+const char *generation(int kernels)
+{
+    return kernels == QM_CUDA_KERNELS_LEGACY   ? "legacy"
+           : kernels == QM_CUDA_KERNELS_ROUND1 ? "round1"
+                                               : "round2";
+}
 
 template <typename F>
 double median_ms(F f, int reps)
@@ -188,7 +196,7 @@ void BM_Product(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
-    const int c128 = (int)state.range(2), legacy = (int)state.range(3);
+    const int c128 = (int)state.range(2), kernels = (int)state.range(3);
     const uint64_t n = batch << q;
     const size_t bytes = (size_t)n * (c128 ? 16 : 8);
     std::vector<double> table((size_t)batch * 4 * q);
@@ -203,7 +211,7 @@ void BM_Product(benchmark::State &state)
     }
     cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
     auto launch = [&] {
-        return qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, legacy,
+        return qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, kernels,
                                       nullptr);
     };
     launch(); /* module load */
@@ -211,58 +219,112 @@ void BM_Product(benchmark::State &state)
     const double k = timed_loop(state, launch);
     const double fill = median_ms([&] { cudaMemset(st, 1, bytes); }, 5);
     char what[96];
-    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill", legacy ? "legacy" : "digits",
+    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill", generation(kernels),
                   (unsigned long long)batch, q, c128 ? "complex128" : "complex64");
     report(state, bytes, k, fill, fill, 0, what);
     cudaFree(st);
     cudaFree(tb);
 }
 
-// iqp (ZZ terms included): `batch` states of 2^qubits amplitudes, the iqp op (qubits <= 10: the
-// phase and every stage in one pass; above: that pass for the low 10 bits, then the higher
-// stages 10 per pass). Bound = one fill (the first pass writes) + one copy (read + write) per
-// later pass, ceil((qubits - 10) / 10) of them.
+// An iqp case on the device (ZZ terms included): `batch` states of 2^qubits amplitudes, the
+// coefficient table, and with `copy` a second state buffer for the copy ceiling. The buffers are
+// freed by the destructor; ok is false (the benchmark skipped) when an allocation failed.
+struct iqp_case {
+    unsigned q, nc;
+    uint64_t n;
+    size_t bytes;
+    double scale;
+    void *st = nullptr, *tb = nullptr, *cp = nullptr;
+    bool ok;
+    iqp_case(benchmark::State &state, unsigned qubits, uint64_t batch, int c128, bool copy)
+        : q(qubits), nc(qubits + qubits * (qubits - 1) / 2), n(batch << qubits),
+          bytes((size_t)(batch << qubits) * (c128 ? 16 : 8)), scale(std::ldexp(1.0, -(int)qubits))
+    {
+        std::vector<double> table((size_t)batch * nc);
+        for (size_t i = 0; i < table.size(); ++i)
+            table[i] = std::sin(0.37 * (double)i);
+        ok = cudaMalloc(&st, bytes) == cudaSuccess &&
+             cudaMalloc(&tb, table.size() * sizeof(double)) == cudaSuccess &&
+             (!copy || cudaMalloc(&cp, bytes) == cudaSuccess);
+        if (!ok) {
+            state.SkipWithError("cudaMalloc failed");
+            return;
+        }
+        cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
+    }
+    ~iqp_case()
+    {
+        cudaFree(st);
+        cudaFree(tb);
+        cudaFree(cp);
+    }
+    // the iqp op with stages [0, b1) under generation `kernels`
+    int iqp(int c128, unsigned b1, int kernels) const
+    {
+        return qm_cuda_launch_iqp(st, c128, n, 0, q, nc, 0, (const double *)tb, scale, b1, kernels,
+                                  nullptr);
+    }
+    double fill_ms() const { return median_ms([&] { cudaMemset(st, 1, bytes); }, 5); }
+    double copy_ms() const
+    {
+        return median_ms([&] { cudaMemcpyAsync(cp, st, bytes, cudaMemcpyDeviceToDevice); }, 5);
+    }
+};
+
+// iqp: the iqp op (qubits <= 10: the phase and every stage in one pass; above: that pass for the
+// low 10 bits, then the higher stages 10 per pass). Bound = one fill (the first pass writes) +
+// one copy (read + write) per later pass, ceil((qubits - 10) / 10) of them.
 void BM_Iqp(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
-    const int c128 = (int)state.range(2), legacy = (int)state.range(3);
-    const uint64_t n = batch << q;
-    const unsigned nc = q + q * (q - 1) / 2;
-    const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    const int c128 = (int)state.range(2), kernels = (int)state.range(3);
     const unsigned later = q > 10 ? (q - 10 + 9) / 10 : 0;
-    std::vector<double> table((size_t)batch * nc);
-    for (size_t i = 0; i < table.size(); ++i)
-        table[i] = std::sin(0.37 * (double)i);
-    void *st = nullptr, *tb = nullptr, *cp = nullptr;
-    if (cudaMalloc(&st, bytes) != cudaSuccess ||
-        cudaMalloc(&tb, table.size() * sizeof(double)) != cudaSuccess ||
-        (later && cudaMalloc(&cp, bytes) != cudaSuccess)) {
-        state.SkipWithError("cudaMalloc failed");
-        cudaFree(st);
-        cudaFree(tb);
+    const iqp_case ic(state, q, batch, c128, later > 0);
+    if (!ic.ok)
         return;
-    }
-    cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
-    const double scale = std::ldexp(1.0, -(int)q);
-    auto launch = [&] {
-        return qm_cuda_launch_iqp(st, c128, n, 0, q, nc, 0, (const double *)tb, scale, q, legacy,
-                                  nullptr);
-    };
+    auto launch = [&] { return ic.iqp(c128, q, kernels); };
     launch();
     cudaDeviceSynchronize();
     const double k = timed_loop(state, launch);
-    const double fill = median_ms([&] { cudaMemset(st, 1, bytes); }, 5);
-    const double copy =
-        later ? median_ms([&] { cudaMemcpyAsync(cp, st, bytes, cudaMemcpyDeviceToDevice); }, 5) : 0;
+    const double fill = ic.fill_ms(), copy = later ? ic.copy_ms() : 0;
     char what[128];
     std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill + %u copies",
-                  legacy ? "legacy" : "fused", (unsigned long long)batch, q,
+                  generation(kernels), (unsigned long long)batch, q,
                   c128 ? "complex128" : "complex64", later);
-    report(state, bytes, k, fill + later * copy, fill, copy, what);
-    cudaFree(st);
-    cudaFree(tb);
-    cudaFree(cp);
+    report(state, ic.bytes, k, fill + later * copy, fill, copy, what);
+}
+
+// One pass of the iqp op alone, on the BM_Iqp case: pass 0 = the phase and stages 0..9 (the fused
+// kernel of the generation; bound one fill of the state), pass p >= 1 = the wht stages of bits
+// [10p, min(10p + 10, qubits)) on the state the fused pass left (bound one device copy of it).
+void BM_IqpPass(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const uint64_t batch = (uint64_t)state.range(1);
+    const int c128 = (int)state.range(2), pass = (int)state.range(3), kernels = (int)state.range(4);
+    const unsigned b0 = 10 * (unsigned)pass, b1 = b0 + 10 < q ? b0 + 10 : q;
+    if (q < 10 || (pass && b0 >= q)) {
+        state.SkipWithError("no such pass");
+        return;
+    }
+    const iqp_case ic(state, q, batch, c128, pass > 0);
+    if (!ic.ok)
+        return;
+    auto launch = [&] {
+        return pass ? qm_cuda_launch_wht(ic.st, c128, ic.n, b0, b1, nullptr, 0, kernels, nullptr)
+                    : ic.iqp(c128, 10, kernels);
+    };
+    ic.iqp(c128, 10, kernels);
+    launch();
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double fill = ic.fill_ms(), copy = pass ? ic.copy_ms() : 0;
+    char what[128];
+    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s pass %d (bits %u..%u); bound = 1 %s",
+                  generation(kernels), (unsigned long long)batch, q,
+                  c128 ? "complex128" : "complex64", pass, b0, b1 - 1, pass ? "copy" : "fill");
+    report(state, ic.bytes, k, pass ? copy : fill, fill, copy, what);
 }
 
 void BM_CopyH2D(benchmark::State &state)
@@ -753,9 +815,13 @@ void BM_BatchShape(benchmark::State &state)
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-// issue 16's targets: {qubits, batch, complex128, legacy}
-BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
-BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 2 round 1, 1 round 0}
+BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+// where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
+// stages 0..9 (bound: 1 fill; rounds 2 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
+// (bound: 1 copy; the same kernel in rounds 1 and 2)
+BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1, 1})->Args({30, 0, 1})->Args({31, 1, 0})->Args({31, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -1,8 +1,9 @@
 // cuda_featuremap.cu — the feature-map kernels written for the H200's write bandwidth (issue 16):
 // the product op from per-state digit tables, IQP's phase and low 10 Walsh-Hadamard stages fused
-// in one pass, and the higher stages 10 bits per pass.
+// in one pass, and the higher stages 10 bits per pass; rounds 1 and 2 of the first two (round 2
+// the default, round 1 kept reachable so that both are timed in one run).
 // Role: launchers called by cuda_kernels.cu (qm_cuda_launch_product, qm_cuda_launch_wht,
-// qm_cuda_launch_iqp), which keep the previous kernels reachable (legacy = 1) for bisection.
+// qm_cuda_launch_iqp), which also keep the round-0 kernels reachable, for bisection.
 // In: device pointers already at the range's first slot, plain numbers. Out: enqueued kernels, the
 // launch's cudaError_t as an int. Must not: allocate, synchronise, format messages, read the
 // environment. The maths (evaluation orders) is kernels/qm_math.h's, so every kernel here writes
@@ -44,6 +45,28 @@
 // writes slot x of the tile to global memory: 32 consecutive slots per warp store. Registers: 32
 // slots per lane (128 for complex128); launch bound 64 threads. Shared per block 38.6 KiB
 // (complex128): 5 blocks = 10 warps per SM.
+//
+// Round 2 (measured round 1, run 17: product 56-92% of the fill, iqp 30-38%; the why, from the
+// code: latency, not bandwidth):
+// product_states_kernel (> 10 qubits): round 1 paid, per 8-16 KiB tile, a barrier behind thread
+// 64's hi (up to n - 10 dependent complex products with their loads) and, in a batch, a global-
+// load latency for A and B. Round 2 gives each block a contiguous share of tiles and keeps per
+// state, in shared memory, A, B and T1 (the digit-1 product of every value of bits 10..19, 16
+// KiB): two barriers per state change, none per tile; hi = T1[v] (n <= 20) or T1[v] * U, U (the
+// digits from bit 20 up) in registers, recomputed once per 1024 tiles of a share. 60-64
+// registers, 17 KiB: 4 blocks of 256 per SM (registers), 32 warps, as round 1.
+// product_batch10_kernel (10-qubit batch): round 1 built one state's A and B with 64 threads per
+// tile; round 2 builds 4 states' tables with all 256 threads (one entry each, 5 independent
+// loads), then writes 4 tiles (64 KiB complex128) per barrier pair. 48-64 registers, 4 KiB.
+// iqp_fused2_kernel: round 1 had 10 warps per SM (shared memory 38.6 KiB per 2 warps; 158
+// registers) and 32 sincos in sequence per lane, so the SM sat waiting on sincos latency. Round 2
+// puts 4 warps on a tile (8 phases per thread, 8 slots per thread in the stages): 64 registers
+// (complex128) and 18.4 KiB, 8 blocks = 32 warps per SM (complex64: 48 registers, 10 blocks = 40
+// warps). Its price is shared-memory traffic: 4 round trips of the tile instead of 2, 128 KiB per
+// complex128 tile, about 0.5 us per tile per SM at 128 bytes per clock, which is under the
+// float64 issue time of the tile's sincos (about 0.7 us at 64 float64 operations per clock). The
+// XOR swizzle (iq2_swz) keeps every access at the minimum number of wavefronts (4 per warp for
+// 16-byte slots, 2 for 8-byte ones), checked exhaustively over the four rounds' index maps.
 //
 // wht_pass_kernel (stages [b, b + w), w <= 10, 2^b >= C): a unit = C consecutive columns (low
 // indices) x 2^w rows (the indices differing in bits b..b+w-1) of one aligned block of 2^(b+w)
@@ -119,7 +142,76 @@ unsigned grid_of(K kernel, int threads, size_t smem, uint64_t units)
 
 #define QM_PD_THREADS 256
 
-/* MODE 0: complex128; 1: complex64, one amplitude per lane; 2: complex64, 16-byte aligned pairs. */
+/* The amplitudes of one tile (global indices [first, first + 2^10)) that lie in [g0, g1), from the
+ * tile's state's A = ab[0..31], B = ab[32..63] and the tile's hi. MODE 0: complex128, thread t
+ * writes j = t + 256u (u < 4); 1: complex64, one amplitude per lane, the same j; 2: complex64,
+ * 16-byte aligned pairs j = 2p, 2p + 1 for p = t + 256u (u < 2), one float4 per pair. */
+template <int MODE>
+__device__ __forceinline__ void product_tile_store(void *state, uint64_t first, uint64_t g0,
+                                                   uint64_t g1, const double2 *ab, double2 h,
+                                                   double scale)
+{
+    if (MODE != 2) {
+        double2 amp[4];
+        uint64_t slot[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const unsigned j = threadIdx.x + QM_PD_THREADS * u;
+            const double2 a = ab[j & 31u], b = ab[32 + (j >> 5)];
+            double lr, li;
+            qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
+            qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
+            const uint64_t g = first + j;
+            slot[u] = g >= g0 && g < g1 ? g - g0 : UINT64_MAX;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            if (slot[u] == UINT64_MAX)
+                continue;
+            if (MODE == 0)
+                ((double2 *)state)[slot[u]] = amp[u];
+            else
+                ((float2 *)state)[slot[u]] = make_float2((float)amp[u].x, (float)amp[u].y);
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const double2 a = ab[(j + e) & 31u], b = ab[32 + ((j + e) >> 5)];
+                double lr, li, re, im;
+                qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
+                qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
+                v[2 * e] = (float)re;
+                v[2 * e + 1] = (float)im;
+            }
+            const uint64_t g = first + j;
+            const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
+            if (in0 && in1)
+                *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+            else if (in0)
+                ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
+            else if (in1)
+                ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+        }
+    }
+}
+
+/* Entry e (< 64) of a state's A (e < 32: qubits 0..4 of index e) or B (qubits 5..9 of index
+ * (e - 32) << 5), as qm_product_lo forms them. */
+__device__ __forceinline__ double2 product_ab_entry(const double *f, unsigned e)
+{
+    double r, m;
+    if (e < 32)
+        qm_product_range(f, 0, 5, e, &r, &m);
+    else
+        qm_product_range(f, 5, 10, (uint64_t)(e - 32) << 5, &r, &m);
+    return make_double2(r, m);
+}
+
+/* Round 1 (QM_CUDA_KERNELS=round1). MODE as product_tile_store's. */
 template <int MODE>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4)
 product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uint64_t first_state,
@@ -136,15 +228,8 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
         const uint64_t first = t << QM_PRODUCT_LO_BITS, s = first >> qubits;
         const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
         if ((p ? tag1 : tag0) != s) {
-            if (threadIdx.x < 64) {
-                const unsigned j = threadIdx.x & 31u;
-                double r, m;
-                if (threadIdx.x < 32)
-                    qm_product_range(f, 0, 5, j, &r, &m);
-                else
-                    qm_product_range(f, 5, 10, (uint64_t)j << 5, &r, &m);
-                ab[p][threadIdx.x] = make_double2(r, m);
-            }
+            if (threadIdx.x < 64)
+                ab[p][threadIdx.x] = product_ab_entry(f, threadIdx.x);
             if (p)
                 tag1 = s;
             else
@@ -156,53 +241,105 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
             hi[p] = make_double2(r, m);
         }
         __syncthreads();
-        const double2 h = hi[p];
-        if (MODE != 2) {
-            double2 amp[4];
-            uint64_t slot[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const unsigned j = threadIdx.x + QM_PD_THREADS * u;
-                const double2 a = ab[p][j & 31u], b = ab[p][32 + (j >> 5)];
-                double lr, li;
-                qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
-                qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
-                const uint64_t g = first + j;
-                slot[u] = g >= g0 && g < g1 ? g - g0 : UINT64_MAX;
+        product_tile_store<MODE>(state, first, g0, g1, ab[p], hi[p], scale);
+    }
+}
+
+/* Round 2, states of more than 10 qubits. Block b takes the tiles [ta, tb), a contiguous share
+ * of the range's tiles, in order. The tables of the tile's state live in shared memory and are
+ * rebuilt only when the state changes (two barriers, then none until the next state): A, B
+ * (threads 0..63) and T1[v] = qm_product_range(f, 10, min(n, 20), v << 10), the digit-1 product
+ * for every value v of bits 10..min(n,20)-1 (2^min(n - 10, 10) entries, every thread a few).
+ * hi of a tile is then T1[v] for n <= 20, and qm_cmul(T1[v], U) above, U the product of the
+ * digits from the top one down to digit 2 (qm_product_hi's loop without its last step, which is
+ * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
+ * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
+ * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
+template <int MODE>
+__global__ void __launch_bounds__(QM_PD_THREADS, 4)
+product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
+                      uint64_t first_state, const double *table, double scale)
+{
+    __shared__ double2 ab[64];
+    __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
+    const uint64_t per = (tiles + gridDim.x - 1) / gridDim.x;
+    const uint64_t ta = t0 + blockIdx.x * per;
+    const uint64_t tb = ta + per < tl + 1 ? ta + per : tl + 1;
+    const unsigned top = qubits < 2 * QM_PRODUCT_LO_BITS ? qubits : 2 * QM_PRODUCT_LO_BITS;
+    const uint64_t vmask = ((uint64_t)1 << (top - QM_PRODUCT_LO_BITS)) - 1;
+    uint64_t have = UINT64_MAX, up_have = UINT64_MAX;
+    double ur = 1.0, ui = 0.0;
+    for (uint64_t t = ta; t < tb; ++t) {
+        const uint64_t first = t << QM_PRODUCT_LO_BITS, s = first >> qubits;
+        const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
+        if (s != have) { /* uniform: every thread walks the same tiles */
+            __syncthreads(); /* every thread is done with the previous state's tables */
+            if (threadIdx.x < 64)
+                ab[threadIdx.x] = product_ab_entry(f, threadIdx.x);
+            for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
+                double r, m;
+                qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS,
+                                 &r, &m);
+                t1[v] = make_double2(r, m);
             }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                if (slot[u] == UINT64_MAX)
-                    continue;
-                if (MODE == 0)
-                    ((double2 *)state)[slot[u]] = amp[u];
-                else
-                    ((float2 *)state)[slot[u]] = make_float2((float)amp[u].x, (float)amp[u].y);
-            }
-        } else {
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
-                float v[4];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const double2 a = ab[p][(j + e) & 31u], b = ab[p][32 + ((j + e) >> 5)];
-                    double lr, li, re, im;
-                    qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
-                    qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
-                    v[2 * e] = (float)re;
-                    v[2 * e + 1] = (float)im;
-                }
-                const uint64_t g = first + j;
-                const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
-                if (in0 && in1)
-                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
-                else if (in0)
-                    ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
-                else if (in1)
-                    ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
-            }
+            __syncthreads();
+            have = s;
+            up_have = UINT64_MAX;
         }
+        const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
+        double2 h = d;
+        if (qubits > 2 * QM_PRODUCT_LO_BITS) {
+            const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
+            if (up != up_have) {
+                unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
+                qm_product_range(f, d0, qubits, first, &ur, &ui);
+                while (d0 > 2 * QM_PRODUCT_LO_BITS) {
+                    d0 -= QM_PRODUCT_LO_BITS;
+                    double tr, ti;
+                    qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
+                    qm_cmul(tr, ti, ur, ui, &ur, &ui);
+                }
+                up_have = up;
+            }
+            qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
+        }
+        product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
+    }
+}
+
+/* Round 2, states of exactly 10 qubits (a batch: every tile is its own state, hi = (1, 0) as
+ * qm_product_hi gives it). Groups of QM_PD_GROUP consecutive tiles per block iteration,
+ * grid-stride over the groups: all 256 threads build the group's tables at once (thread t: entry
+ * t % 64 of tile t / 64's A or B: 5 independent factor loads, 5 products), one barrier, the
+ * group's 4 tiles are written (64 KiB complex128, 32 KiB complex64 per barrier pair instead of
+ * round 1's one tile per barrier with 64 of 256 threads building), one barrier before the tables
+ * are rebuilt. */
+#define QM_PD_GROUP 4
+template <int MODE>
+__global__ void __launch_bounds__(QM_PD_THREADS, 4)
+product_batch10_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
+                       const double *table, double scale)
+{
+    __shared__ double2 ab[QM_PD_GROUP][64];
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n, groups = (tl - t0) / QM_PD_GROUP + 1;
+    const double2 one = make_double2(1.0, 0.0);
+    for (uint64_t q = blockIdx.x; q < groups; q += gridDim.x) {
+        const uint64_t ts = t0 + q * QM_PD_GROUP;
+        {
+            const unsigned u = threadIdx.x >> 6, e = threadIdx.x & 63u;
+            if (ts + u <= tl) /* tile index = state index at 10 qubits */
+                ab[u][e] = product_ab_entry(table + (ts + u - first_state) * 4 * 10, e);
+        }
+        __syncthreads();
+#pragma unroll
+        for (unsigned u = 0; u < QM_PD_GROUP; ++u)
+            if (ts + u <= tl)
+                product_tile_store<MODE>(state, (ts + u) << QM_PRODUCT_LO_BITS, g0, g1, ab[u],
+                                         one, scale);
+        __syncthreads(); /* the tables are rebuilt for the next group */
     }
 }
 
@@ -262,6 +399,19 @@ template <> __device__ __forceinline__ float2 make_slot<float2>(double re, doubl
     return make_float2((float)re, (float)im);
 }
 
+/* phi of slot x = y + 32 s of a tile (round 1's order, qm_math.h): wa = W_a[y], ea = E_a[y],
+ * cl[l] = C_l[y], wh = W_h, Wb and Eb the tables; X sums the C_l of the set bits of s. */
+__device__ __forceinline__ double iqp_tile_phi(double wa, double ea, double wh, const double (&cl)[5],
+                                               const double *Wb, const double *Eb, unsigned s)
+{
+    double xs = 0.0;
+#pragma unroll
+    for (unsigned l = 0; l < 5; ++l)
+        if ((s >> l) & 1u)
+            xs = xs + cl[l];
+    return (((wa + Wb[s]) + xs) + (ea + Eb[s])) + wh;
+}
+
 template <typename V>
 __global__ void __launch_bounds__(32 * QM_IQP_WARPS)
 iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -308,12 +458,7 @@ iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsig
         for (int l = 0; l < 5; ++l)
             cl[l] = C[32 * l + lane];
         for (unsigned s = 0; s < 32; ++s) { /* x = lane + 32 s */
-            double xs = 0.0;
-#pragma unroll
-            for (unsigned l = 0; l < 5; ++l)
-                if ((s >> l) & 1u)
-                    xs = xs + cl[l];
-            const double phi = (((wa + Wb[s]) + xs) + (ea + Eb[s])) + wh;
+            const double phi = iqp_tile_phi(wa, ea, wh, cl, Wb, Eb, s);
             double re, im;
             qm_iqp_amp(phi, scale, &re, &im);
             buf[lane + 33 * s] = make_slot<V>(re, im);
@@ -336,6 +481,138 @@ iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsig
 #pragma unroll
         for (unsigned j = 0; j < 32; ++j)
             out[lane + 32 * j] = v[j];
+    }
+}
+
+// ---- IQP round 2: the same pass, four warps per tile -------------------------------------------
+
+#define QM_IQ2_THREADS 128
+#define QM_IQ2_JOBS 235 /* table entries per tile: W_a 32, W_b 32, C 160, e 10, W_h 1 */
+
+/* The shared slot of tile slot x: x with its low L bits XORed with the next L bits (L = 3 for
+ * complex128, 8 slots per 128 bytes; 4 for complex64, 16 slots per 128 bytes). A bijection on
+ * [0, 1024) that spreads every access pattern below over the banks (docs at the top). */
+template <typename V> __device__ __forceinline__ unsigned iq2_swz(unsigned x)
+{
+    constexpr unsigned L = sizeof(V) == 16 ? 3 : 4;
+    return x ^ ((x >> L) & ((1u << L) - 1));
+}
+
+/* Stages [B, B + K) of the tile in shared memory, thread t holding 8 slots: groups gi = t + 128q
+ * (q < 8 >> K), group gi being the 2^K slots base + (r << B), base = gi with K zero bits inserted
+ * at bit B. Loads, runs the stages in increasing bit order, and stores back (or, with `out`, writes
+ * the slots to the tile in global memory instead). */
+template <typename V, unsigned B, unsigned K>
+__device__ __forceinline__ void iq2_round(V *buf, V *out)
+{
+    constexpr unsigned G = 8u >> K, R = 1u << K;
+    V v[8];
+#pragma unroll
+    for (unsigned q = 0; q < G; ++q) {
+        const unsigned gi = threadIdx.x + QM_IQ2_THREADS * q;
+        const unsigned base = ((gi >> B) << (B + K)) | (gi & ((1u << B) - 1));
+#pragma unroll
+        for (unsigned r = 0; r < R; ++r)
+            v[q * R + r] = buf[iq2_swz<V>(base + (r << B))];
+    }
+#pragma unroll
+    for (unsigned q = 0; q < G; ++q)
+#pragma unroll
+        for (unsigned k = 0; k < K; ++k)
+#pragma unroll
+            for (unsigned r = 0; r < R; ++r)
+                if (!(r & (1u << k)))
+                    bfly(v[q * R + r], v[q * R + (r | (1u << k))]);
+#pragma unroll
+    for (unsigned q = 0; q < G; ++q) {
+        const unsigned gi = threadIdx.x + QM_IQ2_THREADS * q;
+        const unsigned base = ((gi >> B) << (B + K)) | (gi & ((1u << B) - 1));
+#pragma unroll
+        for (unsigned r = 0; r < R; ++r) {
+            if (out)
+                out[base + (r << B)] = v[q * R + r];
+            else
+                buf[iq2_swz<V>(base + (r << B))] = v[q * R + r];
+        }
+    }
+}
+
+/* Round 2 of the fused pass: one tile of 2^10 slots per block of 128 threads (4 warps), grid-
+ * stride over the tiles. (1) tables: the 235 entries of round 1's tables (W_a, W_b, C_l, e_k, W_h,
+ * the same qm_math.h calls): thread 0 W_h alone (the longest sum: the n - 10 high bits and their
+ * pairs), threads 1..127 the 234 others, two at most each, the e_k (n - 10 terms) first;
+ * barrier; E_a, E_b (threads 0..63); barrier.
+ * (2) phase: thread t computes x = t + 128u (u < 8): y = x mod 32 = t mod 32 for every u, so W_a,
+ * E_a and the five C_l of y are loaded once per tile; s = x / 32 = t / 32 + 4u is uniform over
+ * the warp (the branches on its bits too); phi in round 1's order, sincos, stored at the
+ * swizzled slot. (3) stages 0..8 in three rounds of 3 stages (8 slots per thread in registers,
+ * a barrier between rounds), stage 9 in a fourth round that writes the tile to global memory:
+ * thread t writes slots gi and gi + 512 (gi = t + 128q), consecutive lanes at consecutive
+ * slots. */
+template <typename V>
+__global__ void __launch_bounds__(QM_IQ2_THREADS, 8)
+iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                  uint64_t first_state, const double *table, double scale)
+{
+    __shared__ V buf[1u << 10];
+    __shared__ double tb[QM_IQP_TABLE_DOUBLES];
+    double *Wa = tb, *Wb = tb + 32, *C = tb + 64, *Ea = tb + 224, *Eb = tb + 256, *e = tb + 288;
+    double *Wh = tb + 298;
+    const unsigned t = threadIdx.x, y = t & 31u, s0 = t >> 5;
+    const int pairs = n_coeffs > qubits;
+    const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
+    for (uint64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const uint64_t g = g0 + (tile << 10), x0 = g & mask; /* x0: bits 0..9 clear */
+        const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
+        if (t == 0) /* the longest sum (n - 10 terms and their pairs): a thread of its own */
+            *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        else
+            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1) {
+                if (k < 10)
+                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
+                else if (k < 42)
+                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
+                else if (k < 74)
+                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
+                else
+                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
+                                                     (k - 74) & 31u)
+                                      : 0.0;
+            }
+        __syncthreads();
+        if (t < 64) { /* E_a[y] (t < 32), E_b[y] (t >= 32): the e_k of the set bits of y */
+            const double *ek = t < 32 ? e : e + 5;
+            double sum = 0.0;
+            for (unsigned k = 0; k < 5; ++k)
+                if ((y >> k) & 1u)
+                    sum = sum + ek[k];
+            (t < 32 ? Ea : Eb)[y] = sum;
+        }
+        __syncthreads();
+        const double wa = Wa[y], ea = Ea[y], wh = *Wh;
+        double cl[5];
+#pragma unroll
+        for (int l = 0; l < 5; ++l)
+            cl[l] = C[32 * l + y];
+#pragma unroll 2
+        for (unsigned u = 0; u < 8; ++u) {
+            /* x = y + 32 (s0 + 4u) = t + 128 u */
+            const double phi = iqp_tile_phi(wa, ea, wh, cl, Wb, Eb, s0 + 4 * u);
+            double re, im;
+            qm_iqp_amp(phi, scale, &re, &im);
+            buf[iq2_swz<V>(t + QM_IQ2_THREADS * u)] = make_slot<V>(re, im);
+        }
+        __syncthreads();
+        iq2_round<V, 0, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 3, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 6, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 9, 1>(buf, state + (tile << 10));
+        /* the next tile's first writes (tables) are to tb, last read before the phase barrier;
+         * its buf writes come after its table barriers, which every thread reaches after its
+         * round-4 loads */
     }
 }
 
@@ -410,12 +687,21 @@ int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
     return (int)cudaGetLastError();
 }
 
-/* The fused IQP kernel over n slots (whole tiles), its shared memory allowed first. */
+/* The fused IQP kernel over n slots (whole tiles): round 1 with its shared memory allowed first,
+ * or round 2 (static shared memory). */
 template <typename V>
 int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigned n_coeffs,
-                     uint64_t first_state, const double *table, double scale, cudaStream_t s)
+                     uint64_t first_state, const double *table, double scale, int round1,
+                     cudaStream_t s)
 {
-    const uint64_t tiles = n >> 10, units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
+    const uint64_t tiles = n >> 10;
+    if (!round1) {
+        const unsigned grid = grid_of(iqp_fused2_kernel<V>, QM_IQ2_THREADS, 0, tiles);
+        iqp_fused2_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
+                                                              first_state, table, scale);
+        return (int)cudaGetLastError();
+    }
+    const uint64_t units = (tiles + QM_IQP_WARPS - 1) / QM_IQP_WARPS;
     const size_t smem =
         QM_IQP_WARPS * (QM_IQP_PAD_SLOTS * sizeof(V) + QM_IQP_TABLE_DOUBLES * sizeof(double));
     const cudaError_t e = cudaFuncSetAttribute(
@@ -428,11 +714,21 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
     return (int)cudaGetLastError();
 }
 
+/* A grid-stride product kernel over `tiles` tiles, as many blocks as are resident. */
+template <typename K>
+int product_launch(K kernel, uint64_t tiles, cudaStream_t s, void *state, uint64_t n, uint64_t g0,
+                   unsigned qubits, uint64_t first_state, const double *table, double scale)
+{
+    kernel<<<grid_of(kernel, QM_PD_THREADS, 0, tiles), QM_PD_THREADS, 0, s>>>(
+        state, n, g0, qubits, first_state, table, scale);
+    return (int)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0,
                                       unsigned qubits, uint64_t first_state, const double *table,
-                                      double scale, void *stream)
+                                      double scale, int round1, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
@@ -447,19 +743,25 @@ extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_
     /* pairs of complex64 slots are 16-byte aligned when global index 0 would be */
     const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
                        ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
-    if (c128)
-        product_digits_kernel<0><<<grid_of(product_digits_kernel<0>, QM_PD_THREADS, 0, tiles),
-                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                          table, scale);
-    else if (pairs)
-        product_digits_kernel<2><<<grid_of(product_digits_kernel<2>, QM_PD_THREADS, 0, tiles),
-                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                          table, scale);
-    else
-        product_digits_kernel<1><<<grid_of(product_digits_kernel<1>, QM_PD_THREADS, 0, tiles),
-                                   QM_PD_THREADS, 0, s>>>(state, n, g0, qubits, first_state,
-                                                          table, scale);
-    return (int)cudaGetLastError();
+    const int mode = c128 ? 0 : pairs ? 2 : 1;
+    if (round1)
+        return product_launch(mode == 0   ? product_digits_kernel<0>
+                              : mode == 2 ? product_digits_kernel<2>
+                                          : product_digits_kernel<1>,
+                              tiles, s, state, n, g0, qubits, first_state, table, scale);
+    if (qubits == QM_PRODUCT_LO_BITS) {
+        auto k = mode == 0   ? product_batch10_kernel<0>
+                 : mode == 2 ? product_batch10_kernel<2>
+                             : product_batch10_kernel<1>;
+        const uint64_t groups = (tiles - 1) / QM_PD_GROUP + 1;
+        k<<<grid_of(k, QM_PD_THREADS, 0, groups), QM_PD_THREADS, 0, s>>>(state, n, g0, first_state,
+                                                                         table, scale);
+        return (int)cudaGetLastError();
+    }
+    return product_launch(mode == 0   ? product_states_kernel<0>
+                          : mode == 2 ? product_states_kernel<2>
+                                      : product_states_kernel<1>,
+                          tiles, s, state, n, g0, qubits, first_state, table, scale);
 }
 
 extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
@@ -479,11 +781,11 @@ extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0
 
 extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
-                                 double scale, void *stream)
+                                 double scale, int round1, void *stream)
 {
     if (c128)
         return iqp_fused_launch((double2 *)state, n, g0, qubits, n_coeffs, first_state, table,
-                                scale, (cudaStream_t)stream);
+                                scale, round1, (cudaStream_t)stream);
     return iqp_fused_launch((float2 *)state, n, g0, qubits, n_coeffs, first_state, table, scale,
-                            (cudaStream_t)stream);
+                            round1, (cudaStream_t)stream);
 }

@@ -15,19 +15,23 @@ extern "C" {
 
 /* The product op (qm_cuda_launch_product's contract) from per-state A, B tables in shared memory
  * (qubits >= 10: one tile of 2^10 amplitudes per block iteration); below 10 qubits one amplitude
- * per thread. */
+ * per thread. round1 != 0: the round-1 kernel (tables rebuilt per tile, grid-stride tiles); 0:
+ * round 2 (contiguous tiles per block, hi from a per-state digit table, batches of 10-qubit
+ * states 4 tiles per table build). */
 int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
-                           uint64_t first_state, const double *table, double scale, void *stream);
+                           uint64_t first_state, const double *table, double scale, int round1,
+                           void *stream);
 
 /* Walsh-Hadamard stages [b0, b1) over n slots (whole blocks of 2^b1), in passes of up to 10
  * stages. Needs b0 >= 3. */
 int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1, void *stream);
 
 /* The iqp_phase of slots [0, n) followed by stages 0..9, one pass: needs qubits >= 10, g0 and n
- * multiples of 2^10. */
+ * multiples of 2^10. round1 != 0: the round-1 kernel (one warp per tile); 0: round 2 (four warps
+ * per tile, 8 slots per thread). */
 int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                       unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
-                      void *stream);
+                      int round1, void *stream);
 
 #ifdef __cplusplus
 }

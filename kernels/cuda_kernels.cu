@@ -542,7 +542,7 @@ extern "C" int qm_cuda_launch_amp_one_state(void *state, int c128, uint64_t n, u
     return (int)cudaGetLastError();
 }
 
-/* The previous product kernel (QM_CUDA_KERNELS=legacy; the default is cuda_featuremap.cu's),
+/* The round-0 product kernel (QM_CUDA_KERNELS=legacy; the default is cuda_featuremap.cu's),
  * kept for bisection, on qm_math.h's current order: a tile of 2^m slots (m = min(qubits, 10): one
  * aligned block of the low bits, inside one state) at a time per CUDA block: the state's lo table
  * (qm_product_lo per entry) lives in shared memory, built once per block and state; each thread
@@ -589,13 +589,13 @@ product_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
 
 extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0,
                                       unsigned qubits, uint64_t first_state, const double *table,
-                                      double scale, int legacy, void *stream)
+                                      double scale, int kernels, void *stream)
 {
     if (n == 0)
         return (int)cudaSuccess;
-    if (!legacy)
+    if (kernels != QM_CUDA_KERNELS_LEGACY)
         return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale,
-                                      stream);
+                                      kernels == QM_CUDA_KERNELS_ROUND1, stream);
     const unsigned m = qubits < QM_PRODUCT_LO_BITS ? qubits : QM_PRODUCT_LO_BITS;
     const uint64_t tiles = ((g0 + n - 1) >> m) - (g0 >> m) + 1;
     /* enough blocks to fill the device several times over; each keeps its state's table */
@@ -610,9 +610,9 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
  * CUDA's double sincos (qm_iqp_amp; within 2 ulp of libm's: docs/encodings.md). wht: the stages
  * below QM_WHT_SMEM_BITS run in shared memory, one CUDA block per aligned chunk of 2^min(b1, 10)
  * slots (stages in increasing order, a barrier between stages); the higher stages 10 per pass
- * (cuda_featuremap.cu), or with `legacy` one grid-stride pass over the pairs per stage. The iqp op
- * fuses the phase and stages 0..9 where it can (cuda_featuremap.cu). Every element sees the same
- * (u + w, u - w) sequence as on the CPU. */
+ * (cuda_featuremap.cu), or, round 0 (`kernels` = legacy), one grid-stride pass over the pairs per
+ * stage. The iqp op fuses the phase and stages 0..9 where it can (cuda_featuremap.cu, round 1 or
+ * 2 by `kernels`). Every element sees the same (u + w, u - w) sequence as on the CPU. */
 #define QM_WHT_SMEM_BITS 10
 
 namespace {
@@ -707,10 +707,10 @@ __global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
 }
 
 /* Stages [b0, b1) (or the cross-buffer stage): the stages below QM_WHT_SMEM_BITS in shared
- * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, with legacy,
+ * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, round 0 (legacy),
  * one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
 template <typename V>
-int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int legacy,
+int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int kernels,
                cudaStream_t s)
 {
     if (partner) {
@@ -727,7 +727,7 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
             return le;
     }
     const unsigned hb = b0 > top ? b0 : top;
-    if (!legacy && hb < b1)
+    if (kernels != QM_CUDA_KERNELS_LEGACY && hb < b1)
         return qm_cuda_wht_passes(x, sizeof(V) == 16, n, hb, b1, s);
     for (unsigned b = hb; b < b1; ++b) {
         wht_stage_kernel<V><<<grid_for(n / 2, 256), 256, 0, s>>>(x, n / 2, b);
@@ -750,33 +750,33 @@ extern "C" int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint6
 }
 
 extern "C" int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
-                                  const void *partner, int high, int legacy, void *stream)
+                                  const void *partner, int high, int kernels, void *stream)
 {
     if (c128)
         return wht_launch<double2>((double2 *)state, n, b0, b1, (const double2 *)partner, high,
-                                   legacy, (cudaStream_t)stream);
-    return wht_launch<float2>((float2 *)state, n, b0, b1, (const float2 *)partner, high, legacy,
+                                   kernels, (cudaStream_t)stream);
+    return wht_launch<float2>((float2 *)state, n, b0, b1, (const float2 *)partner, high, kernels,
                               (cudaStream_t)stream);
 }
 
 extern "C" int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                   unsigned n_coeffs, uint64_t first_state, const double *table,
-                                  double scale, unsigned b1, int legacy, void *stream)
+                                  double scale, unsigned b1, int kernels, void *stream)
 {
     if (n == 0)
         return (int)cudaSuccess;
     const uint64_t tile = (uint64_t)1 << QM_WHT_SMEM_BITS;
-    if (!legacy && qubits >= QM_WHT_SMEM_BITS && b1 >= QM_WHT_SMEM_BITS && g0 % tile == 0 &&
-        n % tile == 0) {
+    if (kernels != QM_CUDA_KERNELS_LEGACY && qubits >= QM_WHT_SMEM_BITS &&
+        b1 >= QM_WHT_SMEM_BITS && g0 % tile == 0 && n % tile == 0) {
         const int le = qm_cuda_iqp_fused(state, c128, n, g0, qubits, n_coeffs, first_state, table,
-                                         scale, stream);
+                                         scale, kernels == QM_CUDA_KERNELS_ROUND1, stream);
         if (le != (int)cudaSuccess || b1 == QM_WHT_SMEM_BITS)
             return le;
-        return qm_cuda_launch_wht(state, c128, n, QM_WHT_SMEM_BITS, b1, NULL, 0, 0, stream);
+        return qm_cuda_launch_wht(state, c128, n, QM_WHT_SMEM_BITS, b1, NULL, 0, kernels, stream);
     }
     const int le = qm_cuda_launch_iqp_phase(state, c128, n, g0, qubits, n_coeffs, first_state,
                                             table, scale, stream);
     if (le != (int)cudaSuccess || b1 == 0)
         return le;
-    return qm_cuda_launch_wht(state, c128, n, 0, b1, NULL, 0, legacy, stream);
+    return qm_cuda_launch_wht(state, c128, n, 0, b1, NULL, 0, kernels, stream);
 }

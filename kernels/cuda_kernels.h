@@ -57,17 +57,23 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
                                    uint64_t period_valid, uint64_t n_states, const void *in,
                                    int in_f64, double *sums, void *stream);
 
-/* The feature-map launchers below take `legacy`: 0 runs the kernels of kernels/cuda_featuremap.cu
- * (product from per-state digit tables; iqp's phase and stages 0..9 in one pass; wht stages above
- * 2^10 ten per pass), 1 the previous ones (per-tile hi products; separate phase pass; one pass per
- * wht stage above 2^10), kept so that a regression can be bisected in one run. Both write the same
- * bits. The choice is the caller's: the CUDA backend reads QM_CUDA_KERNELS once when opened. */
+/* The feature-map launchers below take `kernels`, the generation: QM_CUDA_KERNELS_CURRENT (0)
+ * runs the round-2 kernels of kernels/cuda_featuremap.cu, QM_CUDA_KERNELS_ROUND1 (2) its round-1
+ * kernels (product from per-state digit tables rebuilt per tile; iqp's phase and stages 0..9 in one
+ * pass, one warp per tile; wht stages above 2^10 ten per pass), QM_CUDA_KERNELS_LEGACY (1) the
+ * round-0 ones (per-tile hi products; separate phase pass; one pass per wht stage above 2^10),
+ * kept so that a regression can be bisected and the rounds timed side by side in one run. All
+ * write the same bits. The choice is the caller's: the CUDA backend reads QM_CUDA_KERNELS once
+ * when opened. */
+#define QM_CUDA_KERNELS_CURRENT 0
+#define QM_CUDA_KERNELS_LEGACY 1
+#define QM_CUDA_KERNELS_ROUND1 2
 
 /* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot
  * i being global index g0 + i, with the factors of state s at table[(s - first_state) * 4 *
  * qubits] (device array). */
 int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
-                           uint64_t first_state, const double *table, double scale, int legacy,
+                           uint64_t first_state, const double *table, double scale, int kernels,
                            void *stream);
 
 /* IQP phase vector (qm_iqp_phi; qm_cpu_iqp_phase's contract) into slots [0, n) of `state`, the
@@ -79,15 +85,15 @@ int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint64_t g0, uns
 /* Walsh-Hadamard stages over slots [0, n) of `state` (qm_cpu_wht's contract: partner NULL:
  * stages b0 .. b1 - 1 in whole blocks of 2^b1; else the cross-buffer stage with `high`). */
 int qm_cuda_launch_wht(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
-                       const void *partner, int high, int legacy, void *stream);
+                       const void *partner, int high, int kernels, void *stream);
 
 /* The iqp op (hal_ops.h): the phase vector of slots [0, n) (as qm_cuda_launch_iqp_phase), then
- * stages 0 .. b1 - 1 (none for b1 = 0) in whole blocks of 2^b1. Not legacy, qubits >= 10, b1 >= 10
- * and g0, n multiples of 2^10: the phase and stages 0..9 in one pass, then 10 stages per pass;
- * otherwise the phase pass and qm_cuda_launch_wht. */
+ * stages 0 .. b1 - 1 (none for b1 = 0) in whole blocks of 2^b1. Rounds 1 and 2 with qubits >= 10,
+ * b1 >= 10 and g0, n multiples of 2^10: the phase and stages 0..9 in one pass, then 10 stages per
+ * pass; otherwise the phase pass and qm_cuda_launch_wht. */
 int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                        unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
-                       unsigned b1, int legacy, void *stream);
+                       unsigned b1, int kernels, void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The feature-map kernels (issue 16) on a CUDA machine, in one call: every op case of
-# test_backend_ops on the CUDA backend with the current kernels and with the previous ones
-# (QM_CUDA_KERNELS=legacy), the cuda/diff tests, then bench_cuda's BM_Product and BM_Iqp (each
-# line with its fill/copy ceiling of the same run and pct, docs/cuda.md). Logs under $OUT (or
-# out/gpu-featuremap when OUT is unset); exits 1 when a check fails.
+# test_backend_ops on the CUDA backend with the current kernels (round 2) and with the earlier
+# ones (QM_CUDA_KERNELS=round1, QM_CUDA_KERNELS=legacy), the cuda/diff tests, then bench_cuda's
+# BM_Product, BM_Iqp (the three generations side by side) and BM_IqpPass (one IQP pass at a
+# time), each line with its fill/copy ceiling of the same run and pct (docs/cuda.md). Logs under
+# $OUT (or out/gpu-featuremap when OUT is unset); exits 1 when a check fails.
 # Usage: scripts/gpu-featuremap.sh [build dir, default build-gpu]
 # The build dir must have been configured with CUDA and -DQM_BUILD_BENCH=ON and built in full
 # (cmake --build build-gpu -j): see docs/cuda.md.
@@ -21,13 +22,15 @@ git log -1 --format='commit %H %s' | tee -a "$OUT/summary.txt"
 log "test_backend_ops --cuda (current kernels)"
 "$B/tests/test_backend_ops" --cuda > "$OUT/backend-ops.txt" 2>&1 || fail=1
 tail -3 "$OUT/backend-ops.txt" | tee -a "$OUT/summary.txt"
-log "test_backend_ops --cuda (QM_CUDA_KERNELS=legacy)"
-QM_CUDA_KERNELS=legacy "$B/tests/test_backend_ops" --cuda > "$OUT/backend-ops-legacy.txt" 2>&1 || fail=1
-tail -3 "$OUT/backend-ops-legacy.txt" | tee -a "$OUT/summary.txt"
+for gen in round1 legacy; do
+  log "test_backend_ops --cuda (QM_CUDA_KERNELS=$gen)"
+  QM_CUDA_KERNELS=$gen "$B/tests/test_backend_ops" --cuda > "$OUT/backend-ops-$gen.txt" 2>&1 || fail=1
+  tail -3 "$OUT/backend-ops-$gen.txt" | tee -a "$OUT/summary.txt"
+done
 log "ctest -L 'cuda|diff'"
 (cd "$B" && ctest -L "cuda|diff" --output-on-failure) > "$OUT/ctest-cuda.txt" 2>&1 || fail=1
 tail -8 "$OUT/ctest-cuda.txt" | tee -a "$OUT/summary.txt"
-log "bench_cuda BM_Product|BM_Iqp (kernel time vs fill/copy of the same bytes, same run)"
+log "bench_cuda BM_Product|BM_Iqp|BM_IqpPass (kernel time vs fill/copy of the same bytes, same run)"
 "$B/bench/bench_cuda" --benchmark_filter='BM_Product|BM_Iqp' \
   --benchmark_repetitions="${QM_BENCH_REPS:-3}" --benchmark_report_aggregates_only=true \
   --benchmark_counters_tabular=true > "$OUT/bench.txt" 2>&1 || fail=1

@@ -14,8 +14,9 @@
  * tolerance per component there; the simulator and the fault shim are still compared bit for bit.
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
- * cannot be its reference there). QM_CUDA_KERNELS=legacy in the environment runs the CUDA
- * backend's previous feature-map kernels: the same cases, the same bits.
+ * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
+ * the environment runs the CUDA backend's earlier feature-map kernels: the same cases, the same
+ * bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -123,6 +124,12 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 21, .batch = 1, .g0 = 1000001, .count = 600000, .st_off = 2},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 23, .batch = 1, .g0 = 8188609, .count = 199998, .st_off = 1, .scale = 0x1p-11},
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 9, .batch = 5, .g0 = 3, .count = 2000},
+    /* the round-2 CUDA kernels' loops: more tiles than resident blocks, so a block's contiguous
+     * share holds several tiles (tables kept, the digits above bit 20 recomputed when bit 20
+     * changes inside a share), and a batch of 10-qubit states longer than the grid's groups of 4
+     * (grid-stride, the last group partial, the range starting and ending inside tiles) */
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 22, .batch = 1, .g0 = 1002, .count = 3145733},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 2503, .g0 = 3, .count = 2563000, .st_off = 1},
     /* iqp_phase (iqp, iqp-z): the input is the coefficient table, F = q (iqp-z) or q + q(q-1)/2
      * (iqp) doubles per state; scale 2^-q. cos/sin are the platform's: on CUDA within 2 ulp of
      * libm per component (docs/encodings.md), bit-exact on the simulator and the fault shim */

@@ -39,8 +39,9 @@ typedef struct cuda_ctx {
     bool keep_on;            /* QM_CUDA_KEEP=0 in the environment turns keeping off */
     int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
                                 for every launch (developers, tests); 0 = the default */
-    int legacy;              /* QM_CUDA_KERNELS=legacy: the feature-map ops on the previous
-                                kernels (bisection; the same bits); 0 = the current ones */
+    int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
+                                on earlier kernels (bisection; the same bits); 0 = the current
+                                ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
 } cuda_ctx;
@@ -494,7 +495,7 @@ static qm_code c_product(void *ctx, int dev, void *state, const void *table,
     int le = qm_cuda_launch_product((char *)state + a->off * slot_bytes(a->state_dtype),
                                     is_c128(a->state_dtype), a->n, a->g0, a->qubits,
                                     a->first_state, (const double *)table, a->scale,
-                                    ((const cuda_ctx *)ctx)->legacy, s);
+                                    ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "product launch", dev);
     if (!s)
@@ -523,7 +524,7 @@ static qm_code c_wht(void *ctx, int dev, void *state, const void *partner,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_wht((char *)state + a->off * slot_bytes(a->state_dtype),
                                 is_c128(a->state_dtype), a->n, a->b0, a->b1, partner,
-                                a->high ? 1 : 0, ((const cuda_ctx *)ctx)->legacy, s);
+                                a->high ? 1 : 0, ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "wht launch", dev);
     if (!s)
@@ -554,7 +555,7 @@ static qm_code c_iqp(void *ctx, int dev, void *state, const void *table, const q
     int le = qm_cuda_launch_iqp((char *)state + p->off * slot_bytes(p->state_dtype),
                                 is_c128(p->state_dtype), p->n, p->g0, p->qubits, p->n_coeffs,
                                 p->first_state, (const double *)table, p->scale, a->b1,
-                                ((const cuda_ctx *)ctx)->legacy, s);
+                                ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "iqp launch", dev);
     if (!s)
@@ -765,7 +766,10 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     c->batch_shape = shape_env && shape_env[0] >= '0' && shape_env[0] <= '5' && !shape_env[1]
                          ? shape_env[0] - '0' : 0;
     const char *kernels_env = getenv("QM_CUDA_KERNELS");
-    c->legacy = kernels_env && strcmp(kernels_env, "legacy") == 0;
+    c->kernels = !kernels_env                           ? QM_CUDA_KERNELS_CURRENT
+                 : strcmp(kernels_env, "legacy") == 0 ? QM_CUDA_KERNELS_LEGACY
+                 : strcmp(kernels_env, "round1") == 0 ? QM_CUDA_KERNELS_ROUND1
+                                                      : QM_CUDA_KERNELS_CURRENT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
     c->info = calloc((size_t)nl, sizeof *c->info);
