@@ -47,7 +47,7 @@ for p in $parts; do
       grep -E "median|ratio|ceiling" "$OUT/read.txt" | tail -30 | tee -a "$OUT/summary.txt" ;;
     output)
       if [ -x "$B/bench/bench_output" ]; then
-        part output env QM_BENCH_BACKEND=cuda QM_BENCH_DIR="$DATA" "$B/bench/bench_output" \
+        part output env QM_BENCH_BACKEND=cuda QM_BENCH_DIR="$DATA" QM_BENCH_OUTPUT_BYTES=${QM_BENCH_OUTPUT_BYTES:-2147483648} "$B/bench/bench_output" \
             --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
         grep -E "median|ratio" "$OUT/output.txt" | tail -20 | tee -a "$OUT/summary.txt"
       else
