@@ -44,6 +44,17 @@ extern "C" {
 #include "sim.h"
 }
 
+// A run that failed or was skipped: Google Benchmark 1.7 (Debian 12) names it error_occurred,
+// 1.8 and later skipped; the overloads pick whichever member this version has.
+template <typename R> auto run_failed(const R &r, int) -> decltype(r.error_occurred, bool())
+{
+    return r.error_occurred;
+}
+template <typename R> auto run_failed(const R &r, long) -> decltype(r.skipped, bool())
+{
+    return r.skipped != 0;
+}
+
 namespace {
 
 uint64_t env_u64(const char *name, uint64_t dflt)
@@ -329,7 +340,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     void ReportRuns(const std::vector<Run> &runs) override
     {
         for (const Run &r : runs) {
-            if (r.error_occurred || r.iterations == 0 || r.run_type == Run::RT_Aggregate)
+            if (run_failed(r, 0) || r.iterations == 0 || r.run_type == Run::RT_Aggregate)
                 continue;
             auto it = r.counters.find("bytes_per_second");
             if (it == r.counters.end())
