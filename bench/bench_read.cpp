@@ -340,7 +340,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
     void ReportRuns(const std::vector<Run> &runs) override
     {
         for (const Run &r : runs) {
-            if (run_failed(r, 0) || r.iterations == 0 || r.run_type == Run::RT_Aggregate)
+            // single runs, or with repetitions the median (what --benchmark_report_aggregates_only
+            // leaves: the reporter then sees no single run)
+            if (run_failed(r, 0) || r.iterations == 0 ||
+                (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median"))
                 continue;
             auto it = r.counters.find("bytes_per_second");
             if (it == r.counters.end())
