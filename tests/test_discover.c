@@ -656,13 +656,28 @@ static void test_storage(void)
     CHECK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 8 << 20, &s, &st) == QM_E_IO);
     CHECK_STR(st.msg, "storage: cannot create a temporary file in /nonexistent-qmesh-dir: No such "
                       "file or directory");
-    CHECK_OK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st));
-    CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0);
-    char want[200];
-    snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s with "
-             "fdatasync, then read back (page cache)", g_dir);
-    CHECK_STR(s.note, want);
-    CHECK(count_temporaries() == 0);
+    /* the read back uses encode's reader thread count: QM_READ_THREADS, here 3 and then 1 (a
+     * value the reader would refuse falls back to the default, which the machine decides) */
+    const char *saved = getenv("QM_READ_THREADS");
+    char keep[32] = "";
+    if (saved)
+        snprintf(keep, sizeof keep, "%s", saved);
+    const char *counts[] = {"3", "1"};
+    const char *words[] = {"3 threads", "1 thread"};
+    for (int i = 0; i < 2; ++i) {
+        setenv("QM_READ_THREADS", counts[i], 1);
+        CHECK_OK(qm_discover_storage_measure(g_dir, (8 << 20) + 5, &s, &st));
+        CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0);
+        char want[240];
+        snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s with "
+                 "fdatasync, then read back (page cache) by %s", g_dir, words[i]);
+        CHECK_STR(s.note, want);
+        CHECK(count_temporaries() == 0);
+    }
+    if (saved)
+        setenv("QM_READ_THREADS", keep, 1);
+    else
+        unsetenv("QM_READ_THREADS");
 }
 
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */

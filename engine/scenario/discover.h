@@ -73,7 +73,7 @@ typedef struct qm_discover_gpu {
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
 typedef struct qm_discover_storage {
     double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
-    char note[160];                                   /* written as a comment by topo dump */
+    char note[224];                                   /* written as a comment by topo dump */
 } qm_discover_storage;
 
 typedef struct qm_discover_facts {

@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L /* pread, fdatasync, clock_gettime, mkstemp */
+#define _POSIX_C_SOURCE 200809L /* pread, fdatasync, clock_gettime, mkstemp, sysconf */
 /* discover_storage.c — a quick, bounded measurement of a file system's write and read rates for
  * `qmesh topo dump` of this machine (docs/discover.md "Storage"): the figures a scenario's
  * `storage: {read, write}` states for the encode's data path.
@@ -6,11 +6,12 @@
  * In: a folder (the dump's output folder, else TMPDIR, else /tmp) and a byte count (default
  * 256 MiB). Out: write rate = bytes / (the writes in 8 MiB steps + fdatasync) of a new temporary
  * file there; read rate = bytes / its read back with pread right after (from the page cache, as an
- * input file that was just written or read is); a one-line note saying so, with the folder and
- * the size. The file is removed on every path. QM_STORAGE_RATES="READ,WRITE" (two bandwidths,
+ * input file that was just written or read is), by as many threads as encode's .npy reader uses
+ * (QM_READ_THREADS, else min(8, online CPUs)), each its own contiguous slice, because that is
+ * how encode reads an input; a one-line note saying so, with the folder, the size and the threads. The file is removed on every path. QM_STORAGE_RATES="READ,WRITE" (two bandwidths,
  * e.g. "6 GB/s,2 GB/s") replaces the measurement: the test hook that makes a dump deterministic.
  * Must not: leave the temporary behind, or write more than `bytes` (+ one step) anywhere.
- * Known wart: one file, one thread, one run: a busy disk or a cold cache reads differently; the
+ * Known wart: one file, one run: a busy disk or a cold cache reads differently; the
  * dumped figures are a starting point the scenario's author may edit.
  */
 #include "discover.h"
@@ -19,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,49 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The read-back's threads: QM_READ_THREADS when it is a count in 1..64 (the reader itself
+ * refuses anything else when an input is opened), else min(8, online CPUs). */
+static int read_threads(void)
+{
+    const char *v = getenv("QM_READ_THREADS");
+    char *end = NULL;
+    const long n = v && *v ? strtol(v, &end, 10) : 0;
+    if (v && *v && end && !*end && n >= 1 && n <= 64)
+        return (int)n;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+}
+
+typedef struct slice_read {
+    int fd;
+    uint64_t first, end; /* bytes [first, end) of the file */
+    int err;             /* errno of a failed pread; -1 for a short file */
+    uint64_t failed_at;
+} slice_read;
+
+static void *read_slice(void *arg)
+{
+    slice_read *r = arg;
+    char *buf = malloc(STEP_BYTES);
+    if (!buf) {
+        r->err = ENOMEM;
+        r->failed_at = r->first;
+        return NULL;
+    }
+    for (uint64_t at = r->first; at < r->end;) {
+        const size_t n = r->end - at < STEP_BYTES ? (size_t)(r->end - at) : STEP_BYTES;
+        const ssize_t got = pread(r->fd, buf, n, (off_t)at);
+        if (got <= 0) {
+            r->err = got < 0 ? errno : -1;
+            r->failed_at = at;
+            break;
+        }
+        at += (uint64_t)got;
+    }
+    free(buf);
+    return NULL;
 }
 
 /* QM_STORAGE_RATES="READ,WRITE": both bandwidths, or E-ARG naming the variable. */
@@ -89,17 +134,29 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
     if (rc == QM_OK && fdatasync(fd) != 0)
         rc = qm_fail(st, QM_E_IO, "storage: fdatasync of %s failed: %s", path, strerror(errno));
     const double tw = now_s() - t0;
+    /* the read back: T threads, each a contiguous slice (the first ones one byte longer when T
+     * does not divide it), joined before the time is taken */
+    const int nt = read_threads();
+    slice_read parts[64];
+    pthread_t tid[64];
+    int started = 0;
     t0 = now_s();
-    for (uint64_t done = 0; rc == QM_OK && done < bytes;) {
-        const size_t n = bytes - done < STEP_BYTES ? (size_t)(bytes - done) : STEP_BYTES;
-        const ssize_t r = pread(fd, buf, n, (off_t)done);
-        if (r <= 0)
-            rc = qm_fail(st, QM_E_IO, "storage: reading %s back failed at byte %llu of %llu: %s",
-                         path, (unsigned long long)done, (unsigned long long)bytes,
-                         r < 0 ? strerror(errno) : "short file");
+    for (int k = 0; rc == QM_OK && k < nt; ++k) {
+        const uint64_t base = bytes / (uint64_t)nt, extra = bytes % (uint64_t)nt;
+        const uint64_t first = base * (uint64_t)k + ((uint64_t)k < extra ? (uint64_t)k : extra);
+        parts[k] = (slice_read){fd, first, first + base + ((uint64_t)k < extra), 0, 0};
+        if (k + 1 < nt && pthread_create(&tid[k], NULL, read_slice, &parts[k]) == 0)
+            started = k + 1;
         else
-            done += (uint64_t)r;
+            read_slice(&parts[k]); /* the last slice (or one whose thread could not start) here */
     }
+    for (int k = 0; k < started; ++k)
+        pthread_join(tid[k], NULL);
+    for (int k = 0; rc == QM_OK && k < nt; ++k)
+        if (parts[k].err)
+            rc = qm_fail(st, QM_E_IO, "storage: reading %s back failed at byte %llu of %llu: %s",
+                         path, (unsigned long long)parts[k].failed_at, (unsigned long long)bytes,
+                         parts[k].err > 0 ? strerror(parts[k].err) : "short file");
     const double tr = now_s() - t0;
     close(fd);
     unlink(path);
@@ -109,8 +166,8 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
         out->read_bw_bytes_per_s = (double)bytes / (tr > 1e-9 ? tr : 1e-9);
         char sz[32];
         snprintf(out->note, sizeof out->note, "measured by qmesh topo dump: %s written to %.60s "
-                 "with fdatasync, then read back (page cache)",
-                 qm_format_bytes(bytes, sz, sizeof sz), dir);
+                 "with fdatasync, then read back (page cache) by %d thread%s",
+                 qm_format_bytes(bytes, sz, sizeof sz), dir, nt, nt == 1 ? "" : "s");
     }
 done:
     free(buf);

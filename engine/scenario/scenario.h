@@ -94,7 +94,7 @@ typedef struct qm_host {
     /* storage: {read, write}: the rates of the host's file system for the encode's input and
      * output (bytes/s); 0 when not given (defaults.storage then applies: qm_host_storage_bw) */
     double storage_read_bw_bytes_per_s, storage_write_bw_bytes_per_s;
-    char storage_note[160]; /* how the figures were found (topo dump's measurement); "" if given */
+    char storage_note[224]; /* how the figures were found (topo dump's measurement); "" if given */
     qm_loc loc;
 } qm_host;
 

@@ -400,11 +400,10 @@ const char *qm_io_phase_name(qm_io_phase k)
     return (int)k >= 0 && k < QM_IO_PHASE_COUNT_ ? io_phase_names[k] : NULL;
 }
 
-/* Each device's bytes (in[d]: input values staged onto it; out[d]: state bytes read back from it)
- * and the largest device input. */
-static uint64_t device_bytes(const qm_plan *p, const qm_datapath *dp, uint64_t *in, uint64_t *out)
+/* Each device's bytes (in[d]: input values staged onto it; out[d]: state bytes read back from
+ * it). */
+static void device_bytes(const qm_plan *p, const qm_datapath *dp, uint64_t *in, uint64_t *out)
 {
-    uint64_t largest = 0;
     for (int i = 0; i < p->n_shards; ++i) {
         const qm_plan_shard *s = &p->shards[i];
         in[s->device] += s->input_elems * dp->input_elem_bytes;
@@ -412,9 +411,6 @@ static uint64_t device_bytes(const qm_plan *p, const qm_datapath *dp, uint64_t *
         if (p->policy != QM_POLICY_REPLICATED || i == 0)
             out[s->device] += s->bytes;
     }
-    for (int d = 0; d < p->n_devices; ++d)
-        largest = in[d] > largest ? in[d] : largest;
-    return largest;
 }
 
 /* The time of every device's bytes[d] over its host path (to the device, or back to the host);
@@ -461,7 +457,7 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         goto done;
     }
     uint64_t *out = in + mesh->n_devices;
-    const uint64_t largest_in = device_bytes(p, dp, in, out);
+    device_bytes(p, dp, in, out);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
         goto done;
     double rd, wr;
@@ -485,8 +481,10 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         p->io_s[QM_IO_READ] = read;
         p->io_set[QM_IO_READ] = true;
         /* staging: the simulator copies in host memory, one thread per process (a host's bytes at
-         * defaults.host_copy); devices take the link model, overlapped with the read (the reader
-         * fills one staging half while the other is copied), plus the last chunk's copy */
+         * defaults.host_copy); devices take the link model, after the read: measured on the H200
+         * (bench/results/2026-12-03-session7-h200.md), a 2 GiB ingest takes the reader's time
+         * plus the copies' (76 + 48 ms of 118 ms), not the larger of the two, although the
+         * reader fills one staging half while the other is copied */
         if (dp->sim) {
             for (int d = 0; d < mesh->n_devices; ++d)
                 host[mesh->devices[d].host] += (double)in[d];
@@ -499,10 +497,7 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
                 goto done;
             if (link >= 0) {
-                const double tail = largest_in > QM_STAGING_CHUNK_BYTES
-                                        ? link * (double)QM_STAGING_CHUNK_BYTES / (double)largest_in
-                                        : link;
-                staged = (link > read ? link - read : 0) + tail;
+                staged = link;
                 p->io_set[QM_IO_STAGING] = true;
             }
         }
