@@ -6,8 +6,9 @@
  * to 1 MiB), the first and last element, a middle range, count 0, and ranges past the end.
  * Oracles: ASan/UBSan and leaks; qm_npy_open agrees with qm_npy_header_parse (same code, same
  * facts); the facts are self-consistent (n_elems = B * F, data_offset + data_bytes = file size);
- * every range read returns exactly the file's bytes at data_offset + first * elem_size (for a
- * Fortran-order 2-D array, each element from its column-major place); ranges
+ * every range read returns exactly the file's element at data_offset + first * item_bytes (for a
+ * Fortran-order 2-D array, each element from its column-major place), byte-swapped when the file
+ * is big-endian and an integer converted to float64 (the reader's delivered dtype); ranges
  * outside the array fail with E-BOUNDS and count 0 succeeds.
  * State: the one scratch file, overwritten by every input, removed at exit.
  */
@@ -28,6 +29,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         fputc('\n', stderr);                                                                       \
         abort();                                                                                   \
     } while (0)
+
+/* What the reader delivers for file element `at`: the file's item (byte-swapped when big-endian),
+ * a float as it is, an integer converted to float64; `es` bytes into out. */
+static void expected_elem(const qm_npy_info *in, const uint8_t *data, uint64_t at, size_t es,
+                          uint8_t *out)
+{
+    uint8_t item[8];
+    const unsigned ib = in->item_bytes;
+    for (unsigned b = 0; b < ib; ++b)
+        item[b] = data[in->data_offset + at * ib + (in->big_endian ? ib - 1 - b : b)];
+    if (in->kind == 'f') {
+        memcpy(out, item, es);
+        return;
+    }
+    uint64_t u = 0;
+    for (unsigned b = 0; b < ib; ++b)
+        u |= (uint64_t)item[b] << (8 * b);
+    double v;
+    if (in->kind == 'i') {
+        const uint64_t sign = (uint64_t)1 << (8 * ib - 1);
+        const int64_t x = ib == 8 ? (int64_t)u : (int64_t)((u ^ sign) - sign);
+        v = (double)x;
+    } else {
+        v = (double)u;
+    }
+    memcpy(out, &v, sizeof v);
+}
 
 static void check_range(qm_npy_reader *r, const qm_npy_info *in, const uint8_t *data,
                         uint64_t first, uint64_t count, size_t es)
@@ -53,7 +81,9 @@ static void check_range(qm_npy_reader *r, const qm_npy_info *in, const uint8_t *
             const uint64_t k = first + i;
             const uint64_t at = fortran ? (k % in->n_features) * in->n_samples + k / in->n_features
                                         : k;
-            if (memcmp((const uint8_t *)dst + i * es, data + in->data_offset + at * es, es) != 0)
+            uint8_t want[8];
+            expected_elem(in, data, at, es, want);
+            if (memcmp((const uint8_t *)dst + i * es, want, es) != 0)
                 FAIL("read_range(%llu, %llu) returned other bytes than the file's at element "
                      "%llu (%s order)", (unsigned long long)first, (unsigned long long)count,
                      (unsigned long long)k, fortran ? "Fortran" : "C");
@@ -100,13 +130,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (memcmp(in, &parsed, sizeof *in) != 0)
         FAIL("qm_npy_open and qm_npy_header_parse disagree on the header's facts");
     const size_t es = in->dtype == QM_DTYPE_FLOAT32 ? 4 : in->dtype == QM_DTYPE_FLOAT64 ? 8 : 0;
-    if (!es || (in->ndim != 1 && in->ndim != 2) || in->n_elems == 0 ||
-        in->n_elems != in->n_samples * in->n_features || in->data_bytes != in->n_elems * es ||
+    const bool kinds = (in->kind == 'f' && in->item_bytes == es) ||
+                       ((in->kind == 'i' || in->kind == 'u') && es == 8 &&
+                        (in->item_bytes == 1 || in->item_bytes == 2 || in->item_bytes == 4 ||
+                         in->item_bytes == 8));
+    if (!es || !kinds || (in->ndim != 1 && in->ndim != 2) || in->n_elems == 0 ||
+        in->n_elems != in->n_samples * in->n_features ||
+        in->data_bytes != in->n_elems * in->item_bytes ||
         in->data_offset + in->data_bytes != size ||
         in->shape[0] != (in->ndim == 1 ? in->n_features : in->n_samples) ||
         (in->ndim == 2 && in->shape[1] != in->n_features) || (in->ndim == 1 && in->shape[1] != 0))
-        FAIL("inconsistent header facts: ndim %d, shape (%llu, %llu), B %llu, F %llu, n %llu, "
-             "offset %llu, bytes %llu, file %zu", in->ndim, (unsigned long long)in->shape[0],
+        FAIL("inconsistent header facts: kind %c%u, ndim %d, shape (%llu, %llu), B %llu, F %llu, "
+             "n %llu, offset %llu, bytes %llu, file %zu", in->kind ? in->kind : '?',
+             in->item_bytes, in->ndim, (unsigned long long)in->shape[0],
              (unsigned long long)in->shape[1], (unsigned long long)in->n_samples,
              (unsigned long long)in->n_features, (unsigned long long)in->n_elems,
              (unsigned long long)in->data_offset, (unsigned long long)in->data_bytes, size);
