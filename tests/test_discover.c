@@ -656,8 +656,7 @@ static void test_storage(void)
     CHECK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 8 << 20, &s, &st) == QM_E_IO);
     CHECK_STR(st.msg, "storage: cannot create a temporary file in /nonexistent-qmesh-dir: No such "
                       "file or directory");
-    /* the read back uses encode's reader thread count: QM_READ_THREADS, here 3 and then 1 (a
-     * value the reader would refuse falls back to the default, which the machine decides) */
+    /* the read back uses encode's reader thread count: QM_READ_THREADS, here 3 and then 1 */
     const char *saved = getenv("QM_READ_THREADS");
     char keep[32] = "";
     if (saved)

@@ -129,6 +129,9 @@ qm_code qm_npy_read_int_range(qm_npy_reader *reader, uint64_t first_elem, uint64
  * QM_READ_THREADS when set (checked by qm_npy_open: E-ARG for anything but an integer in
  * [1, QM_NPY_MAX_THREADS]), else min(8, online CPUs). E-ARG out of range. */
 #define QM_NPY_MAX_THREADS 64
+/* The thread count a new reader takes: QM_READ_THREADS, or min(8, online CPUs). E-ARG naming
+ * `path` (the subject) for a QM_READ_THREADS outside [1, QM_NPY_MAX_THREADS]. */
+qm_code qm_npy_default_threads(const char *path, int *out, qm_status *st);
 qm_code qm_npy_reader_set_threads(qm_npy_reader *reader, int threads, qm_status *st);
 /* The reader's thread count. Cannot fail. */
 int qm_npy_reader_threads(const qm_npy_reader *reader);

@@ -609,8 +609,7 @@ static uint64_t header_extent(const unsigned char *b, size_t n)
     return hlen > QM_NPY_MAX_HEADER_BYTES ? 0 : pre + hlen;
 }
 
-/* The thread count of a new reader: QM_READ_THREADS, or min(8, online CPUs). */
-static qm_code default_threads(const char *path, int *out, qm_status *st)
+qm_code qm_npy_default_threads(const char *path, int *out, qm_status *st)
 {
     const char *v = getenv("QM_READ_THREADS");
     if (v && *v) {
@@ -730,7 +729,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     r->block_bytes = QM_NPY_BLOCK_BYTES;
     fd = -1; /* owned by the reader now */
     (void)posix_fadvise(r->fd, (off_t)info.data_offset, 0, POSIX_FADV_SEQUENTIAL);
-    if ((rc = default_threads(path, &r->threads, st)) == QM_OK) {
+    if ((rc = qm_npy_default_threads(path, &r->threads, st)) == QM_OK) {
         const char *dir = getenv("QM_READ_DIRECT");
         if (dir && strcmp(dir, "1") == 0)
             rc = qm_npy_reader_set_direct(r, true, NULL, st);

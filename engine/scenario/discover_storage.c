@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L /* pread, fdatasync, clock_gettime, mkstemp, sysconf */
+#define _POSIX_C_SOURCE 200809L /* pread, fdatasync, mkstemp */
 /* discover_storage.c — a quick, bounded measurement of a file system's write and read rates for
  * `qmesh topo dump` of this machine (docs/discover.md "Storage"): the figures a scenario's
  * `storage: {read, write}` states for the encode's data path.
@@ -7,14 +7,17 @@
  * 256 MiB). Out: write rate = bytes / (the writes in 8 MiB steps + fdatasync) of a new temporary
  * file there; read rate = bytes / its read back with pread right after (from the page cache, as an
  * input file that was just written or read is), by as many threads as encode's .npy reader uses
- * (QM_READ_THREADS, else min(8, online CPUs)), each its own contiguous slice, because that is
- * how encode reads an input; a one-line note saying so, with the folder, the size and the threads. The file is removed on every path. QM_STORAGE_RATES="READ,WRITE" (two bandwidths,
- * e.g. "6 GB/s,2 GB/s") replaces the measurement: the test hook that makes a dump deterministic.
+ * (qm_npy_default_threads: QM_READ_THREADS, else min(8, online CPUs)), each its own contiguous
+ * slice, because that is how encode reads an input; a one-line note saying so, with the folder,
+ * the size and the threads. The file is removed on every path. QM_STORAGE_RATES="READ,WRITE"
+ * (two bandwidths, e.g. "6 GB/s,2 GB/s") replaces the measurement: the test hook that makes a
+ * dump deterministic.
  * Must not: leave the temporary behind, or write more than `bytes` (+ one step) anywhere.
  * Known wart: one file, one run: a busy disk or a cold cache reads differently; the
  * dumped figures are a starting point the scenario's author may edit.
  */
 #include "discover.h"
+#include "io.h"
 #include "status_internal.h"
 #include "units.h"
 
@@ -24,30 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define STEP_BYTES ((size_t)8 << 20)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The read-back's threads: QM_READ_THREADS when it is a count in 1..64 (the reader itself
- * refuses anything else when an input is opened), else min(8, online CPUs). */
-static int read_threads(void)
-{
-    const char *v = getenv("QM_READ_THREADS");
-    char *end = NULL;
-    const long n = v && *v ? strtol(v, &end, 10) : 0;
-    if (v && *v && end && !*end && n >= 1 && n <= 64)
-        return (int)n;
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
-}
 
 typedef struct slice_read {
     int fd;
@@ -120,7 +102,7 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
                      strerror(errno));
         goto done;
     }
-    double t0 = now_s();
+    double t0 = qm_clock_now_s();
     for (uint64_t done = 0; rc == QM_OK && done < bytes;) {
         const size_t n = bytes - done < STEP_BYTES ? (size_t)(bytes - done) : STEP_BYTES;
         const ssize_t w = write(fd, buf, n);
@@ -133,14 +115,16 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
     }
     if (rc == QM_OK && fdatasync(fd) != 0)
         rc = qm_fail(st, QM_E_IO, "storage: fdatasync of %s failed: %s", path, strerror(errno));
-    const double tw = now_s() - t0;
+    const double tw = qm_clock_now_s() - t0;
     /* the read back: T threads, each a contiguous slice (the first ones one byte longer when T
      * does not divide it), joined before the time is taken */
-    const int nt = read_threads();
-    slice_read parts[64];
-    pthread_t tid[64];
+    int nt = 1;
+    if (rc == QM_OK)
+        rc = qm_npy_default_threads("storage", &nt, st);
+    slice_read parts[QM_NPY_MAX_THREADS];
+    pthread_t tid[QM_NPY_MAX_THREADS];
     int started = 0;
-    t0 = now_s();
+    t0 = qm_clock_now_s();
     for (int k = 0; rc == QM_OK && k < nt; ++k) {
         const uint64_t base = bytes / (uint64_t)nt, extra = bytes % (uint64_t)nt;
         const uint64_t first = base * (uint64_t)k + ((uint64_t)k < extra ? (uint64_t)k : extra);
@@ -157,7 +141,7 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
             rc = qm_fail(st, QM_E_IO, "storage: reading %s back failed at byte %llu of %llu: %s",
                          path, (unsigned long long)parts[k].failed_at, (unsigned long long)bytes,
                          parts[k].err > 0 ? strerror(parts[k].err) : "short file");
-    const double tr = now_s() - t0;
+    const double tr = qm_clock_now_s() - t0;
     close(fd);
     unlink(path);
     if (rc == QM_OK) {
