@@ -3,9 +3,9 @@
  * One pipe per device: a device staging buffer of two halves, a copy stream and a compute stream,
  * and events between them, so that the copy of chunk k+1 overlaps the kernel of chunk k and every
  * device works at once (chunks are dealt to the shards round-robin). Input already in page-locked
- * host memory is copied from where it lies; pageable input and reader input pass through two
- * page-locked host halves per pipe (the host fills one, reader input with the reader's threads,
- * while the other is being copied).
+ * host memory is copied from where it lies; pageable input and reader input pass through a ring
+ * of page-locked host slots (a background reader's threads fill the slots ahead while the DMA
+ * engines copy the filled ones).
  * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
  * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
  * sums of squares landing in the half's tail and then in host memory.
@@ -17,6 +17,13 @@
 
 #include "hal.h"
 #include "materialize_internal.h"
+
+/* The host ring between a reader (or pageable memory) and the devices' staging halves: slots of
+ * page-locked memory that the reader fills ahead of the H2D copies (ingest.c). 8 x 8 MiB: the
+ * same 64 MiB of page-locked memory as the two 32 MiB halves before it, and on the H200 the best
+ * of the sizes measured with that budget. */
+#define QM_INGEST_SLOTS 8
+#define QM_INGEST_SLOT_BYTES ((uint64_t)8 << 20)
 
 typedef struct qm_ingest_shard {
     qm_hal_buf *state;          /* the shard's state buffer (slots [slot_start, slot_end)) */
