@@ -1265,9 +1265,10 @@ static void run_job(npy_pool *p, npy_job *j, int nt)
 }
 
 /* Set up job j for [first, first + count) into dst (exact: 64-bit integers); the thread count it
- * wants. Starts the reader's pool when it has none yet and more than one thread is wanted. */
+ * wants, and in *pool the reader's pool when more than one thread is wanted (started by the first
+ * such read, and read under the same lock: NULL otherwise, or when it cannot be made). */
 static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count, void *dst,
-                    bool exact)
+                    bool exact, npy_pool **pool)
 {
     const qm_npy_info *in = &r->info;
     const uint64_t fi = in->item_bytes;
@@ -1295,10 +1296,12 @@ static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count
                             POSIX_FADV_WILLNEED);
     uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
     nt = nt < j->n_pieces ? nt : j->n_pieces;
-    if (nt > 1 && !r->pool) {
-        pthread_mutex_lock(&pool_init_mu); /* two first reads at once start one pool */
+    *pool = NULL;
+    if (nt > 1) { /* two first reads at once start one pool; the lock also publishes it */
+        pthread_mutex_lock(&pool_init_mu);
         if (!r->pool)
             r->pool = pool_create();
+        *pool = r->pool;
         pthread_mutex_unlock(&pool_init_mu);
     }
     return (int)nt;
@@ -1321,14 +1324,15 @@ static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, voi
     if (r->threads <= 1 && !conv && r->dfd < 0) /* as it always was: the range in one call */
         return read_raw(r, first, count, dst, NULL, 0, first, count, st);
     npy_job j;
-    const int nt = job_init(r, &j, first, count, dst, exact);
-    run_job(r->pool, &j, nt);
+    npy_pool *pool;
+    const int nt = job_init(r, &j, first, count, dst, exact, &pool);
+    run_job(pool, &j, nt);
     return job_finish(&j, st);
 }
 
 struct qm_npy_read_ticket {
     npy_job job;
-    bool queued;             /* in the pool (else it ran in qm_npy_read_submit) */
+    npy_pool *pool;          /* the pool it is queued in; NULL: it ran in qm_npy_read_submit */
 };
 
 qm_code qm_npy_read_submit(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
@@ -1351,11 +1355,13 @@ qm_code qm_npy_read_submit(qm_npy_reader *reader, uint64_t first_elem, uint64_t 
         *out = t;
         return QM_OK;
     }
-    const int nt = job_init(reader, &t->job, first_elem, count, dst, false);
+    npy_pool *pool;
+    const int nt = job_init(reader, &t->job, first_elem, count, dst, false, &pool);
     /* every thread of the reader is a pool worker here (the caller goes on with its own work);
      * without a pool the range is read now, by the caller and threads of its own */
-    t->queued = pool_submit(reader->pool, &t->job, nt);
-    if (!t->queued)
+    if (pool_submit(pool, &t->job, nt))
+        t->pool = pool;
+    else
         run_job(NULL, &t->job, nt);
     *out = t;
     return QM_OK;
@@ -1365,8 +1371,9 @@ qm_code qm_npy_read_wait(qm_npy_reader *reader, qm_npy_read_ticket *t, qm_status
 {
     if (!t)
         return qm_fail(st, QM_E_ARG, "npy read wait: no ticket");
-    if (t->queued)
-        pool_wait(reader->pool, &t->job);
+    (void)reader;
+    if (t->pool)
+        pool_wait(t->pool, &t->job);
     qm_code rc = job_finish(&t->job, st);
     free(t);
     return rc;
