@@ -15,6 +15,11 @@
  * so more halves would only take more page-locked memory. The chunk stays QM_STAGING_CHUNK_BYTES
  * (32 MiB, what the planner charges per device): bench/bench_read.cpp reports the reader alone in
  * such chunks next to the read ceiling of the same run.
+ * Lifetime: a caller that passes kept pipes (qm_ingest_req.pipes: a context's, engine/stages/reuse.c)
+ * gets them back open after the run: streams, events, the device staging and the page-locked host
+ * halves are created at the first run that needs them and grown, never shrunk, when a later run
+ * needs larger halves; they are closed at qm_ingest_pipes_destroy, or at once when a run fails.
+ * Without kept pipes a run opens its own and closes them before it returns.
  * Known wart: pageable in-memory input is still copied into the halves by one thread (memcpy), so
  * it is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
  */
@@ -47,7 +52,16 @@ typedef struct pipe {
     char *host;                /* two page-locked halves; NULL when the input is copied in place */
     uint64_t half_bytes;
     int half;                  /* the half the next chunk uses */
+    uint64_t want;             /* this run: the half size its shards need (0: the pipe is idle) */
+    bool opened;               /* streams and events created */
 } pipe;
+
+/* The pipes of one context (or of one run, when the caller keeps none): one per device, kept
+ * between runs and grown when a run needs larger halves (see ingest.h). */
+struct qm_ingest_pipes {
+    pipe *p;
+    int n, cap;
+};
 
 typedef struct ingest {
     const qm_ingest_req *r;
@@ -92,18 +106,32 @@ static pipe *pipe_of(ingest *g, int dev)
     return NULL;
 }
 
+/* Make pipe p ready for this run: streams and events once, then halves of at least p->want bytes
+ * (a kept pipe whose halves are too small gives them back and takes larger ones; the page-locked
+ * host halves only when the input is not copied in place). */
 static qm_code pipe_open(ingest *g, pipe *p, qm_status *st)
 {
     qm_hal *hal = g->r->hal;
-    qm_code rc = qm_hal_stream_create(hal, p->dev, &p->copy, st);
-    if (rc == QM_OK)
-        rc = qm_hal_stream_create(hal, p->dev, &p->comp, st);
-    for (int h = 0; h < 2 && rc == QM_OK; ++h)
-        if ((rc = qm_hal_event_create(hal, p->dev, &p->copied[h], st)) == QM_OK)
-            rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
-    if (rc == QM_OK)
+    qm_code rc = QM_OK;
+    if (!p->opened) {
+        rc = qm_hal_stream_create(hal, p->dev, &p->copy, st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, p->dev, &p->comp, st);
+        for (int h = 0; h < 2 && rc == QM_OK; ++h)
+            if ((rc = qm_hal_event_create(hal, p->dev, &p->copied[h], st)) == QM_OK)
+                rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
+        p->opened = rc == QM_OK;
+    }
+    if (rc == QM_OK && p->want > p->half_bytes) { /* grown: nothing is in flight between runs */
+        qm_hal_host_free(hal, p->host);
+        qm_hal_buf_free(hal, p->staging);
+        p->host = NULL;
+        p->staging = NULL;
+        p->half_bytes = p->want;
+    }
+    if (rc == QM_OK && !p->staging)
         rc = qm_hal_buf_alloc(hal, p->dev, 2 * p->half_bytes, &p->staging, st);
-    if (rc == QM_OK && !g->in_place)
+    if (rc == QM_OK && !g->in_place && !p->host)
         rc = qm_hal_host_alloc(hal, 2 * p->half_bytes, (void **)&p->host, st);
     return rc;
 }
@@ -130,6 +158,58 @@ static void pipe_close(qm_hal *hal, pipe *p)
     }
     qm_hal_stream_destroy(hal, p->copy);
     qm_hal_stream_destroy(hal, p->comp);
+}
+
+qm_ingest_pipes *qm_ingest_pipes_create(void) { return calloc(1, sizeof(qm_ingest_pipes)); }
+
+/* Close every pipe (each is idle: runs drain before they return) and forget them. */
+static void pipes_close(qm_hal *hal, qm_ingest_pipes *k)
+{
+    for (int i = 0; i < k->n; ++i)
+        pipe_close(hal, &k->p[i]);
+    free(k->p);
+    *k = (qm_ingest_pipes){0};
+}
+
+void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k)
+{
+    if (!k)
+        return;
+    pipes_close(hal, k);
+    free(k);
+}
+
+void qm_ingest_pipes_usage(const qm_ingest_pipes *k, int *n_pipes, uint64_t *half_bytes_max)
+{
+    int n = 0;
+    uint64_t m = 0;
+    for (int i = 0; k && i < k->n; ++i) {
+        n += k->p[i].opened;
+        m = k->p[i].half_bytes > m ? k->p[i].half_bytes : m;
+    }
+    if (n_pipes)
+        *n_pipes = n;
+    if (half_bytes_max)
+        *half_bytes_max = m;
+}
+
+/* The kept pipe of dev, appended (idle, nothing allocated) when there is none; NULL: out of host
+ * memory. */
+static pipe *pipes_get(qm_ingest_pipes *k, int dev)
+{
+    for (int i = 0; i < k->n; ++i)
+        if (k->p[i].dev == dev)
+            return &k->p[i];
+    if (k->n == k->cap) {
+        const int cap = k->cap ? 2 * k->cap : 4;
+        pipe *p = realloc(k->p, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        k->p = p;
+        k->cap = cap;
+    }
+    k->p[k->n] = (pipe){.dev = dev};
+    return &k->p[k->n++];
 }
 
 /* Enqueue input elements [pos, pos + c) of shard s (whole states when fused). */
@@ -199,25 +279,30 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
         g.chunk_states = 1;
     g.in_place = r->in->data && qm_hal_host_is_pinned(r->hal, r->in->data);
     uint64_t *cursor = calloc((size_t)n, sizeof *cursor), *end = calloc((size_t)n, sizeof *end);
-    g.pipes = calloc((size_t)n, sizeof *g.pipes);
+    /* the caller's kept pipes (a context's), else this run's own, closed at its end */
+    qm_ingest_pipes own = {0}, *keep = r->pipes ? r->pipes : &own;
     qm_code rc = QM_OK;
-    if (!cursor || !end || !g.pipes)
+    if (!cursor || !end)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    for (int k = 0; k < keep->n; ++k)
+        keep->p[k].want = 0;
     /* one pipe per device, its halves sized for the largest chunk of its shards */
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         shard_input(r, &shards[i], &cursor[i], &end[i]);
         if (end[i] <= cursor[i])
             continue;
-        pipe *p = pipe_of(&g, shards[i].device);
+        pipe *p = pipes_get(keep, shards[i].device);
         if (!p) {
-            p = &g.pipes[g.n_pipes++];
-            p->dev = shards[i].device;
+            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+            break;
         }
         const uint64_t need = half_need(&g, &shards[i]);
-        p->half_bytes = need > p->half_bytes ? need : p->half_bytes;
+        p->want = need > p->want ? need : p->want;
     }
+    g.pipes = keep->p;
+    g.n_pipes = keep->n;
     for (int k = 0; rc == QM_OK && k < g.n_pipes; ++k)
-        if ((rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
+        if (g.pipes[k].want > 0 && (rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
             qm_status_prefix(st, "encode: staging on device %d", g.pipes[k].dev);
     /* chunks dealt round-robin, so every device has work in flight */
     for (bool more = rc == QM_OK; more && rc == QM_OK;) {
@@ -234,11 +319,12 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
             more = true;
         }
     }
-    for (int k = 0; k < g.n_pipes; ++k) {
+    for (int k = 0; k < g.n_pipes; ++k)
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
-        pipe_close(r->hal, &g.pipes[k]);
-    }
-    free(g.pipes);
+    /* every pipe is idle now; kept ones stay open for the next run unless this one failed (a
+     * backend error may have left a stream unusable: the next run opens new pipes) */
+    if (keep == &own || rc != QM_OK)
+        pipes_close(r->hal, keep);
     free(cursor);
     free(end);
     return rc;

@@ -19,12 +19,16 @@
  * use every core themselves. Shards of whole states of at most 2^14 slots take the fused pass
  * (amp_batch: sums and amplitudes in one read of each sample), through staging (ingest) or, for
  * host input read in place, straight from the input (batch_in_place).
+ * With a context's encode cache (opts->reuse, reuse.h) the state buffers come from its pool (the
+ * state gives them back when destroyed) and the ingest pipes and page-locked sums are the cache's,
+ * kept between calls; what the cache owns stays with it on failure (freed with the context).
  * Known wart: the slow path (retry_state) sums one state at a time.
  */
 #include "materialize_internal.h"
 #include "comm.h"
 #include "ingest.h"
 #include "plan.h"
+#include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
 #include "tree_sum.h"
@@ -64,6 +68,7 @@ typedef struct enc {
     double *fused_sums;        /* page-locked: the sums of every fused shard's states */
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
+    struct qm_reuse *reuse;    /* the context's encode cache, or NULL */
 } enc;
 
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
@@ -220,7 +225,9 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
                                                    : qm_tree_range_blocks(e->qubits, e->shards[i].start,
                                                                           e->shards[i].end));
     if (rc == QM_OK && first[n] > 0)
-        rc = qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+        rc = e->reuse ? qm_reuse_host(e->reuse, QM_REUSE_HOST_BLOCK_SUMS, first[n] * sizeof(double),
+                                      (void **)&host, st)
+                      : qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
@@ -258,7 +265,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
-    qm_hal_host_free(hal, host);
+    if (!e->reuse)
+        qm_hal_host_free(hal, host);
     free(first);
     free(part);
     free(str);
@@ -489,6 +497,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.shards = shards;
     e.n_shards = n_shards;
     e.comm = opts ? opts->comm : NULL;
+    e.reuse = opts ? opts->reuse : NULL;
     const bool part = e.comm && qm_comm_size(e.comm) > 1;
     if ((rc = qm_materialize_check_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), part,
                               &replicated, st)) != QM_OK)
@@ -509,8 +518,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     if (!e.sums || !e.coeffs || !e.scales || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
-    if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
+    if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK) {
         e.state->batch = e.B;
+        e.state->reuse = e.reuse; /* its buffers come from the pool and go back there */
+    }
 
     double t[5] = {seconds_now()}; /* phase boundaries */
     /* phase A (local): allocate every shard; input already in memory the device can read is read
@@ -523,8 +534,9 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         sh->device = s->device;
         sh->start = s->start;
         sh->end = s->end;
-        if ((rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * qm_dtype_size(out_dtype),
-                                   &sh->buf, st)) != QM_OK) {
+        if ((rc = qm_reuse_state_buf(e.reuse, hal, s->device,
+                                     (s->end - s->start) * qm_dtype_size(out_dtype), &sh->buf,
+                                     st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
             break;
         }
@@ -556,7 +568,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             fused_states += (s->end - s->start) / e.N;
     }
     if (rc == QM_OK && fused_states > 0 &&
-        (rc = qm_hal_host_alloc(hal, fused_states * sizeof(double), (void **)&e.fused_sums, st)) == QM_OK)
+        (rc = e.reuse ? qm_reuse_host(e.reuse, QM_REUSE_HOST_FUSED_SUMS, fused_states * sizeof(double),
+                                      (void **)&e.fused_sums, st)
+                      : qm_hal_host_alloc(hal, fused_states * sizeof(double), (void **)&e.fused_sums,
+                                          st)) == QM_OK)
         for (int i = 0, at = 0; i < n_shards; ++i)
             if (e.ing[i].fused) {
                 e.ing[i].sums = e.fused_sums + at;
@@ -568,7 +583,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (in->device_data)
             through.data = NULL;
         qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
-                           .in = &through, .chunk_bytes = chunk_bytes};
+                           .in = &through, .chunk_bytes = chunk_bytes,
+                           .pipes = qm_reuse_pipes(e.reuse)};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     if (rc == QM_OK)
@@ -634,7 +650,8 @@ done:
     free(e.ing);
     free(e.slow);
     free(e.amp_streams);
-    qm_hal_host_free(hal, e.fused_sums);
+    if (!e.reuse)
+        qm_hal_host_free(hal, e.fused_sums);
     qm_tree_pieces_fini(&e.pieces);
     free(e.block_sums);
     free(e.sums);
