@@ -22,9 +22,17 @@ typedef struct kept {
     uint64_t bytes;
 } kept;
 
+typedef struct scratch {
+    int slot, index, dev;   /* slot -1: a stream */
+    qm_hal_buf *buf;
+    qm_hal_stream *stream;
+} scratch;
+
 struct qm_reuse {
     qm_hal *hal;
     qm_ingest_pipes *pipes;
+    scratch *scr;            /* device scratch and streams by shard index */
+    int n_scr, cap_scr;
     void *host[QM_REUSE_HOST_SLOTS];
     uint64_t host_bytes[QM_REUSE_HOST_SLOTS];
     pthread_mutex_t mu;      /* guards the pool and its counters */
@@ -56,6 +64,11 @@ void qm_reuse_destroy(qm_reuse *r)
     qm_ingest_pipes_destroy(r->hal, r->pipes);
     for (int s = 0; s < QM_REUSE_HOST_SLOTS; ++s)
         qm_hal_host_free(r->hal, r->host[s]);
+    for (int i = 0; i < r->n_scr; ++i) {
+        qm_hal_buf_free(r->hal, r->scr[i].buf);
+        qm_hal_stream_destroy(r->hal, r->scr[i].stream);
+    }
+    free(r->scr);
     for (int i = 0; i < r->n; ++i)
         qm_hal_buf_free(r->hal, r->pool[i].buf);
     free(r->pool);
@@ -81,6 +94,68 @@ qm_code qm_reuse_host(qm_reuse *r, qm_reuse_host_slot slot, uint64_t bytes, void
         r->host_bytes[slot] = bytes;
     }
     *out = r->host[slot];
+    return QM_OK;
+}
+
+/* The scratch entry of (slot, index), appended empty when there is none; NULL: out of memory. */
+static scratch *scratch_get(qm_reuse *r, int slot, int index)
+{
+    for (int i = 0; i < r->n_scr; ++i)
+        if (r->scr[i].slot == slot && r->scr[i].index == index)
+            return &r->scr[i];
+    if (r->n_scr == r->cap_scr) {
+        const int cap = r->cap_scr ? 2 * r->cap_scr : 8;
+        scratch *p = realloc(r->scr, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        r->scr = p;
+        r->cap_scr = cap;
+    }
+    r->scr[r->n_scr] = (scratch){.slot = slot, .index = index, .dev = -1};
+    return &r->scr[r->n_scr++];
+}
+
+qm_code qm_reuse_scratch(qm_reuse *r, qm_reuse_dev_slot slot, int index, int dev, uint64_t bytes,
+                         qm_hal_buf **out, qm_status *st)
+{
+    *out = NULL;
+    if (!r || slot < 0 || slot >= QM_REUSE_DEV_SLOTS)
+        return qm_fail(st, QM_E_ARG, "encode cache: no cache or slot %d out of range", (int)slot);
+    scratch *e = scratch_get(r, slot, index);
+    if (!e)
+        return qm_fail(st, QM_E_NOMEM, "encode cache: out of host memory");
+    if (e->buf && (e->dev != dev || qm_hal_buf_bytes(e->buf) < bytes)) {
+        qm_hal_buf_free(r->hal, e->buf);
+        e->buf = NULL;
+    }
+    if (!e->buf) {
+        const qm_code rc = qm_hal_buf_alloc(r->hal, dev, bytes, &e->buf, st);
+        if (rc != QM_OK)
+            return rc;
+        e->dev = dev;
+    }
+    *out = e->buf;
+    return QM_OK;
+}
+
+qm_code qm_reuse_stream(qm_reuse *r, int index, int dev, qm_hal_stream **out, qm_status *st)
+{
+    *out = NULL;
+    if (!r)
+        return qm_fail(st, QM_E_ARG, "encode cache: no cache");
+    scratch *e = scratch_get(r, -1, index);
+    if (!e)
+        return qm_fail(st, QM_E_NOMEM, "encode cache: out of host memory");
+    if (e->dev != dev) { /* a stream on the backends that have them; NULL (blocking) elsewhere */
+        qm_hal_stream_destroy(r->hal, e->stream);
+        e->stream = NULL;
+        e->dev = -1;
+        const qm_code rc = qm_hal_stream_create(r->hal, dev, &e->stream, st);
+        if (rc != QM_OK)
+            return rc;
+        e->dev = dev;
+    }
+    *out = e->stream;
     return QM_OK;
 }
 

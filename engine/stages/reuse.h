@@ -4,7 +4,7 @@
  * Role: one object per context (engine/pipeline/api.c creates it at the first encode and destroys
  * it when the context goes): the ingest pipes (ingest.h: per device two streams, four events, a
  * device staging buffer of two halves, two page-locked host halves), page-locked host scratch by
- * slot (grown, never shrunk), and a bounded pool of state buffers: when a state made by the
+ * slot and device scratch and streams by shard (grown, never shrunk), and a bounded pool of state buffers: when a state made by the
  * context is destroyed, its shard buffers are kept (at most QM_REUSE_KEPT_PER_DEVICE per device)
  * and handed to the next encode's shard of the same device and byte size, after a device sync.
  * In: the context's HAL; sizes in bytes; buffers of states the context made.
@@ -36,6 +36,13 @@ typedef enum qm_reuse_host_slot {
     QM_REUSE_HOST_SLOTS
 } qm_reuse_host_slot;
 
+/* Device scratch that materialize needs per encode, one per shard index. */
+typedef enum qm_reuse_dev_slot {
+    QM_REUSE_DEV_BATCH_SUMS = 0, /* batch_in_place: the states' sums of a shard read in place */
+    QM_REUSE_DEV_BLOCK_SUMS = 1, /* sum_shards: a shard's block sums */
+    QM_REUSE_DEV_SLOTS
+} qm_reuse_dev_slot;
+
 /* What a reuse cache holds and did (tests, reports). */
 typedef struct qm_reuse_stats {
     int kept_bufs;            /* state buffers kept now */
@@ -58,6 +65,15 @@ qm_ingest_pipes *qm_reuse_pipes(qm_reuse *r);
  * or destroy; contents unspecified. r NULL: E-ARG. */
 qm_code qm_reuse_host(qm_reuse *r, qm_reuse_host_slot slot, uint64_t bytes, void **out,
                       qm_status *st);
+
+/* At least `bytes` of device scratch on dev for shard `index` in `slot`, valid until the next call
+ * for that slot and index or destroy (a kept one on another device or smaller is replaced);
+ * contents unspecified. r NULL: E-ARG. */
+qm_code qm_reuse_scratch(qm_reuse *r, qm_reuse_dev_slot slot, int index, int dev, uint64_t bytes,
+                         qm_hal_buf **out, qm_status *st);
+/* A stream on dev for shard `index`, kept (idle between encodes: the caller syncs it, never
+ * destroys it). r NULL: E-ARG. */
+qm_code qm_reuse_stream(qm_reuse *r, int index, int dev, qm_hal_stream **out, qm_status *st);
 
 /* A state buffer of `bytes` on dev: a kept one of exactly that size (after qm_hal_device_sync of
  * dev), else a new one; kept buffers of dev of another size are freed first (and every kept
