@@ -297,7 +297,7 @@ static qm_code drain(rb_ctx *rb, qm_code rc, qm_status *st)
 
 /* QM_FAULT_RANK's nan and skew: this rank's first amplitude becomes NaN, or gets 0.001 added to its
  * real part, where it lives (on its device), so the check on the devices must catch it. */
-static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st)
+qm_code qm_encode_corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st)
 {
     const qm_state_shard *sh = &s->shards[0];
     union {
@@ -984,7 +984,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
     if (rc == QM_OK && job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
-        rc = corrupt_first(state, job->fault.mode, st);
+        rc = qm_encode_corrupt_first(state, job->fault.mode, st);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     rc = qm_state_norms(state, replicated ? 1 : n_local, comm, R > 1 && !replicated, sums, st);

@@ -189,6 +189,9 @@ typedef struct qm_encode_rb {
 qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
                             void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
                             qm_status *st);
+/* QM_FAULT_RANK's nan and skew at the check: the state's first amplitude (of its shard 0) made NaN
+ * or given 0.001 more real part where it lives, on its device, so a check on the devices sees it. */
+qm_code qm_encode_corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st);
 /* A sink writing to a qm_npy_writer (ctx). */
 qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st);
 /* The norm check of states [first, first + batch) (docs/io.md "The norm check"): E-NUMERIC

@@ -6,8 +6,10 @@
  * thread started, `prefetch` batches read ahead); check the output path for the whole output
  * (E-OUTPUT before any work, stale temporaries removed first); then per batch k: take its state
  * from the stream, read it back in chunks into the output's temporary while summing |psi|^2 per
- * state, run the norm check on the batch (states named by their index in the whole input), and
- * destroy the state before the next batch; at the end commit the whole output at once.
+ * state (with no output nothing is read back: Σ|ψ|² per state is summed on the devices by
+ * state_norm.c, as in the one-shot run), run the norm check on the batch (states named by their
+ * index in the whole input), and destroy the state before the next batch (its buffers go back to
+ * the context's pool for the next one); at the end commit the whole output at once.
  * Outputs: --out one .npy of shape (samples, 2^n) ((2^n,) for a 1-D input) written in order into
  * its temporary, byte for byte the one-shot file; --out-dir a temporary directory with one
  * batch-NNNNNN.npy (rows, 2^n) per batch and manifest.json (format "qmesh-batches/1": the batches'
@@ -98,7 +100,18 @@ done:
     return text;
 }
 
-/* One batch: take its state, read it back into the output, check its norms, drop the state. */
+/* The shards whose sums make the norms: 1 when every shard holds the whole state (replicated). */
+static int norm_shards(const qm_state *s)
+{
+    const uint64_t total = s->n_amps * s->batch;
+    bool replicated = s->n_shards > 1;
+    for (int i = 0; i < s->n_shards && replicated; ++i)
+        replicated = s->shards[i].start == 0 && s->shards[i].end == total;
+    return replicated ? 1 : s->n_shards;
+}
+
+/* One batch: take its state, read it back into the output (summing |psi|^2 on the way) or, with
+ * no output, sum |psi|^2 on the devices; check its norms; drop the state. */
 static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_stream *s,
                          const qm_stream_info *si, uint64_t k, qm_npy_writer *gathered,
                          const char *tmpdir, double *sums, void *buf, double *t_output,
@@ -126,15 +139,20 @@ static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_strea
     }
     memset(sums, 0, (size_t)rows * sizeof *sums);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_READBACK, k, rc, st);
-    if (rc == QM_OK)
-        rc = qm_encode_read_back(state, 0, rows * N, sums, buf, w ? qm_encode_npy_sink : NULL, w,
-                                 &rb, st);
+    if (rc == QM_OK && w) /* the output: read back, summed on the host as it passes */
+        rc = qm_encode_read_back(state, 0, rows * N, sums, buf, qm_encode_npy_sink, w, &rb, st);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_WRITE, k, rc, st);
     if (rc == QM_OK && tmpdir)
         rc = qm_npy_writer_commit(w, st); /* synced, renamed inside the temporary directory */
     else if (tmpdir)
         qm_npy_writer_abort(w);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_CHECK, k, rc, st);
+    if (rc == QM_OK && !w) { /* no output: nothing is read back; the one-shot run's device check */
+        if (rb.corrupt != QM_ENC_FAULT_NONE)
+            rc = qm_encode_corrupt_first(state, rb.corrupt, st);
+        if (rc == QM_OK)
+            rc = qm_state_norms(state, norm_shards(state), NULL, false, sums, st);
+    }
     if (rc == QM_OK)
         rc = qm_encode_norm_check(r, sums, k * si->batch_size, rows, si->qubits, si->dtype, N, st);
     qm_state_destroy(state);
