@@ -160,15 +160,24 @@ static void pipe_close(qm_hal *hal, pipe *p)
     qm_hal_stream_destroy(hal, p->comp);
 }
 
-qm_ingest_pipes *qm_ingest_pipes_create(void) { return calloc(1, sizeof(qm_ingest_pipes)); }
+qm_ingest_pipes *qm_ingest_pipes_create(int n_dev)
+{
+    qm_ingest_pipes *k = calloc(1, sizeof *k);
+    if (k && !(k->p = calloc((size_t)(n_dev > 0 ? n_dev : 1), sizeof *k->p))) {
+        free(k);
+        return NULL;
+    }
+    if (k)
+        k->cap = n_dev > 0 ? n_dev : 1;
+    return k;
+}
 
 /* Close every pipe (each is idle: runs drain before they return) and forget them. */
 static void pipes_close(qm_hal *hal, qm_ingest_pipes *k)
 {
     for (int i = 0; i < k->n; ++i)
         pipe_close(hal, &k->p[i]);
-    free(k->p);
-    *k = (qm_ingest_pipes){0};
+    k->n = 0; /* the array stays for the next run */
 }
 
 void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k)
@@ -176,6 +185,7 @@ void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k)
     if (!k)
         return;
     pipes_close(hal, k);
+    free(k->p);
     free(k);
 }
 
@@ -193,21 +203,15 @@ void qm_ingest_pipes_usage(const qm_ingest_pipes *k, int *n_pipes, uint64_t *hal
         *half_bytes_max = m;
 }
 
-/* The kept pipe of dev, appended (idle, nothing allocated) when there is none; NULL: out of host
- * memory. */
+/* The kept pipe of dev, appended (idle, nothing allocated) when there is none; NULL when the set
+ * is full (a set holds one pipe per device, a run's own one per shard: never). */
 static pipe *pipes_get(qm_ingest_pipes *k, int dev)
 {
     for (int i = 0; i < k->n; ++i)
         if (k->p[i].dev == dev)
             return &k->p[i];
-    if (k->n == k->cap) {
-        const int cap = k->cap ? 2 * k->cap : 4;
-        pipe *p = realloc(k->p, (size_t)cap * sizeof *p);
-        if (!p)
-            return NULL;
-        k->p = p;
-        k->cap = cap;
-    }
+    if (k->n == k->cap)
+        return NULL;
     k->p[k->n] = (pipe){.dev = dev};
     return &k->p[k->n++];
 }
@@ -280,9 +284,10 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     g.in_place = r->in->data && qm_hal_host_is_pinned(r->hal, r->in->data);
     uint64_t *cursor = calloc((size_t)n, sizeof *cursor), *end = calloc((size_t)n, sizeof *end);
     /* the caller's kept pipes (a context's), else this run's own, closed at its end */
-    qm_ingest_pipes own = {0}, *keep = r->pipes ? r->pipes : &own;
+    qm_ingest_pipes own = {.p = r->pipes ? NULL : calloc((size_t)n, sizeof(pipe)), .cap = n};
+    qm_ingest_pipes *keep = r->pipes ? r->pipes : &own;
     qm_code rc = QM_OK;
-    if (!cursor || !end)
+    if (!cursor || !end || !keep->p)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     for (int k = 0; k < keep->n; ++k)
         keep->p[k].want = 0;
@@ -293,7 +298,8 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
             continue;
         pipe *p = pipes_get(keep, shards[i].device);
         if (!p) {
-            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+            rc = qm_fail(st, QM_E_ARG, "encode: shard %d is on device %d, beyond the %d pipes kept",
+                         i, shards[i].device, keep->cap);
             break;
         }
         const uint64_t need = half_need(&g, &shards[i]);
@@ -325,6 +331,7 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
      * backend error may have left a stream unusable: the next run opens new pipes) */
     if (keep == &own || rc != QM_OK)
         pipes_close(r->hal, keep);
+    free(own.p);
     free(cursor);
     free(end);
     return rc;

@@ -32,8 +32,9 @@ typedef struct qm_ingest_shard {
  * halves), owned by a context's reuse cache (reuse.h). Not thread-safe: one run at a time. */
 typedef struct qm_ingest_pipes qm_ingest_pipes;
 
-/* An empty set (nothing allocated until a run needs it); NULL when out of host memory. */
-qm_ingest_pipes *qm_ingest_pipes_create(void);
+/* An empty set for the devices 0 .. n_dev - 1 of a HAL (no pipe opened until a run needs it);
+ * NULL when out of host memory. */
+qm_ingest_pipes *qm_ingest_pipes_create(int n_dev);
 /* Close every pipe (they are idle between runs) and free the set. NULL is a no-op. */
 void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k);
 /* How many pipes are open and the largest half's bytes (for tests and reports). Cannot fail. */

@@ -36,7 +36,7 @@ struct qm_reuse {
     void *host[QM_REUSE_HOST_SLOTS];
     uint64_t host_bytes[QM_REUSE_HOST_SLOTS];
     pthread_mutex_t mu;      /* guards the pool and its counters */
-    kept *pool;
+    kept *pool;              /* cap = QM_REUSE_KEPT_PER_DEVICE per device, allocated at create */
     int n, cap;
     uint64_t reused, released;
 };
@@ -44,10 +44,17 @@ struct qm_reuse {
 qm_code qm_reuse_create(qm_hal *hal, qm_reuse **out, qm_status *st)
 {
     *out = NULL;
+    const int n_dev = qm_hal_device_count(hal);
     qm_reuse *r = calloc(1, sizeof *r);
-    if (r)
-        r->pipes = qm_ingest_pipes_create();
-    if (!r || !r->pipes) {
+    if (r) {
+        r->pipes = qm_ingest_pipes_create(n_dev);
+        r->cap = QM_REUSE_KEPT_PER_DEVICE * (n_dev > 0 ? n_dev : 1); /* the bound, held at once */
+        r->pool = calloc((size_t)r->cap, sizeof *r->pool);
+    }
+    if (!r || !r->pipes || !r->pool) {
+        if (r)
+            qm_ingest_pipes_destroy(hal, r->pipes);
+        free(r ? r->pool : NULL);
         free(r);
         return qm_fail(st, QM_E_NOMEM, "context: out of host memory for the encode cache");
     }
@@ -220,18 +227,7 @@ void qm_reuse_state_put(qm_reuse *r, qm_hal_buf *buf)
     int on_dev = 0;
     for (int i = 0; i < r->n; ++i)
         on_dev += r->pool[i].dev == dev;
-    bool keep = on_dev < QM_REUSE_KEPT_PER_DEVICE;
-    if (keep && r->n == r->cap) {
-        const int cap = r->cap ? 2 * r->cap : 8;
-        kept *p = realloc(r->pool, (size_t)cap * sizeof *p);
-        if (p) {
-            r->pool = p;
-            r->cap = cap;
-        } else {
-            keep = false;
-        }
-    }
-    if (keep) {
+    if (on_dev < QM_REUSE_KEPT_PER_DEVICE && r->n < r->cap) {
         r->pool[r->n++] = (kept){.buf = buf, .dev = dev, .bytes = qm_hal_buf_bytes(buf)};
     } else {
         qm_hal_buf_free(r->hal, buf);
