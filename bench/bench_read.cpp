@@ -282,6 +282,8 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q,
         in.data = mem;
         in.read = nullptr;
         in.read_ctx = nullptr;
+        in.read_submit = nullptr;
+        in.read_wait = nullptr;
     }
     qm_materialize_times tm{}, sum{};
     qm_materialize_opts opts{};
@@ -374,8 +376,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 } // namespace
 
-BENCHMARK(BM_ReadCeiling)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_ReaderChunks)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_ReadCeiling)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_ReaderChunks)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_H2DCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_FileToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_FileToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);

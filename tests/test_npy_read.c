@@ -11,6 +11,9 @@
  *   - faults (qm_io_read_fault_set): an EIO or a short read in any piece is one error naming the
  *     caller's range, every thread joined (the next read works), nothing leaked (ASan);
  *   - four threads reading through one reader at once (the worker pool and threads of their own);
+ *   - background reads (qm_npy_read_submit / qm_npy_read_wait): up to 8 in flight, waited in
+ *     order, each range's values exact, with synchronous reads mixed in; a fault in one of them is
+ *     reported by that read's wait only; every read waited for before close (ASan: no leak);
  *   - the thread count's checks (QM_READ_THREADS, qm_npy_reader_set_threads) and O_DIRECT (on
  *     when the filesystem allows it, the same values either way).
  * Deterministic: no timing. Works in a fresh directory under /tmp, removed at the end. */
@@ -282,6 +285,81 @@ static void test_many_pieces(void)
     qm_npy_close(r);
 }
 
+/* Background reads: K in flight at once, waited in submission order, every value checked; a
+ * synchronous read between them; a fault in the j-th read reported by its wait, the others
+ * exact. */
+static void test_submit(void)
+{
+    char p[128];
+    const dt *t = &k_types[1]; /* <f8 */
+    write_npy(p, sizeof p, "bg.npy", t, 1000, 37, 0);
+    qm_status st;
+    qm_npy_reader *r = NULL;
+    CHECK(qm_npy_open(p, &r, &st) == QM_OK);
+    if (!r)
+        return;
+    const uint64_t n = 37000, K = 8, piece = 4625; /* 8 reads cover the file exactly */
+    double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w);
+    CHECK(v && w);
+    CHECK(qm_npy_reader_set_block_bytes(r, 4096, &st) == QM_OK);
+    const int threads[] = {1, 3, 8};
+    for (int ti = 0; v && w && ti < 3; ++ti) {
+        CHECK(qm_npy_reader_set_threads(r, threads[ti], &st) == QM_OK);
+        for (int round = 0; round < 3; ++round) {
+            memset(v, 0xA5, n * sizeof *v);
+            qm_npy_read_ticket *tk[8] = {0};
+            for (uint64_t k = 0; k < K; ++k)
+                CHECK(qm_npy_read_submit(r, k * piece, piece, v + k * piece, &tk[k], &st) == QM_OK);
+            /* a synchronous read while they are in flight */
+            CHECK(check_range(r, t, 37, -1, 100, 5000, (unsigned char *)w, NULL) == 0);
+            for (uint64_t k = 0; k < K; ++k)
+                CHECK(qm_npy_read_wait(r, tk[k], &st) == QM_OK);
+            for (uint64_t e = 0; e < n; ++e)
+                if (v[e] != value_of(t, e)) {
+                    qm_test_fail(__FILE__, __LINE__, "threads %d: element %llu is %.17g, expected "
+                                 "%.17g", threads[ti], (unsigned long long)e, v[e], value_of(t, e));
+                    break;
+                }
+            qm_test_checks++;
+        }
+        /* a fault in a piece of the read submitted third: its wait fails, the others read */
+        memset(v, 0xA5, n * sizeof *v);
+        qm_npy_read_ticket *tk[8] = {0};
+        for (uint64_t k = 0; k < 2; ++k)
+            CHECK(qm_npy_read_submit(r, k * piece, piece, v + k * piece, &tk[k], &st) == QM_OK);
+        for (uint64_t k = 0; k < 2; ++k)
+            CHECK(qm_npy_read_wait(r, tk[k], &st) == QM_OK);
+        qm_io_read_fault_set(1, EIO);
+        CHECK(qm_npy_read_submit(r, 2 * piece, piece, v + 2 * piece, &tk[2], &st) == QM_OK);
+        CHECK(qm_npy_read_wait(r, tk[2], &st) == QM_E_IO);
+        char want[256];
+        snprintf(want, sizeof want, "%s: cannot read elements [9250, 13875): %s", p, strerror(EIO));
+        CHECK_STR(st.msg, want);
+        qm_io_read_fault_set(0, 0);
+        CHECK(qm_npy_read_submit(r, 3 * piece, piece, v + 3 * piece, &tk[3], &st) == QM_OK);
+        CHECK(qm_npy_read_wait(r, tk[3], &st) == QM_OK);
+        for (uint64_t e = 0; e < 2 * piece; ++e)
+            if (v[e] != value_of(t, e)) {
+                qm_test_fail(__FILE__, __LINE__, "after fault: element %llu", (unsigned long long)e);
+                break;
+            }
+        for (uint64_t e = 3 * piece; e < 4 * piece; ++e)
+            if (v[e] != value_of(t, e)) {
+                qm_test_fail(__FILE__, __LINE__, "after fault: element %llu", (unsigned long long)e);
+                break;
+            }
+        /* submit errors: out of range (no ticket), no ticket pointer */
+        qm_npy_read_ticket *none = (qm_npy_read_ticket *)1;
+        CHECK(qm_npy_read_submit(r, n - 5, 10, v, &none, &st) == QM_E_BOUNDS);
+        CHECK(none == NULL);
+        CHECK(qm_npy_read_submit(r, 0, 0, v, &none, &st) == QM_OK);
+        CHECK(qm_npy_read_wait(r, none, &st) == QM_OK);
+    }
+    free(v);
+    free(w);
+    qm_npy_close(r);
+}
+
 /* Exact integers at the edges of int64/uint64, and the float64 view of them. */
 static void test_exact_integers(void)
 {
@@ -501,6 +579,7 @@ int main(void)
     test_faults();
     test_threads_and_direct();
     test_concurrent_reads();
+    test_submit();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

@@ -132,7 +132,25 @@ done
 run "after faults" "$QMESH" encode --input fault_f8.npy --out x.npy
 run "reference" env QM_READ_THREADS=1 "$QMESH" encode --input fault_f8.npy --out y.npy
 [ $rc -eq 0 ] && cmp -s x.npy y.npy && ok "no fault: the same bytes as one thread" || bad "after faults: rc $rc"
-rm -f x.npy y.npy
+rm -f x.npy
+# the staging ring wrapped many times: 64 KiB slots, 256 KiB chunks (256 pieces through 8 slots),
+# background reads with 1, 3 and 8 threads, and a fault in a late piece
+for th in 1 3 8; do
+  run "small ring $th" env QM_READ_THREADS=$th QM_INGEST_SLOT_BYTES=65536 "$QMESH" encode --input fault_f8.npy --chunk-bytes 256KiB --out x.npy
+  [ $rc -eq 0 ] && cmp -s x.npy y.npy && ok "64 KiB ring slots, $th threads: the same bytes" || bad "small ring $th: rc $rc $(cat "$T/err")"
+  rm -f x.npy
+done
+for k in 37 200; do
+  run "small ring fault $k" env QM_READ_THREADS=3 QM_INGEST_SLOT_BYTES=65536 QM_FAULT_READ=$k "$QMESH" encode --input fault_f8.npy --chunk-bytes 256KiB --out x.npy
+  got=$(grep -v '^qmesh: no --scenario given' "$T/err")
+  if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$got" | wc -l)" -eq 1 ] && [ ! -e x.npy ] && no_tmp &&
+     printf '%s' "$got" | grep -Eq "^error\[E-IO\]: encode: reading input \[[0-9]+, [0-9]+\): fault_f8.npy: cannot read elements .*: Input/output error\$"; then
+    ok "fault in read $k of the small ring: one line, exit 1, nothing left"
+  else bad "small ring fault $k: rc $rc: $got"; fi
+done
+run "bad slot bytes" env QM_INGEST_SLOT_BYTES=100 "$QMESH" encode --input big_f8.npy --out x.npy
+expect_line "QM_INGEST_SLOT_BYTES=100" 1 "error[E-ARG]: encode: QM_INGEST_SLOT_BYTES is '100'; give a byte count in [4096, 1073741824]"
+rm -f y.npy
 run "bad threads" env QM_READ_THREADS=0 "$QMESH" encode --input big_f8.npy --out x.npy
 expect_line "QM_READ_THREADS=0" 1 "error[E-ARG]: big_f8.npy: QM_READ_THREADS is '0'; give a thread count in [1, 64]"
 run "bad direct" env QM_READ_DIRECT=yes "$QMESH" encode --input big_f8.npy --out x.npy

@@ -5,7 +5,7 @@
  * reaches the backend): N encodes of 64 states of 10 qubits on 2 shards (fused), through staging
  * (a reader: the ingest pipes) and read in place (host memory: batch_in_place's scratch), allocate
  * on the devices only in the first encode (2 state buffers + 2 staging buffers, or 2 state buffers
- * + 2 sum buffers) and on the host only in the first (2 page-locked half pairs + the sums, or the
+ * + 2 sum buffers) and on the host only in the first (the page-locked ring + the sums, or the
  * sums), their bytes equal the encode without a cache, the state pool hands every shard buffer back
  * (reused = 2 per later encode) and keeps at most 2 per device; a larger batch frees the kept
  * buffers of the old size and grows the staging halves; a non-fused state (2^14 slots on 3
@@ -135,8 +135,8 @@ static void check_counts(const float *x, uint64_t B, bool streamed)
          * (wrap_host: a wrapper, no memory) */
         CHECK_EQ_U64(qm_hal_fault_calls(hal) - calls0,
                      (k == 0 ? 4 : 6) + (streamed ? 0 : 2 * (uint64_t)(k + 1)));
-        /* host: 2 page-locked halves per pipe + the fused sums, or the sums alone */
-        CHECK_EQ_U64(host_allocs(hal) - h0, streamed ? 3 : 1);
+        /* host: the page-locked ring the pipes share + the fused sums, or the sums alone */
+        CHECK_EQ_U64(host_allocs(hal) - h0, streamed ? 2 : 1);
         const qm_reuse_stats rs = qm_reuse_stats_get(r);
         CHECK_EQ_U64(rs.reused, k < 2 ? 0 : 2 * (uint64_t)(k - 1));
         CHECK_EQ_U64((uint64_t)rs.kept_bufs, k == 0 ? 0 : 2); /* the state before the last */

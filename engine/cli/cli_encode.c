@@ -457,7 +457,7 @@ static const qm_cli_flag encode_flags[] = {
                           "the output is the one-shot encode's"},
     {"--prefetch", "K", "with --batch-size: batches read ahead, 0..64 (default 2)"},
     {"--read-threads", "N", ".npy input: threads reading each chunk (1..64; default "
-                            "QM_READ_THREADS, else min(8, CPUs))"},
+                            "QM_READ_THREADS, else min(32, CPUs))"},
     {"--phantom", NULL, "plan and reserve every shard on a phantom mesh (no memory, no output): "
                         "bytes per device"},
     {"--json", NULL, "print one JSON object (docs/cli.md) instead of the table"},

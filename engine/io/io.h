@@ -125,11 +125,27 @@ qm_code qm_npy_read_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t c
  * otherwise as qm_npy_read_range. */
 qm_code qm_npy_read_int_range(qm_npy_reader *reader, uint64_t first_elem, uint64_t count,
                               uint64_t *dst, qm_status *st);
+/* Read [first_elem, first_elem + count) into dst (as qm_npy_read_range) without waiting: the
+ * reader's threads read it while the caller goes on; qm_npy_read_wait waits for it and reports
+ * its result (each submitted read must be waited for exactly once, before qm_npy_close, and dst
+ * must stay valid until then). Reads are served in submission order, but the workers start on
+ * the next read as soon as every piece of the current one is taken, so a caller that keeps a few
+ * reads submitted keeps every thread busy (ingest.c's staging ring). A reader with one thread,
+ * or whose threads cannot start, reads the range in the submit itself. Errors found before the
+ * read (E-BOUNDS, E-ARG, E-NOMEM) come from the submit, with no ticket; read errors from the wait. */
+typedef struct qm_npy_read_ticket qm_npy_read_ticket;
+qm_code qm_npy_read_submit(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
+                           qm_npy_read_ticket **out, qm_status *st);
+qm_code qm_npy_read_wait(qm_npy_reader *reader, qm_npy_read_ticket *ticket, qm_status *st);
 /* Threads of the ranged reads (1..QM_NPY_MAX_THREADS). The default is the environment's
  * QM_READ_THREADS when set (checked by qm_npy_open: E-ARG for anything but an integer in
- * [1, QM_NPY_MAX_THREADS]), else min(8, online CPUs). E-ARG out of range. */
+ * [1, QM_NPY_MAX_THREADS]), else min(QM_NPY_DEFAULT_MAX_THREADS, online CPUs). E-ARG out of
+ * range. Measured on a 16-core H200 host: 8 threads read the page cache at 33-36 GiB/s, 16 at
+ * 63-64 GiB/s (bench/results/2026-12-03-session8-h200.md), so the default uses every core up to
+ * 32. */
 #define QM_NPY_MAX_THREADS 64
-/* The thread count a new reader takes: QM_READ_THREADS, or min(8, online CPUs). E-ARG naming
+#define QM_NPY_DEFAULT_MAX_THREADS 32
+/* The thread count a new reader takes: QM_READ_THREADS, or min(32, online CPUs). E-ARG naming
  * `path` (the subject) for a QM_READ_THREADS outside [1, QM_NPY_MAX_THREADS]. */
 qm_code qm_npy_default_threads(const char *path, int *out, qm_status *st);
 qm_code qm_npy_reader_set_threads(qm_npy_reader *reader, int threads, qm_status *st);

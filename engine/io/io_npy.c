@@ -623,7 +623,7 @@ qm_code qm_npy_default_threads(const char *path, int *out, qm_status *st)
         return QM_OK;
     }
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *out = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    *out = cpus < 1 ? 1 : cpus > QM_NPY_DEFAULT_MAX_THREADS ? QM_NPY_DEFAULT_MAX_THREADS : (int)cpus;
     return QM_OK;
 }
 
@@ -1006,6 +1006,9 @@ static void convert(const qm_npy_reader *r, const unsigned char *raw, uint64_t n
     }
 }
 
+static qm_code range_check(const qm_npy_reader *reader, uint64_t first_elem, uint64_t count,
+                           const void *dst, size_t out_item, qm_status *st);
+
 typedef struct npy_job {
     const qm_npy_reader *r;
     uint64_t first, count;   /* the caller's range */
@@ -1020,12 +1023,17 @@ typedef struct npy_job {
     uint64_t err_piece;      /* the lowest failed piece, and its status */
     qm_code rc;
     qm_status err;
+    /* the pool's side, under the pool's mu */
+    struct npy_job *next_job;/* the pool's queue of jobs with pieces left to take */
+    int max_workers;         /* pool workers that may work on it at once */
+    int workers;             /* pool workers in job_work on it */
+    int active;              /* threads in job_work on it (workers and the submitting caller) */
+    bool done;               /* every piece taken (or the job stopped) and nobody in job_work */
 } npy_job;
 
 /* One thread: take pieces until none is left or one failed. */
-static void *job_work(void *arg)
+static void job_work(npy_job *j)
 {
-    npy_job *j = arg;
     const qm_npy_reader *r = j->r;
     const uint64_t fi = r->info.item_bytes, b0 = j->first / j->piece;
     const bool direct = r->dfd >= 0 && !r->transposed && r->info.dropped_column < 0;
@@ -1062,76 +1070,117 @@ static void *job_work(void *arg)
     }
     free(bounce);
     free(al);
+}
+
+static void *job_thread(void *arg)
+{
+    job_work(arg);
     return NULL;
 }
 
-/* The reader's workers: started once (by the first read that needs them), woken per read by a
- * generation count, joined by qm_npy_close; so a read of a 32 MiB staging half costs a wake-up,
- * not a thread creation per thread. One read uses the pool at a time (`use`); a read that finds it
- * in use by another thread starts threads of its own, as a pool that cannot be started does. */
+static bool job_has_pieces(npy_job *j)
+{
+    return !atomic_load(&j->stop) && atomic_load(&j->next) < j->n_pieces;
+}
+
+/* The reader's workers: started once (by the first read that needs them, grown by later ones),
+ * joined by qm_npy_close. Reads are jobs in a FIFO queue: a worker takes pieces of the oldest job
+ * that has pieces left and room for it (max_workers), so the workers move on to the next read as
+ * soon as the pieces of the current one are all taken (not finished): a caller that submits reads
+ * ahead (qm_npy_read_submit) keeps every worker busy across read boundaries, with no join per read.
+ * A synchronous read (qm_npy_read_range) is a job its caller also works on, then waits for. */
 typedef struct npy_pool {
-    pthread_mutex_t use;     /* held by the read that uses the pool */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     pthread_t tid[QM_NPY_MAX_THREADS];
     int n;                   /* workers started */
-    int want;                /* workers that take part in the current job (index < want) */
-    int busy;                /* workers still in the current job */
-    uint64_t gen;
     bool quit;
-    npy_job *job;
+    npy_job *head, *tail;    /* jobs that may still have pieces to take */
 } npy_pool;
-
-typedef struct npy_worker_arg {
-    npy_pool *pool;
-    int index;
-    uint64_t gen;            /* the pool's generation at the start: the worker waits for the next */
-} npy_worker_arg;
 
 static pthread_mutex_t pool_init_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The oldest queued job a worker may take pieces of (dropping jobs with none left). mu held. */
+static npy_job *pool_pick(npy_pool *p)
+{
+    npy_job *prev = NULL;
+    for (npy_job *j = p->head; j;) {
+        npy_job *nx = j->next_job;
+        if (!job_has_pieces(j)) { /* unlink: its last pieces are being read, or it stopped */
+            if (prev)
+                prev->next_job = nx;
+            else
+                p->head = nx;
+            if (p->tail == j)
+                p->tail = prev;
+            j->next_job = NULL;
+        } else {
+            if (j->workers < j->max_workers)
+                return j;
+            prev = j;
+        }
+        j = nx;
+    }
+    return NULL;
+}
+
+/* Remove j from the queue if it is still there. mu held. */
+static void pool_unlink(npy_pool *p, npy_job *j)
+{
+    npy_job *prev = NULL;
+    for (npy_job *q = p->head; q; prev = q, q = q->next_job)
+        if (q == j) {
+            if (prev)
+                prev->next_job = j->next_job;
+            else
+                p->head = j->next_job;
+            if (p->tail == j)
+                p->tail = prev;
+            j->next_job = NULL;
+            return;
+        }
+}
+
+/* A thread leaves job j (mu held): the job is done when nobody works on it and no piece is left;
+ * it then leaves the queue too (its memory is the caller's again once pool_wait returns). */
+static void job_leave(npy_pool *p, npy_job *j, bool worker)
+{
+    j->active--;
+    if (worker)
+        j->workers--;
+    if (j->active == 0 && !job_has_pieces(j)) {
+        pool_unlink(p, j);
+        j->done = true;
+        pthread_cond_broadcast(&p->done);
+    }
+}
+
 static void *pool_worker(void *arg)
 {
-    npy_pool *p = ((npy_worker_arg *)arg)->pool;
-    const int me = ((npy_worker_arg *)arg)->index;
-    uint64_t seen = ((npy_worker_arg *)arg)->gen;
-    free(arg);
+    npy_pool *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->gen == seen)
+        npy_job *j = NULL;
+        while (!p->quit && !(j = pool_pick(p)))
             pthread_cond_wait(&p->go, &p->mu);
-        if (p->quit)
-            break;
-        seen = p->gen;
-        npy_job *j = p->job;
-        const bool part = me < p->want;
+        if (!j)
+            break; /* quitting: qm_npy_close runs after every read has been waited for */
+        j->workers++;
+        j->active++;
         pthread_mutex_unlock(&p->mu);
-        if (part)
-            job_work(j);
+        job_work(j);
         pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0)
-            pthread_cond_signal(&p->done);
+        job_leave(p, j, true);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
-/* Start workers up to `need` (fewer when a thread cannot start). The pool's use lock is held. */
+/* Start workers up to `need` (fewer when a thread cannot start). mu held. */
 static void pool_grow(npy_pool *p, int need)
 {
-    while (p->n < need) {
-        npy_worker_arg *a = malloc(sizeof *a);
-        if (!a)
-            return;
-        pthread_mutex_lock(&p->mu);
-        *a = (npy_worker_arg){p, p->n, p->gen};
-        pthread_mutex_unlock(&p->mu);
-        if (pthread_create(&p->tid[p->n], NULL, pool_worker, a) != 0) {
-            free(a);
-            return;
-        }
+    while (p->n < need && pthread_create(&p->tid[p->n], NULL, pool_worker, p) == 0)
         p->n++;
-    }
 }
 
 static npy_pool *pool_create(void)
@@ -1139,7 +1188,6 @@ static npy_pool *pool_create(void)
     npy_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    pthread_mutex_init(&p->use, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -1159,55 +1207,75 @@ static void pool_destroy(npy_pool *p)
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->use);
     free(p);
+}
+
+/* Queue job j for `workers` pool workers; false when the pool has no worker to give it (it could
+ * not start one), and the job is then not queued. */
+static bool pool_submit(npy_pool *p, npy_job *j, int workers)
+{
+    if (!p || workers < 1)
+        return false;
+    pthread_mutex_lock(&p->mu);
+    pool_grow(p, workers);
+    const bool ok = p->n > 0;
+    if (ok) {
+        j->max_workers = workers < p->n ? workers : p->n;
+        j->next_job = NULL;
+        if (p->tail)
+            p->tail->next_job = j;
+        else
+            p->head = j;
+        p->tail = j;
+        pthread_cond_broadcast(&p->go);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
+static void pool_wait(npy_pool *p, npy_job *j)
+{
+    pthread_mutex_lock(&p->mu);
+    while (!j->done)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Run job j on nt threads: the caller and nt - 1 workers of the pool, or threads of its own. */
 static void run_job(npy_pool *p, npy_job *j, int nt)
 {
-    if (nt > 1 && p && pthread_mutex_trylock(&p->use) == 0) {
-        pool_grow(p, nt - 1);
+    if (nt > 1 && pool_submit(p, j, nt - 1)) {
         pthread_mutex_lock(&p->mu);
-        const int workers = p->n;
-        p->job = j;
-        p->want = nt - 1;
-        p->busy = workers;
-        p->gen++;
-        pthread_cond_broadcast(&p->go);
+        j->active++;
         pthread_mutex_unlock(&p->mu);
         job_work(j);
         pthread_mutex_lock(&p->mu);
-        while (p->busy > 0)
-            pthread_cond_wait(&p->done, &p->mu);
-        p->job = NULL;
+        job_leave(p, j, false);
         pthread_mutex_unlock(&p->mu);
-        pthread_mutex_unlock(&p->use);
+        pool_wait(p, j);
         return;
     }
     pthread_t tid[QM_NPY_MAX_THREADS];
     int started = 0;
-    while (started + 1 < nt && pthread_create(&tid[started], NULL, job_work, j) == 0)
+    while (started + 1 < nt && pthread_create(&tid[started], NULL, job_thread, j) == 0)
         ++started; /* a thread that cannot start leaves its pieces to the others */
     job_work(j);
     for (int t = 0; t < started; ++t)
         pthread_join(tid[t], NULL);
 }
 
-/* Read [first, first + count) into dst (exact: 64-bit integers) with the reader's threads. */
-static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, void *dst,
-                           bool exact, qm_status *st)
+/* Set up job j for [first, first + count) into dst (exact: 64-bit integers); the thread count it
+ * wants. Starts the reader's pool when it has none yet and more than one thread is wanted. */
+static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count, void *dst,
+                    bool exact)
 {
     const qm_npy_info *in = &r->info;
     const uint64_t fi = in->item_bytes;
-    const bool conv = exact || in->kind != 'f' || in->big_endian;
-    const size_t out_item = exact ? 8 : qm_dtype_size(in->dtype);
-    if (r->threads <= 1 && !conv && r->dfd < 0) /* as it always was: the range in one call */
-        return read_raw(r, first, count, dst, NULL, 0, first, count, st);
-    npy_job j = {.r = r, .first = first, .count = count, .dst = dst, .out_item = out_item,
-                 .exact = exact, .conv = conv, .rc = QM_OK};
-    /* pieces of one block, or smaller so that every thread has one (a 32 MiB staging half over 8
-     * threads: 4 MiB each), but not below NPY_MIN_PIECE_BYTES unless the block is */
+    *j = (npy_job){.r = r, .first = first, .count = count, .dst = dst,
+                   .out_item = exact ? 8 : qm_dtype_size(in->dtype), .exact = exact,
+                   .conv = exact || in->kind != 'f' || in->big_endian, .rc = QM_OK};
+    /* pieces of one block, or smaller so that every thread has one (an 8 MiB staging slot over 8
+     * threads: 1 MiB each), but not below NPY_MIN_PIECE_BYTES unless the block is */
     uint64_t pb = r->block_bytes;
     const uint64_t share = (count * fi + (uint64_t)r->threads - 1) / (uint64_t)r->threads;
     if (share < pb)
@@ -1215,29 +1283,93 @@ static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, voi
                                                NPY_MIN_PIECE_BYTES
                                          : NPY_MIN_PIECE_BYTES;
     pb = pb < r->block_bytes ? pb : r->block_bytes;
-    j.piece = pb / fi ? pb / fi : 1;
-    j.n_pieces = (first + count - 1) / j.piece - first / j.piece + 1;
-    atomic_init(&j.next, 0);
-    atomic_init(&j.stop, false);
-    pthread_mutex_init(&j.mu, NULL);
+    j->piece = pb / fi ? pb / fi : 1;
+    j->n_pieces = (first + count - 1) / j->piece - first / j->piece + 1;
+    atomic_init(&j->next, 0);
+    atomic_init(&j->stop, false);
+    pthread_mutex_init(&j->mu, NULL);
     /* the next bytes of a sequential reader into the page cache while these are read */
     const uint64_t span = count * fi;
     if (!r->transposed && span >= ((uint64_t)1 << 20))
         (void)posix_fadvise(r->fd, (off_t)(in->data_offset + (first + count) * fi), (off_t)span,
                             POSIX_FADV_WILLNEED);
     uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
-    nt = nt < j.n_pieces ? nt : j.n_pieces;
+    nt = nt < j->n_pieces ? nt : j->n_pieces;
     if (nt > 1 && !r->pool) {
         pthread_mutex_lock(&pool_init_mu); /* two first reads at once start one pool */
         if (!r->pool)
             r->pool = pool_create();
         pthread_mutex_unlock(&pool_init_mu);
     }
-    run_job(r->pool, &j, (int)nt);
-    pthread_mutex_destroy(&j.mu);
-    if (j.rc != QM_OK && st)
-        *st = j.err;
-    return j.rc;
+    return (int)nt;
+}
+
+static qm_code job_finish(npy_job *j, qm_status *st)
+{
+    pthread_mutex_destroy(&j->mu);
+    if (j->rc != QM_OK && st)
+        *st = j->err;
+    return j->rc;
+}
+
+/* Read [first, first + count) into dst (exact: 64-bit integers) with the reader's threads. */
+static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, void *dst,
+                           bool exact, qm_status *st)
+{
+    const qm_npy_info *in = &r->info;
+    const bool conv = exact || in->kind != 'f' || in->big_endian;
+    if (r->threads <= 1 && !conv && r->dfd < 0) /* as it always was: the range in one call */
+        return read_raw(r, first, count, dst, NULL, 0, first, count, st);
+    npy_job j;
+    const int nt = job_init(r, &j, first, count, dst, exact);
+    run_job(r->pool, &j, nt);
+    return job_finish(&j, st);
+}
+
+struct qm_npy_read_ticket {
+    npy_job job;
+    bool queued;             /* in the pool (else it ran in qm_npy_read_submit) */
+};
+
+qm_code qm_npy_read_submit(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
+                           qm_npy_read_ticket **out, qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    qm_code rc = range_check(reader, first_elem, count, dst,
+                             reader ? qm_dtype_size(reader->info.dtype) : 1, st);
+    if (rc != QM_OK)
+        return rc;
+    if (!out)
+        return qm_fail(st, QM_E_ARG, "%s: read submit needs a ticket pointer", reader->path);
+    qm_npy_read_ticket *t = calloc(1, sizeof *t);
+    if (!t)
+        return qm_fail(st, QM_E_NOMEM, "%s: out of host memory for a read ticket", reader->path);
+    if (count == 0) { /* nothing to read: a finished job */
+        t->job.rc = QM_OK;
+        pthread_mutex_init(&t->job.mu, NULL);
+        *out = t;
+        return QM_OK;
+    }
+    const int nt = job_init(reader, &t->job, first_elem, count, dst, false);
+    /* every thread of the reader is a pool worker here (the caller goes on with its own work);
+     * without a pool the range is read now, by the caller and threads of its own */
+    t->queued = pool_submit(reader->pool, &t->job, nt);
+    if (!t->queued)
+        run_job(NULL, &t->job, nt);
+    *out = t;
+    return QM_OK;
+}
+
+qm_code qm_npy_read_wait(qm_npy_reader *reader, qm_npy_read_ticket *t, qm_status *st)
+{
+    if (!t)
+        return qm_fail(st, QM_E_ARG, "npy read wait: no ticket");
+    if (t->queued)
+        pool_wait(reader->pool, &t->job);
+    qm_code rc = job_finish(&t->job, st);
+    free(t);
+    return rc;
 }
 
 /* The checks of both ranged reads; *done when there is nothing to read. */

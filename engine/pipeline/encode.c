@@ -781,14 +781,43 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
 }
 
 /* The input's reader, timed: the seconds spent reading the file into host memory (the data
- * path's `read`, measured). */
+ * path's `read`, measured). Synchronous reads count their own time; background reads (ingest's
+ * ring) count from the first submit to the return of the last wait, the span in which the
+ * reader was working (ingest waits for each piece as soon as its copy can start). */
 typedef struct timed_reader {
     qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
     void *ctx;
     qm_code (*read_int)(void *ctx, uint64_t first, uint64_t count, uint64_t *dst, qm_status *st);
     void *int_ctx;
+    qm_code (*submit)(void *ctx, uint64_t first, uint64_t count, void *dst, void **ticket,
+                      qm_status *st);
+    qm_code (*wait)(void *ctx, void *ticket, qm_status *st);
     double seconds;
+    double bg_first, bg_last; /* background reads: first submit, last wait's return (0: none) */
 } timed_reader;
+
+static qm_code timed_submit(void *ctx, uint64_t first, uint64_t count, void *dst, void **ticket,
+                            qm_status *st)
+{
+    timed_reader *t = ctx;
+    if (t->bg_first == 0)
+        t->bg_first = qm_clock_now_s();
+    return t->submit(t->ctx, first, count, dst, ticket, st);
+}
+
+static qm_code timed_wait(void *ctx, void *ticket, qm_status *st)
+{
+    timed_reader *t = ctx;
+    const qm_code rc = t->wait(t->ctx, ticket, st);
+    t->bg_last = qm_clock_now_s();
+    return rc;
+}
+
+/* The measured read: synchronous reads plus the span of the background ones. */
+static double timed_seconds(const timed_reader *t)
+{
+    return t->seconds + (t->bg_first > 0 && t->bg_last > t->bg_first ? t->bg_last - t->bg_first : 0);
+}
 
 static qm_code timed_read(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
@@ -931,10 +960,14 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
                               st)) != QM_OK)
         goto done;
     timed_reader tr = {.read = in.read, .ctx = in.read_ctx, .read_int = in.read_int,
-                       .int_ctx = in.read_int_ctx};
+                       .int_ctx = in.read_int_ctx, .submit = in.read_submit, .wait = in.read_wait};
     if (in.read) { /* the reader's seconds are the measured read (file -> host memory) */
         in.read = timed_read;
         in.read_ctx = &tr;
+        if (in.read_submit) {
+            in.read_submit = timed_submit;
+            in.read_wait = timed_wait;
+        }
     }
     if (in.read_int) { /* basis indices of an integer input, read exactly */
         in.read_int = timed_read_int;
@@ -943,13 +976,16 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     rc = qm_pipeline_materialize(&r->pipeline, &in, &mo, &state, st);
     in.read = tr.read;
     in.read_ctx = tr.ctx;
+    in.read_submit = tr.submit;
+    in.read_wait = tr.wait;
     in.read_int = tr.read_int;
     in.read_int_ctx = tr.int_ctx;
     if (rc != QM_OK)
         goto done; /* the same verdict on every rank */
     r->seconds_materialize = qm_clock_now_s() - t1;
-    r->read_s = r->read_open_s + tr.seconds;
-    r->staging_s = r->phases.ingest > tr.seconds ? r->phases.ingest - tr.seconds : 0;
+    const double read_s = timed_seconds(&tr);
+    r->read_s = r->read_open_s + read_s;
+    r->staging_s = r->phases.ingest > read_s ? r->phases.ingest - read_s : 0;
     /* output up to the vote: temporaries written and synced, nothing under a requested name */
     double t2 = qm_clock_now_s();
     const bool replicated = r->pipeline.plan->policy == QM_POLICY_REPLICATED;

@@ -85,7 +85,7 @@ typedef struct qm_encode_job {
     const char *out_dir;      /* per-shard .npy + manifest.json, or NULL */
     uint64_t chunk_bytes;     /* staging chunk; 0 = default */
     int read_threads;         /* --read-threads: threads of a .npy reader; 0 = QM_READ_THREADS or
-                                 min(8, CPUs) (docs/io.md "Reading in parallel") */
+                                 min(32, CPUs) (docs/io.md "Reading in parallel") */
     FILE *progress;           /* diagnostics of a failed scenario load (NULL: none) */
     bool show_progress;       /* a progress line on stderr while materializing (a terminal) */
     struct qm_comm *comm;     /* ranks of an mpirun job (NULL: one process); borrowed */

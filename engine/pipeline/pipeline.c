@@ -213,6 +213,20 @@ static qm_code npy_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst,
     return qm_npy_read_range(ctx, first, count, dst, st);
 }
 
+static qm_code npy_submit_cb(void *ctx, uint64_t first, uint64_t count, void *dst, void **ticket,
+                             qm_status *st)
+{
+    qm_npy_read_ticket *t = NULL;
+    qm_code rc = qm_npy_read_submit(ctx, first, count, dst, &t, st);
+    *ticket = t;
+    return rc;
+}
+
+static qm_code npy_wait_cb(void *ctx, void *ticket, qm_status *st)
+{
+    return qm_npy_read_wait(ctx, ticket, st);
+}
+
 static qm_code npy_read_int_cb(void *ctx, uint64_t first, uint64_t count, uint64_t *dst,
                                qm_status *st)
 {
@@ -267,6 +281,7 @@ static qm_code open_npy(const char *path, const qm_csv_options *csv, qm_input_fi
         const qm_npy_info *info = qm_npy_reader_info(f->npy);
         f->in = (qm_amp_input){.dtype = info->dtype, .n = info->n_features,
                                .batch = info->n_samples, .read = npy_read_cb, .read_ctx = f->npy,
+                               .read_submit = npy_submit_cb, .read_wait = npy_wait_cb,
                                .read_int = info->kind == 'f' ? NULL : npy_read_int_cb,
                                .read_int_ctx = f->npy,
                                .int_signed = info->kind == 'i'};

@@ -13,7 +13,7 @@
  * each batch in qm_stream_next itself into one buffer. Over host rows nothing is copied: each batch
  * is a slice of the caller's rows. The buffers are the backend's host staging memory
  * (qm_hal_host_alloc: page-locked on CUDA, so the ingest copies a batch to the devices by DMA from
- * where it lies instead of through its own page-locked halves; plain memory on the simulator).
+ * where it lies instead of through its page-locked ring; plain memory on the simulator).
  * Errors: a read error travels through the queue with its batch and is returned when that batch
  * is due; bad values are found by materialize, which names the sample by its index in the whole
  * input (qm_amp_input.first_sample). The first failure ends the stream (sticky).

@@ -7,7 +7,7 @@
  * 256 MiB). Out: write rate = bytes / (the writes in 8 MiB steps + fdatasync) of a new temporary
  * file there; read rate = bytes / its read back with pread right after (from the page cache, as an
  * input file that was just written or read is), by as many threads as encode's .npy reader uses
- * (qm_npy_default_threads: QM_READ_THREADS, else min(8, online CPUs)), each its own contiguous
+ * (qm_npy_default_threads: QM_READ_THREADS, else min(32, online CPUs)), each its own contiguous
  * slice, because that is how encode reads an input; a one-line note saying so, with the folder,
  * the size and the threads. The file is removed on every path. QM_STORAGE_RATES="READ,WRITE"
  * (two bandwidths, e.g. "6 GB/s,2 GB/s") replaces the measurement: the test hook that makes a

@@ -1,31 +1,36 @@
-/* ingest.c — see ingest.h. The call path: qm_ingest_run sizes and opens one pipe per device,
- * deals chunks to the shards round-robin (enqueue_chunk), then drains every pipe.
+/* ingest.c — see ingest.h. The call path: qm_ingest_run sizes and opens one pipe per device and
+ * the host ring, lists the chunks (dealt to the shards round-robin) and their ring pieces, then
+ * per chunk copies its pieces into the device half, runs the chunk's kernel, and finally drains
+ * every pipe.
  *
- * Ordering within a pipe, for staging half h:
- *   copy stream:    wait(freed[h]) -> H2D into half h -> record(copied[h])
+ * Device side, per pipe and staging half h (a chunk is one half: QM_STAGING_CHUNK_BYTES):
+ *   copy stream:    wait(freed[h]) -> H2D of the chunk's pieces into half h -> record(copied[h])
  *   compute stream: wait(copied[h]) -> stash or amp_batch (+ D2H of the sums) -> record(freed[h])
- * and the host, before refilling its page-locked half h, waits for copied[h]. On backends
- * without streams or events (the simulator) all of this runs synchronously, in the same order.
- * The overlap: the host reads chunk k+1 into the other half while chunk k's H2D copy and kernel run;
- * it waits only for the copy of chunk k-1 (the same half), which was enqueued a whole read earlier.
- * Reader input (.npy) fills a half with the reader's threads (io_npy.c: a 32 MiB half is 8 pieces
- * of 4 MiB read at once), so the host side runs at the page cache's parallel read rate; two halves
- * are enough as long as one H2D copy of a half (32 MiB at tens of GB/s: under 1 ms) is shorter
- * than reading one (several ms at about 10 GB/s), which holds on PCIe 4/5 and NVLink-C2C hosts,
- * so more halves would only take more page-locked memory. The chunk stays QM_STAGING_CHUNK_BYTES
- * (32 MiB, what the planner charges per device): bench/bench_read.cpp reports the reader alone in
- * such chunks next to the read ceiling of the same run.
- * Lifetime: a caller that passes kept pipes (qm_ingest_req.pipes: a context's, engine/stages/reuse.c)
- * gets them back open after the run: streams, events, the device staging and the page-locked host
- * halves are created at the first run that needs them and grown, never shrunk, when a later run
- * needs larger halves; they are closed at qm_ingest_pipes_destroy, or at once when a run fails.
- * Without kept pipes a run opens its own and closes them before it returns.
- * Known wart: pageable in-memory input is still copied into the halves by one thread (memcpy), so
+ * Host side (input that is not page-locked already): a ring of QM_INGEST_SLOTS page-locked slots
+ * of QM_INGEST_SLOT_BYTES; piece r of the chunk list goes to slot r % SLOTS, once the H2D copy of
+ * the piece before it in that slot has finished (slot_done event, recorded on the copy stream
+ * after the piece's copy). A reader that reads in the background (qm_amp_input.read_submit: the
+ * .npy reader's thread pool) is kept SLOTS - 1 pieces ahead of the copies, so the threads read
+ * without a join per piece while the DMA engines copy finished pieces: reading and copying
+ * overlap, and ingest runs at the slower of the two rates. Measured on the H200 (16 cores,
+ * bench/results/2026-12-03-session8-h200.md): 16 threads read the page cache at 63 GiB/s, pinned
+ * H2D runs at 50 GiB/s; two 32 MiB halves filled by a joined parallel read reached 22-37 GiB/s,
+ * a ring of 8 x 8 MiB with the threads kept ahead 32-46 GiB/s. Readers without read_submit
+ * (CSV, HDF5, in-memory pageable input) fill the slots synchronously, piece by piece, on the
+ * calling thread as before. On backends without streams or events (the simulator) all of this
+ * runs synchronously, in the same order.
+ * Lifetime: a caller that passes kept pipes (qm_ingest_req.pipes: a context's, reuse.c) gets them
+ * back open after the run: each device's streams, events and staging and the page-locked ring are
+ * made at the first run that needs them and grown, never shrunk, when a later run needs larger
+ * halves or a larger ring; they are closed at qm_ingest_pipes_destroy, or at once when a run
+ * fails. Without kept pipes a run opens its own and closes them before it returns.
+ * Known wart: pageable in-memory input is still copied into the slots by one thread (memcpy), so
  * it is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
  */
 #include "ingest.h"
 #include "status_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,20 +53,35 @@ typedef struct pipe {
     qm_hal_stream *copy, *comp;
     qm_hal_event *copied[2], *freed[2];
     bool copied_rec[2], freed_rec[2];
+    qm_hal_event *slot_done[QM_INGEST_SLOTS]; /* the ring slot's last copy on this pipe */
     qm_hal_buf *staging;       /* two halves of half_bytes */
-    char *host;                /* two page-locked halves; NULL when the input is copied in place */
     uint64_t half_bytes;
     int half;                  /* the half the next chunk uses */
     uint64_t want;             /* this run: the half size its shards need (0: the pipe is idle) */
     bool opened;               /* streams and events created */
+    bool slot_events;          /* slot_done created (the first run through the ring) */
 } pipe;
 
-/* The pipes of one context (or of one run, when the caller keeps none): one per device, kept
- * between runs and grown when a run needs larger halves (see ingest.h). */
+/* The pipes of a context (or of one run, when the caller keeps none): one per device, and the
+ * host ring they share, kept between runs and grown when a run needs more (see ingest.h). */
 struct qm_ingest_pipes {
     pipe *p;
     int n, cap;
+    char *ring;                /* page-locked, ring_bytes */
+    uint64_t ring_bytes;
 };
+
+typedef struct chunk {
+    int shard;
+    uint64_t pos, count;       /* input elements [pos, pos + count) of the shard's range */
+} chunk;
+
+/* One piece of the host ring: input elements [pos, pos + count), at elem_off in its chunk. */
+typedef struct piece {
+    uint64_t pos, count, elem_off;
+    void *ticket;              /* a submitted background read, until waited for */
+    bool submitted;
+} piece;
 
 typedef struct ingest {
     const qm_ingest_req *r;
@@ -69,8 +89,15 @@ typedef struct ingest {
     uint64_t chunk_elems;      /* values per chunk (stash) */
     uint64_t chunk_states;     /* states per chunk (fused) */
     bool in_place;             /* the input is page-locked host memory: copy from where it lies */
+    bool bg;                   /* the reader reads in the background (read_submit, read_wait) */
     pipe *pipes;
     int n_pipes;
+    /* the host ring (not in place) */
+    char *ring;
+    uint64_t slot_elems;
+    int slot_pipe[QM_INGEST_SLOTS]; /* the pipe whose copy stream last copied from the slot, or -1 */
+    piece *pieces;
+    uint64_t n_pieces, next_submit;
 } ingest;
 
 /* The shard's input elements [*lo, *hi) (empty for a shard with no slots to ingest). */
@@ -106,9 +133,9 @@ static pipe *pipe_of(ingest *g, int dev)
     return NULL;
 }
 
-/* Make pipe p ready for this run: streams and events once, then halves of at least p->want bytes
- * (a kept pipe whose halves are too small gives them back and takes larger ones; the page-locked
- * host halves only when the input is not copied in place). */
+/* Make pipe p ready for this run: streams and events once (the ring's slot events once the input
+ * goes through the ring), then halves of at least p->want bytes (a kept pipe whose halves are too
+ * small gives them back and takes larger ones: nothing is in flight between runs). */
 static qm_code pipe_open(ingest *g, pipe *p, qm_status *st)
 {
     qm_hal *hal = g->r->hal;
@@ -122,17 +149,18 @@ static qm_code pipe_open(ingest *g, pipe *p, qm_status *st)
                 rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
         p->opened = rc == QM_OK;
     }
-    if (rc == QM_OK && p->want > p->half_bytes) { /* grown: nothing is in flight between runs */
-        qm_hal_host_free(hal, p->host);
+    if (rc == QM_OK && !g->in_place && !p->slot_events) {
+        for (int k = 0; k < QM_INGEST_SLOTS && rc == QM_OK; ++k)
+            rc = qm_hal_event_create(hal, p->dev, &p->slot_done[k], st);
+        p->slot_events = rc == QM_OK;
+    }
+    if (rc == QM_OK && p->want > p->half_bytes) {
         qm_hal_buf_free(hal, p->staging);
-        p->host = NULL;
         p->staging = NULL;
         p->half_bytes = p->want;
     }
     if (rc == QM_OK && !p->staging)
         rc = qm_hal_buf_alloc(hal, p->dev, 2 * p->half_bytes, &p->staging, st);
-    if (rc == QM_OK && !g->in_place && !p->host)
-        rc = qm_hal_host_alloc(hal, 2 * p->half_bytes, (void **)&p->host, st);
     return rc;
 }
 
@@ -150,12 +178,13 @@ static qm_code pipe_drain(qm_hal *hal, pipe *p, qm_code rc, qm_status *st)
 
 static void pipe_close(qm_hal *hal, pipe *p)
 {
-    qm_hal_host_free(hal, p->host);
     qm_hal_buf_free(hal, p->staging);
     for (int h = 0; h < 2; ++h) {
         qm_hal_event_destroy(hal, p->copied[h]);
         qm_hal_event_destroy(hal, p->freed[h]);
     }
+    for (int k = 0; k < QM_INGEST_SLOTS; ++k)
+        qm_hal_event_destroy(hal, p->slot_done[k]);
     qm_hal_stream_destroy(hal, p->copy);
     qm_hal_stream_destroy(hal, p->comp);
 }
@@ -172,12 +201,16 @@ qm_ingest_pipes *qm_ingest_pipes_create(int n_dev)
     return k;
 }
 
-/* Close every pipe (each is idle: runs drain before they return) and forget them. */
+/* Close every pipe and free the ring (all idle: runs drain before they return); the array stays
+ * for the next run. */
 static void pipes_close(qm_hal *hal, qm_ingest_pipes *k)
 {
     for (int i = 0; i < k->n; ++i)
         pipe_close(hal, &k->p[i]);
-    k->n = 0; /* the array stays for the next run */
+    k->n = 0;
+    qm_hal_host_free(hal, k->ring);
+    k->ring = NULL;
+    k->ring_bytes = 0;
 }
 
 void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k)
@@ -216,30 +249,111 @@ static pipe *pipes_get(qm_ingest_pipes *k, int dev)
     return &k->p[k->n++];
 }
 
-/* Enqueue input elements [pos, pos + c) of shard s (whole states when fused). */
-static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, uint64_t pos, uint64_t c,
-                             qm_status *st)
+static char *slot_of(const ingest *g, uint64_t r)
+{
+    return g->ring + (r % QM_INGEST_SLOTS) * g->slot_elems * g->is;
+}
+
+/* Start reading ring pieces up to (not including) `upto`, each once its slot's last copy has
+ * finished; a synchronous reader's pieces are only marked (read when they are waited for). */
+static qm_code ring_submit(ingest *g, uint64_t upto, qm_status *st)
+{
+    const qm_amp_input *in = g->r->in;
+    upto = upto < g->n_pieces ? upto : g->n_pieces;
+    for (; g->next_submit < upto; ++g->next_submit) {
+        const uint64_t r = g->next_submit;
+        const int s = (int)(r % QM_INGEST_SLOTS);
+        if (g->slot_pipe[s] >= 0) {
+            qm_code rc = qm_hal_event_sync(g->r->hal, g->pipes[g->slot_pipe[s]].slot_done[s], st);
+            if (rc != QM_OK)
+                return rc;
+            g->slot_pipe[s] = -1;
+        }
+        piece *pc = &g->pieces[r];
+        if (g->bg) {
+            qm_code rc = in->read_submit(in->read_ctx, pc->pos, pc->count, slot_of(g, r),
+                                         &pc->ticket, st);
+            if (rc != QM_OK)
+                return qm_status_prefix(st, "encode: reading input [%llu, %llu)",
+                                        (unsigned long long)pc->pos,
+                                        (unsigned long long)(pc->pos + pc->count));
+        }
+        pc->submitted = true;
+    }
+    return QM_OK;
+}
+
+/* Piece r is in its slot: waits for its background read, or reads it now. */
+static qm_code ring_fill(ingest *g, uint64_t r, qm_status *st)
+{
+    const qm_amp_input *in = g->r->in;
+    piece *pc = &g->pieces[r];
+    qm_code rc;
+    if (g->bg) {
+        void *t = pc->ticket;
+        pc->ticket = NULL;
+        pc->submitted = false;
+        rc = in->read_wait(in->read_ctx, t, st);
+        if (rc != QM_OK)
+            qm_status_prefix(st, "encode: reading input [%llu, %llu)", (unsigned long long)pc->pos,
+                             (unsigned long long)(pc->pos + pc->count));
+        return rc;
+    }
+    pc->submitted = false;
+    return qm_input_read(in, pc->pos, pc->count, slot_of(g, r), st);
+}
+
+/* Waits for every background read still in flight (after a failure: the ring is freed next). */
+static void ring_abandon(ingest *g)
+{
+    const qm_amp_input *in = g->r->in;
+    for (uint64_t r = 0; g->pieces && r < g->n_pieces; ++r)
+        if (g->pieces[r].submitted && g->pieces[r].ticket) {
+            qm_status tmp;
+            (void)in->read_wait(in->read_ctx, g->pieces[r].ticket, &tmp);
+            g->pieces[r].ticket = NULL;
+            g->pieces[r].submitted = false;
+        }
+}
+
+/* Enqueue chunk ck (input elements [pos, pos + c) of shard s; whole states when fused), whose
+ * ring pieces (not in place) are [*next_piece, ...). */
+static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *ck,
+                             uint64_t *next_piece, qm_status *st)
 {
     const qm_ingest_req *r = g->r;
     qm_hal *hal = r->hal;
     pipe *p = pipe_of(g, s->device);
+    const uint64_t pos = ck->pos, c = ck->count;
     const int h = p->half;
     p->half ^= 1;
     const uint64_t half_off = (uint64_t)h * p->half_bytes;
-    /* in_place implies r->in->data != NULL: a reader input has no data pointer to offset */
-    const void *src = g->in_place ? (const char *)r->in->data + pos * g->is : NULL;
     qm_code rc = QM_OK;
-    if (!g->in_place) { /* refill page-locked half h once its previous copy has finished */
-        if (p->copied_rec[h] && (rc = qm_hal_event_sync(hal, p->copied[h], st)) != QM_OK)
-            return rc;
-        if ((rc = qm_input_read(r->in, pos, c, p->host + half_off, st)) != QM_OK)
-            return rc;
-        src = p->host + half_off;
-    }
     if (p->freed_rec[h] && (rc = qm_hal_stream_wait(hal, p->copy, p->freed[h], st)) != QM_OK)
         return rc;
-    if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off, src, c * g->is, p->copy, st)) != QM_OK ||
-        (rc = qm_hal_event_record(hal, p->copied[h], p->copy, st)) != QM_OK)
+    if (g->in_place) { /* in_place implies r->in->data != NULL: a reader has no data pointer */
+        const void *src = (const char *)r->in->data + pos * g->is;
+        if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off, src, c * g->is, p->copy, st)) != QM_OK)
+            return rc;
+    } else {
+        for (uint64_t done = 0; done < c; ++*next_piece) {
+            const uint64_t k = *next_piece;
+            const piece *pc = &g->pieces[k];
+            /* keep the reader SLOTS - 1 pieces ahead: the slot of piece k + SLOTS - 1 was last
+             * used by piece k - 1, whose copy is already enqueued */
+            if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK ||
+                (rc = ring_submit(g, k + 1, st)) != QM_OK || (rc = ring_fill(g, k, st)) != QM_OK)
+                return rc;
+            const int sl = (int)(k % QM_INGEST_SLOTS);
+            if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off + pc->elem_off * g->is,
+                                      slot_of(g, k), pc->count * g->is, p->copy, st)) != QM_OK ||
+                (rc = qm_hal_event_record(hal, p->slot_done[sl], p->copy, st)) != QM_OK)
+                return rc;
+            g->slot_pipe[sl] = (int)(p - g->pipes);
+            done += pc->count;
+        }
+    }
+    if ((rc = qm_hal_event_record(hal, p->copied[h], p->copy, st)) != QM_OK)
         return rc;
     p->copied_rec[h] = true;
     if ((rc = qm_hal_stream_wait(hal, p->comp, p->copied[h], st)) != QM_OK)
@@ -273,28 +387,113 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, uint64_t pos, 
     return QM_OK;
 }
 
+/* The chunks of every shard, dealt round-robin so that every device has work in flight, and (not
+ * in place) their ring pieces. */
+static qm_code list_chunks(ingest *g, const qm_ingest_shard *shards, int n, chunk **out,
+                           uint64_t *n_out, qm_status *st)
+{
+    const uint64_t F = g->r->period_valid;
+    uint64_t total = 0, pieces = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        uint64_t k = 0, q = 0;
+        uint64_t *cur = calloc((size_t)n, sizeof *cur), *end = calloc((size_t)n, sizeof *end);
+        if (!cur || !end) {
+            free(cur);
+            free(end);
+            return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+        }
+        for (int i = 0; i < n; ++i)
+            shard_input(g->r, &shards[i], &cur[i], &end[i]);
+        for (bool more = true; more;) {
+            more = false;
+            for (int i = 0; i < n; ++i) {
+                if (cur[i] >= end[i])
+                    continue;
+                const uint64_t max = shards[i].fused ? g->chunk_states * F : g->chunk_elems;
+                const uint64_t c = end[i] - cur[i] < max ? end[i] - cur[i] : max;
+                if (pass == 1) {
+                    (*out)[k] = (chunk){.shard = i, .pos = cur[i], .count = c};
+                    for (uint64_t o = 0; !g->in_place && o < c; o += g->slot_elems, ++q)
+                        g->pieces[q] = (piece){.pos = cur[i] + o, .elem_off = o,
+                                               .count = c - o < g->slot_elems ? c - o
+                                                                              : g->slot_elems};
+                } else {
+                    pieces += g->in_place ? 0 : (c + g->slot_elems - 1) / g->slot_elems;
+                }
+                ++k;
+                cur[i] += c;
+                more = true;
+            }
+        }
+        free(cur);
+        free(end);
+        if (pass == 0) {
+            total = k;
+            *out = calloc((size_t)(total ? total : 1), sizeof **out);
+            g->pieces = pieces ? calloc((size_t)pieces, sizeof *g->pieces) : NULL;
+            g->n_pieces = pieces;
+            if (!*out || (pieces && !g->pieces))
+                return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu chunks",
+                               (unsigned long long)total);
+        }
+    }
+    *n_out = total;
+    return QM_OK;
+}
+
+/* The ring's slot bytes: QM_INGEST_SLOT_BYTES, or the environment's QM_INGEST_SLOT_BYTES (a
+ * tuning and test knob, docs/io.md "Reading in parallel"): E-ARG outside [4096, 1 GiB]. */
+static qm_code slot_bytes_get(uint64_t *out, qm_status *st)
+{
+    *out = QM_INGEST_SLOT_BYTES;
+    const char *v = getenv("QM_INGEST_SLOT_BYTES");
+    if (!v || !*v)
+        return QM_OK;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || *v == '-' || n < 4096 || n > ((uint64_t)1 << 30))
+        return qm_fail(st, QM_E_ARG, "encode: QM_INGEST_SLOT_BYTES is '%.20s'; give a byte count "
+                       "in [4096, 1073741824]", v);
+    *out = n;
+    return QM_OK;
+}
+
 qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int n, qm_status *st)
 {
     ingest g = {.r = r, .is = qm_dtype_size(r->in->dtype)};
+    uint64_t slot_bytes;
+    qm_code rc = slot_bytes_get(&slot_bytes, st);
+    if (rc != QM_OK)
+        return rc;
     const uint64_t F = r->period_valid;
     g.chunk_elems = r->chunk_bytes / g.is ? r->chunk_bytes / g.is : 1;
     g.chunk_states = r->chunk_bytes / (F * g.is + 8);
     if (g.chunk_states == 0)
         g.chunk_states = 1;
     g.in_place = r->in->data && qm_hal_host_is_pinned(r->hal, r->in->data);
-    uint64_t *cursor = calloc((size_t)n, sizeof *cursor), *end = calloc((size_t)n, sizeof *end);
-    /* the caller's kept pipes (a context's), else this run's own, closed at its end */
+    g.bg = r->in->read && r->in->read_submit && r->in->read_wait;
+    /* ring slots: QM_INGEST_SLOT_BYTES, but no more than a chunk's input */
+    g.slot_elems = slot_bytes / g.is;
+    const uint64_t chunk_in = g.chunk_elems > g.chunk_states * F ? g.chunk_elems : g.chunk_states * F;
+    g.slot_elems = g.slot_elems < chunk_in ? g.slot_elems : chunk_in;
+    g.slot_elems = g.slot_elems ? g.slot_elems : 1;
+    for (int k = 0; k < QM_INGEST_SLOTS; ++k)
+        g.slot_pipe[k] = -1;
+    chunk *chunks = NULL;
+    uint64_t n_chunks = 0, next_piece = 0;
+    /* the caller's kept pipes and ring (a context's), else this run's own, closed at its end */
     qm_ingest_pipes own = {.p = r->pipes ? NULL : calloc((size_t)n, sizeof(pipe)), .cap = n};
     qm_ingest_pipes *keep = r->pipes ? r->pipes : &own;
-    qm_code rc = QM_OK;
-    if (!cursor || !end || !keep->p)
+    if (!keep->p)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     for (int k = 0; k < keep->n; ++k)
         keep->p[k].want = 0;
     /* one pipe per device, its halves sized for the largest chunk of its shards */
     for (int i = 0; rc == QM_OK && i < n; ++i) {
-        shard_input(r, &shards[i], &cursor[i], &end[i]);
-        if (end[i] <= cursor[i])
+        uint64_t lo, hi;
+        shard_input(r, &shards[i], &lo, &hi);
+        if (hi <= lo)
             continue;
         pipe *p = pipes_get(keep, shards[i].device);
         if (!p) {
@@ -307,24 +506,33 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     }
     g.pipes = keep->p;
     g.n_pipes = keep->n;
+    if (rc == QM_OK)
+        rc = list_chunks(&g, shards, n, &chunks, &n_chunks, st);
+    if (rc == QM_OK && !g.in_place && g.n_pieces) { /* the ring, kept and grown like the halves */
+        const uint64_t slots = g.n_pieces < QM_INGEST_SLOTS ? g.n_pieces : QM_INGEST_SLOTS;
+        const uint64_t bytes = slots * g.slot_elems * g.is;
+        if (bytes > keep->ring_bytes) {
+            qm_hal_host_free(r->hal, keep->ring);
+            keep->ring = NULL;
+            keep->ring_bytes = 0;
+            rc = qm_hal_host_alloc(r->hal, bytes, (void **)&keep->ring, st);
+            if (rc != QM_OK)
+                qm_status_prefix(st, "encode: page-locked staging ring");
+            else
+                keep->ring_bytes = bytes;
+        }
+        g.ring = keep->ring;
+    }
     for (int k = 0; rc == QM_OK && k < g.n_pipes; ++k)
         if (g.pipes[k].want > 0 && (rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
             qm_status_prefix(st, "encode: staging on device %d", g.pipes[k].dev);
-    /* chunks dealt round-robin, so every device has work in flight */
-    for (bool more = rc == QM_OK; more && rc == QM_OK;) {
-        more = false;
-        for (int i = 0; i < n && rc == QM_OK; ++i) {
-            if (cursor[i] >= end[i])
-                continue;
-            const uint64_t max = shards[i].fused ? g.chunk_states * F : g.chunk_elems;
-            const uint64_t c = end[i] - cursor[i] < max ? end[i] - cursor[i] : max;
-            if ((rc = enqueue_chunk(&g, &shards[i], cursor[i], c, st)) != QM_OK &&
-                strncmp(st->msg, "encode", 6) != 0)
-                qm_status_prefix(st, "encode: shard %d", i);
-            cursor[i] += c;
-            more = true;
-        }
+    for (uint64_t k = 0; rc == QM_OK && k < n_chunks; ++k) {
+        const int i = chunks[k].shard;
+        if ((rc = enqueue_chunk(&g, &shards[i], &chunks[k], &next_piece, st)) != QM_OK &&
+            strncmp(st->msg, "encode", 6) != 0)
+            qm_status_prefix(st, "encode: shard %d", i);
     }
+    ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */
     for (int k = 0; k < g.n_pipes; ++k)
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
     /* every pipe is idle now; kept ones stay open for the next run unless this one failed (a
@@ -332,7 +540,7 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     if (keep == &own || rc != QM_OK)
         pipes_close(r->hal, keep);
     free(own.p);
-    free(cursor);
-    free(end);
+    free(g.pieces);
+    free(chunks);
     return rc;
 }

@@ -3,9 +3,9 @@
  * One pipe per device: a device staging buffer of two halves, a copy stream and a compute stream,
  * and events between them, so that the copy of chunk k+1 overlaps the kernel of chunk k and every
  * device works at once (chunks are dealt to the shards round-robin). Input already in page-locked
- * host memory is copied from where it lies; pageable input and reader input pass through two
- * page-locked host halves per pipe (the host fills one, reader input with the reader's threads,
- * while the other is being copied).
+ * host memory is copied from where it lies; pageable input and reader input pass through a ring
+ * of page-locked host slots (a background reader's threads fill the slots ahead while the DMA
+ * engines copy the filled ones).
  * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
  * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
  * sums of squares landing in the half's tail and then in host memory.
@@ -20,6 +20,13 @@
 #include "hal.h"
 #include "materialize_internal.h"
 
+/* The host ring between a reader (or pageable memory) and the devices' staging halves: slots of
+ * page-locked memory that the reader fills ahead of the H2D copies (ingest.c). 8 x 8 MiB: the
+ * same 64 MiB of page-locked memory as the two 32 MiB halves before it, and on the H200 the best
+ * of the sizes measured with that budget. */
+#define QM_INGEST_SLOTS 8
+#define QM_INGEST_SLOT_BYTES ((uint64_t)8 << 20)
+
 typedef struct qm_ingest_shard {
     qm_hal_buf *state;          /* the shard's state buffer (slots [slot_start, slot_end)) */
     int device;
@@ -28,8 +35,9 @@ typedef struct qm_ingest_shard {
     double *sums;               /* fused: one sum per state of the shard (host, page-locked) */
 } qm_ingest_shard;
 
-/* Pipes kept between runs (one per device: streams, events, device staging, page-locked host
- * halves), owned by a context's reuse cache (reuse.h). Not thread-safe: one run at a time. */
+/* Pipes kept between runs (one per device: streams, events, device staging; and the page-locked
+ * host ring they share), owned by a context's reuse cache (reuse.h). Not thread-safe: one run at
+ * a time. */
 typedef struct qm_ingest_pipes qm_ingest_pipes;
 
 /* An empty set for the devices 0 .. n_dev - 1 of a HAL (no pipe opened until a run needs it);
@@ -37,7 +45,7 @@ typedef struct qm_ingest_pipes qm_ingest_pipes;
 qm_ingest_pipes *qm_ingest_pipes_create(int n_dev);
 /* Close every pipe (they are idle between runs) and free the set. NULL is a no-op. */
 void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k);
-/* How many pipes are open and the largest half's bytes (for tests and reports). Cannot fail. */
+/* How many pipes are open and their largest half's bytes (for tests and reports). Cannot fail. */
 void qm_ingest_pipes_usage(const qm_ingest_pipes *k, int *n_pipes, uint64_t *half_bytes_max);
 
 typedef struct qm_ingest_req {

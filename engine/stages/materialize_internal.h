@@ -24,6 +24,13 @@ typedef struct qm_amp_input {
     uint64_t batch;
     qm_code (*read)(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st);
     void *read_ctx;
+    /* Optional, with read_ctx: a read of `read`'s kind that runs in the background (the .npy
+     * reader's threads): read_submit starts it and gives a ticket, read_wait (exactly once per
+     * ticket) waits for it and reports its result. Ingest keeps a few of them in flight so that
+     * reading overlaps the copies to the devices. NULL: `read` only. */
+    qm_code (*read_submit)(void *ctx, uint64_t first, uint64_t count, void *dst, void **ticket,
+                           qm_status *st);
+    qm_code (*read_wait)(void *ctx, void *ticket, qm_status *st);
     /* data is device memory (a CUDA pointer; on the simulator, host memory): shards whose device
      * can read it in place (qm_hal_buf_wrap_device) do so, the others and the slow path's scans
      * go through `read`, which is then required (it copies device memory to host memory). */

@@ -2,10 +2,10 @@
  * instead of being allocated and freed per encode.
  *
  * Role: one object per context (engine/pipeline/api.c creates it at the first encode and destroys
- * it when the context goes): the ingest pipes (ingest.h: per device two streams, four events, a
- * device staging buffer of two halves, two page-locked host halves), page-locked host scratch by
- * slot and device scratch and streams by shard (grown, never shrunk), and a bounded pool of state buffers: when a state made by the
- * context is destroyed, its shard buffers are kept (at most QM_REUSE_KEPT_PER_DEVICE per device)
+ * it when the context goes): the ingest pipes (ingest.h: per device two streams, events, a device
+ * staging buffer of two halves; the page-locked host ring they share), page-locked host scratch
+ * by slot and device scratch and streams by shard (grown, never shrunk), and a bounded pool of
+ * state buffers: when a state made by the context is destroyed, its shard buffers are kept (at most QM_REUSE_KEPT_PER_DEVICE per device)
  * and handed to the next encode's shard of the same device and byte size, after a device sync.
  * In: the context's HAL; sizes in bytes; buffers of states the context made.
  * Out: buffers and pipes that outlive one encode; counters of what was kept and reused.

@@ -8,6 +8,7 @@
  * the device it works on).
  * Known wart: the kernels are the first straightforward versions (see cuda_kernels.cu).
  */
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "cuda_backend.h"
 #include "cuda_kernels.h"
 #include "hal_impl.h"
@@ -15,6 +16,8 @@
 
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,10 +637,73 @@ static qm_code c_event_sync(void *ctx, int dev, void *ev, qm_status *st)
 
 /* ---- page-locked host staging ------------------------------------------------------------------ */
 
+/* Page-locked memory as anonymous memory on 2 MiB pages, registered with the driver: measured on
+ * the H200 host (bench/results/2026-12-03-session8-h200.md), cudaHostAlloc of 64 MiB took 33-50
+ * ms (512 MiB: 250-340 ms), while 2 MiB-aligned memory advised to use huge pages and registered
+ * took 5-11 ms (512 MiB: 36-39 ms). Every staging buffer (the ingest ring, the output staging, a
+ * stream's batches) pays this once, on the critical path of a short encode. cudaHostAlloc stays
+ * the fallback when registering fails (a driver or kernel that refuses). The registered blocks
+ * are listed (few live at once), so that free knows which way a pointer was made. */
+#define QM_HOST_PAGE ((size_t)2 << 20)
+
+typedef struct host_block {
+    void *p;
+    struct host_block *next;
+} host_block;
+
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static host_block *host_blocks;
+
+static void *host_register(uint64_t bytes)
+{
+    if (bytes > SIZE_MAX - QM_HOST_PAGE)
+        return NULL;
+    const size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
+    host_block *blk = malloc(sizeof *blk);
+    void *b = blk ? aligned_alloc(QM_HOST_PAGE, whole) : NULL;
+    if (!b) {
+        free(blk);
+        return NULL;
+    }
+    (void)madvise(b, whole, MADV_HUGEPAGE);
+    if (cudaHostRegister(b, whole, cudaHostRegisterPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(b);
+        free(blk);
+        return NULL;
+    }
+    blk->p = b;
+    pthread_mutex_lock(&host_mu);
+    blk->next = host_blocks;
+    host_blocks = blk;
+    pthread_mutex_unlock(&host_mu);
+    return b;
+}
+
+/* True (and the block forgotten) when p was made by host_register. */
+static bool host_forget(void *p)
+{
+    host_block *found = NULL;
+    pthread_mutex_lock(&host_mu);
+    for (host_block **at = &host_blocks; *at; at = &(*at)->next)
+        if ((*at)->p == p) {
+            found = *at;
+            *at = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&host_mu);
+    free(found);
+    return found != NULL;
+}
+
 static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st)
 {
     (void)ctx;
-    void *p = NULL;
+    void *p = host_register(bytes);
+    if (p) {
+        *out = p;
+        return QM_OK;
+    }
     cudaError_t e = cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocPortable);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -651,6 +717,14 @@ static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st
 static void c_host_free(void *ctx, void *p)
 {
     (void)ctx;
+    if (!p)
+        return;
+    if (host_forget(p)) {
+        if (cudaHostUnregister(p) != cudaSuccess)
+            (void)cudaGetLastError();
+        free(p);
+        return;
+    }
     if (cudaFreeHost(p) != cudaSuccess)
         (void)cudaGetLastError();
 }
