@@ -6,7 +6,8 @@
  * (a reader: the ingest pipes) and read in place (host memory: batch_in_place's scratch), allocate
  * on the devices only in the first encode (2 state buffers + 2 staging buffers, or 2 state buffers
  * + 2 sum buffers) and on the host only in the first (the page-locked ring + the sums, or the
- * sums), their bytes equal the encode without a cache, the state pool hands every shard buffer back
+ * sums), the norm check of each state (qm_state_norms, on the cache's scratch) allocates only in
+ * the first, their bytes equal the encode without a cache, the state pool hands every shard buffer back
  * (reused = 2 per later encode) and keeps at most 2 per device; a larger batch frees the kept
  * buffers of the old size and grows the staging halves; a non-fused state (2^14 slots on 3
  * shards) keeps its block-sum scratch; every failure of a countdown sweep (allocations, copies,
@@ -27,6 +28,7 @@
 #include "state_internal.h"
 #include "testlib.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,20 +125,25 @@ static void check_counts(const float *x, uint64_t B, bool streamed)
         unsigned char *got = state_bytes(s, &n);
         CHECK(n == ref_n && memcmp(got, want, n) == 0);
         free(got);
+        double sums[64]; /* the norm check of `encode --batch-size`, on the cache's scratch */
+        CHECK_OK(qm_state_norms(s, 2, NULL, false, sums, &st));
+        for (uint64_t b = 0; b < B && b < 64; ++b)
+            CHECK(fabs(sums[b] - 1.0) < 1e-6);
         qm_state_destroy(prev); /* the previous batch is dropped after the next one is made */
         prev = s;
         dev_counts(hal, &a1, &f1);
         /* first encode: 2 state buffers and 2 staging buffers (one pipe per device), or 2 state
-         * buffers and 2 device buffers of sums (input read in place); the second: 2 more state
-         * buffers (the first state is still alive); then none */
-        CHECK_EQ_U64(a1 - a0, k == 0 ? 4 : 6);
+         * buffers and 2 device buffers of sums (input read in place), and the check's 2 block-sum
+         * buffers; the second: 2 more state buffers (the first state is still alive); then none */
+        CHECK_EQ_U64(a1 - a0, k == 0 ? 6 : 8);
         CHECK_EQ_U64(f1 - f0, 0);
         /* the shim counts the same allocations, and in place one host view per shard per encode
          * (wrap_host: a wrapper, no memory) */
         CHECK_EQ_U64(qm_hal_fault_calls(hal) - calls0,
-                     (k == 0 ? 4 : 6) + (streamed ? 0 : 2 * (uint64_t)(k + 1)));
-        /* host: the page-locked ring the pipes share + the fused sums, or the sums alone */
-        CHECK_EQ_U64(host_allocs(hal) - h0, streamed ? 2 : 1);
+                     (k == 0 ? 6 : 8) + (streamed ? 0 : 2 * (uint64_t)(k + 1)));
+        /* host: the page-locked ring the pipes share + the fused sums, or the sums alone; the
+         * check's block sums */
+        CHECK_EQ_U64(host_allocs(hal) - h0, streamed ? 3 : 2);
         const qm_reuse_stats rs = qm_reuse_stats_get(r);
         CHECK_EQ_U64(rs.reused, k < 2 ? 0 : 2 * (uint64_t)(k - 1));
         CHECK_EQ_U64((uint64_t)rs.kept_bufs, k == 0 ? 0 : 2); /* the state before the last */
