@@ -13,6 +13,7 @@
 #include "qm_math.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
  * (ABI_BASE, the oldest qm_hal_create accepts); a member appended later gets its own `since` here
  * (e.g. ABI_FOO = 6), so a table written against ABI 5 never has it read. */
 #define OPS(hal, member, since) ((hal)->ops->abi >= (since) ? (hal)->ops->member : NULL)
-enum { ABI_BASE = QM_HAL_ABI_MIN, ABI_WRAP_DEVICE = 6 };
+enum { ABI_BASE = QM_HAL_ABI_MIN, ABI_WRAP_DEVICE = 6, ABI_DEVICE_SYNC = 7 };
 _Static_assert(QM_HAL_ABI_MIN == 5, "the ABI 5 layout is the base of OPS: review OPS' since numbers");
 _Static_assert(QM_HAL_RED_LOG2_BLOCK == QM_RED_LOG2_BLOCK, "hal_ops.h and qm_math.h disagree");
 
@@ -33,6 +34,9 @@ struct qm_hal {
     int n_dev;
     qm_hal_device_info *info; /* cached at creation */
     qm_hal_usage *usage;
+    /* host staging memory handed out and given back (qm_hal_host_alloc / _free): atomic, since a
+     * stream's reader thread allocates its buffers while another thread encodes */
+    atomic_ullong host_allocs, host_frees;
 };
 
 struct qm_hal_buf {
@@ -454,12 +458,33 @@ qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st
     qm_code (*host_alloc)(void *, uint64_t, void **, qm_status *) = OPS(hal, device.host_alloc, ABI_BASE);
     if (host_alloc) {
         qm_code rc = host_alloc(hal->ctx, bytes, out, st);
-        return rc == QM_OK ? rc : qm_status_prefix(st, "host_alloc of %llu bytes",
-                                                   (unsigned long long)bytes);
-    }
-    if (!(*out = malloc((size_t)bytes)))
+        if (rc != QM_OK)
+            return qm_status_prefix(st, "host_alloc of %llu bytes", (unsigned long long)bytes);
+    } else if (!(*out = malloc((size_t)bytes))) {
         return qm_fail(st, QM_E_NOMEM, "host_alloc: out of host memory for %llu bytes",
                        (unsigned long long)bytes);
+    }
+    atomic_fetch_add(&hal->host_allocs, 1);
+    return QM_OK;
+}
+
+void qm_hal_host_counts(const qm_hal *hal, uint64_t *allocs, uint64_t *frees)
+{
+    qm_hal *h = (qm_hal *)hal; /* atomic loads only */
+    if (allocs)
+        *allocs = h ? atomic_load(&h->host_allocs) : 0;
+    if (frees)
+        *frees = h ? atomic_load(&h->host_frees) : 0;
+}
+
+qm_code qm_hal_device_sync(qm_hal *hal, int dev, qm_status *st)
+{
+    qm_code rc = check_dev(hal, dev, "device_sync", st);
+    if (rc != QM_OK)
+        return rc;
+    qm_code (*sync)(void *, int, qm_status *) = OPS(hal, device.sync, ABI_DEVICE_SYNC);
+    if (sync && (rc = sync(hal->ctx, dev, st)) != QM_OK)
+        return qm_status_prefix(st, "device_sync on %s", hal->info[dev].id);
     return QM_OK;
 }
 
@@ -467,6 +492,7 @@ void qm_hal_host_free(qm_hal *hal, void *p)
 {
     if (!hal || !p)
         return;
+    atomic_fetch_add(&hal->host_frees, 1);
     void (*host_free)(void *, void *) = OPS(hal, device.host_free, ABI_BASE);
     if (host_free)
         host_free(hal->ctx, p);

@@ -104,6 +104,16 @@ void qm_hal_host_free(qm_hal *hal, void *p); /* NULL is a no-op */
 /* Whether copies read host memory at p directly at full speed (page-locked memory on CUDA; always
  * true on backends without such a distinction). Cannot fail. */
 bool qm_hal_host_is_pinned(const qm_hal *hal, const void *p);
+/* How many host staging allocations qm_hal_host_alloc made and qm_hal_host_free gave back over
+ * the HAL's life (all backends alike; either pointer may be NULL). Thread-safe; cannot fail. */
+void qm_hal_host_counts(const qm_hal *hal, uint64_t *allocs, uint64_t *frees);
+
+/* --- waiting for a device ---------------------------------------------------------------------- */
+/* Block until all work on dev has finished, including work enqueued outside qmesh on the same
+ * hardware (CUDA: cudaDeviceSynchronize on the device's GPU); a no-op on synchronous backends.
+ * Memory a consumer may have been reading (a released DLPack tensor's) is written again only
+ * after this. E-ARG for a bad device; a backend's error. */
+qm_code qm_hal_device_sync(qm_hal *hal, int dev, qm_status *st);
 
 /* --- memory kept for reuse --------------------------------------------------------------------- */
 /* Backends whose allocations are slow (CUDA: cudaMalloc + cudaFree of a 16 GiB state take about

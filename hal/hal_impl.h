@@ -28,7 +28,7 @@
 
 #include "hal.h"
 
-#define QM_HAL_ABI 6     /* the newest ABI this build knows; 6: device.wrap_device */
+#define QM_HAL_ABI 7     /* the newest ABI this build knows; 6: device.wrap_device; 7: device.sync */
 #define QM_HAL_ABI_MIN 5 /* the oldest table layout it accepts: 5, the grouped table with op ids
                             (1: flat table; 2: events, host memory, amp_batch; 3: trim;
                             4: sumsq_dev) */
@@ -66,6 +66,12 @@ typedef struct qm_hal_device_ops {
      * read it in place. Cannot allocate. */
     qm_code (*wrap_device)(void *ctx, int dev, const void *ptr, uint64_t bytes, void **out,
                            qm_status *st);
+    /* ABI 7. Optional (NULL: the backend's work is synchronous, so nothing can still be running).
+     * Blocks until every piece of work on dev's hardware has finished, whoever enqueued it (CUDA:
+     * cudaDeviceSynchronize on the device's GPU, as cudaFree would), so that memory which a
+     * consumer outside qmesh may still have been reading (an exported tensor's) can be written
+     * again. */
+    qm_code (*sync)(void *ctx, int dev, qm_status *st);
 } qm_hal_device_ops;
 
 /* Streams, events and copies (hal_stream.h). */

@@ -15,7 +15,8 @@
 #    at the output path, no temporary; the previous output kept;
 #  - faults at a batch boundary (QM_FAULT_RANK=0:PHASE:MODE:BATCH): sigint before batch 2 (exit
 #    130), an injected failure after batch 1 is written, a NaN in batch 2's norm check (the global
-#    state named): nothing left, previous output intact;
+#    state named): nothing left, previous output intact; with no output the check runs on the
+#    devices: a NaN in batch 2 names state 10, a skew in batch 0 gives the one-shot run's line;
 #  - usage errors (exit 2, the exact line): --batch-size 0 / x, --prefetch without --batch-size,
 #    --prefetch 65, --batch-size with --phantom.
 set -u
@@ -173,6 +174,17 @@ fault "NaN in batch 2's norm check (--out)" 0:check:nan:2 1 \
   "error[E-NUMERIC]: encode: norm check failed for state 10: sum |psi|^2 is NaN (bound 7.994e-15); nothing was written" --out prev.npy
 fault "SIGTERM before the commit (--out-dir)" 0:commit:sigterm 143 \
   "error[E-INTERRUPTED]: encode: interrupted by SIGTERM; nothing was written" --out-dir od
+# no output: the batch is checked on the devices (nothing read back), so the NaN or the skew is
+# written into the batch's first amplitude where it lives; the skew's error is the one-shot run's
+# (its device check of the same state 0, the same sums) to the last printed digit
+run "NaN in batch 2's device check (no output)" env QM_FAULT_RANK=0:check:nan:2 "$QMESH" encode --input a64.npy --batch-size 5
+[ $rc -eq 1 ] && [ "$(grep '^error' err)" = "error[E-NUMERIC]: encode: norm check failed for state 10: sum |psi|^2 is NaN (bound 7.994e-15); nothing was written" ] \
+  && ok "NaN in batch 2's device check, no output: exit 1, state 10 named" || { bad "device check nan: rc $rc"; cat err; }
+run "skew one-shot (no output)" env QM_FAULT_RANK=0:check:skew "$QMESH" encode --input a64.npy
+one_line=$(grep '^error' err)
+run "skew in batch 0's device check (no output)" env QM_FAULT_RANK=0:check:skew:0 "$QMESH" encode --input a64.npy --batch-size 5
+[ $rc -eq 1 ] && [ "$(grep '^error' err)" = "$one_line" ] && echo "$one_line" | grep -q '^error\[E-NUMERIC\]: encode: norm check failed for state 0: |sum |psi|^2 - 1| = [0-9.e+-]* exceeds the bound 7.994e-15 (complex128, 2^4 amplitudes); nothing was written$' \
+  && ok "skew in batch 0, no output: the one-shot run's line '$one_line'" || { bad "device check skew: rc $rc, '$(grep '^error' err)' vs one-shot '$one_line'"; }
 run "bad batch field" env QM_FAULT_RANK=0:write:fail:x "$QMESH" encode --input a64.npy --batch-size 5
 [ $rc -eq 2 ] && [ "$(cat err | grep '^error')" = "error[E-ARG]: QM_FAULT_RANK: BATCH must be a batch number 0, 1, ... (got 'x')" ] \
   && ok "QM_FAULT_RANK with a bad BATCH: exit 2, one line" || { bad "bad BATCH field: rc $rc"; cat err; }

@@ -5,7 +5,8 @@
  * a scenario owns a topology; a context owns a pipeline that borrows the scenario's topology and
  * holds a reference to the scenario; a state holds a reference to its context.
  * Reference counts are atomic, so states may be destroyed from any thread; every object is used by
- * one thread at a time. Must not: keep global mutable state (none here), or let a backend go while
+ * one thread at a time. A context keeps its encode memory between encodes (reuse.h: ingest pipes,
+ * page-locked scratch, the buffers of its destroyed states) and frees it when it goes. Must not: keep global mutable state (none here), or let a backend go while
  * a state lives on it.
  */
 #include "api_internal.h"
@@ -13,6 +14,7 @@
 #include "encode.h"
 #include "pipeline.h"
 #include "plan_output.h"
+#include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
 
@@ -30,6 +32,8 @@ struct qm_context {
     atomic_int refs;
     qm_scenario *scenario;     /* a reference */
     qm_pipeline pl;            /* borrows scenario->topology */
+    qm_reuse *reuse;           /* encode memory kept between encodes (reuse.h): from the first
+                                  encode to the last release; NULL before */
 };
 
 /* ---- scenarios ---------------------------------------------------------------------------------- */
@@ -94,6 +98,7 @@ static void context_release(void *c)
     qm_context *ctx = c;
     if (atomic_fetch_sub(&ctx->refs, 1) != 1)
         return;
+    qm_reuse_destroy(ctx->reuse); /* every state is gone (each held a reference): before the backend */
     qm_pipeline_fini(&ctx->pl);
     qm_scenario_destroy(ctx->scenario);
     free(ctx);
@@ -323,7 +328,15 @@ static qm_code encode(qm_context *ctx, const qm_amp_input *in_given,
                        "context was planned for %llu rows of %llu", (unsigned long long)rows,
                        (unsigned long long)in->n, (unsigned long long)p->request.batch,
                        (unsigned long long)p->request.features);
-    qm_code rc = qm_pipeline_materialize(&ctx->pl, in, opts, out, st);
+    /* the context's encode cache, made at its first encode (reuse.h) */
+    if (!ctx->reuse) {
+        const qm_code rc = qm_reuse_create(ctx->pl.hal, &ctx->reuse, st);
+        if (rc != QM_OK)
+            return rc;
+    }
+    qm_materialize_opts o = opts ? *opts : (qm_materialize_opts){0};
+    o.reuse = ctx->reuse;
+    qm_code rc = qm_pipeline_materialize(&ctx->pl, in, &o, out, st);
     if (rc == QM_OK) { /* the state keeps the context (and its backend) alive */
         context_retain(ctx);
         (*out)->owner_retain = context_retain;
@@ -451,6 +464,13 @@ qm_code qm_context_encode_input(qm_context *ctx, const qm_amp_input *in,
 {
     const qm_code rc = encode_check(ctx, in, out, st);
     return rc != QM_OK ? rc : encode(ctx, in, opts, out, st);
+}
+
+qm_hal *qm_context_hal(const qm_context *ctx) { return ctx ? ctx->pl.hal : NULL; }
+
+qm_reuse_stats qm_context_reuse_stats(const qm_context *ctx)
+{
+    return qm_reuse_stats_get(ctx ? ctx->reuse : NULL);
 }
 
 uint64_t qm_context_device_peak_bytes(const qm_context *ctx)

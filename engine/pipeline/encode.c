@@ -295,9 +295,49 @@ static qm_code drain(rb_ctx *rb, qm_code rc, qm_status *st)
     return rc == QM_OK ? d : rc;
 }
 
+/* ---- the same output path for the streamed run (encode_stream.c) ---------------------------- */
+
+struct qm_encode_out {
+    rb_ctx rb;
+};
+
+qm_code qm_encode_out_open(const qm_encode_job *job, qm_hal *hal, qm_dtype dtype,
+                           qm_encode_out **out, qm_status *st)
+{
+    *out = NULL;
+    qm_encode_out *o = calloc(1, sizeof *o);
+    if (!o)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
+    o->rb = (rb_ctx){.job = job, .cancel_ok = true}; /* one process: nobody waits on a peer */
+    const qm_code rc = staging_open(&o->rb, hal, dtype, st);
+    if (rc != QM_OK) {
+        qm_encode_out_close(o);
+        return rc;
+    }
+    *out = o;
+    return QM_OK;
+}
+
+qm_code qm_encode_out_write(qm_encode_out *o, const qm_state *s, uint64_t n, qm_npy_writer *w,
+                            uint64_t at, qm_status *st)
+{
+    /* read_back_to writes amplitude pos at element pos - w0: w0 = -at (mod 2^64) puts amplitude 0
+     * at element `at` (unsigned arithmetic wraps, exactly) */
+    const qm_code rc = read_back_to(s, 0, n, w, (uint64_t)0 - at, &o->rb, st);
+    return drain(&o->rb, rc, st);
+}
+
+void qm_encode_out_close(qm_encode_out *o)
+{
+    if (!o)
+        return;
+    staging_close(&o->rb);
+    free(o);
+}
+
 /* QM_FAULT_RANK's nan and skew: this rank's first amplitude becomes NaN, or gets 0.001 added to its
  * real part, where it lives (on its device), so the check on the devices must catch it. */
-static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st)
+qm_code qm_encode_corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st)
 {
     const qm_state_shard *sh = &s->shards[0];
     union {
@@ -314,53 +354,6 @@ static qm_code corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_statu
     else
         v.f[0] = nan_ ? NAN : v.f[0] + 1e-3f;
     return qm_hal_copy_h2d(s->hal, sh->buf, 0, &v, es, NULL, st);
-}
-
-/* The streamed run's read-back (encode_stream.c): chunk by chunk into buf, each chunk summed
- * into state_sums (may be NULL) and handed to sink (may be NULL). */
-qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
-                            void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
-                            qm_status *st)
-{
-    const uint64_t N = s->n_amps;
-    for (uint64_t pos = start; pos < end;) {
-        const uint64_t n = end - pos < QM_READBACK_AMPS ? end - pos : QM_READBACK_AMPS;
-        qm_code rc = rb->cancel_ok ? qm_encode_check_cancel(rb->job, st) : QM_OK;
-        if (rc == QM_OK)
-            rc = qm_state_read(s, pos, n, s->dtype, buf, st);
-        if (rc != QM_OK)
-            return rc;
-        if (rb->corrupt != QM_ENC_FAULT_NONE) { /* NaN, or 0.001 added to the real part */
-            const bool nan_ = rb->corrupt == QM_ENC_FAULT_NAN;
-            if (s->dtype == QM_DTYPE_COMPLEX128)
-                ((double *)buf)[0] = nan_ ? NAN : ((double *)buf)[0] + 1e-3;
-            else
-                ((float *)buf)[0] = nan_ ? NAN : ((float *)buf)[0] + 1e-3f;
-            rb->corrupt = QM_ENC_FAULT_NONE;
-        }
-        if (state_sums) {
-            for (uint64_t i = 0; i < n; ++i) {
-                double re, im;
-                if (s->dtype == QM_DTYPE_COMPLEX128) {
-                    re = ((const double *)buf)[2 * i];
-                    im = ((const double *)buf)[2 * i + 1];
-                } else {
-                    re = ((const float *)buf)[2 * i];
-                    im = ((const float *)buf)[2 * i + 1];
-                }
-                state_sums[(pos + i) / N] += re * re + im * im;
-            }
-        }
-        if (sink && (rc = sink(sink_ctx, buf, n, st)) != QM_OK)
-            return rc;
-        pos += n;
-    }
-    return QM_OK;
-}
-
-qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st)
-{
-    return qm_npy_writer_write(ctx, amps, n, st);
 }
 
 /* The norm check, on every rank with the same sums: a non-finite Σ|ψ|² or |Σ|ψ|² − 1| above
@@ -1020,7 +1013,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     rc = fault_point(job, me, QM_ENC_PHASE_CHECK, QM_OK, st);
     if (rc == QM_OK && job->fault.rank == me && job->fault.phase == QM_ENC_PHASE_CHECK &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
-        rc = corrupt_first(state, job->fault.mode, st);
+        rc = qm_encode_corrupt_first(state, job->fault.mode, st);
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     rc = qm_state_norms(state, replicated ? 1 : n_local, comm, R > 1 && !replicated, sums, st);

@@ -178,19 +178,21 @@ qm_code qm_encode_check_cancel(const qm_encode_job *job, qm_status *st);
 qm_code qm_encode_fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, uint64_t batch,
                               qm_code rc, qm_status *st);
 
-/* Read-back of a state in chunks of QM_READBACK_AMPS: per-state sums of |psi|^2 into state_sums
- * (indexed by state within s; may be NULL) and each chunk handed to sink (may be NULL). */
-typedef qm_code (*qm_encode_sink)(void *ctx, const void *amps, uint64_t n, qm_status *st);
-typedef struct qm_encode_rb {
-    const qm_encode_job *job;
-    qm_enc_fault_mode corrupt; /* NAN or SKEW: applied to the first amplitude read, then NONE */
-    bool cancel_ok;            /* check the cancel flag between chunks (no peer is waiting) */
-} qm_encode_rb;
-qm_code qm_encode_read_back(const qm_state *s, uint64_t start, uint64_t end, double *state_sums,
-                            void *buf, qm_encode_sink sink, void *sink_ctx, qm_encode_rb *rb,
-                            qm_status *st);
-/* A sink writing to a qm_npy_writer (ctx). */
-qm_code qm_encode_npy_sink(void *ctx, const void *amps, uint64_t n, qm_status *st);
+/* The one-shot run's output path, for the streamed run: QM_OUT_BUFS page-locked staging buffers
+ * (of hal: any CUDA device's copies read them at full speed) and writer threads (io_pool.c) that
+ * pwrite each chunk at its offset while the next chunk is copied; simulated device memory is
+ * written from where it lies. open once per run, write per batch (amplitudes [0, n) of s to
+ * elements [at, at + n) of w, returning once every write has finished: the first failure), close
+ * at the end (joins the threads, frees the staging; NULL is a no-op). */
+typedef struct qm_encode_out qm_encode_out;
+qm_code qm_encode_out_open(const qm_encode_job *job, qm_hal *hal, qm_dtype dtype,
+                           qm_encode_out **out, qm_status *st);
+qm_code qm_encode_out_write(qm_encode_out *o, const qm_state *s, uint64_t n, qm_npy_writer *w,
+                            uint64_t at, qm_status *st);
+void qm_encode_out_close(qm_encode_out *o);
+/* QM_FAULT_RANK's nan and skew at the check: the state's first amplitude (of its shard 0) made NaN
+ * or given 0.001 more real part where it lives, on its device, so a check on the devices sees it. */
+qm_code qm_encode_corrupt_first(const qm_state *s, qm_enc_fault_mode mode, qm_status *st);
 /* The norm check of states [first, first + batch) (docs/io.md "The norm check"): E-NUMERIC
  * naming the state; r's norm_max_error and norm_worst_state kept over the run. */
 qm_code qm_encode_norm_check(qm_encode_result *r, const double *sums, uint64_t first,

@@ -5,23 +5,27 @@
  * request's defaults); open a qm_stream over it (stream.c: both batch shapes planned, the reader
  * thread started, `prefetch` batches read ahead); check the output path for the whole output
  * (E-OUTPUT before any work, stale temporaries removed first); then per batch k: take its state
- * from the stream, read it back in chunks into the output's temporary while summing |psi|^2 per
- * state, run the norm check on the batch (states named by their index in the whole input), and
- * destroy the state before the next batch; at the end commit the whole output at once.
+ * from the stream, write it to the output's temporary through the one-shot run's output path
+ * (encode.c qm_encode_out_*: page-locked staging, writer threads, each chunk at its offset), run
+ * the one-shot run's norm check on the devices (state_norm.c: Σ|ψ|² per state where the shards
+ * live; with no output nothing is read back at all; states named by their index in the whole
+ * input), and destroy the state before the next batch (its buffers go back to the context's pool
+ * for the next one); at the end commit the whole output at once.
  * Outputs: --out one .npy of shape (samples, 2^n) ((2^n,) for a 1-D input) written in order into
  * its temporary, byte for byte the one-shot file; --out-dir a temporary directory with one
  * batch-NNNNNN.npy (rows, 2^n) per batch and manifest.json (format "qmesh-batches/1": the batches'
  * sample ranges and files), swapped in as one step; no output: encode and check only.
- * Memory: the input buffers of the stream (prefetch + 1 batches), one batch's state, one read-back
- * chunk. Faults (QM_FAULT_RANK=0:PHASE:MODE[:BATCH]): materialize (before batch k is taken),
- * readback, write (the batch is in the temporary), check (nan, skew: the batch's first amplitude)
- * at batch k; plan and commit once; the cancel flag at each of them and between read-back chunks.
+ * Memory: the input buffers of the stream (prefetch + 1 batches), one batch's state, the output's
+ * staging (one read-back chunk, as the one-shot run). Faults (QM_FAULT_RANK=0:PHASE:MODE[:BATCH]):
+ * materialize (before batch k is taken), readback, write (the batch is in the temporary), check
+ * (nan, skew: the batch's first amplitude, on its device) at batch k; plan and commit once; the cancel flag at each of them and between read-back chunks.
  * Must not: leave anything under an output name on failure or interruption, or keep more than one
  * batch's state alive.
  * Known warts: one process only (under mpirun E-UNSUPPORTED); the first scenario diagnostic only
  * (the one-shot run prints every one); --chunk-bytes does not apply (materialize's default).
  */
 #include "comm.h"
+#include "api_internal.h"
 #include "encode.h"
 #include "stream.h"
 #include "state_internal.h"
@@ -98,10 +102,21 @@ done:
     return text;
 }
 
-/* One batch: take its state, read it back into the output, check its norms, drop the state. */
+/* The shards whose sums make the norms: 1 when every shard holds the whole state (replicated). */
+static int norm_shards(const qm_state *s)
+{
+    const uint64_t total = s->n_amps * s->batch;
+    bool replicated = s->n_shards > 1;
+    for (int i = 0; i < s->n_shards && replicated; ++i)
+        replicated = s->shards[i].start == 0 && s->shards[i].end == total;
+    return replicated ? 1 : s->n_shards;
+}
+
+/* One batch: take its state, write it to the output (the one-shot run's staging and writer
+ * threads), check its norms on the devices, drop the state (its buffers go back to the context). */
 static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_stream *s,
                          const qm_stream_info *si, uint64_t k, qm_npy_writer *gathered,
-                         const char *tmpdir, double *sums, void *buf, double *t_output,
+                         const char *tmpdir, double *sums, qm_encode_out *out, double *t_output,
                          qm_status *st)
 {
     const uint64_t N = (uint64_t)1 << si->qubits, rows = batch_rows(si, k);
@@ -114,27 +129,32 @@ static qm_code one_batch(const qm_encode_job *job, qm_encode_result *r, qm_strea
         rc = qm_fail(st, QM_E_INTERNAL, "encode: the stream ended at batch %llu of %llu",
                      (unsigned long long)k, (unsigned long long)si->batches);
     const double t0 = qm_clock_now_s();
-    qm_encode_rb rb = {.job = job, .cancel_ok = true};
-    if (job->fault.rank == 0 && job->fault.phase == QM_ENC_PHASE_CHECK && job->fault.batch == k &&
+    /* QM_FAULT_RANK's nan / skew at this batch's check: its first amplitude, on its device (so
+     * the output, if any, carries it too, as the check must catch) */
+    if (rc == QM_OK && job->fault.rank == 0 && job->fault.phase == QM_ENC_PHASE_CHECK &&
+        job->fault.batch == k &&
         (job->fault.mode == QM_ENC_FAULT_NAN || job->fault.mode == QM_ENC_FAULT_SKEW))
-        rb.corrupt = job->fault.mode;
+        rc = qm_encode_corrupt_first(state, job->fault.mode, st);
     char name[QM_TMPDIR_BYTES + 64];
     if (rc == QM_OK && tmpdir) {
         snprintf(name, sizeof name, "%s/batch-%06llu.npy", tmpdir, (unsigned long long)k);
         const uint64_t shape[2] = {rows, N};
         rc = qm_npy_writer_open(name, si->dtype, 2, shape, &w, st);
+        if (rc == QM_OK)
+            rc = qm_npy_writer_reserve(w, st);
     }
-    memset(sums, 0, (size_t)rows * sizeof *sums);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_READBACK, k, rc, st);
-    if (rc == QM_OK)
-        rc = qm_encode_read_back(state, 0, rows * N, sums, buf, w ? qm_encode_npy_sink : NULL, w,
-                                 &rb, st);
+    if (rc == QM_OK && w) /* --out: at the batch's first sample; --out-dir: its own file */
+        rc = qm_encode_out_write(out, state, rows * N, w, tmpdir ? 0 : k * si->batch_size * N, st);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_WRITE, k, rc, st);
     if (rc == QM_OK && tmpdir)
         rc = qm_npy_writer_commit(w, st); /* synced, renamed inside the temporary directory */
     else if (tmpdir)
         qm_npy_writer_abort(w);
     rc = qm_encode_fault_point(job, 0, QM_ENC_PHASE_CHECK, k, rc, st);
+    /* the one-shot run's check: Σ|ψ|² per state on the devices, nothing read back for it */
+    if (rc == QM_OK)
+        rc = qm_state_norms(state, norm_shards(state), NULL, false, sums, st);
     if (rc == QM_OK)
         rc = qm_encode_norm_check(r, sums, k * si->batch_size, rows, si->qubits, si->dtype, N, st);
     qm_state_destroy(state);
@@ -151,7 +171,7 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     qm_npy_writer *gathered = NULL;
     char tmpdir[QM_TMPDIR_BYTES] = "";
     double *sums = NULL;
-    void *buf = NULL;
+    qm_encode_out *out = NULL;
     char *text = NULL;
     memset(r, 0, sizeof *r);
     const double t_start = qm_clock_now_s();
@@ -204,19 +224,24 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     if (rc == QM_OK && job->out) {
         const uint64_t shape[2] = {ndim == 2 ? si.samples : N, N};
         rc = qm_npy_writer_open(job->out, si.dtype, ndim, shape, &gathered, st);
+        if (rc == QM_OK) /* the whole file's blocks: a full device fails before any batch */
+            rc = qm_npy_writer_reserve(gathered, st);
     } else if (rc == QM_OK && job->out_dir) {
         rc = qm_out_dir_stage(job->out_dir, tmpdir, sizeof tmpdir, st);
     }
+    if (rc == QM_OK && (job->out || job->out_dir))
+        rc = qm_encode_out_open(job, qm_context_hal(qm_stream_context_get(s)), si.dtype, &out, st);
     sums = calloc((size_t)(si.batch_size ? si.batch_size : 1), sizeof *sums);
-    buf = malloc((size_t)(QM_READBACK_AMPS * qm_dtype_size(QM_DTYPE_COMPLEX128)));
-    if (rc == QM_OK && (!sums || !buf))
+    if (rc == QM_OK && !sums)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory");
     /* the batches */
     const double t_loop = qm_clock_now_s();
     double t_output = 0;
     for (uint64_t k = 0; rc == QM_OK && k < si.batches; ++k)
-        rc = one_batch(job, r, s, &si, k, gathered, tmpdir[0] ? tmpdir : NULL, sums, buf,
+        rc = one_batch(job, r, s, &si, k, gathered, tmpdir[0] ? tmpdir : NULL, sums, out,
                        &t_output, st);
+    qm_encode_out_close(out); /* every write has returned: the writer threads are joined */
+    out = NULL;
     const double t_batches = qm_clock_now_s() - t_loop;
     /* the commit: the whole output at once */
     if (rc == QM_OK && job->out_dir && !(text = manifest_text(job, r, &si, st)))
@@ -265,9 +290,9 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     qm_npy_writer_abort(gathered);
     if (tmpdir[0])
         qm_out_dir_remove(tmpdir);
+    qm_encode_out_close(out);
     free(text);
     free(sums);
-    free(buf);
     qm_stream_close(s);
     qm_input_close(&file);
     qm_scenario_destroy(sc);

@@ -11,7 +11,9 @@
  * qm_stream_next encodes, and waits when every buffer is taken (a bounded queue: the input held
  * in host memory never exceeds (K + 1) x batch bytes, counted in input_bytes_peak). K = 0 reads
  * each batch in qm_stream_next itself into one buffer. Over host rows nothing is copied: each batch
- * is a slice of the caller's rows.
+ * is a slice of the caller's rows. The buffers are the backend's host staging memory
+ * (qm_hal_host_alloc: page-locked on CUDA, so the ingest copies a batch to the devices by DMA from
+ * where it lies instead of through its page-locked ring; plain memory on the simulator).
  * Errors: a read error travels through the queue with its batch and is returned when that batch
  * is due; bad values are found by materialize, which names the sample by its index in the whole
  * input (qm_amp_input.first_sample). The first failure ends the stream (sticky).
@@ -97,10 +99,9 @@ static int take_buffer(qm_stream *s, qm_code *rc, qm_status *st)
         return s->free_bufs[--s->n_free];
     if (s->n_alloc == s->n_bufs)
         return -1;
-    void *b = malloc((size_t)s->batch_bytes);
-    if (!b) {
-        *rc = qm_fail(st, QM_E_NOMEM, "stream: out of host memory for a batch buffer (%llu B)",
-                      (unsigned long long)s->batch_bytes);
+    void *b = NULL; /* page-locked on CUDA: the ingest copies it by DMA where it lies */
+    if ((*rc = qm_hal_host_alloc(qm_context_hal(s->ctx), s->batch_bytes, &b, st)) != QM_OK) {
+        qm_status_prefix(st, "stream: a batch buffer (%llu B)", (unsigned long long)s->batch_bytes);
         return -1;
     }
     s->held_bytes += s->batch_bytes;
@@ -175,8 +176,8 @@ void qm_stream_close(qm_stream *s)
         pthread_cond_destroy(&s->cv_ready);
         pthread_cond_destroy(&s->cv_free);
     }
-    for (int i = 0; i < s->n_alloc; ++i)
-        free(s->bufs[i]);
+    for (int i = 0; i < s->n_alloc; ++i) /* before the context whose backend allocated them */
+        qm_hal_host_free(qm_context_hal(s->ctx), s->bufs[i]);
     free(s->bufs);
     free(s->free_bufs);
     free(s->ready);

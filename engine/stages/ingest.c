@@ -19,6 +19,11 @@
  * (CSV, HDF5, in-memory pageable input) fill the slots synchronously, piece by piece, on the
  * calling thread as before. On backends without streams or events (the simulator) all of this
  * runs synchronously, in the same order.
+ * Lifetime: a caller that passes kept pipes (qm_ingest_req.pipes: a context's, reuse.c) gets them
+ * back open after the run: each device's streams, events and staging and the page-locked ring are
+ * made at the first run that needs them and grown, never shrunk, when a later run needs larger
+ * halves or a larger ring; they are closed at qm_ingest_pipes_destroy, or at once when a run
+ * fails. Without kept pipes a run opens its own and closes them before it returns.
  * Known wart: pageable in-memory input is still copied into the slots by one thread (memcpy), so
  * it is bounded by one core's copy rate; page-locked input is copied by the DMA engines alone.
  */
@@ -52,7 +57,19 @@ typedef struct pipe {
     qm_hal_buf *staging;       /* two halves of half_bytes */
     uint64_t half_bytes;
     int half;                  /* the half the next chunk uses */
+    uint64_t want;             /* this run: the half size its shards need (0: the pipe is idle) */
+    bool opened;               /* streams and events created */
+    bool slot_events;          /* slot_done created (the first run through the ring) */
 } pipe;
+
+/* The pipes of a context (or of one run, when the caller keeps none): one per device, and the
+ * host ring they share, kept between runs and grown when a run needs more (see ingest.h). */
+struct qm_ingest_pipes {
+    pipe *p;
+    int n, cap;
+    char *ring;                /* page-locked, ring_bytes */
+    uint64_t ring_bytes;
+};
 
 typedef struct chunk {
     int shard;
@@ -116,18 +133,33 @@ static pipe *pipe_of(ingest *g, int dev)
     return NULL;
 }
 
+/* Make pipe p ready for this run: streams and events once (the ring's slot events once the input
+ * goes through the ring), then halves of at least p->want bytes (a kept pipe whose halves are too
+ * small gives them back and takes larger ones: nothing is in flight between runs). */
 static qm_code pipe_open(ingest *g, pipe *p, qm_status *st)
 {
     qm_hal *hal = g->r->hal;
-    qm_code rc = qm_hal_stream_create(hal, p->dev, &p->copy, st);
-    if (rc == QM_OK)
-        rc = qm_hal_stream_create(hal, p->dev, &p->comp, st);
-    for (int h = 0; h < 2 && rc == QM_OK; ++h)
-        if ((rc = qm_hal_event_create(hal, p->dev, &p->copied[h], st)) == QM_OK)
-            rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
-    for (int k = 0; k < QM_INGEST_SLOTS && rc == QM_OK && !g->in_place; ++k)
-        rc = qm_hal_event_create(hal, p->dev, &p->slot_done[k], st);
-    if (rc == QM_OK)
+    qm_code rc = QM_OK;
+    if (!p->opened) {
+        rc = qm_hal_stream_create(hal, p->dev, &p->copy, st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, p->dev, &p->comp, st);
+        for (int h = 0; h < 2 && rc == QM_OK; ++h)
+            if ((rc = qm_hal_event_create(hal, p->dev, &p->copied[h], st)) == QM_OK)
+                rc = qm_hal_event_create(hal, p->dev, &p->freed[h], st);
+        p->opened = rc == QM_OK;
+    }
+    if (rc == QM_OK && !g->in_place && !p->slot_events) {
+        for (int k = 0; k < QM_INGEST_SLOTS && rc == QM_OK; ++k)
+            rc = qm_hal_event_create(hal, p->dev, &p->slot_done[k], st);
+        p->slot_events = rc == QM_OK;
+    }
+    if (rc == QM_OK && p->want > p->half_bytes) {
+        qm_hal_buf_free(hal, p->staging);
+        p->staging = NULL;
+        p->half_bytes = p->want;
+    }
+    if (rc == QM_OK && !p->staging)
         rc = qm_hal_buf_alloc(hal, p->dev, 2 * p->half_bytes, &p->staging, st);
     return rc;
 }
@@ -155,6 +187,66 @@ static void pipe_close(qm_hal *hal, pipe *p)
         qm_hal_event_destroy(hal, p->slot_done[k]);
     qm_hal_stream_destroy(hal, p->copy);
     qm_hal_stream_destroy(hal, p->comp);
+}
+
+qm_ingest_pipes *qm_ingest_pipes_create(int n_dev)
+{
+    qm_ingest_pipes *k = calloc(1, sizeof *k);
+    if (k && !(k->p = calloc((size_t)(n_dev > 0 ? n_dev : 1), sizeof *k->p))) {
+        free(k);
+        return NULL;
+    }
+    if (k)
+        k->cap = n_dev > 0 ? n_dev : 1;
+    return k;
+}
+
+/* Close every pipe and free the ring (all idle: runs drain before they return); the array stays
+ * for the next run. */
+static void pipes_close(qm_hal *hal, qm_ingest_pipes *k)
+{
+    for (int i = 0; i < k->n; ++i)
+        pipe_close(hal, &k->p[i]);
+    k->n = 0;
+    qm_hal_host_free(hal, k->ring);
+    k->ring = NULL;
+    k->ring_bytes = 0;
+}
+
+void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k)
+{
+    if (!k)
+        return;
+    pipes_close(hal, k);
+    free(k->p);
+    free(k);
+}
+
+void qm_ingest_pipes_usage(const qm_ingest_pipes *k, int *n_pipes, uint64_t *half_bytes_max)
+{
+    int n = 0;
+    uint64_t m = 0;
+    for (int i = 0; k && i < k->n; ++i) {
+        n += k->p[i].opened;
+        m = k->p[i].half_bytes > m ? k->p[i].half_bytes : m;
+    }
+    if (n_pipes)
+        *n_pipes = n;
+    if (half_bytes_max)
+        *half_bytes_max = m;
+}
+
+/* The kept pipe of dev, appended (idle, nothing allocated) when there is none; NULL when the set
+ * is full (a set holds one pipe per device, a run's own one per shard: never). */
+static pipe *pipes_get(qm_ingest_pipes *k, int dev)
+{
+    for (int i = 0; i < k->n; ++i)
+        if (k->p[i].dev == dev)
+            return &k->p[i];
+    if (k->n == k->cap)
+        return NULL;
+    k->p[k->n] = (pipe){.dev = dev};
+    return &k->p[k->n++];
 }
 
 static char *slot_of(const ingest *g, uint64_t r)
@@ -390,33 +482,49 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
         g.slot_pipe[k] = -1;
     chunk *chunks = NULL;
     uint64_t n_chunks = 0, next_piece = 0;
-    g.pipes = calloc((size_t)n, sizeof *g.pipes);
-    if (!g.pipes)
+    /* the caller's kept pipes and ring (a context's), else this run's own, closed at its end */
+    qm_ingest_pipes own = {.p = r->pipes ? NULL : calloc((size_t)n, sizeof(pipe)), .cap = n};
+    qm_ingest_pipes *keep = r->pipes ? r->pipes : &own;
+    if (!keep->p)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    for (int k = 0; k < keep->n; ++k)
+        keep->p[k].want = 0;
     /* one pipe per device, its halves sized for the largest chunk of its shards */
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         uint64_t lo, hi;
         shard_input(r, &shards[i], &lo, &hi);
         if (hi <= lo)
             continue;
-        pipe *p = pipe_of(&g, shards[i].device);
+        pipe *p = pipes_get(keep, shards[i].device);
         if (!p) {
-            p = &g.pipes[g.n_pipes++];
-            p->dev = shards[i].device;
+            rc = qm_fail(st, QM_E_ARG, "encode: shard %d is on device %d, beyond the %d pipes kept",
+                         i, shards[i].device, keep->cap);
+            break;
         }
         const uint64_t need = half_need(&g, &shards[i]);
-        p->half_bytes = need > p->half_bytes ? need : p->half_bytes;
+        p->want = need > p->want ? need : p->want;
     }
+    g.pipes = keep->p;
+    g.n_pipes = keep->n;
     if (rc == QM_OK)
         rc = list_chunks(&g, shards, n, &chunks, &n_chunks, st);
-    if (rc == QM_OK && !g.in_place && g.n_pieces) {
+    if (rc == QM_OK && !g.in_place && g.n_pieces) { /* the ring, kept and grown like the halves */
         const uint64_t slots = g.n_pieces < QM_INGEST_SLOTS ? g.n_pieces : QM_INGEST_SLOTS;
-        rc = qm_hal_host_alloc(r->hal, slots * g.slot_elems * g.is, (void **)&g.ring, st);
-        if (rc != QM_OK)
-            qm_status_prefix(st, "encode: page-locked staging ring");
+        const uint64_t bytes = slots * g.slot_elems * g.is;
+        if (bytes > keep->ring_bytes) {
+            qm_hal_host_free(r->hal, keep->ring);
+            keep->ring = NULL;
+            keep->ring_bytes = 0;
+            rc = qm_hal_host_alloc(r->hal, bytes, (void **)&keep->ring, st);
+            if (rc != QM_OK)
+                qm_status_prefix(st, "encode: page-locked staging ring");
+            else
+                keep->ring_bytes = bytes;
+        }
+        g.ring = keep->ring;
     }
     for (int k = 0; rc == QM_OK && k < g.n_pipes; ++k)
-        if ((rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
+        if (g.pipes[k].want > 0 && (rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
             qm_status_prefix(st, "encode: staging on device %d", g.pipes[k].dev);
     for (uint64_t k = 0; rc == QM_OK && k < n_chunks; ++k) {
         const int i = chunks[k].shard;
@@ -425,13 +533,14 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
             qm_status_prefix(st, "encode: shard %d", i);
     }
     ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */
-    for (int k = 0; k < g.n_pipes; ++k) {
+    for (int k = 0; k < g.n_pipes; ++k)
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
-        pipe_close(r->hal, &g.pipes[k]);
-    }
-    qm_hal_host_free(r->hal, g.ring);
+    /* every pipe is idle now; kept ones stay open for the next run unless this one failed (a
+     * backend error may have left a stream unusable: the next run opens new pipes) */
+    if (keep == &own || rc != QM_OK)
+        pipes_close(r->hal, keep);
+    free(own.p);
     free(g.pieces);
     free(chunks);
-    free(g.pipes);
     return rc;
 }

@@ -9,6 +9,8 @@
  * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
  * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
  * sums of squares landing in the half's tail and then in host memory.
+ * Pipes live as long as their owner: a run's own (closed before it returns) or a context's kept set
+ * (qm_ingest_req.pipes: opened at the first run that needs them, grown, closed with the set).
  * Must not: read input outside a shard's own range; return before every enqueued copy and kernel
  * has finished (also on failure), so the caller may free what it likes.
  */
@@ -33,12 +35,26 @@ typedef struct qm_ingest_shard {
     double *sums;               /* fused: one sum per state of the shard (host, page-locked) */
 } qm_ingest_shard;
 
+/* Pipes kept between runs (one per device: streams, events, device staging; and the page-locked
+ * host ring they share), owned by a context's reuse cache (reuse.h). Not thread-safe: one run at
+ * a time. */
+typedef struct qm_ingest_pipes qm_ingest_pipes;
+
+/* An empty set for the devices 0 .. n_dev - 1 of a HAL (no pipe opened until a run needs it);
+ * NULL when out of host memory. */
+qm_ingest_pipes *qm_ingest_pipes_create(int n_dev);
+/* Close every pipe (they are idle between runs) and free the set. NULL is a no-op. */
+void qm_ingest_pipes_destroy(qm_hal *hal, qm_ingest_pipes *k);
+/* How many pipes are open and their largest half's bytes (for tests and reports). Cannot fail. */
+void qm_ingest_pipes_usage(const qm_ingest_pipes *k, int *n_pipes, uint64_t *half_bytes_max);
+
 typedef struct qm_ingest_req {
     qm_hal *hal;
     uint64_t period, period_valid; /* slots and values per state */
     qm_dtype state_dtype;
     const qm_amp_input *in;
     uint64_t chunk_bytes;          /* one staging half */
+    qm_ingest_pipes *pipes;        /* kept pipes, used and left open (NULL: the run's own) */
 } qm_ingest_req;
 
 /* Copy input elements [first, first + count) into dst (through the reader when there is one). */

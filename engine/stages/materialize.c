@@ -19,12 +19,16 @@
  * use every core themselves. Shards of whole states of at most 2^14 slots take the fused pass
  * (amp_batch: sums and amplitudes in one read of each sample), through staging (ingest) or, for
  * host input read in place, straight from the input (batch_in_place).
+ * With a context's encode cache (opts->reuse, reuse.h) the state buffers come from its pool (the
+ * state gives them back when destroyed) and the ingest pipes and page-locked sums are the cache's,
+ * kept between calls; what the cache owns stays with it on failure (freed with the context).
  * Known wart: the slow path (retry_state) sums one state at a time.
  */
 #include "materialize_internal.h"
 #include "comm.h"
 #include "ingest.h"
 #include "plan.h"
+#include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
 #include "tree_sum.h"
@@ -64,6 +68,7 @@ typedef struct enc {
     double *fused_sums;        /* page-locked: the sums of every fused shard's states */
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
+    struct qm_reuse *reuse;    /* the context's encode cache, or NULL */
 } enc;
 
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
@@ -188,15 +193,44 @@ void qm_materialize_drain(qm_hal *hal, qm_hal_stream *s, qm_code *rc, qm_status 
     qm_hal_stream_destroy(hal, s);
 }
 
+/* Shard i's stream for a phase: the encode cache's (kept, idle between phases), else a new one. */
+static qm_code shard_stream(const enc *e, int i, qm_hal_stream **out, qm_status *st)
+{
+    return e->reuse ? qm_reuse_stream(e->reuse, i, e->shards[i].device, out, st)
+                    : qm_hal_stream_create(e->hal, e->shards[i].device, out, st);
+}
+
+/* Device scratch of shard i for a phase: the encode cache's slot, else a new buffer. */
+static qm_code shard_scratch(const enc *e, qm_reuse_dev_slot slot, int i, uint64_t bytes,
+                             qm_hal_buf **out, qm_status *st)
+{
+    return e->reuse ? qm_reuse_scratch(e->reuse, slot, i, e->shards[i].device, bytes, out, st)
+                    : qm_hal_buf_alloc(e->hal, e->shards[i].device, bytes, out, st);
+}
+
+/* Wait for stream s (the first error kept in *rc and st); destroy it unless the cache keeps it. */
+static void drain_one(const enc *e, qm_hal_stream *s, qm_code *rc, qm_status *st)
+{
+    if (!e->reuse) {
+        qm_materialize_drain(e->hal, s, rc, st);
+        return;
+    }
+    qm_status tmp;
+    const qm_code d = s ? qm_hal_stream_sync(e->hal, s, *rc == QM_OK ? st : &tmp) : QM_OK;
+    if (*rc == QM_OK)
+        *rc = d;
+}
+
 /* Per shard i < n: drain stream str[i], then free buffer bufs[i] (either array may be NULL, as may
- * any entry); the first error stays in *rc and st. */
-static void drain_all(qm_hal *hal, qm_hal_stream **str, qm_hal_buf **bufs, int n, qm_code *rc,
+ * any entry; with the encode cache both are its own and stay); the first error stays in *rc and
+ * st. */
+static void drain_all(const enc *e, qm_hal_stream **str, qm_hal_buf **bufs, int n, qm_code *rc,
                       qm_status *st)
 {
     for (int i = 0; str && i < n; ++i)
-        qm_materialize_drain(hal, str[i], rc, st);
-    for (int i = 0; bufs && i < n; ++i)
-        qm_hal_buf_free(hal, bufs[i]);
+        drain_one(e, str[i], rc, st);
+    for (int i = 0; bufs && !e->reuse && i < n; ++i)
+        qm_hal_buf_free(e->hal, bufs[i]);
 }
 
 /* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a
@@ -220,15 +254,17 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
                                                    : qm_tree_range_blocks(e->qubits, e->shards[i].start,
                                                                           e->shards[i].end));
     if (rc == QM_OK && first[n] > 0)
-        rc = qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+        rc = e->reuse ? qm_reuse_host(e->reuse, QM_REUSE_HOST_BLOCK_SUMS, first[n] * sizeof(double),
+                                      (void **)&host, st)
+                      : qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
         if (nb == 0)
             continue;
-        rc = qm_hal_buf_alloc(hal, s->device, nb * sizeof(double), &part[i], st);
+        rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i, nb * sizeof(double), &part[i], st);
         if (rc == QM_OK)
-            rc = qm_hal_stream_create(hal, s->device, &str[i], st);
+            rc = shard_stream(e, i, &str[i], st);
         for (uint64_t pos = s->start, at = 0; rc == QM_OK && pos < s->end;) {
             const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
             const qm_hal_sumsq_args a = run_args(e, i, &r, 1.0);
@@ -241,7 +277,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    drain_all(hal, str, part, n, &rc, st);
+    drain_all(e, str, part, n, &rc, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
@@ -258,7 +294,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
-    qm_hal_host_free(hal, host);
+    if (!e->reuse)
+        qm_hal_host_free(hal, host);
     free(first);
     free(part);
     free(str);
@@ -284,9 +321,9 @@ static qm_code batch_in_place(enc *e, qm_status *st)
             continue;
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t k = (s->end - s->start) / e->N, first = s->start / e->N;
-        rc = qm_hal_buf_alloc(hal, s->device, k * sizeof(double), &sums[i], st);
+        rc = shard_scratch(e, QM_REUSE_DEV_BATCH_SUMS, i, k * sizeof(double), &sums[i], st);
         if (rc == QM_OK)
-            rc = qm_hal_stream_create(hal, s->device, &str[i], st);
+            rc = shard_stream(e, i, &str[i], st);
         if (rc == QM_OK) {
             const qm_hal_amp_batch_args a = {.state = e->state->shards[i].buf, .state_dtype = e->sdt,
                                              .off = 0, .period = e->N, .period_valid = e->F,
@@ -301,7 +338,7 @@ static qm_code batch_in_place(enc *e, qm_status *st)
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    drain_all(hal, str, sums, n, &rc, st);
+    drain_all(e, str, sums, n, &rc, st);
     free(sums);
     free(str);
     return rc;
@@ -489,6 +526,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.shards = shards;
     e.n_shards = n_shards;
     e.comm = opts ? opts->comm : NULL;
+    e.reuse = opts ? opts->reuse : NULL;
     const bool part = e.comm && qm_comm_size(e.comm) > 1;
     if ((rc = qm_materialize_check_layout(e.B * e.N, shards, n_shards, qm_hal_device_count(hal), part,
                               &replicated, st)) != QM_OK)
@@ -509,8 +547,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     if (!e.sums || !e.coeffs || !e.scales || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
-    if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK)
+    if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK) {
         e.state->batch = e.B;
+        e.state->reuse = e.reuse; /* its buffers come from the pool and go back there */
+    }
 
     double t[5] = {seconds_now()}; /* phase boundaries */
     /* phase A (local): allocate every shard; input already in memory the device can read is read
@@ -523,8 +563,9 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         sh->device = s->device;
         sh->start = s->start;
         sh->end = s->end;
-        if ((rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * qm_dtype_size(out_dtype),
-                                   &sh->buf, st)) != QM_OK) {
+        if ((rc = qm_reuse_state_buf(e.reuse, hal, s->device,
+                                     (s->end - s->start) * qm_dtype_size(out_dtype), &sh->buf,
+                                     st)) != QM_OK) {
             qm_status_prefix(st, "encode: shard %d", i);
             break;
         }
@@ -556,7 +597,10 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             fused_states += (s->end - s->start) / e.N;
     }
     if (rc == QM_OK && fused_states > 0 &&
-        (rc = qm_hal_host_alloc(hal, fused_states * sizeof(double), (void **)&e.fused_sums, st)) == QM_OK)
+        (rc = e.reuse ? qm_reuse_host(e.reuse, QM_REUSE_HOST_FUSED_SUMS, fused_states * sizeof(double),
+                                      (void **)&e.fused_sums, st)
+                      : qm_hal_host_alloc(hal, fused_states * sizeof(double), (void **)&e.fused_sums,
+                                          st)) == QM_OK)
         for (int i = 0, at = 0; i < n_shards; ++i)
             if (e.ing[i].fused) {
                 e.ing[i].sums = e.fused_sums + at;
@@ -568,7 +612,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (in->device_data)
             through.data = NULL;
         qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
-                           .in = &through, .chunk_bytes = chunk_bytes};
+                           .in = &through, .chunk_bytes = chunk_bytes,
+                           .pipes = qm_reuse_pipes(e.reuse)};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     if (rc == QM_OK)
@@ -601,7 +646,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d streams", n_shards);
     for (int i = 0; i < n_shards && rc == QM_OK; ++i) {
         const qm_shard_spec *s = &shards[i];
-        if ((rc = qm_hal_stream_create(hal, s->device, &e.amp_streams[i], st)) != QM_OK)
+        if ((rc = shard_stream(&e, i, &e.amp_streams[i], st)) != QM_OK)
             break;
         if (e.ing[i].fused) {
             for (uint64_t k = s->start / e.N; k < s->end / e.N && rc == QM_OK; ++k)
@@ -613,7 +658,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     }
     for (int i = 0; e.amp_streams && i < n_shards; ++i) {
         const bool had = e.amp_streams[i] != NULL;
-        qm_materialize_drain(hal, e.amp_streams[i], &rc, st);
+        drain_one(&e, e.amp_streams[i], &rc, st);
         if (had && rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
@@ -634,7 +679,8 @@ done:
     free(e.ing);
     free(e.slow);
     free(e.amp_streams);
-    qm_hal_host_free(hal, e.fused_sums);
+    if (!e.reuse)
+        qm_hal_host_free(hal, e.fused_sums);
     qm_tree_pieces_fini(&e.pieces);
     free(e.block_sums);
     free(e.sums);

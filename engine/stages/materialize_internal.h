@@ -73,6 +73,10 @@ typedef struct qm_materialize_opts {
     void *progress_ctx;
     /* Filled on success when not NULL. */
     qm_materialize_times *times;
+    /* The context's encode cache (reuse.h; NULL: allocate and free per call): state buffers from
+     * its pool (the state gives them back when destroyed), its ingest pipes, its page-locked
+     * scratch. Amplitude encoding only; the feature maps allocate per call. */
+    struct qm_reuse *reuse;
 } qm_materialize_opts;
 
 /* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as

@@ -1,9 +1,11 @@
-/* state.c — the state handle: shard queries, host reads by global range, destruction.
+/* state.c — the state handle: shard queries, host reads by global range, destruction (a state
+ * whose buffers came from a context's pool gives them back there: reuse.h).
  *
  * In: a state built by materialize.c. Out: shard descriptions and amplitudes copied to the host.
  * Must not: change amplitudes, or read past a shard (the HAL wrappers check every copy's bounds).
  */
 #include "state_internal.h"
+#include "reuse.h"
 #include "status_internal.h"
 
 #include <pthread.h>
@@ -97,8 +99,12 @@ void qm_state_destroy(qm_state *state)
     if (!state || atomic_fetch_sub(&state->refs, 1) != 1)
         return;
     live_remove(state->serial);
-    for (int i = 0; i < state->n_shards; ++i)
-        qm_hal_buf_free(state->hal, state->shards[i].buf);
+    for (int i = 0; i < state->n_shards; ++i) {
+        if (state->reuse)
+            qm_reuse_state_put(state->reuse, state->shards[i].buf);
+        else
+            qm_hal_buf_free(state->hal, state->shards[i].buf);
+    }
     void (*release)(void *) = state->owner_release;
     void *owner = state->owner;
     free(state->shards);

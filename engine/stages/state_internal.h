@@ -32,6 +32,9 @@ struct qm_state {
     void (*owner_retain)(void *owner);
     void (*owner_release)(void *owner);
     void *owner;
+    /* The owner's encode cache (reuse.h), when the buffers came from its pool: they go back there
+     * at destroy (before the owner is released) instead of being freed. NULL: freed. */
+    struct qm_reuse *reuse;
 };
 
 /* An empty state with n_shards zeroed shards (buffers NULL). */

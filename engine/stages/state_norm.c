@@ -10,10 +10,15 @@
  * order, after an exchange of every rank's pieces when the ranks hold parts of the index space —
  * so each state's sum is its fixed pairwise tree (kernels/qm_math.h) for any layout, device
  * count or rank count, bit-identical between the simulator and CUDA.
+ * A state made by a context with an encode cache (s->reuse, reuse.h) sums into the cache's
+ * per-shard scratch, streams and page-locked block sums (the thread that encodes on the context
+ * checks its states: `qmesh encode --batch-size` per batch), so a check allocates nothing after
+ * the first; other states allocate and free them per call.
  * Must not: copy amplitudes to the host, or change them.
  */
 #include "comm.h"
 #include "materialize_internal.h"
+#include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
 #include "tree_sum.h"
@@ -38,14 +43,20 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
                                                 "for %d shards", n_norm);
     for (int i = 0; rc == QM_OK && i < n_norm; ++i)
         first[i + 1] = first[i] + qm_tree_range_blocks(q, s->shards[i].start, s->shards[i].end);
+    qm_reuse *keep = s->reuse; /* the context's scratch, else this call's own */
     if (rc == QM_OK)
-        rc = qm_hal_host_alloc(hal, first[n_norm] * sizeof(double), (void **)&host, st);
+        rc = keep ? qm_reuse_host(keep, QM_REUSE_HOST_BLOCK_SUMS, first[n_norm] * sizeof(double),
+                                  (void **)&host, st)
+                  : qm_hal_host_alloc(hal, first[n_norm] * sizeof(double), (void **)&host, st);
     for (int i = 0; rc == QM_OK && i < n_norm; ++i) {
         const qm_state_shard *sh = &s->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
-        rc = qm_hal_buf_alloc(hal, sh->device, nb * sizeof(double), &part[i], st);
+        rc = keep ? qm_reuse_scratch(keep, QM_REUSE_DEV_BLOCK_SUMS, i, sh->device,
+                                     nb * sizeof(double), &part[i], st)
+                  : qm_hal_buf_alloc(hal, sh->device, nb * sizeof(double), &part[i], st);
         if (rc == QM_OK)
-            rc = qm_hal_stream_create(hal, sh->device, &str[i], st);
+            rc = keep ? qm_reuse_stream(keep, i, sh->device, &str[i], st)
+                      : qm_hal_stream_create(hal, sh->device, &str[i], st);
         for (uint64_t pos = sh->start, at = 0; rc == QM_OK && pos < sh->end;) {
             const qm_tree_run r = qm_tree_run_next(q, pos, sh->end);
             const qm_hal_state_sumsq_args a = {.state = sh->buf, .state_dtype = s->dtype,
@@ -62,6 +73,13 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
             qm_status_prefix(st, "norm check: shard %d", i);
     }
     for (int i = 0; str && i < n_norm; ++i) { /* every stream drained, also after a failure */
+        if (keep) { /* the cache's: synced, kept */
+            qm_status tmp;
+            const qm_code d = str[i] ? qm_hal_stream_sync(hal, str[i], rc == QM_OK ? st : &tmp)
+                                     : QM_OK;
+            rc = rc == QM_OK ? d : rc;
+            continue;
+        }
         qm_materialize_drain(hal, str[i], &rc, st);
         qm_hal_buf_free(hal, part[i]);
     }
@@ -81,7 +99,8 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
     if (rc == QM_OK)
         rc = qm_tree_pieces_merge(&t, sums, st);
     qm_tree_pieces_fini(&t);
-    qm_hal_host_free(hal, host);
+    if (!keep)
+        qm_hal_host_free(hal, host);
     free(first);
     free(part);
     free(str);

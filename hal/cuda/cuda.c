@@ -223,6 +223,15 @@ static void c_buf_free(void *ctx, int dev, void *ptr, uint64_t bytes)
 
 static void c_trim(void *ctx) { (void)keep_release(ctx, -1); }
 
+/* Everything on the device's GPU, whoever enqueued it (engine/stages/reuse.c waits here before it
+ * writes a kept state buffer again that an exported tensor may have been read from). */
+static qm_code c_device_sync(void *ctx, int dev, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    CU(st, cudaDeviceSynchronize(), "cudaDeviceSynchronize", dev);
+    return QM_OK;
+}
+
 static qm_code c_stream_create(void *ctx, int dev, void **out, qm_status *st)
 {
     (void)ctx;
@@ -770,7 +779,7 @@ static void c_destroy(void *ctx)
 
 static const qm_hal_ops cuda_ops = {
     .kind = QM_HAL_CUDA,
-    .abi = 6, /* the HAL ABI this table was written against (hal_impl.h) */
+    .abi = 7, /* the HAL ABI this table was written against (hal_impl.h) */
     .destroy = c_destroy,
     .device = {
         .count = c_device_count,
@@ -783,6 +792,7 @@ static const qm_hal_ops cuda_ops = {
         .host_is_pinned = c_host_is_pinned,
         .wrap_device = c_wrap_device,
         .trim = c_trim,
+        .sync = c_device_sync,
     },
     .stream = {
         .create = c_stream_create,

@@ -126,6 +126,12 @@ static void f_trim(void *ctx)
     f->iops->device.trim(f->ictx);
 }
 
+static qm_code f_device_sync(void *ctx, int dev, qm_status *st)
+{
+    fault_ctx *f = ctx;
+    return f->iops->device.sync(f->ictx, dev, st);
+}
+
 static qm_code f_stream_create(void *ctx, int dev, void **out, qm_status *st)
 {
     fault_ctx *f = ctx;
@@ -239,6 +245,7 @@ static void fault_table(fault_ctx *f)
     FWD(device, host_free, f_host_free);
     FWD(device, host_is_pinned, f_host_is_pinned);
     FWD(device, trim, f_trim);
+    FWD(device, sync, f_device_sync);
     FWD(stream, create, f_stream_create);
     FWD(stream, destroy, f_stream_destroy);
     FWD(stream, sync, f_stream_sync);

@@ -152,3 +152,23 @@ def test_the_cache_can_be_turned_off():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == ["False", "0", "0"]
+
+
+def test_kept_context_reuses_a_dropped_states_memory_but_never_an_exported_one():
+    """A cached context keeps the device buffers of a state that is gone and hands them to the next
+    encode of the shape (docs/python.md); a state still held by an exported tensor is not gone."""
+    torch = pytest.importorskip("torch")
+    x = np.arange(1.0, 11.0).reshape(2, 5)
+    s = qmesh.encode(x)
+    ptrs = [sh.data_ptr for sh in s.shards]
+    del s
+    s2 = qmesh.encode(x[::-1].copy())
+    assert [sh.data_ptr for sh in s2.shards] == ptrs  # the simulator's memory, taken again
+    assert s2.to_numpy().tobytes() == expected(x[::-1]).tobytes()
+    t = torch.from_dlpack(s2.shards[0])  # holds the state: its memory stays the tensor's
+    want = t.numpy().tobytes()
+    del s2
+    s3 = qmesh.encode(x)
+    assert t.data_ptr() not in [sh.data_ptr for sh in s3.shards]
+    assert t.numpy().tobytes() == want
+    assert s3.to_numpy().tobytes() == expected(x).tobytes()
