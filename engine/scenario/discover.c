@@ -571,6 +571,7 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     t->hosts[0].memory_bytes = f->host_memory_bytes;
     t->hosts[0].storage_read_bw_bytes_per_s = f->storage.read_bw_bytes_per_s;
     t->hosts[0].storage_write_bw_bytes_per_s = f->storage.write_bw_bytes_per_s;
+    t->hosts[0].storage_cached_read_bw_bytes_per_s = f->storage.cached_read_bw_bytes_per_s;
     snprintf(t->hosts[0].storage_note, sizeof t->hosts[0].storage_note, "%s", f->storage.note);
     for (int k = 0; k < n_numa; ++k) {
         qm_node *n = &t->nodes[t->n_nodes++];

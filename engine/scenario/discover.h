@@ -73,6 +73,7 @@ typedef struct qm_discover_gpu {
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
 typedef struct qm_discover_storage {
     double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
+    double cached_read_bw_bytes_per_s;                /* the page cache, by the reader's threads */
     char note[224];                                   /* written as a comment by topo dump */
 } qm_discover_storage;
 
@@ -94,12 +95,19 @@ typedef struct qm_discover_facts {
 
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at
  * least 8 MiB) written to a temporary file with fdatasync, then read back with pread (the page
- * cache), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE" (two bandwidths)
+ * cache, after the pages are dropped: storage), then read again in passes (the page cache:
+ * cached_read), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE[,CACHED_READ]"
  * replaces the measurement (the test hook). E-IO naming the file and step, E-ARG for a
  * malformed QM_STORAGE_RATES or a size below 8 MiB, the unit parser's code (E-UNIT, E-RANGE) for a
  * bad rate in it, E-NOMEM. */
 qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover_storage *out,
                                     qm_status *st);
+
+/* The fraction (0 to 1) of the file's pages in the page cache (mincore over a read-only mapping;
+ * a sample of 64 windows of 1 GiB above 64 GiB); 0 when the file cannot be opened or mapped (the
+ * reader reports it). QM_INPUT_RESIDENT=FRACTION replaces the measurement (the test hook): E-ARG
+ * when it is not a number from 0 to 1. */
+qm_code qm_discover_file_resident(const char *path, double *fraction, qm_status *st);
 
 /* Empty facts: no GPUs, every GPU's numa -1, NVLink not read. Cannot fail. */
 void qm_discover_facts_init(qm_discover_facts *f);

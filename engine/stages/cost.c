@@ -31,6 +31,8 @@
 #include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
+#include "tree_sum.h"
+#include "hal_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -438,6 +440,88 @@ static qm_code host_link_s(const qm_mesh *mesh, qm_plan *p, const uint64_t *byte
     return QM_OK;
 }
 
+/* Whether shard i takes the fused pass (materialize.c: amplitude, whole states of at most
+ * 2^QM_HAL_RED_LOG2_BLOCK slots): sums and amplitudes in one read of each sample, inside the
+ * ingest, so local_norm and encode have no pass over it. */
+static bool shard_fused(const qm_plan *p, const qm_plan_shard *s)
+{
+    return p->request.encoding == QM_ENCODING_AMPLITUDE && p->request.qubits <= QM_HAL_RED_LOG2_BLOCK &&
+           s->start % p->n_amps == 0 && s->end % p->n_amps == 0 && s->end > s->start;
+}
+
+/* The device side of the data path per device (docs/planner.md "Data path"): chunks[d] the
+ * ingest's chunks (QM_STAGING_CHUNK_BYTES of input values; fused: whole states of F values + an
+ * 8-byte sum), launches[d] the ingest's launches (a stash chunk: its H2D copy and the stash
+ * kernel; a fused chunk: H2D, amp_batch and the D2H of its sums), fused_s[d] the fused pass's
+ * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
+ * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
+ * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; per
+ * fused shard: the drain only). */
+typedef struct dev_work {
+    double *chunks, *launches, *fused_s, *norm_l, *enc_l;
+    bool any_fused, all_fused;
+} dev_work;
+
+static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath *dp, dev_work *w)
+{
+    const double heff = mesh->topo->hbm_efficiency > 0 ? mesh->topo->hbm_efficiency : 1.0;
+    const uint64_t is = dp->input_elem_bytes ? dp->input_elem_bytes : 8;
+    const uint64_t chunk_elems = QM_STAGING_CHUNK_BYTES / is;
+    uint64_t chunk_states = QM_STAGING_CHUNK_BYTES / (p->request.features * is + 8);
+    if (chunk_states == 0)
+        chunk_states = 1;
+    w->any_fused = false;
+    w->all_fused = p->n_shards > 0;
+    for (int i = 0; i < p->n_shards; ++i) {
+        const qm_plan_shard *s = &p->shards[i];
+        const int d = s->device;
+        if (shard_fused(p, s)) {
+            const uint64_t states = (s->end - s->start) / p->n_amps;
+            const double c = (double)((states + chunk_states - 1) / chunk_states);
+            w->chunks[d] += c;
+            w->launches[d] += 3 * c;
+            w->enc_l[d] += 1;
+            const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
+            if (bw > 0)
+                w->fused_s[d] += (double)(s->input_elems * is + s->bytes) / bw;
+            w->any_fused = true;
+            continue;
+        }
+        w->all_fused = false;
+        if (p->request.encoding != QM_ENCODING_AMPLITUDE)
+            continue;
+        const double c = (double)((s->input_elems + chunk_elems - 1) / chunk_elems);
+        w->chunks[d] += c;
+        w->launches[d] += 2 * c;
+        double runs = 0;
+        for (uint64_t pos = s->start; pos < s->end;) {
+            const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
+            runs += 1;
+            pos = qm_tree_run_end(&r);
+        }
+        w->norm_l[d] += runs + 2;
+        w->enc_l[d] += 2;
+    }
+}
+
+static double max_over(const double *v, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; ++i)
+        if (v[i] > m)
+            m = v[i];
+    return m;
+}
+
+/* Two stages overlapped chunk by chunk (a reader and the copies, or the copies and the writers):
+ * the slower stage's time plus one chunk of the faster one (the first chunk is read before its
+ * copy can start, or the last one copied after its read ends). */
+static double overlapped(double a, double b, double chunks)
+{
+    const double hi = a > b ? a : b, lo = a > b ? b : a;
+    return hi + (chunks >= 1 ? lo / chunks : lo);
+}
+
 qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp, qm_status *st)
 {
     p->datapath = *dp;
@@ -448,79 +532,121 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     if (!p->has_estimates || p->n_shards == 0 || (!dp->input && dp->output == QM_DP_OUTPUT_NONE))
         return QM_OK;
     const qm_topology *t = mesh->topo;
+    const int D = mesh->n_devices;
+    const double launch = dp->sim ? 0.0 : t->launch_s; /* the simulator's kernels are calls */
     qm_code rc = QM_OK;
     link_loads L = {0};
-    uint64_t *in = calloc((size_t)mesh->n_devices * 2, sizeof *in);
+    uint64_t *in = calloc((size_t)D * 2, sizeof *in);
     double *host = calloc((size_t)(t->n_hosts > 0 ? t->n_hosts : 1), sizeof *host);
-    if (!in || !host) {
+    double *work = calloc((size_t)D * 6, sizeof *work);
+    if (!in || !host || !work) {
         rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
         goto done;
     }
-    uint64_t *out = in + mesh->n_devices;
+    uint64_t *out = in + D;
+    double *tmp = work + 5 * D;
+    dev_work w = {work, work + D, work + 2 * D, work + 3 * D, work + 4 * D, false, false};
     device_bytes(p, dp, in, out);
+    device_work(mesh, p, dp, &w);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
         goto done;
+    /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
+     * amplitudes are made inside the ingest (its HBM pass is charged there) */
+    if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
+        for (int d = 0; d < D; ++d)
+            tmp[d] = w.norm_l[d] * launch;
+        if (w.all_fused && p->estimate_set[QM_PHASE_LOCAL_NORM])
+            p->estimates_s[QM_PHASE_LOCAL_NORM] = 0;
+        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
+            p->estimates_s[QM_PHASE_LOCAL_NORM] += max_over(tmp, D);
+        for (int d = 0; d < D; ++d)
+            tmp[d] = w.enc_l[d] * launch;
+        if (w.all_fused && p->estimate_set[QM_PHASE_ENCODE])
+            p->estimates_s[QM_PHASE_ENCODE] = 0;
+        if (p->estimate_set[QM_PHASE_ENCODE])
+            p->estimates_s[QM_PHASE_ENCODE] += max_over(tmp, D);
+    }
     double rd, wr;
     if (dp->input) {
-        /* read: the bytes each host's ranks read (CSV: every rank reads the whole text) */
+        /* read: the bytes each host's ranks read (CSV: every rank reads the whole text), the
+         * resident fraction at the host's cached_read, the rest at its storage read rate */
         if (dp->input_file_bytes) {
             for (int r = 0; r < mesh->n_ranks; ++r)
                 if (mesh->rank_first[r + 1] > mesh->rank_first[r])
                     host[mesh->devices[mesh->rank_first[r]].host] += (double)dp->input_file_bytes;
         } else {
-            for (int d = 0; d < mesh->n_devices; ++d)
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)in[d];
         }
-        double read = 0, staged = 0;
+        const double f = dp->input_resident > 0 ? (dp->input_resident < 1 ? dp->input_resident : 1) : 0;
+        double read = 0, staged = 0, ingest = 0;
         for (int h = 0; h < t->n_hosts; ++h) {
             qm_host_storage_bw(t, h, &rd, &wr);
-            if (host[h] / rd > read)
-                read = host[h] / rd;
+            const double th = host[h] * f / qm_host_cached_read_bw(t, h) + host[h] * (1 - f) / rd;
+            if (th > read)
+                read = th;
             host[h] = 0;
         }
         p->io_s[QM_IO_READ] = read;
         p->io_set[QM_IO_READ] = true;
-        /* staging: the simulator copies in host memory, one thread per process (a host's bytes at
-         * defaults.host_copy); devices take the link model, after the read: measured on the H200
-         * (bench/results/2026-12-03-session7-h200.md), a 2 GiB ingest takes the reader's time
-         * plus the copies' (76 + 48 ms of 118 ms), not the larger of the two, although the
-         * reader fills one staging half while the other is copied */
         if (dp->sim) {
-            for (int d = 0; d < mesh->n_devices; ++d)
+            /* the simulator copies in host memory after the read, one thread per process (a
+             * host's bytes at defaults.host_copy) */
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)in[d];
             for (int h = 0; h < t->n_hosts; ++h)
                 if (host[h] / t->host_copy_bw_bytes_per_s > staged)
                     staged = host[h] / t->host_copy_bw_bytes_per_s;
+            ingest = read + staged;
             p->io_set[QM_IO_STAGING] = true;
         } else {
+            /* devices: the copies (the link model: every device's input over its host path, at
+             * the links' rates, which topo dump measures as pinned H2D on a CUDA machine) plus
+             * each device's launches and fused HBM pass, overlapped with the read chunk by chunk:
+             * ingest = overlapped(read, copies, chunks); staging = ingest - read, which is what
+             * encode measures (its ingest less the reader's seconds) */
             double link;
             if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
                 goto done;
             if (link >= 0) {
-                staged = link;
+                for (int d = 0; d < D; ++d)
+                    tmp[d] = w.launches[d] * launch + w.fused_s[d];
+                const double copies = link + max_over(tmp, D);
+                ingest = overlapped(read, copies, max_over(w.chunks, D));
+                staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
             }
         }
         p->io_s[QM_IO_STAGING] = staged;
-        /* the input stage as it runs: read and staging */
-        if (p->io_set[QM_IO_STAGING] && p->estimate_set[QM_PHASE_INGEST]) {
-            p->estimates_s[QM_PHASE_INGEST] = read + staged;
-        } else {
+        if (p->io_set[QM_IO_STAGING] && p->estimate_set[QM_PHASE_INGEST])
+            p->estimates_s[QM_PHASE_INGEST] = ingest;
+        else
             p->estimate_set[QM_PHASE_INGEST] = false;
-        }
     }
     if (dp->output != QM_DP_OUTPUT_NONE) {
-        double back;
-        if ((rc = host_link_s(mesh, p, out, false, &L, &back, st)) != QM_OK)
+        /* the read-back: on devices each shard over its path to the host in chunks of
+         * QM_READBACK_AMPS / 8 amplitudes (one D2H and its synchronization each) into
+         * page-locked staging, overlapped with the writer threads' pwrite of the chunks before;
+         * the simulator's shards are host memory, written where they lie (no copy) */
+        double back = 0;
+        if (!dp->sim && (rc = host_link_s(mesh, p, out, false, &L, &back, st)) != QM_OK)
             goto done;
-        double file = 0;
+        const double chunk_bytes = (double)(QM_READBACK_AMPS / 8 * qm_dtype_size(p->request.dtype));
+        double rb_chunks = 0, file = 0;
+        for (int d = 0; d < D; ++d)
+            if (out[d] && (double)out[d] / chunk_bytes > rb_chunks)
+                rb_chunks = ceil((double)out[d] / chunk_bytes);
         if (dp->output == QM_DP_OUTPUT_FILE) { /* rank 0's host writes the gathered file */
             qm_host_storage_bw(t, mesh->devices[mesh->rank_first[0]].host, &rd, &wr);
             file = (double)dp->output_bytes / wr;
+            double all = 0;
+            for (int d = 0; d < D; ++d)
+                all += (double)out[d];
+            rb_chunks = ceil(all / chunk_bytes);
         } else { /* each host writes its ranks' shard files */
             for (int h = 0; h < t->n_hosts; ++h)
                 host[h] = 0;
-            for (int d = 0; d < mesh->n_devices; ++d)
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)out[d];
             for (int h = 0; h < t->n_hosts; ++h) {
                 qm_host_storage_bw(t, h, &rd, &wr);
@@ -528,19 +654,9 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                     file = host[h] / wr;
             }
         }
-        /* the read-back's pass on the host: the norm check sums |psi|^2 over every amplitude
-         * read back, one thread (rank 0's bytes for --out; each rank its own for --out-dir) */
-        double pass = 0;
-        for (int h = 0; h < t->n_hosts; ++h)
-            host[h] = 0;
-        for (int d = 0; d < mesh->n_devices; ++d)
-            host[dp->output == QM_DP_OUTPUT_FILE ? mesh->devices[mesh->rank_first[0]].host
-                                                 : mesh->devices[d].host] += (double)out[d];
-        for (int h = 0; h < t->n_hosts; ++h)
-            if (host[h] / t->host_copy_bw_bytes_per_s > pass)
-                pass = host[h] / t->host_copy_bw_bytes_per_s;
         if (back >= 0) {
-            p->io_s[QM_IO_WRITE] = back + pass + file;
+            const double copies = dp->sim ? 0 : back + 2 * rb_chunks * launch;
+            p->io_s[QM_IO_WRITE] = overlapped(copies, file, rb_chunks);
             p->io_set[QM_IO_WRITE] = true;
         }
     }
@@ -548,5 +664,6 @@ done:
     free(L.bytes);
     free(in);
     free(host);
+    free(work);
     return rc;
 }

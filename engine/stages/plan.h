@@ -68,6 +68,8 @@ typedef struct qm_datapath {
     uint64_t input_elem_bytes;/* bytes of one input value as staged (float32 4, float64 8) */
     uint64_t input_file_bytes;/* CSV: the file's bytes (every rank reads the whole text); 0: the
                                  values are read by range (npy, HDF5: input_elems x elem bytes) */
+    double input_resident;    /* the fraction of the input file in the page cache (0 to 1): read
+                                 at storage.cached_read, the rest at storage.read */
     bool sim;                 /* staging is a host memory copy (the simulator), not a link */
     qm_dp_output output;
     uint64_t output_bytes;    /* QM_DP_OUTPUT_FILE: the .npy file's bytes */
