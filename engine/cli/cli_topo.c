@@ -335,10 +335,13 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
         return qm_status_prefix(st, "topo dump: measuring storage (--no-measure-storage skips it)");
     }
     if (rc == QM_OK && storage_bytes) {
-        char r[32], w[32], c[32] = "(not stated)";
-        if (f->storage.cached_read_bw_bytes_per_s > 0)
-            qm_units_format_bandwidth(f->storage.cached_read_bw_bytes_per_s, c, sizeof c);
-        fprintf(stderr, "qmesh: storage read %s, write %s, cached_read %s (%s)\n",
+        char r[32], w[32], c[48] = "";
+        if (f->storage.cached_read_bw_bytes_per_s > 0) {
+            char b[32];
+            snprintf(c, sizeof c, ", cached_read %s",
+                     qm_units_format_bandwidth(f->storage.cached_read_bw_bytes_per_s, b, sizeof b));
+        }
+        fprintf(stderr, "qmesh: storage read %s, write %s%s (%s)\n",
                 qm_units_format_bandwidth(f->storage.read_bw_bytes_per_s, r, sizeof r),
                 qm_units_format_bandwidth(f->storage.write_bw_bytes_per_s, w, sizeof w), c,
                 f->storage.note);
