@@ -727,6 +727,53 @@ static void test_storage(void)
     }
 }
 
+/* The copy and launch probe's figures (cuda_discover.c measures them on a CUDA machine): each
+ * GPU's host link takes the measured pinned H2D (NUMA -> GPU) and D2H (GPU -> NUMA) rates, per
+ * direction, defaults.launch the slowest GPU's round trip, a sources line says so; unmeasured
+ * (0) figures keep the PCIe line rate and the 10 us default. */
+static void test_probe(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    one_gpu_facts(f);
+    f->gpus[0].h2d_bw_bytes_per_s = 50e9;
+    f->gpus[0].d2h_bw_bytes_per_s = 48e9;
+    f->gpus[0].launch_s = 12e-6;
+    f->sources |= QM_DISCOVER_SRC_PROBE;
+    qm_topology *t = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    char *text = NULL;
+    qm_topology *back = t ? round_trip(t, &text) : NULL;
+    if (back) {
+        CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
+                           "b_to_a: 48 GB/s}}\n") != NULL);
+        CHECK(strstr(text, "  launch: 12 us\n") != NULL);
+        CHECK(strstr(text, "measured: each GPU's host link = pinned cudaMemcpyAsync, 8 copies of "
+                           "64 MiB each way (after one untimed), per direction; defaults.launch = "
+                           "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
+                           "and cudaStreamSynchronize") != NULL);
+        CHECK(back->launch_s == 12e-6);
+        CHECK(back->links[0].bw_ab_bytes_per_s == 50e9 && back->links[0].bw_ba_bytes_per_s == 48e9);
+    }
+    free(text);
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    /* not measured: the line rate both ways, the default launch */
+    one_gpu_facts(f);
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    if (t) {
+        CHECK(t->launch_s == 10e-6);
+        CHECK(t->links[0].bw_ab_bytes_per_s == t->links[0].bw_ba_bytes_per_s &&
+              t->links[0].bw_ab_bytes_per_s == qm_discover_pcie_bw(16.0, 16));
+    }
+    qm_topology_destroy(t);
+    free(f);
+}
+
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
 static void test_nvswitch(void)
 {
@@ -920,6 +967,7 @@ int main(int argc, char **argv)
     test_nvswitch();
     test_build_errors();
     test_storage();
+    test_probe();
     if (argc > 1)
         test_cli(argv[1]);
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

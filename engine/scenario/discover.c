@@ -614,9 +614,21 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         double gts;
         int width;
         model_link(&f->gpus[i], &gts, &width);
-        add_link(t, t->nodes[n_numa + i].numa, n_numa + i, QM_LINK_PCIE,
-                 qm_discover_pcie_bw(gts, width));
+        const int l = add_link(t, t->nodes[n_numa + i].numa, n_numa + i, QM_LINK_PCIE,
+                               qm_discover_pcie_bw(gts, width));
+        /* measured pinned copies replace the line rate: a is the NUMA node, b the GPU */
+        if (f->gpus[i].h2d_bw_bytes_per_s > 0)
+            t->links[l].bw_ab_bytes_per_s = f->gpus[i].h2d_bw_bytes_per_s;
+        if (f->gpus[i].d2h_bw_bytes_per_s > 0)
+            t->links[l].bw_ba_bytes_per_s = f->gpus[i].d2h_bw_bytes_per_s;
     }
+    /* defaults.launch: the slowest GPU's measured round trip (the phases wait for every GPU) */
+    double slowest = 0;
+    for (int i = 0; i < ng; ++i)
+        if (f->gpus[i].launch_s > slowest)
+            slowest = f->gpus[i].launch_s;
+    if (slowest > 0)
+        t->launch_s = slowest;
     for (int i = 0; i < ng; ++i) {
         for (int j = i + 1; j < ng; ++j) {
             int n = f->nvlinks[i][j] > f->nvlinks[j][i] ? f->nvlinks[i][j] : f->nvlinks[j][i];
@@ -702,6 +714,15 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
                        "(cudaDevAttrMemoryClockRate), cudaMemGetInfo, cudaDeviceGetPCIBusId, "
                        "cudaDeviceCanAccessPeer"))
         goto nomem;
+    if (f->sources & QM_DISCOVER_SRC_PROBE) {
+        snprintf(line, sizeof line, "measured: each GPU's host link = pinned cudaMemcpyAsync, %d "
+                 "copies of %zu MiB each way (after one untimed), per direction; defaults.launch = "
+                 "the slowest GPU's mean of %d round trips of a 4-byte cudaMemsetAsync and "
+                 "cudaStreamSynchronize", QM_DISCOVER_PROBE_REPS, QM_DISCOVER_PROBE_BYTES >> 20,
+                 QM_DISCOVER_LAUNCH_REPS);
+        if (!add_source(t, line))
+            goto nomem;
+    }
     if ((f->sources & QM_DISCOVER_SRC_SYSFS_PCI) &&
         !add_source(t, "/sys/bus/pci/devices/<bus id>/numa_node, current_link_speed, "
                        "current_link_width, max_link_speed, max_link_width (GPU and upstream port)"))

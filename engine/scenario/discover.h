@@ -49,6 +49,12 @@ typedef enum qm_discover_nvlink_state {
 #define QM_DISCOVER_SRC_SYSFS_NODE 4u /* /sys/devices/system/node/node<k> */
 #define QM_DISCOVER_SRC_MEMINFO 8u    /* /proc/meminfo MemTotal */
 #define QM_DISCOVER_SRC_NVML 16u      /* libnvidia-ml through dlopen */
+#define QM_DISCOVER_SRC_PROBE 32u     /* the copy and launch probe (cuda_discover.c) */
+/* The probe's sizes: QM_DISCOVER_PROBE_REPS copies of QM_DISCOVER_PROBE_BYTES each way (after one
+ * untimed copy each way), QM_DISCOVER_LAUNCH_REPS launch round trips (after 10 untimed) */
+#define QM_DISCOVER_PROBE_BYTES ((size_t)64 << 20)
+#define QM_DISCOVER_PROBE_REPS 8
+#define QM_DISCOVER_LAUNCH_REPS 200
 
 typedef struct qm_discover_gpu {
     /* CUDA runtime */
@@ -68,6 +74,10 @@ typedef struct qm_discover_gpu {
     int link_max_width;            /*   and its upstream port's max_link_*; 0 = unknown */
     /* NVML */
     int nvswitch_links;            /* active NVLinks that end at an NVSwitch */
+    /* the copy probe (cuda_discover.c, QM_DISCOVER_SRC_PROBE): 0 = not measured */
+    double h2d_bw_bytes_per_s;     /* pinned host -> device, cudaMemcpyAsync */
+    double d2h_bw_bytes_per_s;     /* device -> pinned host */
+    double launch_s;               /* one 4-byte cudaMemsetAsync + cudaStreamSynchronize */
 } qm_discover_gpu;
 
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
