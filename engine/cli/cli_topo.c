@@ -346,6 +346,15 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
                 qm_units_format_bandwidth(f->storage.write_bw_bytes_per_s, w, sizeof w), c,
                 f->storage.note);
     }
+    for (int i = 0; rc == QM_OK && (f->sources & QM_DISCOVER_SRC_PROBE) && i < f->n_gpus; ++i) {
+        const qm_discover_gpu *g = &f->gpus[i];
+        char h[32], d[32];
+        fprintf(stderr, "qmesh: n0.g%d: pinned host->device %s, device->host %s, launch round trip "
+                "%.2f us; cudaHostAlloc + cudaFreeHost of 128 KiB %.2f us (not modelled)\n", i,
+                qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
+                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6,
+                g->host_alloc_s * 1e6);
+    }
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);
     if (rc == QM_OK)

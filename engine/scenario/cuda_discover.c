@@ -9,8 +9,9 @@
  * CUDA events (one untimed copy each way first), and the launch round trip: the mean wall time
  * of QM_DISCOVER_LAUNCH_REPS (4-byte cudaMemsetAsync, cudaStreamSynchronize) pairs after 10
  * untimed ones (what every launch-and-wait of the pipeline pays; a memset stands in for an empty
- * kernel, which plain C cannot launch). The probe allocates 64 MiB page-locked and 64 MiB on the
- * device and frees both. sysfs facts are the caller's next step.
+ * kernel, which plain C cannot launch); and, reported by topo dump but not modelled, the mean of
+ * 10 cudaHostAlloc + cudaFreeHost pairs of 128 KiB (what local_norm's block sums of a 2^28 state
+ * allocate). The probe allocates 64 MiB page-locked and 64 MiB on the device and frees both. sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
  * and the error name, and the sticky error is cleared.
@@ -87,6 +88,17 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
         if (e == cudaSuccess)
             g->launch_s = (qm_clock_now_s() - t0) / QM_DISCOVER_LAUNCH_REPS;
     }
+    if (e == cudaSuccess) {
+        op = "cudaHostAlloc + cudaFreeHost (128 KiB, the allocation probe)";
+        const double t0 = qm_clock_now_s();
+        for (int r = 0; r < 10 && e == cudaSuccess; ++r) {
+            void *p = NULL;
+            if ((e = cudaHostAlloc(&p, (size_t)128 << 10, cudaHostAllocDefault)) == cudaSuccess)
+                e = cudaFreeHost(p);
+        }
+        if (e == cudaSuccess)
+            g->host_alloc_s = (qm_clock_now_s() - t0) / 10;
+    }
     const cudaError_t failed = e;
     for (int k = 0; k < 2; ++k)
         if (ev[k])
@@ -98,7 +110,7 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
     if (host)
         (void)cudaFreeHost(host);
     if (failed != cudaSuccess) {
-        g->h2d_bw_bytes_per_s = g->d2h_bw_bytes_per_s = g->launch_s = 0;
+        g->h2d_bw_bytes_per_s = g->d2h_bw_bytes_per_s = g->launch_s = g->host_alloc_s = 0;
         return disc_err(st, failed, op, d);
     }
     return QM_OK;
