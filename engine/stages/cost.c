@@ -24,8 +24,12 @@
  *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
  *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
  *    stage's flows (every shard to its partner) on the links, stage after stage;
- *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read, staging
- *    and write, from the hosts' storage rates, defaults.host_copy and the host links (plan.h).
+ *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read (the
+ *    input's page-cache residency at storage.cached_read, the rest at storage.read), staging (on
+ *    devices: ingest = the read overlapped with the copies and their launches, chunk by chunk;
+ *    staging = ingest - read), write (the read-back overlapped with the file write); on devices
+ *    the launches of local_norm and encode at defaults.launch, and the fused batch path's passes
+ *    inside the ingest (plan.h, docs/planner.md "Data path").
  * Must not: allocate device memory or change the layout.
  */
 #include "feasibility.h"
