@@ -517,6 +517,20 @@ static double max_over(const double *v, int n)
     return m;
 }
 
+/* Device phase k on devices: every shard fused (its pass made inside the ingest) drops the
+ * bandwidth term; then the most launches of any device (count[d]) x defaults.launch. */
+static void add_launches(qm_plan *p, qm_phase k, const double *count, double launch,
+                         bool all_fused, double *tmp, int D)
+{
+    if (!p->estimate_set[k])
+        return;
+    if (all_fused)
+        p->estimates_s[k] = 0;
+    for (int d = 0; d < D; ++d)
+        tmp[d] = count[d] * launch;
+    p->estimates_s[k] += max_over(tmp, D);
+}
+
 /* Two stages overlapped chunk by chunk (a reader and the copies, or the copies and the writers):
  * the slower stage's time plus one chunk of the faster one (the first chunk is read before its
  * copy can start, or the last one copied after its read ends). */
@@ -557,18 +571,8 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
      * amplitudes are made inside the ingest (its HBM pass is charged there) */
     if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
-        for (int d = 0; d < D; ++d)
-            tmp[d] = w.norm_l[d] * launch;
-        if (w.all_fused && p->estimate_set[QM_PHASE_LOCAL_NORM])
-            p->estimates_s[QM_PHASE_LOCAL_NORM] = 0;
-        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
-            p->estimates_s[QM_PHASE_LOCAL_NORM] += max_over(tmp, D);
-        for (int d = 0; d < D; ++d)
-            tmp[d] = w.enc_l[d] * launch;
-        if (w.all_fused && p->estimate_set[QM_PHASE_ENCODE])
-            p->estimates_s[QM_PHASE_ENCODE] = 0;
-        if (p->estimate_set[QM_PHASE_ENCODE])
-            p->estimates_s[QM_PHASE_ENCODE] += max_over(tmp, D);
+        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, tmp, D);
+        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, tmp, D);
     }
     double rd, wr;
     if (dp->input) {

@@ -176,7 +176,8 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
  * get their launches, and fused shards' passes move into the ingest. With an output, write =
  * the read-back (link time + 2 launches per chunk; none on the simulator) overlapped with the
  * file write (the output bytes / the writing host's storage write rate; --out-dir: max over
- * hosts of their ranks' shard files). Needs a plan with estimates; E-NOMEM. */
+ * hosts of their ranks' shard files). Needs a plan with estimates, fresh from qm_cost_estimate
+ * (ingest, local_norm and encode are adjusted in place: call it once per estimate); E-NOMEM. */
 qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *plan, const qm_datapath *dp, qm_status *st);
 
 /* The path a gather takes from mesh device `device` to the plan's gather target (a device, or
