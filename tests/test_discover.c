@@ -684,8 +684,8 @@ static void test_storage(void)
         /* the page-cache probe: passes over the 8 MiB + 5 file up to 2 GiB, at most 16 */
         char want[240];
         snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s with "
-                 "fdatasync, dropped from the page cache, read back; then 128.00 MiB (16 passes) "
-                 "from the page cache; %s", g_dir, words[i]);
+                 "fdatasync, dropped from the page cache, read back; then 128.00 MiB (up to 16 "
+                 "passes, 2 s) from the page cache; %s", g_dir, words[i]);
         CHECK_STR(s.note, want);
         CHECK(count_temporaries() == 0);
     }

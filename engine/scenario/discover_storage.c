@@ -10,9 +10,10 @@
  * POSIX_FADV_DONTNEED after the sync) and it is read back once: read rate = bytes / that read
  * (from storage where the file system honours the advice; tmpfs keeps the pages, and both read
  * rates are then the page cache's); then cached_read = the bytes of repeated passes over the now
- * cached file (at least QM_CACHED_PROBE_BYTES in all, at most QM_CACHED_PROBE_PASSES passes) /
- * their time. Every read is by as many threads as encode's .npy reader uses
- * (qm_npy_default_threads: QM_READ_THREADS, else min(32, online CPUs)), each its own contiguous
+ * cached file (up to QM_CACHED_PROBE_BYTES in all and QM_CACHED_PROBE_PASSES passes; no pass
+ * starts after QM_CACHED_PROBE_SECONDS) / their time. Every read is by as many threads as
+ * encode's .npy reader uses (qm_npy_default_threads: QM_READ_THREADS, else min(32, online CPUs)),
+ * each its own contiguous
  * slice with pread in 8 MiB steps into a buffer touched before the clock starts (a first touch
  * of 8 x 8 MiB costs page faults that the reader's reused staging does not pay: that is why a
  * single 256 MiB pass measured 17 GB/s on an H200 host where encode read at 32 GB/s). A
@@ -48,12 +49,16 @@
  * the 2^28 float64 input the model was checked against), at most this many passes */
 #define QM_CACHED_PROBE_BYTES ((uint64_t)2 << 30)
 #define QM_CACHED_PROBE_PASSES 16
+/* ... and no thread starts a pass after this many seconds (a slow page cache stops early) */
+#define QM_CACHED_PROBE_SECONDS 2.0
 
 typedef struct slice_read {
     int fd;
     uint64_t first, end; /* bytes [first, end) of the file */
-    int passes;          /* times the slice is read */
+    int passes;          /* times the slice is read, at most */
+    double deadline;     /* no pass starts after this clock reading */
     char *buf;           /* STEP_BYTES, touched before the clock starts */
+    uint64_t done;       /* bytes read */
     int err;             /* errno of a failed pread; -1 for a short file */
     uint64_t failed_at;
 } slice_read;
@@ -61,7 +66,7 @@ typedef struct slice_read {
 static void *read_slice(void *arg)
 {
     slice_read *r = arg;
-    for (int p = 0; p < r->passes && !r->err; ++p)
+    for (int p = 0; p < r->passes && !r->err && (p == 0 || qm_clock_now_s() < r->deadline); ++p)
         for (uint64_t at = r->first; at < r->end;) {
             const size_t n = r->end - at < STEP_BYTES ? (size_t)(r->end - at) : STEP_BYTES;
             const ssize_t got = pread(r->fd, r->buf, n, (off_t)at);
@@ -71,24 +76,28 @@ static void *read_slice(void *arg)
                 break;
             }
             at += (uint64_t)got;
+            r->done += (uint64_t)got;
         }
     return NULL;
 }
 
-/* The file [0, bytes) read `passes` times by nt threads, each its own slice (the first ones one
- * byte longer when nt does not divide it), joined before the time is taken: the seconds in *secs,
- * or E-IO naming the byte that failed. */
+/* The file [0, bytes) read up to `passes` times by nt threads, each its own slice (the first ones
+ * one byte longer when nt does not divide it), no pass but the first started after
+ * QM_CACHED_PROBE_SECONDS, joined before the time is taken: the seconds in *secs, the bytes
+ * read in *total, or E-IO naming the byte that failed. */
 static qm_code timed_read(int fd, const char *path, uint64_t bytes, int nt, int passes,
-                          char *const *bufs, double *secs, qm_status *st)
+                          char *const *bufs, double *secs, uint64_t *total, qm_status *st)
 {
     slice_read parts[QM_NPY_MAX_THREADS];
     pthread_t tid[QM_NPY_MAX_THREADS];
     int started = 0;
     const double t0 = qm_clock_now_s();
+    *total = 0;
     for (int k = 0; k < nt; ++k) {
         const uint64_t base = bytes / (uint64_t)nt, extra = bytes % (uint64_t)nt;
         const uint64_t first = base * (uint64_t)k + ((uint64_t)k < extra ? (uint64_t)k : extra);
-        parts[k] = (slice_read){fd, first, first + base + ((uint64_t)k < extra), passes, bufs[k], 0, 0};
+        parts[k] = (slice_read){fd, first, first + base + ((uint64_t)k < extra), passes,
+                                t0 + QM_CACHED_PROBE_SECONDS, bufs[k], 0, 0, 0};
         if (k + 1 < nt && started == k && pthread_create(&tid[k], NULL, read_slice, &parts[k]) == 0)
             started = k + 1;
         else
@@ -97,6 +106,8 @@ static qm_code timed_read(int fd, const char *path, uint64_t bytes, int nt, int 
     for (int k = 0; k < started; ++k)
         pthread_join(tid[k], NULL);
     *secs = qm_clock_now_s() - t0;
+    for (int k = 0; k < nt; ++k)
+        *total += parts[k].done;
     for (int k = 0; k < nt; ++k)
         if (parts[k].err)
             return qm_fail(st, QM_E_IO, "storage: reading %s back failed at byte %llu of %llu: %s",
@@ -182,10 +193,11 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
     if (passes > QM_CACHED_PROBE_PASSES)
         passes = QM_CACHED_PROBE_PASSES;
     double tr = 0, tc = 0;
+    uint64_t read_once = 0, cached = 0;
     if (rc == QM_OK)
-        rc = timed_read(fd, path, bytes, nt, 1, bufs, &tr, st);
+        rc = timed_read(fd, path, bytes, nt, 1, bufs, &tr, &read_once, st);
     if (rc == QM_OK)
-        rc = timed_read(fd, path, bytes, nt, (int)passes, bufs, &tc, st);
+        rc = timed_read(fd, path, bytes, nt, (int)passes, bufs, &tc, &cached, st);
     for (int k = 0; k < nt; ++k)
         free(bufs[k]);
     close(fd);
@@ -194,14 +206,13 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
         /* a clock too coarse for the size reads as no time: keep the figure finite */
         out->write_bw_bytes_per_s = (double)bytes / (tw > 1e-9 ? tw : 1e-9);
         out->read_bw_bytes_per_s = (double)bytes / (tr > 1e-9 ? tr : 1e-9);
-        out->cached_read_bw_bytes_per_s = (double)bytes * (double)passes / (tc > 1e-9 ? tc : 1e-9);
+        out->cached_read_bw_bytes_per_s = (double)cached / (tc > 1e-9 ? tc : 1e-9);
         char sz[32], tot[32];
         snprintf(out->note, sizeof out->note, "measured by qmesh topo dump: %s written to %.48s "
-                 "with fdatasync, dropped from the page cache, read back; then %s (%d passes) "
-                 "from the page cache; %d reader thread%s",
-                 qm_format_bytes(bytes, sz, sizeof sz),
-                 dir, qm_format_bytes(bytes * passes, tot, sizeof tot), (int)passes, nt,
-                 nt == 1 ? "" : "s");
+                 "with fdatasync, dropped from the page cache, read back; then %s (up to %d "
+                 "passes, 2 s) from the page cache; %d reader thread%s",
+                 qm_format_bytes(bytes, sz, sizeof sz), dir, qm_format_bytes(cached, tot, sizeof tot),
+                 (int)passes, nt, nt == 1 ? "" : "s");
     }
 done:
     free(buf);
