@@ -58,6 +58,9 @@ npy('b.npy', '<f4', '(64, 5)', [1.0 + i % 7 for i in range(320)], 'f') # 64 x 5 
 npy('ang.npy', '<f8', '(3, 4)', [0.1 * i for i in range(12)], 'd')
 npy('bas.npy', '<f8', '(3,)', [3.0, 0.0, 5.0], 'd')
 npy('s15.npy', '<f8', '(32768,)', [1.0] * 32768, 'd')                    # 2^15: not fused
+npy('big.npy', '<f8', '(5242880,)', [], 'd')                              # 40 MiB: the header only,
+with open('big.npy', 'r+b') as f:                                         # the values a hole
+    f.truncate(128 + 5242880 * 8)
 open('c.csv', 'w').write('1,2,3\n4,5,6\n')                               # 12 B of text
 PY
 
@@ -94,6 +97,19 @@ jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after th
 run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
 jcheck "plan --input of a 2^15 state (not fused): local_norm = bytes / HBM + 3 launches, encode = 2 x bytes / HBM + 2, the chunk's 2 launches in the copies" \
     "eq(e['local_norm'], 524288 / 1e12 + 3 * $L) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], 262144 / 1e9 + 2 * $L)"
+# 40 MiB of float64 -> one 2^23 state (not fused): chunks of 32 MiB and 8 MiB, copied in ring
+# pieces of 8 MiB (4 + 1): 5 H2D copies + 2 stash kernels; the read (41.9 s) is the slower side
+# and the copies overlap it piece by piece: ingest = read + one piece of the copies (copies / 5)
+run "$QMESH" plan --scenario ds.yaml --input big.npy --json
+CB="(41943040 / 1e9 + 7 * $L)"
+if python3 -c "
+import json, math, sys
+e = json.load(open('out'))['estimates_s']
+ok = math.isclose(e['read'], 41943040 / 1e6, rel_tol=1e-12) and \
+     math.isclose(e['ingest'], 41943040 / 1e6 + $CB / 5, rel_tol=1e-12) and \
+     math.isclose(e['staging'], $CB / 5, rel_tol=1e-9)
+sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces, 7 launches; ingest = read + one piece of the copies"
+else bad "40 MiB ingest: $(head -c 400 out)"; fi
 WB="(16384 / 1e9 + 2 * $L)" # the read-back: link time + one chunk's D2H and sync
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --json
 jcheck "plan --out: write = the read-back (16 KiB over 1 GB/s + 2 launches) + the .npy's 16384 + 128 B / 2 MB/s (one chunk)" \

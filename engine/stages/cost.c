@@ -35,6 +35,7 @@
 #include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
+#include "ingest.h"
 #include "tree_sum.h"
 #include "hal_ops.h"
 
@@ -453,10 +454,19 @@ static bool shard_fused(const qm_plan *p, const qm_plan_shard *s)
            s->start % p->n_amps == 0 && s->end % p->n_amps == 0 && s->end > s->start;
 }
 
+/* The ring pieces of `chunks` chunks of `bytes` input bytes each (ingest.c: a chunk is copied
+ * in pieces of at most QM_INGEST_SLOT_BYTES, one per ring slot). */
+static double ring_pieces(uint64_t chunks, uint64_t bytes)
+{
+    return (double)chunks * (double)((bytes + QM_INGEST_SLOT_BYTES - 1) / QM_INGEST_SLOT_BYTES);
+}
+
 /* The device side of the data path per device (docs/planner.md "Data path"): chunks[d] the
- * ingest's chunks (QM_STAGING_CHUNK_BYTES of input values; fused: whole states of F values + an
- * 8-byte sum), launches[d] the ingest's launches (a stash chunk: its H2D copy and the stash
- * kernel; a fused chunk: H2D, amp_batch and the D2H of its sums), fused_s[d] the fused pass's
+ * ingest's ring pieces (the overlap's granularity: the reader keeps QM_INGEST_SLOTS - 1 pieces
+ * ahead of the copies), launches[d] the ingest's launches (per chunk of QM_STAGING_CHUNK_BYTES
+ * of input values, or for a fused shard of whole states of F values + an 8-byte sum: one H2D
+ * copy per ring piece, the stash kernel, or amp_batch and the D2H of its sums), fused_s[d] the
+ * fused pass's
  * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
  * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
  * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; per
@@ -480,10 +490,12 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
         const qm_plan_shard *s = &p->shards[i];
         const int d = s->device;
         if (shard_fused(p, s)) {
-            const uint64_t states = (s->end - s->start) / p->n_amps;
-            const double c = (double)((states + chunk_states - 1) / chunk_states);
-            w->chunks[d] += c;
-            w->launches[d] += 3 * c;
+            const uint64_t states = (s->end - s->start) / p->n_amps, F = p->request.features;
+            const uint64_t full = states / chunk_states, rest = states % chunk_states;
+            const double pieces = ring_pieces(full, chunk_states * F * is) +
+                                  ring_pieces(rest ? 1 : 0, rest * F * is);
+            w->chunks[d] += pieces;
+            w->launches[d] += pieces + 2 * (double)(full + (rest ? 1 : 0));
             w->enc_l[d] += 1;
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
@@ -494,9 +506,10 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
         w->all_fused = false;
         if (p->request.encoding != QM_ENCODING_AMPLITUDE)
             continue;
-        const double c = (double)((s->input_elems + chunk_elems - 1) / chunk_elems);
-        w->chunks[d] += c;
-        w->launches[d] += 2 * c;
+        const uint64_t full = s->input_elems / chunk_elems, rest = s->input_elems % chunk_elems;
+        const double pieces = ring_pieces(full, chunk_elems * is) + ring_pieces(rest ? 1 : 0, rest * is);
+        w->chunks[d] += pieces;
+        w->launches[d] += pieces + (double)(full + (rest ? 1 : 0));
         double runs = 0;
         for (uint64_t pos = s->start; pos < s->end;) {
             const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
@@ -610,9 +623,9 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         } else {
             /* devices: the copies (the link model: every device's input over its host path, at
              * the links' rates, which topo dump measures as pinned H2D on a CUDA machine) plus
-             * each device's launches and fused HBM pass, overlapped with the read chunk by chunk:
-             * ingest = overlapped(read, copies, chunks); staging = ingest - read, which is what
-             * encode measures (its ingest less the reader's seconds) */
+             * each device's launches and fused HBM pass, overlapped with the read piece by ring
+             * piece: ingest = overlapped(read, copies, pieces); staging = ingest - read, which is
+             * what encode measures (the copies' time after the background reads' span) */
             double link;
             if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
                 goto done;
@@ -620,7 +633,7 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
-                ingest = overlapped(read, copies, max_over(w.chunks, D));
+                ingest = overlapped(read, copies, max_over(w.chunks, D)); /* ring pieces */
                 staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
             }
