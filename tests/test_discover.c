@@ -615,7 +615,8 @@ static void test_storage(void)
         CHECK(strstr(text, "    # storage: measured by the test\n"
                            "    storage: {read: 7 GB/s, write: 1.5 GB/s, cached_read: 25 GB/s}\n") != NULL);
         CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s, cached_read: 20 GB/s}\n"
-                           "  host_copy: 10 GB/s\n  launch: 10 us\n"));
+                           "  host_copy: 10 GB/s\n  launch: 10 us\n"
+                           "  page_lock: {buffer: 3.8 ms, rate: 16 GB/s}\n"));
         CHECK(qm_host_cached_read_bw(back, 0) == 25e9);
         CHECK(back->launch_s == 10e-6);
         CHECK(back->hosts[0].storage_read_bw_bytes_per_s == 7e9);
@@ -743,6 +744,8 @@ static void test_probe(void)
     f->gpus[0].h2d_bw_bytes_per_s = 50e9;
     f->gpus[0].d2h_bw_bytes_per_s = 48e9;
     f->gpus[0].launch_s = 12e-6;
+    f->page_lock_s = 2.5e-3;
+    f->page_lock_bw_bytes_per_s = 12e9;
     f->sources |= QM_DISCOVER_SRC_PROBE;
     qm_topology *t = NULL;
     CHECK_OK(qm_discover_build(f, &t, &st));
@@ -751,11 +754,14 @@ static void test_probe(void)
     if (back) {
         CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
                            "b_to_a: 48 GB/s}}\n") != NULL);
-        CHECK(strstr(text, "  launch: 12 us\n") != NULL);
+        CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n") != NULL);
         CHECK(strstr(text, "measured: each GPU's host link = pinned cudaMemcpyAsync, 8 copies of "
                            "64 MiB each way (after one untimed), per direction; defaults.launch = "
                            "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
-                           "and cudaStreamSynchronize") != NULL);
+                           "and cudaStreamSynchronize; defaults.page_lock = the line through the "
+                           "median times of making 2 MiB and 64 MiB page-locked (huge pages, "
+                           "cudaHostRegister)") != NULL);
+        CHECK(back->page_lock_s == 2.5e-3 && back->page_lock_bw_bytes_per_s == 12e9);
         CHECK(back->launch_s == 12e-6);
         CHECK(back->links[0].bw_ab_bytes_per_s == 50e9 && back->links[0].bw_ba_bytes_per_s == 48e9);
     }
@@ -766,7 +772,7 @@ static void test_probe(void)
     one_gpu_facts(f);
     CHECK_OK(qm_discover_build(f, &t, &st));
     if (t) {
-        CHECK(t->launch_s == 10e-6);
+        CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
         CHECK(t->links[0].bw_ab_bytes_per_s == t->links[0].bw_ba_bytes_per_s &&
               t->links[0].bw_ab_bytes_per_s == qm_discover_pcie_bw(16.0, 16));
     }

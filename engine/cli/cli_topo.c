@@ -350,10 +350,13 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
         const qm_discover_gpu *g = &f->gpus[i];
         char h[32], d[32];
         fprintf(stderr, "qmesh: n0.g%d: pinned host->device %s, device->host %s, launch round trip "
-                "%.2f us; cudaHostAlloc + cudaFreeHost of 128 KiB %.2f us (not modelled)\n", i,
-                qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
-                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6,
-                g->host_alloc_s * 1e6);
+                "%.2f us\n", i, qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
+                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6);
+    }
+    if (rc == QM_OK && f->page_lock_bw_bytes_per_s > 0) {
+        char b[32];
+        fprintf(stderr, "qmesh: page-locking a host buffer: %.3f ms + bytes / %s\n",
+                f->page_lock_s * 1e3, qm_units_format_bandwidth(f->page_lock_bw_bytes_per_s, b, sizeof b));
     }
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);

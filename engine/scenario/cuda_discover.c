@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 /* cuda_discover.c — GPU facts from the CUDA runtime for `qmesh topo dump` (cuda_discover.h).
  *
  * In: the devices this process can see. Out: per GPU the model name, total and free memory, HBM
@@ -9,9 +10,11 @@
  * CUDA events (one untimed copy each way first), and the launch round trip: the mean wall time
  * of QM_DISCOVER_LAUNCH_REPS (4-byte cudaMemsetAsync, cudaStreamSynchronize) pairs after 10
  * untimed ones (what every launch-and-wait of the pipeline pays; a memset stands in for an empty
- * kernel, which plain C cannot launch); and, reported by topo dump but not modelled, the mean of
- * 10 cudaHostAlloc + cudaFreeHost pairs of 128 KiB (what local_norm's block sums of a 2^28 state
- * allocate). The probe allocates 64 MiB page-locked and 64 MiB on the device and frees both. sysfs facts are the caller's next step.
+ * kernel, which plain C cannot launch). The probe allocates 64 MiB page-locked and 64 MiB on the
+ * device and frees both. Then, once for the host (page_lock_probe), the cost of making a
+ * page-locked buffer the way the CUDA backend makes its staging (2 MiB-aligned memory advised to
+ * use huge pages, first touched, registered with cudaHostRegister): the median of 3 of 2 MiB and
+ * of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 - 2 MiB / rate. sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
  * and the error name, and the sticky error is cleared.
@@ -23,7 +26,9 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 
 static qm_code disc_err(qm_status *st, cudaError_t e, const char *op, int dev)
@@ -88,17 +93,6 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
         if (e == cudaSuccess)
             g->launch_s = (qm_clock_now_s() - t0) / QM_DISCOVER_LAUNCH_REPS;
     }
-    if (e == cudaSuccess) {
-        op = "cudaHostAlloc + cudaFreeHost (128 KiB, the allocation probe)";
-        const double t0 = qm_clock_now_s();
-        for (int r = 0; r < 10 && e == cudaSuccess; ++r) {
-            void *p = NULL;
-            if ((e = cudaHostAlloc(&p, (size_t)128 << 10, cudaHostAllocDefault)) == cudaSuccess)
-                e = cudaFreeHost(p);
-        }
-        if (e == cudaSuccess)
-            g->host_alloc_s = (qm_clock_now_s() - t0) / 10;
-    }
     const cudaError_t failed = e;
     for (int k = 0; k < 2; ++k)
         if (ev[k])
@@ -110,9 +104,54 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
     if (host)
         (void)cudaFreeHost(host);
     if (failed != cudaSuccess) {
-        g->h2d_bw_bytes_per_s = g->d2h_bw_bytes_per_s = g->launch_s = g->host_alloc_s = 0;
+        g->h2d_bw_bytes_per_s = g->d2h_bw_bytes_per_s = g->launch_s = 0;
         return disc_err(st, failed, op, d);
     }
+    return QM_OK;
+}
+
+/* One page-locked buffer of `bytes` made and freed as hal/cuda makes its staging: the seconds. */
+static cudaError_t page_lock_once(size_t bytes, double *secs)
+{
+    const double t0 = qm_clock_now_s();
+    void *b = aligned_alloc((size_t)2 << 20, bytes);
+    if (!b)
+        return cudaErrorMemoryAllocation;
+    (void)madvise(b, bytes, MADV_HUGEPAGE);
+    memset(b, 0, bytes); /* the staging is written before it is copied: its pages exist */
+    cudaError_t e = cudaHostRegister(b, bytes, cudaHostRegisterPortable);
+    *secs = qm_clock_now_s() - t0;
+    if (e == cudaSuccess)
+        e = cudaHostUnregister(b);
+    free(b);
+    return e;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The page-locking probe (see the header comment) into f's page_lock figures. */
+static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
+{
+    double t[2][3];
+    const size_t sizes[2] = {(size_t)2 << 20, (size_t)64 << 20};
+    for (int k = 0; k < 2; ++k) {
+        for (int r = 0; r < 3; ++r) {
+            const cudaError_t e = page_lock_once(sizes[k], &t[k][r]);
+            if (e != cudaSuccess)
+                return disc_err(st, e, k ? "cudaHostRegister (64 MiB, the page-locking probe)"
+                                         : "cudaHostRegister (2 MiB, the page-locking probe)", 0);
+        }
+        qsort(t[k], 3, sizeof t[k][0], cmp_double);
+    }
+    const double dt = t[1][1] - t[0][1];
+    f->page_lock_bw_bytes_per_s = dt > 0 ? (double)(sizes[1] - sizes[0]) / dt
+                                         : (double)sizes[1] / (t[1][1] > 1e-9 ? t[1][1] : 1e-9);
+    const double buffer = t[0][1] - (double)sizes[0] / f->page_lock_bw_bytes_per_s;
+    f->page_lock_s = buffer > 0 ? buffer : 0;
     return QM_OK;
 }
 
@@ -187,6 +226,10 @@ qm_code qm_cuda_discover_facts(qm_discover_facts *f, qm_status *st)
     }
     for (int d = 0; d < f->n_gpus && rc == QM_OK; ++d)
         rc = probe_device(d, &f->gpus[d], st);
+    if (rc == QM_OK) { /* page-locking is the host's: measured once, with device 0 current */
+        const cudaError_t e0 = cudaSetDevice(0);
+        rc = e0 == cudaSuccess ? page_lock_probe(f, st) : disc_err(st, e0, "cudaSetDevice", 0);
+    }
     if (current >= 0 && cudaSetDevice(current) != cudaSuccess)
         (void)cudaGetLastError();
     if (rc != QM_OK) {

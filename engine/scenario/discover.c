@@ -629,6 +629,10 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
             slowest = f->gpus[i].launch_s;
     if (slowest > 0)
         t->launch_s = slowest;
+    if (f->page_lock_bw_bytes_per_s > 0) { /* defaults.page_lock: the host's, measured */
+        t->page_lock_s = f->page_lock_s;
+        t->page_lock_bw_bytes_per_s = f->page_lock_bw_bytes_per_s;
+    }
     for (int i = 0; i < ng; ++i) {
         for (int j = i + 1; j < ng; ++j) {
             int n = f->nvlinks[i][j] > f->nvlinks[j][i] ? f->nvlinks[i][j] : f->nvlinks[j][i];
@@ -718,8 +722,9 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         snprintf(line, sizeof line, "measured: each GPU's host link = pinned cudaMemcpyAsync, %d "
                  "copies of %zu MiB each way (after one untimed), per direction; defaults.launch = "
                  "the slowest GPU's mean of %d round trips of a 4-byte cudaMemsetAsync and "
-                 "cudaStreamSynchronize", QM_DISCOVER_PROBE_REPS, QM_DISCOVER_PROBE_BYTES >> 20,
-                 QM_DISCOVER_LAUNCH_REPS);
+                 "cudaStreamSynchronize; defaults.page_lock = the line through the median times "
+                 "of making 2 MiB and 64 MiB page-locked (huge pages, cudaHostRegister)",
+                 QM_DISCOVER_PROBE_REPS, QM_DISCOVER_PROBE_BYTES >> 20, QM_DISCOVER_LAUNCH_REPS);
         if (!add_source(t, line))
             goto nomem;
     }

@@ -78,7 +78,6 @@ typedef struct qm_discover_gpu {
     double h2d_bw_bytes_per_s;     /* pinned host -> device, cudaMemcpyAsync */
     double d2h_bw_bytes_per_s;     /* device -> pinned host */
     double launch_s;               /* one 4-byte cudaMemsetAsync + cudaStreamSynchronize */
-    double host_alloc_s;           /* cudaHostAlloc + cudaFreeHost of 128 KiB (reported only) */
 } qm_discover_gpu;
 
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
@@ -102,6 +101,9 @@ typedef struct qm_discover_facts {
     char nvlink_note[QM_DISCOVER_NOTE_BYTES]; /* why NVLink was not read; "" when it was */
     unsigned sources;              /* QM_DISCOVER_SRC_* bits */
     qm_discover_storage storage;   /* the host's storage (zeroed: not measured) */
+    /* the page-locking probe (cuda_discover.c; 0: not measured): making a page-locked buffer of
+     * B bytes as the CUDA backend does costs page_lock_s + B / page_lock_bw_bytes_per_s */
+    double page_lock_s, page_lock_bw_bytes_per_s;
 } qm_discover_facts;
 
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at

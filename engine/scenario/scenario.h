@@ -169,6 +169,9 @@ typedef struct qm_topology {
     double storage_cached_read_bw_bytes_per_s;/* defaults.storage.cached_read (QM_DEFAULT_CACHED_READ_BW) */
     double launch_s;                          /* defaults.launch: one device launch or
                                                  synchronization round trip (QM_DEFAULT_LAUNCH_S) */
+    double page_lock_s;                       /* defaults.page_lock.buffer: per page-locked
+                                                 buffer made (QM_DEFAULT_PAGE_LOCK_S) */
+    double page_lock_bw_bytes_per_s;          /* defaults.page_lock.rate (QM_DEFAULT_PAGE_LOCK_BW) */
     double host_copy_bw_bytes_per_s;          /* defaults.host_copy (QM_DEFAULT_HOST_COPY_BW) */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
@@ -204,6 +207,13 @@ void qm_topology_defaults_init(qm_topology *t);
  * order of a CUDA launch plus synchronization round trip (topo dump measures it on a CUDA
  * machine: a 4-byte cudaMemsetAsync and cudaStreamSynchronize, repeated). */
 #define QM_DEFAULT_LAUNCH_S 10e-6
+/* Making a page-locked host buffer of B bytes (the CUDA backend's staging: 2 MiB-aligned memory
+ * on huge pages registered with the driver) costs buffer + B rounded up to 2 MiB / rate: the
+ * line through the two sizes measured on the H200 host on 2026-12-03, 64 MiB in 5-11 ms (8 ms)
+ * and 512 MiB in 36-39 ms (37.5 ms): rate 448 MiB / 29.5 ms = 16 GB/s, buffer 8 ms - 64 MiB /
+ * 16 GB/s = 3.8 ms. topo dump measures both on a CUDA machine. */
+#define QM_DEFAULT_PAGE_LOCK_S 3.8e-3
+#define QM_DEFAULT_PAGE_LOCK_BW 16e9
 
 /* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);

@@ -397,7 +397,11 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->host_copy_bw_bytes_per_s);
     fputs("\n  launch: ", f);
     put_time(f, t->launch_s);
-    fputs("\n", f);
+    fputs("\n  page_lock: {buffer: ", f);
+    put_time(f, t->page_lock_s);
+    fputs(", rate: ", f);
+    put_bw(f, t->page_lock_bw_bytes_per_s);
+    fputs("}\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);
         for (int i = 0; i < t->n_device_types; ++i) {

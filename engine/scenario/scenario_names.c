@@ -94,6 +94,8 @@ void qm_topology_defaults_init(qm_topology *t)
     t->host_copy_bw_bytes_per_s = QM_DEFAULT_HOST_COPY_BW;
     t->storage_cached_read_bw_bytes_per_s = QM_DEFAULT_CACHED_READ_BW;
     t->launch_s = QM_DEFAULT_LAUNCH_S;
+    t->page_lock_s = QM_DEFAULT_PAGE_LOCK_S;
+    t->page_lock_bw_bytes_per_s = QM_DEFAULT_PAGE_LOCK_BW;
 }
 
 double qm_host_cached_read_bw(const qm_topology *t, int h)

@@ -473,6 +473,7 @@ static double ring_pieces(uint64_t chunks, uint64_t bytes)
  * fused shard: the drain only). */
 typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
+    double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
     bool any_fused, all_fused;
 } dev_work;
 
@@ -497,6 +498,7 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
             w->chunks[d] += pieces;
             w->launches[d] += pieces + 2 * (double)(full + (rest ? 1 : 0));
             w->enc_l[d] += 1;
+            w->fused_states[d] += (double)states;
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
                 w->fused_s[d] += (double)(s->input_elems * is + s->bytes) / bw;
@@ -517,6 +519,7 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
             pos = qm_tree_run_end(&r);
         }
         w->norm_l[d] += runs + 2;
+        w->norm_blocks[d] += (double)qm_tree_range_blocks(p->request.qubits, s->start, s->end);
         w->enc_l[d] += 2;
     }
 }
@@ -544,6 +547,29 @@ static void add_launches(qm_plan *p, qm_phase k, const double *count, double lau
     p->estimates_s[k] += max_over(tmp, D);
 }
 
+/* Making a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB pages and
+ * registers it): defaults.page_lock's buffer + bytes / rate; 0 for no bytes. */
+static double page_lock_s(const qm_topology *t, double bytes)
+{
+    const double page = (double)((uint64_t)2 << 20);
+    return bytes > 0 ? t->page_lock_s + ceil(bytes / page) * page / t->page_lock_bw_bytes_per_s : 0;
+}
+
+/* The most, over ranks, of the page-locking time of one buffer of per_dev[d] x unit bytes summed
+ * over the rank's devices (each rank makes its own). */
+static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, double unit)
+{
+    double worst = 0;
+    for (int r = 0; r < mesh->n_ranks; ++r) {
+        double sum = 0;
+        for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d)
+            sum += per_dev[d];
+        const double t = page_lock_s(mesh->topo, sum * unit);
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
 /* Two stages overlapped chunk by chunk (a reader and the copies, or the copies and the writers):
  * the slower stage's time plus one chunk of the faster one (the first chunk is read before its
  * copy can start, or the last one copied after its read ends). */
@@ -569,14 +595,15 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     link_loads L = {0};
     uint64_t *in = calloc((size_t)D * 2, sizeof *in);
     double *host = calloc((size_t)(t->n_hosts > 0 ? t->n_hosts : 1), sizeof *host);
-    double *work = calloc((size_t)D * 6, sizeof *work);
+    double *work = calloc((size_t)D * 8, sizeof *work);
     if (!in || !host || !work) {
         rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
         goto done;
     }
     uint64_t *out = in + D;
     double *tmp = work + 5 * D;
-    dev_work w = {work, work + D, work + 2 * D, work + 3 * D, work + 4 * D, false, false};
+    dev_work w = {work,         work + D,     work + 2 * D, work + 3 * D, work + 4 * D,
+                  work + 6 * D, work + 7 * D, false,        false};
     device_bytes(p, dp, in, out);
     device_work(mesh, p, dp, &w);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
@@ -586,6 +613,9 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
         add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, tmp, D);
         add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, tmp, D);
+        /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
+        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
+            p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_page_lock_s(mesh, w.norm_blocks, 8.0);
     }
     double rd, wr;
     if (dp->input) {
@@ -633,7 +663,21 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
-                ingest = overlapped(read, copies, max_over(w.chunks, D)); /* ring pieces */
+                /* before the reads: per rank its page-locked ring (QM_INGEST_SLOTS slots of
+                 * QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its fused states' sums */
+                double setup = 0;
+                for (int r = 0; r < mesh->n_ranks; ++r) {
+                    double pieces = 0, fused = 0;
+                    for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d) {
+                        pieces += w.chunks[d];
+                        fused += w.fused_states[d];
+                    }
+                    const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
+                    const double s = page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
+                                     page_lock_s(t, fused * 8.0);
+                    setup = s > setup ? s : setup;
+                }
+                ingest = setup + overlapped(read, copies, max_over(w.chunks, D)); /* ring pieces */
                 staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
             }
@@ -676,8 +720,10 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             }
         }
         if (back >= 0) {
+            /* on devices: first the QM_OUT_BUFS page-locked staging buffers of one chunk each */
+            const double setup = dp->sim ? 0 : 8 * page_lock_s(t, chunk_bytes);
             const double copies = dp->sim ? 0 : back + 2 * rb_chunks * launch;
-            p->io_s[QM_IO_WRITE] = overlapped(copies, file, rb_chunks);
+            p->io_s[QM_IO_WRITE] = setup + overlapped(copies, file, rb_chunks);
             p->io_set[QM_IO_WRITE] = true;
         }
     }
