@@ -261,7 +261,9 @@ static void test_data_path(const qm_scenario *sc)
     qm_test_write_file(path, csv, sizeof csv - 1);
     snprintf(out, sizeof out, "%s/o.npy", dir);
     char *json = NULL;
+    setenv("QM_INPUT_RESIDENT", "0", 1); /* read from storage (the residency test hook) */
     CHECK_OK(qm_context_plan_data_path(ctx, path, NULL, 0, QM_BACKEND_SIM, &st));
+    unsetenv("QM_INPUT_RESIDENT");
     CHECK_OK(qm_context_plan_json(ctx, &json, &st));
     CHECK(json_has_real(json, "read", 21 / 6e9));
     CHECK(json_has_real(json, "staging", 10 * 8 / 10e9)); /* the simulator's host copy */

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # test_datapath_cli.sh QMESH SOURCE_DIR HDF5(ON|OFF) -- the data path in the cost model from the
 # command line (issue 17 item 7; docs/planner.md "Data path"). Label cli. Every estimate is
-# checked to the bit against the formula on a scenario whose figures make it exact (storage 1 MB/s
-# read, 2 MB/s write, host copy 4 MB/s, a 1 GB/s host link of zero latency); no case depends on
-# timing: encode's measured values are checked for presence and sign only.
-#  - plan --input on .npy, CSV and HDF5: read = bytes / the read rate; staging (devices) = the
-#    link time (nothing to hide behind a read that is slower), (--backend sim) = bytes / host_copy;
-#    ingest = read + staging; write (--out: the .npy file's bytes; --out-dir: the shard's) =
-#    read-back + the host's pass (state bytes / host_copy) + bytes / the write rate; nothing written; a host's own storage over the defaults;
-#    the built-in defaults (6 GB/s, 2 GB/s) when the scenario states none;
+# checked against the formula (to 1e-12 relative: the same operations, in C and Python) on a
+# scenario whose figures make it exact (storage 1 MB/s read, 2 MB/s write, 4 MB/s cached_read,
+# host copy 4 MB/s, launch 5 us, page_lock 1 ms + 2 GB/s per buffer (P(b) = 1 ms + b rounded up
+# to 2 MiB / 2 GB/s: the ingest's ring and fused sums, local_norm's block sums, the write's 8
+# staging buffers), a 1 GB/s host link of zero latency, HBM 1 TB/s); the input's
+# page-cache residency is fixed by the test hook QM_INPUT_RESIDENT (0 unless a case sets it); no
+# case depends on timing: encode's measured values are checked for presence and sign only.
+#  - plan --input on .npy, CSV and HDF5: read = resident bytes / cached_read + the rest / read;
+#    on devices ingest = the read overlapped with the copies (the slower side + one chunk of the
+#    faster: one chunk here, so their sum), the copies = the link time + the chunk's 3 launches
+#    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
+#    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
+#    has local_norm 0 and encode = one launch; a 2^15 state (not fused) has local_norm = its bytes
+#    / HBM + 3 launches (sumsq, D2H, sync), encode = 2 x bytes / HBM + 2 launches; write (--out:
+#    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
+#    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
+#    on the simulator the file write alone; nothing written; a host's own storage over the
+#    defaults; the built-in defaults (6 GB/s read, 20 GB/s cached_read, 2 GB/s write, 10 us
+#    launch) when the scenario states none; QM_INPUT_RESIDENT malformed: E-ARG;
 #  - qubits, dtype, batch, features as encode infers them (amplitude, a batch, angle, basis);
 #  - errors: a missing input, a directory, a bad .npy (one line, code, exit 1), usage errors
 #    (exit 2); scenario errors located (E-RANGE, E-UNKNOWN-KEY, E-UNIT);
@@ -26,8 +37,10 @@ name: datapath
 sources: [test]
 defaults:
   latency: {pcie: 0 us}
-  storage: {read: 1 MB/s, write: 2 MB/s}
+  storage: {read: 1 MB/s, write: 2 MB/s, cached_read: 4 MB/s}
   host_copy: 4 MB/s
+  launch: 5 us
+  page_lock: {buffer: 1 ms, rate: 2 GB/s}
 hosts:
   - id: n0
     memory: 1 GiB
@@ -40,58 +53,115 @@ Y
 # the same host with its own read rate (write from defaults)
 sed 's/^    memory: 1 GiB$/    memory: 1 GiB\n    storage: {read: 0.5 MB\/s}/' ds.yaml > host.yaml
 # no storage anywhere: the built-in defaults
-grep -v 'storage:\|host_copy:' ds.yaml > plain.yaml
+grep -v 'storage:\|host_copy:\|launch:\|page_lock:' ds.yaml > plain.yaml
 python3 - <<'PY'
 from npy_write import npy
 npy('a.npy', '<f8', '(1000,)', [1.0 + i for i in range(1000)], 'd')   # 8000 B: 10 qubits
 npy('b.npy', '<f4', '(64, 5)', [1.0 + i % 7 for i in range(320)], 'f') # 64 x 5 float32
 npy('ang.npy', '<f8', '(3, 4)', [0.1 * i for i in range(12)], 'd')
 npy('bas.npy', '<f8', '(3,)', [3.0, 0.0, 5.0], 'd')
+npy('s15.npy', '<f8', '(32768,)', [1.0] * 32768, 'd')                    # 2^15: not fused
+npy('big.npy', '<f8', '(5242880,)', [], 'd')                              # 40 MiB: the header only,
+with open('big.npy', 'r+b') as f:                                         # the values a hole
+    f.truncate(128 + 5242880 * 8)
 open('c.csv', 'w').write('1,2,3\n4,5,6\n')                               # 12 B of text
 PY
 
 # run CASE CMD...: stdout in out, stderr in err, status in rc
 run() { timeout 120 "$@" >out 2>err; rc=$?; }
-# jcheck CASE EXPR: a Python expression over e (estimates_s), r (request) of the JSON in out
+export QM_INPUT_RESIDENT=0
+# jcheck CASE EXPR: a Python expression over e (estimates_s), r (request) of the JSON in out;
+# eq(a, b): equal to 1e-12 relative
 jcheck() {
     if python3 -c "
-import json, sys
+import json, math, sys
 o = json.load(open('out'))
 e, r = o['estimates_s'], o['request']
+eq = lambda a, b: a is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-18)
+# making a page-locked buffer of b bytes: buffer + b rounded up to 2 MiB / rate (ds.yaml's)
+P = lambda b, buf=1e-3, rate=2e9: buf + math.ceil(b / 2097152) * 2097152 / rate
 sys.exit(0 if ($2) else 1)" 2>/dev/null; then ok "$1"; else bad "$1: $(head -c 600 out)"; fi
 }
 
+L=5e-6 # defaults.launch
+# a.npy: 1000 float64 (8000 B) -> one 2^10 complex128 state (16384 B): fused, one chunk
+CA="(8000 / 1e9 + (3 * $L + (8000 + 16384) / 1e12))" # the copies: link + launches + HBM pass
+SA="(P(8388608) + P(8))" # before the reads: the ring (one 8 MiB slot), the state's page-locked sum
 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
-jcheck "plan --input .npy: read = 8000 B / 1 MB/s, staging = the link time, ingest = their sum, write null" \
-    "e['read'] == 8000 / 1e6 and e['staging'] == 8000 / 1e9 and e['ingest'] == 8000 / 1e6 + 8000 / 1e9 and e['write'] is None and r['qubits'] == 10 and r['dtype'] == 'complex128' "
+jcheck "plan --input .npy: read = 8000 B / 1 MB/s, ingest = the page-locked ring and sums + read + the copies (one piece), staging = ingest - read, write null" \
+    "eq(e['read'], 8000 / 1e6) and eq(e['ingest'], $SA + (8000 / 1e6 + $CA)) and eq(e['staging'], $SA + $CA) and e['write'] is None and r['qubits'] == 10 and r['dtype'] == 'complex128'"
+jcheck "plan --input .npy (fused): local_norm 0 (the sums come with the ingest), encode = one launch (the drain)" \
+    "e['local_norm'] == 0 and eq(e['encode'], $L)"
+QM_INPUT_RESIDENT=0.25 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
+jcheck "QM_INPUT_RESIDENT=0.25: a quarter of 8000 B at cached_read 4 MB/s, the rest at read 1 MB/s" \
+    "eq(e['read'], 8000 * 0.25 / 4e6 + 8000 * 0.75 / 1e6) and eq(e['staging'], $SA + $CA)"
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
+jcheck "QM_INPUT_RESIDENT=1: all of it at cached_read" "eq(e['read'], 8000 / 4e6)"
 run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
-jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s" \
-    "e['staging'] == 8000 / 4e6 and e['ingest'] == 8000 / 1e6 + 8000 / 4e6"
+jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after the read; no launches" \
+    "eq(e['staging'], 8000 / 4e6) and eq(e['ingest'], 8000 / 1e6 + 8000 / 4e6) and eq(e['local_norm'], 16384 / 1e12) and eq(e['encode'], 2 * 16384 / 1e12)"
+run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
+jcheck "plan --input of a 2^15 state (not fused): local_norm = bytes / HBM + 3 launches + its 2 block sums page-locked, encode = 2 x bytes / HBM + 2, the chunk's 2 launches in the copies after the ring" \
+    "eq(e['local_norm'], 524288 / 1e12 + 3 * $L + P(16)) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], P(8388608) + (262144 / 1e9 + 2 * $L))"
+# 40 MiB of float64 -> one 2^23 state (not fused): chunks of 32 MiB and 8 MiB, copied in ring
+# pieces of 8 MiB (4 + 1): 5 H2D copies + 2 stash kernels; the read (41.9 s) is the slower side
+# and the copies overlap it piece by piece: ingest = read + one piece of the copies (copies / 5)
+run "$QMESH" plan --scenario ds.yaml --input big.npy --json
+CB="(41943040 / 1e9 + 7 * $L)"
+if python3 -c "
+import json, math, sys
+e = json.load(open('out'))['estimates_s']
+ok = math.isclose(e['read'], 41943040 / 1e6, rel_tol=1e-12) and \
+     math.isclose(e['ingest'], 1e-3 + 41943040 / 2e9 + (41943040 / 1e6 + $CB / 5), rel_tol=1e-12) and \
+     math.isclose(e['staging'], 1e-3 + 41943040 / 2e9 + $CB / 5, rel_tol=1e-9)
+sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces (a 40 MiB ring), 7 launches; ingest = the ring page-locked + read + one piece of the copies"
+else bad "40 MiB ingest: $(head -c 400 out)"; fi
+WB="(16384 / 1e9 + 2 * $L + 8 * P(2097152))" # the read-back: link time + one chunk's D2H and
+# sync, after its 8 page-locked staging buffers of 2 MiB
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --json
-jcheck "plan --out: write = 16 KiB back over 1 GB/s + its host pass at 4 MB/s + the .npy's 16384 + 128 B / 2 MB/s" \
-    "e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
+jcheck "plan --out: write = the read-back (16 KiB over 1 GB/s + 2 launches) + the .npy's 16384 + 128 B / 2 MB/s (one chunk)" \
+    "eq(e['write'], (16384 + 128) / 2e6 + $WB)"
 [ ! -e o.npy ] && ok "plan --out writes nothing" || bad "plan --out left o.npy"
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out-dir d --json
-jcheck "plan --out-dir: write = 16 KiB back + its host pass + the shard's 16384 B / 2 MB/s" \
-    "e['write'] == 16384 / 1e9 + 16384 / 4e6 + 16384 / 2e6"
+jcheck "plan --out-dir: write = the read-back + the shard's 16384 B / 2 MB/s" \
+    "eq(e['write'], 16384 / 2e6 + $WB)"
 [ ! -e d ] && ok "plan --out-dir writes nothing" || bad "plan --out-dir left d"
+run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --backend sim --json
+jcheck "plan --out --backend sim: write = the file alone (the shards are host memory)" \
+    "eq(e['write'], (16384 + 128) / 2e6)"
 run "$QMESH" plan --scenario ds.yaml --qubits 10 --dtype complex128 --out o.npy --json
 jcheck "plan --out without --input: write only; read and staging null" \
-    "e['read'] is None and e['staging'] is None and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
+    "e['read'] is None and e['staging'] is None and eq(e['write'], (16384 + 128) / 2e6 + $WB)"
 run "$QMESH" plan --scenario host.yaml --input a.npy --out o.npy --json
 jcheck "a host's storage.read (0.5 MB/s) over the defaults; write from defaults.storage" \
-    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
+    "eq(e['read'], 8000 / 5e5) and eq(e['write'], (16384 + 128) / 2e6 + $WB)"
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario host.yaml --input a.npy --json
+jcheck "a host without cached_read takes the defaults' (4 MB/s)" "eq(e['read'], 8000 / 4e6)"
 run "$QMESH" plan --scenario plain.yaml --input a.npy --out o.npy --backend sim --json
 jcheck "no storage in the scenario: the defaults 6 GB/s read, 2 GB/s write, 10 GB/s host copy" \
-    "e['read'] == 8000 / 6e9 and e['staging'] == 8000 / 10e9 and e['write'] == 16384 / 1e9 + 16384 / 10e9 + (16384 + 128) / 2e9"
+    "eq(e['read'], 8000 / 6e9) and eq(e['staging'], 8000 / 10e9) and eq(e['write'], (16384 + 128) / 2e9)"
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario plain.yaml --input a.npy --json
+jcheck "no storage, launch or page_lock in the scenario: cached_read 20 GB/s, launch 10 us, page_lock 3.8 ms + 16 GB/s" \
+    "eq(e['read'], 8000 / 20e9) and eq(e['encode'], 10e-6) and eq(e['staging'], P(8388608, 3.8e-3, 16e9) + P(8, 3.8e-3, 16e9) + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
-jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s; staging = 6 values x 8 B over the link" \
-    "e['read'] == 12 / 1e6 and e['staging'] == 48 / 1e9 and r['batch'] == 2 and r['features'] == 3"
+jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s; staging = 6 values x 8 B over the link + 3 launches + the fused pass" \
+    "eq(e['read'], 12 / 1e6) and eq(e['staging'], P(8388608) + P(16) + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"
 if [ "$HDF5" = ON ]; then
     run "$QMESH" plan --scenario ds.yaml --input "$SRC/tests/bad-inputs/hdf5-two-datasets.h5" --dataset /a --json
     jcheck "plan --input HDF5 --dataset /a: read = 4 float64 / 1 MB/s" \
-        "e['read'] == 32 / 1e6 and r['features'] == 4 and r['qubits'] == 2"
+        "eq(e['read'], 32 / 1e6) and r['features'] == 4 and r['qubits'] == 2"
 fi
+expect() { # CASE WANT_RC WANT_STDERR CMD...
+    local what=$1 want_rc=$2 want=$3; shift 3
+    run "$@"
+    if [ "$rc" = "$want_rc" ] && [ "$(cat err)" = "$want" ]; then ok "$what"; else bad "$what: rc $rc, stderr '$(cat err)'"; fi
+}
+for v in 1.5 -0.1 x ""; do
+    [ -z "$v" ] && continue
+    QM_INPUT_RESIDENT=$v expect "QM_INPUT_RESIDENT=$v: E-ARG, exit 1" 1 \
+        "error[E-ARG]: QM_INPUT_RESIDENT: expected a fraction from 0 to 1 (got '$v')" \
+        "$QMESH" plan --scenario ds.yaml --input a.npy
+done
 
 # the request as encode makes it
 for c in "a.npy" "b.npy" "ang.npy --encoding angle" "bas.npy --encoding basis" "b.npy --dtype complex128 --qubits 4"; do
@@ -109,15 +179,10 @@ sys.exit(0 if p['request'] == e['plan']['request'] and e['ok'] and p['ok'] and p
     fi
 done
 run "$QMESH" plan --scenario ds.yaml --input b.npy --json
-jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B" \
-    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and e['read'] == 1280 / 1e6"
+jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches" \
+    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and e['local_norm'] == 0 and eq(e['encode'], $L)"
 
 # errors: one line, the code, exit 1; usage errors exit 2
-expect() { # CASE WANT_RC WANT_STDERR CMD...
-    local what=$1 want_rc=$2 want=$3; shift 3
-    run "$@"
-    if [ "$rc" = "$want_rc" ] && [ "$(cat err)" = "$want" ]; then ok "$what"; else bad "$what: rc $rc, stderr '$(cat err)'"; fi
-}
 expect "plan --input of a missing file: E-IO" 1 \
     "error[E-IO]: $T/nope.npy: cannot open for reading: No such file or directory" \
     "$QMESH" plan --scenario ds.yaml --input "$T/nope.npy"
@@ -139,20 +204,31 @@ expect "plan --dataset without --input: usage" 2 \
 expect "plan --phantom --input: usage" 2 \
     "error[E-ARG]: plan: --phantom accounts device memory only and takes no --input, --out or --out-dir; run 'qmesh plan --help'" \
     "$QMESH" plan --scenario ds.yaml --input a.npy --phantom
-sed 's/storage: {read: 1 MB\/s, write: 2 MB\/s}/storage: {read: 0 MB\/s, wirte: 2 MB\/s}/; s/host_copy: 4 MB\/s/host_copy: 4/' ds.yaml > bad.yaml
-expect "scenario storage errors, located" 1 \
+sed 's/storage: {read: 1 MB\/s, write: 2 MB\/s, cached_read: 4 MB\/s}/storage: {read: 0 MB\/s, wirte: 2 MB\/s, cached_read: 4 MB}/; s/host_copy: 4 MB\/s/host_copy: 4/; s/launch: 5 us/launch: 5 MB\/s/; s/buffer: 1 ms, rate: 2 GB\/s/buffer: 1 ms, rat: 2 GB\/s/' ds.yaml > bad.yaml
+expect "scenario storage, cached_read, host_copy, launch and page_lock errors, located" 1 \
     "bad.yaml:6:19: error[E-RANGE]: defaults.storage.read: '0 MB/s' is zero; a bandwidth must be positive
 bad.yaml:6:27: error[E-UNKNOWN-KEY]: defaults.storage: unknown key 'wirte' in defaults.storage; did you mean 'write'?
-bad.yaml:7:14: error[E-UNIT]: defaults.host_copy: '4' has no unit; a bandwidth needs one of MB/s, GB/s, TB/s, GiB/s, Mb/s, Gb/s, B/s (e.g. '450 GB/s')" \
+bad.yaml:6:55: error[E-UNIT]: defaults.storage.cached_read: '4 MB' is a size, but a bandwidth is expected here; use MB/s, GB/s, TB/s, GiB/s, Mb/s, Gb/s, B/s
+bad.yaml:7:14: error[E-UNIT]: defaults.host_copy: '4' has no unit; a bandwidth needs one of MB/s, GB/s, TB/s, GiB/s, Mb/s, Gb/s, B/s (e.g. '450 GB/s')
+bad.yaml:8:11: error[E-UNIT]: defaults.launch: '5 MB/s' is a bandwidth, but a time is expected here; use ns, us, ms, s
+bad.yaml:9:29: error[E-UNKNOWN-KEY]: defaults.page_lock: unknown key 'rat' in defaults.page_lock; did you mean 'rate'?" \
     "$QMESH" topo validate bad.yaml
+sed 's/launch: 5 us/launch: -1 us/' ds.yaml > neg.yaml
+expect "a negative launch: E-RANGE, located" 1 \
+    "neg.yaml:8:11: error[E-RANGE]: defaults.launch: '-1 us' is negative; a time must be zero or positive" \
+    "$QMESH" topo validate neg.yaml
+sed 's/cached_read: 4 MB\/s/cached_read: 0 GB\/s/' ds.yaml > zero.yaml
+expect "a zero cached_read: E-RANGE, located" 1 \
+    "zero.yaml:6:55: error[E-RANGE]: defaults.storage.cached_read: '0 GB/s' is zero; a bandwidth must be positive" \
+    "$QMESH" topo validate zero.yaml
 sed 's/storage: {read: 0.5 MB\/s}/storage: {read: 1 GB\/s, write: 1 KB}/' host.yaml > badhost.yaml
 run "$QMESH" topo validate badhost.yaml
-grep -q "^badhost.yaml:11:36: error\[E-UNIT\]: hosts\[0\].storage.write: " err && [ "$rc" = 1 ] \
+grep -q "^badhost.yaml:13:36: error\[E-UNIT\]: hosts\[0\].storage.write: " err && [ "$rc" = 1 ] \
     && ok "a host's storage error, located" || bad "host storage error: $(cat err)"
 
 # the table
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy
-grep -qx "data path (the input file read, then staged): read 8.000 ms, staging 8.00 us, write 12.368 ms (write: --out)" out \
+grep -qx "data path (input file 0% in the page cache; staging overlaps the read): read 8.000 ms, staging 7.266 ms, write 24.671 ms (write: --out)" out \
     && ok "plan table: the data path line" || bad "plan table: $(grep 'data path' out)"
 
 # encode measures the same keys
@@ -168,12 +244,18 @@ grep -q "^data path measured: read .*, staging .*, write n/a (no output)$" out \
 
 # topo dump: storage figures written and loaded back; the measurement flags
 run "$QMESH" topo dump host.yaml --out dumped.yaml
-grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s}" dumped.yaml && grep -qx "  host_copy: 4 MB/s" dumped.yaml \
+grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s, cached_read: 4 MB/s}" dumped.yaml && grep -qx "  host_copy: 4 MB/s" dumped.yaml \
+    && grep -qx "  launch: 5 us" dumped.yaml && grep -qx "  page_lock: {buffer: 1 ms, rate: 2 GB/s}" dumped.yaml \
     && grep -qx "    storage: {read: 4 Mb/s}" dumped.yaml && ok "topo dump writes defaults.storage, host_copy, the host's storage" \
     || bad "topo dump storage: $(grep -n 'storage\|host_copy' dumped.yaml)"
 "$QMESH" plan --scenario dumped.yaml --input a.npy --out o.npy --json > out 2>/dev/null
 jcheck "the dump loads back with the same figures" \
-    "e['read'] == 8000 / 5e5 and e['write'] == 16384 / 1e9 + 16384 / 4e6 + (16384 + 128) / 2e6"
+    "eq(e['read'], 8000 / 5e5) and eq(e['write'], (16384 + 128) / 2e6 + $WB) and eq(e['encode'], $L)"
+# the built-in simulated mesh (no GPU here) or this machine: the dump states cached_read and launch
+QM_STORAGE_RATES="6 GB/s,2 GB/s,25 GB/s" run "$QMESH" topo dump --out machine.yaml
+if [ "$rc" = 0 ] && grep -q "^  storage: {read: .*, cached_read: " machine.yaml && grep -q "^  launch: " machine.yaml; then
+    ok "topo dump of this machine: defaults.storage.cached_read and defaults.launch"
+else bad "topo dump of this machine: rc $rc $(grep -n 'storage\|launch' machine.yaml)"; fi
 expect "topo dump FILE --no-measure-storage: usage" 2 \
     "error[E-ARG]: topo dump: --no-measure-storage measures this machine's storage; a FILE is dumped as written; run 'qmesh topo dump --help'" \
     "$QMESH" topo dump ds.yaml --no-measure-storage

@@ -604,7 +604,8 @@ static void test_storage(void)
     qm_status st;
     qm_status_clear(&st);
     one_gpu_facts(f);
-    f->storage = (qm_discover_storage){.read_bw_bytes_per_s = 7e9, .write_bw_bytes_per_s = 1.5e9};
+    f->storage = (qm_discover_storage){.read_bw_bytes_per_s = 7e9, .write_bw_bytes_per_s = 1.5e9,
+                                       .cached_read_bw_bytes_per_s = 25e9};
     snprintf(f->storage.note, sizeof f->storage.note, "measured by the test");
     qm_topology *t = NULL;
     CHECK_OK(qm_discover_build(f, &t, &st));
@@ -612,8 +613,12 @@ static void test_storage(void)
     qm_topology *back = t ? round_trip(t, &text) : NULL;
     if (back) {
         CHECK(strstr(text, "    # storage: measured by the test\n"
-                           "    storage: {read: 7 GB/s, write: 1.5 GB/s}\n") != NULL);
-        CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s}\n  host_copy: 10 GB/s\n"));
+                           "    storage: {read: 7 GB/s, write: 1.5 GB/s, cached_read: 25 GB/s}\n") != NULL);
+        CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s, cached_read: 20 GB/s}\n"
+                           "  host_copy: 10 GB/s\n  launch: 10 us\n"
+                           "  page_lock: {buffer: 3.8 ms, rate: 16 GB/s}\n"));
+        CHECK(qm_host_cached_read_bw(back, 0) == 25e9);
+        CHECK(back->launch_s == 10e-6);
         CHECK(back->hosts[0].storage_read_bw_bytes_per_s == 7e9);
         CHECK(back->hosts[0].storage_write_bw_bytes_per_s == 1.5e9);
         double r, w;
@@ -632,6 +637,7 @@ static void test_storage(void)
         double r, w;
         qm_host_storage_bw(back, 0, &r, &w);
         CHECK(r == 6e9 && w == 2e9);
+        CHECK(qm_host_cached_read_bw(back, 0) == 20e9);
     }
     free(text);
     qm_topology_destroy(back);
@@ -643,10 +649,18 @@ static void test_storage(void)
     CHECK_OK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 1, &s, &st));
     CHECK(s.read_bw_bytes_per_s == 7e9 && s.write_bw_bytes_per_s == 1.5e9);
     CHECK_STR(s.note, "from QM_STORAGE_RATES (not measured)");
+    CHECK(s.cached_read_bw_bytes_per_s == 0); /* not stated: the defaults' applies */
+    setenv("QM_STORAGE_RATES", "7 GB/s,1.5 GB/s,30 GB/s", 1);
+    CHECK_OK(qm_discover_storage_measure("/nonexistent-qmesh-dir", 1, &s, &st));
+    CHECK(s.read_bw_bytes_per_s == 7e9 && s.write_bw_bytes_per_s == 1.5e9 &&
+          s.cached_read_bw_bytes_per_s == 30e9);
+    setenv("QM_STORAGE_RATES", "7 GB/s,1.5 GB/s,30", 1);
+    CHECK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st) == QM_E_UNIT);
+    CHECK(strncmp(st.msg, "QM_STORAGE_RATES: ", 18) == 0 && strstr(st.msg, "'30'"));
     setenv("QM_STORAGE_RATES", "7 GB/s", 1);
     CHECK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st) == QM_E_ARG);
-    CHECK_STR(st.msg, "QM_STORAGE_RATES: expected READ,WRITE bandwidths such as '6 GB/s,2 GB/s' "
-                      "(got '7 GB/s')");
+    CHECK_STR(st.msg, "QM_STORAGE_RATES: expected READ,WRITE[,CACHED_READ] bandwidths such as "
+                      "'6 GB/s,2 GB/s,20 GB/s' (got '7 GB/s')");
     setenv("QM_STORAGE_RATES", "7 GB/s,2 GB", 1);
     CHECK(qm_discover_storage_measure(g_dir, 8 << 20, &s, &st) == QM_E_UNIT);
     CHECK(strncmp(st.msg, "QM_STORAGE_RATES: ", 18) == 0 && strstr(st.msg, "'2 GB'"));
@@ -662,14 +676,17 @@ static void test_storage(void)
     if (saved)
         snprintf(keep, sizeof keep, "%s", saved);
     const char *counts[] = {"3", "1"};
-    const char *words[] = {"3 threads", "1 thread"};
+    const char *words[] = {"3 reader threads", "1 reader thread"};
     for (int i = 0; i < 2; ++i) {
         setenv("QM_READ_THREADS", counts[i], 1);
         CHECK_OK(qm_discover_storage_measure(g_dir, (8 << 20) + 5, &s, &st));
-        CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0);
+        CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0 &&
+              s.cached_read_bw_bytes_per_s > 0);
+        /* the page-cache probe: passes over the 8 MiB + 5 file up to 2 GiB, at most 16 */
         char want[240];
         snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s with "
-                 "fdatasync, then read back (page cache) by %s", g_dir, words[i]);
+                 "fdatasync, dropped from the page cache, read back; then 128.00 MiB (up to 16 "
+                 "passes, 2 s) from the page cache; %s", g_dir, words[i]);
         CHECK_STR(s.note, want);
         CHECK(count_temporaries() == 0);
     }
@@ -677,6 +694,90 @@ static void test_storage(void)
         setenv("QM_READ_THREADS", keep, 1);
     else
         unsetenv("QM_READ_THREADS");
+
+    /* residency: the hook's fraction exactly; a malformed one E-ARG; a missing file 0; a real
+     * file some fraction in [0, 1] (what the page cache holds is not ours to assert) */
+    double frac = -1;
+    setenv("QM_INPUT_RESIDENT", "0.375", 1);
+    CHECK_OK(qm_discover_file_resident("/nonexistent-qmesh-file", &frac, &st));
+    CHECK(frac == 0.375);
+    const char *badv[] = {"1.01", "-0.5", "half", "0.5x", "nan"};
+    for (size_t i = 0; i < sizeof badv / sizeof badv[0]; ++i) {
+        setenv("QM_INPUT_RESIDENT", badv[i], 1);
+        CHECK(qm_discover_file_resident("/nonexistent-qmesh-file", &frac, &st) == QM_E_ARG);
+        char want[160];
+        snprintf(want, sizeof want, "QM_INPUT_RESIDENT: expected a fraction from 0 to 1 (got '%s')",
+                 badv[i]);
+        CHECK_STR(st.msg, want);
+    }
+    unsetenv("QM_INPUT_RESIDENT");
+    CHECK_OK(qm_discover_file_resident("/nonexistent-qmesh-file", &frac, &st));
+    CHECK(frac == 0);
+    char rpath[600];
+    snprintf(rpath, sizeof rpath, "%s/resident.bin", g_dir);
+    FILE *rf = fopen(rpath, "wb");
+    CHECK(rf != NULL);
+    if (rf) {
+        static char block[1 << 16];
+        for (int i = 0; i < 16; ++i)
+            fwrite(block, 1, sizeof block, rf);
+        fclose(rf);
+        CHECK_OK(qm_discover_file_resident(rpath, &frac, &st));
+        CHECK(frac >= 0 && frac <= 1);
+        unlink(rpath);
+    }
+}
+
+/* The copy and launch probe's figures (cuda_discover.c measures them on a CUDA machine): each
+ * GPU's host link takes the measured pinned H2D (NUMA -> GPU) and D2H (GPU -> NUMA) rates, per
+ * direction, defaults.launch the slowest GPU's round trip, a sources line says so; unmeasured
+ * (0) figures keep the PCIe line rate and the 10 us default. */
+static void test_probe(void)
+{
+    qm_discover_facts *f = malloc(sizeof *f);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    qm_status st;
+    qm_status_clear(&st);
+    one_gpu_facts(f);
+    f->gpus[0].h2d_bw_bytes_per_s = 50e9;
+    f->gpus[0].d2h_bw_bytes_per_s = 48e9;
+    f->gpus[0].launch_s = 12e-6;
+    f->page_lock_s = 2.5e-3;
+    f->page_lock_bw_bytes_per_s = 12e9;
+    f->sources |= QM_DISCOVER_SRC_PROBE;
+    qm_topology *t = NULL;
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    char *text = NULL;
+    qm_topology *back = t ? round_trip(t, &text) : NULL;
+    if (back) {
+        CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
+                           "b_to_a: 48 GB/s}}\n") != NULL);
+        CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n") != NULL);
+        CHECK(strstr(text, "measured: each GPU's host link = pinned cudaMemcpyAsync, 8 copies of "
+                           "64 MiB each way (after one untimed), per direction; defaults.launch = "
+                           "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
+                           "and cudaStreamSynchronize; defaults.page_lock = the line through the "
+                           "median times of making 2 MiB and 64 MiB page-locked (huge pages, "
+                           "cudaHostRegister)") != NULL);
+        CHECK(back->page_lock_s == 2.5e-3 && back->page_lock_bw_bytes_per_s == 12e9);
+        CHECK(back->launch_s == 12e-6);
+        CHECK(back->links[0].bw_ab_bytes_per_s == 50e9 && back->links[0].bw_ba_bytes_per_s == 48e9);
+    }
+    free(text);
+    qm_topology_destroy(back);
+    qm_topology_destroy(t);
+    /* not measured: the line rate both ways, the default launch */
+    one_gpu_facts(f);
+    CHECK_OK(qm_discover_build(f, &t, &st));
+    if (t) {
+        CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
+        CHECK(t->links[0].bw_ab_bytes_per_s == t->links[0].bw_ba_bytes_per_s &&
+              t->links[0].bw_ab_bytes_per_s == qm_discover_pcie_bw(16.0, 16));
+    }
+    qm_topology_destroy(t);
+    free(f);
 }
 
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
@@ -872,6 +973,7 @@ int main(int argc, char **argv)
     test_nvswitch();
     test_build_errors();
     test_storage();
+    test_probe();
     if (argc > 1)
         test_cli(argv[1]);
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -5,7 +5,8 @@
  * agree with what the CUDA backend reports (memory, HBM bandwidth, usable bytes within the
  * contexts' noise), every GPU's sysfs directory exists, the PCIe figure is one of the standard
  * line rates, and the discovered topology dumps to qmesh/1 text that loads back with no diagnostics
- * into an equal mesh. The dump is printed for the record.
+ * into an equal mesh; the copy and launch probe gives plausible figures that the GPUs' host links
+ * and defaults.launch carry. The dump is printed for the record.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "cuda_backend.h"
@@ -73,7 +74,18 @@ int main(void)
         double gts = g->link_max_gts > 0 ? g->link_max_gts : g->link_cur_gts;
         CHECK(gts == 2.5 || gts == 5.0 || gts == 8.0 || gts == 16.0 || gts == 32.0 || gts == 64.0);
         CHECK(g->link_cur_width >= 1 && g->link_cur_width <= 32);
+        /* the copy and launch probe: rates between 1 GB/s and 2 TB/s (no host link is outside),
+         * a round trip between 0 and 10 ms */
+        printf("gpu %d probe: pinned H2D %.4g B/s, D2H %.4g B/s, launch round trip %.3g s\n", i,
+               g->h2d_bw_bytes_per_s, g->d2h_bw_bytes_per_s, g->launch_s);
+        CHECK(g->h2d_bw_bytes_per_s > 1e9 && g->h2d_bw_bytes_per_s < 2e12);
+        CHECK(g->d2h_bw_bytes_per_s > 1e9 && g->d2h_bw_bytes_per_s < 2e12);
+        CHECK(g->launch_s > 0 && g->launch_s < 1e-2);
     }
+    CHECK((f->sources & QM_DISCOVER_SRC_PROBE) != 0);
+    printf("page-locking: %.4g s + bytes / %.4g B/s\n", f->page_lock_s, f->page_lock_bw_bytes_per_s);
+    CHECK(f->page_lock_s >= 0 && f->page_lock_s < 1.0);
+    CHECK(f->page_lock_bw_bytes_per_s > 1e8);
     qm_hal_destroy(hal);
 
     qm_topology *t = NULL, *back = NULL;
@@ -106,7 +118,17 @@ int main(void)
             CHECK(a->hbm_bw_bytes_per_s == b->hbm_bw_bytes_per_s && a->numa == b->numa);
         }
         for (int i = 0; i < back->n_links; ++i)
-            CHECK(back->links[i].bw_ab_bytes_per_s == t->links[i].bw_ab_bytes_per_s);
+            CHECK(back->links[i].bw_ab_bytes_per_s == t->links[i].bw_ab_bytes_per_s &&
+                  back->links[i].bw_ba_bytes_per_s == t->links[i].bw_ba_bytes_per_s);
+        /* the GPUs' host links carry the probe's rates (a: the NUMA node, b: the GPU) */
+        for (int i = 0; i < t->n_links; ++i)
+            for (int g = 0; g < f->n_gpus; ++g)
+                if (t->links[i].b == t->gpus[g] && t->links[i].cls == QM_LINK_PCIE)
+                    CHECK(t->links[i].bw_ab_bytes_per_s == f->gpus[g].h2d_bw_bytes_per_s &&
+                          t->links[i].bw_ba_bytes_per_s == f->gpus[g].d2h_bw_bytes_per_s);
+        CHECK(back->launch_s > 0 && back->launch_s < 1e-2);
+        CHECK(back->page_lock_s == f->page_lock_s &&
+              back->page_lock_bw_bytes_per_s == f->page_lock_bw_bytes_per_s);
     }
     free(text);
     qm_topology_destroy(back);

@@ -199,15 +199,14 @@ static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_reque
     job.dtype_given = qm_cli_arg(a, "--dtype") != NULL;
     job.backend = backend && strcmp(backend, "sim") == 0 ? QM_BACKEND_SIM : QM_BACKEND_CUDA;
     if (!job.input) {
-        qm_encode_datapath(&job, NULL, NULL, 1, r, dp);
-        return QM_OK;
+        return qm_encode_datapath(&job, NULL, NULL, 1, r, dp, st);
     }
     qm_input_file file;
     qm_amp_input in;
     int ndim = 1;
     qm_code rc = qm_encode_input_open(&job, &file, &in, &ndim, r, st);
     if (rc == QM_OK)
-        qm_encode_datapath(&job, &file, &in, ndim, r, dp);
+        rc = qm_encode_datapath(&job, &file, &in, ndim, r, dp, st);
     else if (strncmp(st->msg, "encode: ", 8) == 0) { /* the shared inference names encode */
         memmove(st->msg + 6, st->msg + 8, strlen(st->msg + 8) + 1);
         memcpy(st->msg, "plan: ", 6);

@@ -335,11 +335,28 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
         return qm_status_prefix(st, "topo dump: measuring storage (--no-measure-storage skips it)");
     }
     if (rc == QM_OK && storage_bytes) {
-        char r[32], w[32];
-        fprintf(stderr, "qmesh: storage read %s, write %s (%s)\n",
+        char r[32], w[32], c[48] = "";
+        if (f->storage.cached_read_bw_bytes_per_s > 0) {
+            char b[32];
+            snprintf(c, sizeof c, ", cached_read %s",
+                     qm_units_format_bandwidth(f->storage.cached_read_bw_bytes_per_s, b, sizeof b));
+        }
+        fprintf(stderr, "qmesh: storage read %s, write %s%s (%s)\n",
                 qm_units_format_bandwidth(f->storage.read_bw_bytes_per_s, r, sizeof r),
-                qm_units_format_bandwidth(f->storage.write_bw_bytes_per_s, w, sizeof w),
+                qm_units_format_bandwidth(f->storage.write_bw_bytes_per_s, w, sizeof w), c,
                 f->storage.note);
+    }
+    for (int i = 0; rc == QM_OK && (f->sources & QM_DISCOVER_SRC_PROBE) && i < f->n_gpus; ++i) {
+        const qm_discover_gpu *g = &f->gpus[i];
+        char h[32], d[32];
+        fprintf(stderr, "qmesh: n0.g%d: pinned host->device %s, device->host %s, launch round trip "
+                "%.2f us\n", i, qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
+                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6);
+    }
+    if (rc == QM_OK && f->page_lock_bw_bytes_per_s > 0) {
+        char b[32];
+        fprintf(stderr, "qmesh: page-locking a host buffer: %.3f ms + bytes / %s\n",
+                f->page_lock_s * 1e3, qm_units_format_bandwidth(f->page_lock_bw_bytes_per_s, b, sizeof b));
     }
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);

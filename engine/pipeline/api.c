@@ -218,10 +218,10 @@ qm_code qm_context_plan_data_path(qm_context *ctx, const char *input, const char
                          (unsigned long long)p->request.features);
     }
     if (rc == QM_OK) {
-        qm_encode_datapath(&job, input ? &file : NULL, input ? &in : NULL, ndim, &p->request,
-                           &ctx->pl.datapath);
+        rc = qm_encode_datapath(&job, input ? &file : NULL, input ? &in : NULL, ndim, &p->request,
+                                &ctx->pl.datapath, st);
         /* from the plan's own estimates again (ingest is replaced when there is an input) */
-        if (p->has_estimates && (rc = qm_cost_estimate(ctx->pl.mesh, p, st)) == QM_OK)
+        if (rc == QM_OK && p->has_estimates && (rc = qm_cost_estimate(ctx->pl.mesh, p, st)) == QM_OK)
             rc = qm_cost_datapath(ctx->pl.mesh, p, &ctx->pl.datapath, st);
     }
     qm_input_close(&file);

@@ -755,8 +755,9 @@ qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_a
     return rc;
 }
 
-void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
-                        const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp)
+qm_code qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
+                           const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp,
+                           qm_status *st)
 {
     memset(dp, 0, sizeof *dp);
     dp->sim = job->backend != QM_BACKEND_CUDA;
@@ -767,6 +768,11 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
         if (file->format != QM_INPUT_NPY && file->format != QM_INPUT_HDF5 &&
             stat(job->input, &sb) == 0)
             dp->input_file_bytes = (uint64_t)sb.st_size;
+        if (job->input) {
+            const qm_code rc = qm_discover_file_resident(job->input, &dp->input_resident, st);
+            if (rc != QM_OK)
+                return rc;
+        }
     }
     if (job->out) {
         /* the output keeps the input's rank; without an input, a batch is 2-D */
@@ -778,6 +784,7 @@ void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
     } else if (job->out_dir) {
         dp->output = QM_DP_OUTPUT_DIR;
     }
+    return QM_OK;
 }
 
 /* The input's reader, timed: the seconds spent reading the file into host memory (the data
@@ -891,7 +898,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if (rc == QM_OK && (rc = qm_pipeline_load(&r->pipeline, job->scenario, &diags, st)) == QM_OK)
         rc = host_budget(job, R, &r->pipeline.host_budget, st);
     if (rc == QM_OK)
-        qm_encode_datapath(job, &file, &in, r->input_ndim, &req, &r->pipeline.datapath);
+        rc = qm_encode_datapath(job, &file, &in, r->input_ndim, &req, &r->pipeline.datapath, st);
     if (rc == QM_OK)
         rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
     if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)

@@ -149,11 +149,13 @@ void qm_encode_job_init(qm_encode_job *job);
  * input as encoded. E-INPUT, E-IO and the readers' codes; the caller closes *file. */
 qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
                              int *ndim, qm_request *req, qm_status *st);
-/* The data path of a job for the cost model: the input file (NULL: none; CSV: its size on disk),
- * the output (--out: the .npy's bytes for req; --out-dir), staging as the simulator's host copy
- * unless the backend is CUDA. Cannot fail. */
-void qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
-                        const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp);
+/* The data path of a job for the cost model: the input file (NULL: none; CSV: its size on disk)
+ * and the fraction of it in the page cache (qm_discover_file_resident), the output (--out: the
+ * .npy's bytes for req; --out-dir), staging as the simulator's host copy unless the backend is
+ * CUDA. E-ARG only for a malformed QM_INPUT_RESIDENT (the residency test hook). */
+qm_code qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
+                           const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp,
+                           qm_status *st);
 /* Run the job. On failure st holds the error; result keeps what was known (the plan, when one was
  * made, so an infeasible request can still be shown). Always call qm_encode_result_fini. */
 qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *result, qm_status *st);

@@ -1,9 +1,20 @@
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 /* cuda_discover.c — GPU facts from the CUDA runtime for `qmesh topo dump` (cuda_discover.h).
  *
  * In: the devices this process can see. Out: per GPU the model name, total and free memory, HBM
  * bandwidth (2 x memory clock x bus width / 8, as cuda.c computes it), SM count, compute
  * capability and PCI bus id (normalized to sysfs's lower-case form), the peer access matrix, then
- * the NVLink facts from NVML (nvml_discover.c). sysfs facts are the caller's next step.
+ * the NVLink facts from NVML (nvml_discover.c); then the copy and launch probe, per GPU, one GPU
+ * at a time (probe_device): pinned host -> device and device -> pinned host rates from
+ * QM_DISCOVER_PROBE_REPS cudaMemcpyAsync copies of QM_DISCOVER_PROBE_BYTES each way timed with
+ * CUDA events (one untimed copy each way first), and the launch round trip: the mean wall time
+ * of QM_DISCOVER_LAUNCH_REPS (4-byte cudaMemsetAsync, cudaStreamSynchronize) pairs after 10
+ * untimed ones (what every launch-and-wait of the pipeline pays; a memset stands in for an empty
+ * kernel, which plain C cannot launch). The probe allocates 64 MiB page-locked and 64 MiB on the
+ * device and frees both. Then, once for the host (page_lock_probe), the cost of making a
+ * page-locked buffer the way the CUDA backend makes its staging (2 MiB-aligned memory advised to
+ * use huge pages, first touched, registered with cudaHostRegister): the median of 3 of 2 MiB and
+ * of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 - 2 MiB / rate. sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
  * and the error name, and the sticky error is cleared.
@@ -15,13 +26,133 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
 
 static qm_code disc_err(qm_status *st, cudaError_t e, const char *op, int dev)
 {
     (void)cudaGetLastError(); /* clear the sticky error of a recoverable failure */
     return qm_fail_backend(st, QM_E_BACKEND, (int)e, "cuda discover: %s on cuda:%d failed: %s (%s)",
                            op, dev, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* The copy and launch probe of device d (see the header comment) into g's h2d, d2h and launch
+ * figures; every resource freed on every path. */
+static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
+{
+    const size_t bytes = QM_DISCOVER_PROBE_BYTES;
+    void *host = NULL, *dev = NULL;
+    cudaStream_t s = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    const char *op = "cudaSetDevice";
+    cudaError_t e = cudaSetDevice(d);
+    if (e == cudaSuccess && (e = cudaHostAlloc(&host, bytes, cudaHostAllocDefault)) != cudaSuccess)
+        op = "cudaHostAlloc (64 MiB, the copy probe)";
+    if (e == cudaSuccess && (e = cudaMalloc(&dev, bytes)) != cudaSuccess)
+        op = "cudaMalloc (64 MiB, the copy probe)";
+    if (e == cudaSuccess && (e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+        op = "cudaStreamCreateWithFlags";
+    for (int k = 0; k < 2 && e == cudaSuccess; ++k)
+        if ((e = cudaEventCreate(&ev[k])) != cudaSuccess)
+            op = "cudaEventCreate";
+    if (e == cudaSuccess)
+        memset(host, 1, bytes); /* the pages exist before the first copy */
+    /* k = 0: host -> device, k = 1: device -> host */
+    for (int k = 0; k < 2 && e == cudaSuccess; ++k) {
+        void *dst = k == 0 ? dev : host;
+        const void *src = k == 0 ? host : dev;
+        const enum cudaMemcpyKind kind = k == 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+        op = k == 0 ? "cudaMemcpyAsync (host to device probe)" : "cudaMemcpyAsync (device to host probe)";
+        if ((e = cudaMemcpyAsync(dst, src, bytes, kind, s)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(s)) != cudaSuccess || (e = cudaEventRecord(ev[0], s)) != cudaSuccess)
+            break;
+        for (int r = 0; r < QM_DISCOVER_PROBE_REPS && e == cudaSuccess; ++r)
+            e = cudaMemcpyAsync(dst, src, bytes, kind, s);
+        float ms = 0;
+        if (e != cudaSuccess || (e = cudaEventRecord(ev[1], s)) != cudaSuccess ||
+            (e = cudaEventSynchronize(ev[1])) != cudaSuccess ||
+            (e = cudaEventElapsedTime(&ms, ev[0], ev[1])) != cudaSuccess)
+            break;
+        const double bw = (double)bytes * QM_DISCOVER_PROBE_REPS / ((ms > 1e-6f ? ms : 1e-6f) * 1e-3);
+        if (k == 0)
+            g->h2d_bw_bytes_per_s = bw;
+        else
+            g->d2h_bw_bytes_per_s = bw;
+    }
+    if (e == cudaSuccess) {
+        op = "cudaMemsetAsync + cudaStreamSynchronize (the launch probe)";
+        double t0 = 0;
+        for (int r = 0; r < 10 + QM_DISCOVER_LAUNCH_REPS && e == cudaSuccess; ++r) {
+            if (r == 10)
+                t0 = qm_clock_now_s();
+            if ((e = cudaMemsetAsync(dev, 0, 4, s)) == cudaSuccess)
+                e = cudaStreamSynchronize(s);
+        }
+        if (e == cudaSuccess)
+            g->launch_s = (qm_clock_now_s() - t0) / QM_DISCOVER_LAUNCH_REPS;
+    }
+    const cudaError_t failed = e;
+    for (int k = 0; k < 2; ++k)
+        if (ev[k])
+            (void)cudaEventDestroy(ev[k]);
+    if (s)
+        (void)cudaStreamDestroy(s);
+    if (dev)
+        (void)cudaFree(dev);
+    if (host)
+        (void)cudaFreeHost(host);
+    if (failed != cudaSuccess) {
+        g->h2d_bw_bytes_per_s = g->d2h_bw_bytes_per_s = g->launch_s = 0;
+        return disc_err(st, failed, op, d);
+    }
+    return QM_OK;
+}
+
+/* One page-locked buffer of `bytes` made and freed as hal/cuda makes its staging: the seconds. */
+static cudaError_t page_lock_once(size_t bytes, double *secs)
+{
+    const double t0 = qm_clock_now_s();
+    void *b = aligned_alloc((size_t)2 << 20, bytes);
+    if (!b)
+        return cudaErrorMemoryAllocation;
+    (void)madvise(b, bytes, MADV_HUGEPAGE);
+    memset(b, 0, bytes); /* the staging is written before it is copied: its pages exist */
+    cudaError_t e = cudaHostRegister(b, bytes, cudaHostRegisterPortable);
+    *secs = qm_clock_now_s() - t0;
+    if (e == cudaSuccess)
+        e = cudaHostUnregister(b);
+    free(b);
+    return e;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The page-locking probe (see the header comment) into f's page_lock figures. */
+static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
+{
+    double t[2][3];
+    const size_t sizes[2] = {(size_t)2 << 20, (size_t)64 << 20};
+    for (int k = 0; k < 2; ++k) {
+        for (int r = 0; r < 3; ++r) {
+            const cudaError_t e = page_lock_once(sizes[k], &t[k][r]);
+            if (e != cudaSuccess)
+                return disc_err(st, e, k ? "cudaHostRegister (64 MiB, the page-locking probe)"
+                                         : "cudaHostRegister (2 MiB, the page-locking probe)", 0);
+        }
+        qsort(t[k], 3, sizeof t[k][0], cmp_double);
+    }
+    const double dt = t[1][1] - t[0][1];
+    f->page_lock_bw_bytes_per_s = dt > 0 ? (double)(sizes[1] - sizes[0]) / dt
+                                         : (double)sizes[1] / (t[1][1] > 1e-9 ? t[1][1] : 1e-9);
+    const double buffer = t[0][1] - (double)sizes[0] / f->page_lock_bw_bytes_per_s;
+    f->page_lock_s = buffer > 0 ? buffer : 0;
+    return QM_OK;
 }
 
 static qm_code discover_device(int d, qm_discover_gpu *g, qm_status *st)
@@ -93,13 +224,19 @@ qm_code qm_cuda_discover_facts(qm_discover_facts *f, qm_status *st)
                 f->peer[a][b] = can != 0;
         }
     }
+    for (int d = 0; d < f->n_gpus && rc == QM_OK; ++d)
+        rc = probe_device(d, &f->gpus[d], st);
+    if (rc == QM_OK) { /* page-locking is the host's: measured once, with device 0 current */
+        const cudaError_t e0 = cudaSetDevice(0);
+        rc = e0 == cudaSuccess ? page_lock_probe(f, st) : disc_err(st, e0, "cudaSetDevice", 0);
+    }
     if (current >= 0 && cudaSetDevice(current) != cudaSuccess)
         (void)cudaGetLastError();
     if (rc != QM_OK) {
         f->n_gpus = 0;
         return rc;
     }
-    f->sources |= QM_DISCOVER_SRC_CUDA;
+    f->sources |= QM_DISCOVER_SRC_CUDA | QM_DISCOVER_SRC_PROBE;
     qm_nvml_discover_links("libnvidia-ml.so.1", f);
     return QM_OK;
 }

@@ -11,8 +11,10 @@
 #include "discover.h"
 
 /* Fill f's GPUs (name, memory, free memory, HBM bandwidth, SM count, compute capability,
- * normalized PCI bus id), the peer access matrix (cudaDeviceCanAccessPeer) and, through
- * qm_nvml_discover_links("libnvidia-ml.so.1", f), the NVLink facts. The GPU list of f is
+ * normalized PCI bus id), the peer access matrix (cudaDeviceCanAccessPeer), each GPU's copy and
+ * launch probe (pinned H2D and D2H rates, the launch round trip, a small page-locked allocation;
+ * QM_DISCOVER_SRC_PROBE; about 64 MiB pinned and 64 MiB per GPU, well under a second per GPU)
+ * and, through qm_nvml_discover_links("libnvidia-ml.so.1", f), the NVLink facts. The GPU list of f is
  * replaced; other facts are kept. E-UNSUPPORTED "no CUDA device" without a GPU or driver,
  * E-UNSUPPORTED naming -DQM_WITH_CUDA=ON in a build without CUDA, E-RANGE for more than
  * QM_DISCOVER_MAX_GPUS devices, E-BACKEND naming the call, the device and the CUDA error. */

@@ -571,6 +571,7 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     t->hosts[0].memory_bytes = f->host_memory_bytes;
     t->hosts[0].storage_read_bw_bytes_per_s = f->storage.read_bw_bytes_per_s;
     t->hosts[0].storage_write_bw_bytes_per_s = f->storage.write_bw_bytes_per_s;
+    t->hosts[0].storage_cached_read_bw_bytes_per_s = f->storage.cached_read_bw_bytes_per_s;
     snprintf(t->hosts[0].storage_note, sizeof t->hosts[0].storage_note, "%s", f->storage.note);
     for (int k = 0; k < n_numa; ++k) {
         qm_node *n = &t->nodes[t->n_nodes++];
@@ -613,8 +614,24 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         double gts;
         int width;
         model_link(&f->gpus[i], &gts, &width);
-        add_link(t, t->nodes[n_numa + i].numa, n_numa + i, QM_LINK_PCIE,
-                 qm_discover_pcie_bw(gts, width));
+        const int l = add_link(t, t->nodes[n_numa + i].numa, n_numa + i, QM_LINK_PCIE,
+                               qm_discover_pcie_bw(gts, width));
+        /* measured pinned copies replace the line rate: a is the NUMA node, b the GPU */
+        if (f->gpus[i].h2d_bw_bytes_per_s > 0)
+            t->links[l].bw_ab_bytes_per_s = f->gpus[i].h2d_bw_bytes_per_s;
+        if (f->gpus[i].d2h_bw_bytes_per_s > 0)
+            t->links[l].bw_ba_bytes_per_s = f->gpus[i].d2h_bw_bytes_per_s;
+    }
+    /* defaults.launch: the slowest GPU's measured round trip (the phases wait for every GPU) */
+    double slowest = 0;
+    for (int i = 0; i < ng; ++i)
+        if (f->gpus[i].launch_s > slowest)
+            slowest = f->gpus[i].launch_s;
+    if (slowest > 0)
+        t->launch_s = slowest;
+    if (f->page_lock_bw_bytes_per_s > 0) { /* defaults.page_lock: the host's, measured */
+        t->page_lock_s = f->page_lock_s;
+        t->page_lock_bw_bytes_per_s = f->page_lock_bw_bytes_per_s;
     }
     for (int i = 0; i < ng; ++i) {
         for (int j = i + 1; j < ng; ++j) {
@@ -701,6 +718,16 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
                        "(cudaDevAttrMemoryClockRate), cudaMemGetInfo, cudaDeviceGetPCIBusId, "
                        "cudaDeviceCanAccessPeer"))
         goto nomem;
+    if (f->sources & QM_DISCOVER_SRC_PROBE) {
+        snprintf(line, sizeof line, "measured: each GPU's host link = pinned cudaMemcpyAsync, %d "
+                 "copies of %zu MiB each way (after one untimed), per direction; defaults.launch = "
+                 "the slowest GPU's mean of %d round trips of a 4-byte cudaMemsetAsync and "
+                 "cudaStreamSynchronize; defaults.page_lock = the line through the median times "
+                 "of making 2 MiB and 64 MiB page-locked (huge pages, cudaHostRegister)",
+                 QM_DISCOVER_PROBE_REPS, QM_DISCOVER_PROBE_BYTES >> 20, QM_DISCOVER_LAUNCH_REPS);
+        if (!add_source(t, line))
+            goto nomem;
+    }
     if ((f->sources & QM_DISCOVER_SRC_SYSFS_PCI) &&
         !add_source(t, "/sys/bus/pci/devices/<bus id>/numa_node, current_link_speed, "
                        "current_link_width, max_link_speed, max_link_width (GPU and upstream port)"))

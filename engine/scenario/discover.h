@@ -49,6 +49,12 @@ typedef enum qm_discover_nvlink_state {
 #define QM_DISCOVER_SRC_SYSFS_NODE 4u /* /sys/devices/system/node/node<k> */
 #define QM_DISCOVER_SRC_MEMINFO 8u    /* /proc/meminfo MemTotal */
 #define QM_DISCOVER_SRC_NVML 16u      /* libnvidia-ml through dlopen */
+#define QM_DISCOVER_SRC_PROBE 32u     /* the copy and launch probe (cuda_discover.c) */
+/* The probe's sizes: QM_DISCOVER_PROBE_REPS copies of QM_DISCOVER_PROBE_BYTES each way (after one
+ * untimed copy each way), QM_DISCOVER_LAUNCH_REPS launch round trips (after 10 untimed) */
+#define QM_DISCOVER_PROBE_BYTES ((size_t)64 << 20)
+#define QM_DISCOVER_PROBE_REPS 8
+#define QM_DISCOVER_LAUNCH_REPS 200
 
 typedef struct qm_discover_gpu {
     /* CUDA runtime */
@@ -68,11 +74,16 @@ typedef struct qm_discover_gpu {
     int link_max_width;            /*   and its upstream port's max_link_*; 0 = unknown */
     /* NVML */
     int nvswitch_links;            /* active NVLinks that end at an NVSwitch */
+    /* the copy probe (cuda_discover.c, QM_DISCOVER_SRC_PROBE): 0 = not measured */
+    double h2d_bw_bytes_per_s;     /* pinned host -> device, cudaMemcpyAsync */
+    double d2h_bw_bytes_per_s;     /* device -> pinned host */
+    double launch_s;               /* one 4-byte cudaMemsetAsync + cudaStreamSynchronize */
 } qm_discover_gpu;
 
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
 typedef struct qm_discover_storage {
     double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
+    double cached_read_bw_bytes_per_s;                /* the page cache, by the reader's threads */
     char note[224];                                   /* written as a comment by topo dump */
 } qm_discover_storage;
 
@@ -90,16 +101,26 @@ typedef struct qm_discover_facts {
     char nvlink_note[QM_DISCOVER_NOTE_BYTES]; /* why NVLink was not read; "" when it was */
     unsigned sources;              /* QM_DISCOVER_SRC_* bits */
     qm_discover_storage storage;   /* the host's storage (zeroed: not measured) */
+    /* the page-locking probe (cuda_discover.c; 0: not measured): making a page-locked buffer of
+     * B bytes as the CUDA backend does costs page_lock_s + B / page_lock_bw_bytes_per_s */
+    double page_lock_s, page_lock_bw_bytes_per_s;
 } qm_discover_facts;
 
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at
  * least 8 MiB) written to a temporary file with fdatasync, then read back with pread (the page
- * cache), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE" (two bandwidths)
+ * cache, after the pages are dropped: storage), then read again in passes (the page cache:
+ * cached_read), the file removed; the note says so. QM_STORAGE_RATES="READ,WRITE[,CACHED_READ]"
  * replaces the measurement (the test hook). E-IO naming the file and step, E-ARG for a
  * malformed QM_STORAGE_RATES or a size below 8 MiB, the unit parser's code (E-UNIT, E-RANGE) for a
  * bad rate in it, E-NOMEM. */
 qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover_storage *out,
                                     qm_status *st);
+
+/* The fraction (0 to 1) of the file's pages in the page cache (mincore over a read-only mapping;
+ * a sample of 64 windows of 1 GiB above 64 GiB); 0 when the file cannot be opened or mapped (the
+ * reader reports it). QM_INPUT_RESIDENT=FRACTION replaces the measurement (the test hook): E-ARG
+ * when it is not a number from 0 to 1. */
+qm_code qm_discover_file_resident(const char *path, double *fraction, qm_status *st);
 
 /* Empty facts: no GPUs, every GPU's numa -1, NVLink not read. Cannot fail. */
 void qm_discover_facts_init(qm_discover_facts *f);

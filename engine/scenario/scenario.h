@@ -94,6 +94,9 @@ typedef struct qm_host {
     /* storage: {read, write}: the rates of the host's file system for the encode's input and
      * output (bytes/s); 0 when not given (defaults.storage then applies: qm_host_storage_bw) */
     double storage_read_bw_bytes_per_s, storage_write_bw_bytes_per_s;
+    /* storage.cached_read: the rate of reading a file that is in the page cache (bytes/s, by the
+     * reader's threads); 0 when not given (defaults.storage.cached_read applies) */
+    double storage_cached_read_bw_bytes_per_s;
     char storage_note[224]; /* how the figures were found (topo dump's measurement); "" if given */
     qm_loc loc;
 } qm_host;
@@ -163,6 +166,12 @@ typedef struct qm_topology {
     double host_link_bw_bytes_per_s;          /* defaults.host_link: implicit device links */
     double storage_read_bw_bytes_per_s;       /* defaults.storage.read (QM_DEFAULT_STORAGE_READ_BW) */
     double storage_write_bw_bytes_per_s;      /* defaults.storage.write (QM_DEFAULT_STORAGE_WRITE_BW) */
+    double storage_cached_read_bw_bytes_per_s;/* defaults.storage.cached_read (QM_DEFAULT_CACHED_READ_BW) */
+    double launch_s;                          /* defaults.launch: one device launch or
+                                                 synchronization round trip (QM_DEFAULT_LAUNCH_S) */
+    double page_lock_s;                       /* defaults.page_lock.buffer: per page-locked
+                                                 buffer made (QM_DEFAULT_PAGE_LOCK_S) */
+    double page_lock_bw_bytes_per_s;          /* defaults.page_lock.rate (QM_DEFAULT_PAGE_LOCK_BW) */
     double host_copy_bw_bytes_per_s;          /* defaults.host_copy (QM_DEFAULT_HOST_COPY_BW) */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
@@ -190,9 +199,26 @@ void qm_topology_defaults_init(qm_topology *t);
 #define QM_DEFAULT_STORAGE_READ_BW 6e9
 #define QM_DEFAULT_STORAGE_WRITE_BW 2e9
 #define QM_DEFAULT_HOST_COPY_BW 10e9
+/* A file in the page cache read by the .npy reader's threads: 20 GB/s, below what an H200 host
+ * measured (bench_read, 2026-12-03: 22.1 GiB/s with 4 threads, 34.6 GiB/s with 8) so that a host
+ * with fewer cores is not overestimated; topo dump measures it. */
+#define QM_DEFAULT_CACHED_READ_BW 20e9
+/* One kernel launch, async copy or stream synchronization as the pipeline issues them: 10 us, the
+ * order of a CUDA launch plus synchronization round trip (topo dump measures it on a CUDA
+ * machine: a 4-byte cudaMemsetAsync and cudaStreamSynchronize, repeated). */
+#define QM_DEFAULT_LAUNCH_S 10e-6
+/* Making a page-locked host buffer of B bytes (the CUDA backend's staging: 2 MiB-aligned memory
+ * on huge pages registered with the driver) costs buffer + B rounded up to 2 MiB / rate: the
+ * line through the two sizes measured on the H200 host on 2026-12-03, 64 MiB in 5-11 ms (8 ms)
+ * and 512 MiB in 36-39 ms (37.5 ms): rate 448 MiB / 29.5 ms = 16 GB/s, buffer 8 ms - 64 MiB /
+ * 16 GB/s = 3.8 ms. topo dump measures both on a CUDA machine. */
+#define QM_DEFAULT_PAGE_LOCK_S 3.8e-3
+#define QM_DEFAULT_PAGE_LOCK_BW 16e9
 
 /* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);
+/* Host h's page-cache read rate (bytes/s): its storage.cached_read, else the defaults'. */
+double qm_host_cached_read_bw(const qm_topology *t, int h);
 
 /* The implicit pcie links a scenario gets without writing them (docs/scenario-format.md):
  *  - a NIC to its `attach` node, else to its NUMA node, at the NIC's speed, unless a link joins

@@ -94,17 +94,21 @@ static void load_sources(ld *L, ynode *n)
     qm_scn_path_pop(L, old);
 }
 
-/* `storage: {read: BW, write: BW}` (defaults or a host): each optional, a bandwidth, not zero. */
-static void load_storage(ld *L, ynode *n, const char *what, double *read_bw, double *write_bw)
+/* `storage: {read: BW, write: BW, cached_read: BW}` (defaults or a host): each optional, a
+ * bandwidth, not zero. */
+static void load_storage(ld *L, ynode *n, const char *what, double *read_bw, double *write_bw,
+                         double *cached_bw)
 {
-    static const fld spec[] = {{"read", false}, {"write", false}};
-    ynode *v[2];
+    static const fld spec[] = {{"read", false}, {"write", false}, {"cached_read", false}};
+    ynode *v[3];
     size_t old = qm_scn_path_key(L, "storage");
-    if (qm_scn_fields(L, n, spec, 2, v, what)) {
+    if (qm_scn_fields(L, n, spec, 3, v, what)) {
         if (v[0])
             qm_scn_get_bw(L, v[0], "read", read_bw);
         if (v[1])
             qm_scn_get_bw(L, v[1], "write", write_bw);
+        if (v[2])
+            qm_scn_get_bw(L, v[2], "cached_read", cached_bw);
     }
     qm_scn_path_pop(L, old);
 }
@@ -112,20 +116,35 @@ static void load_storage(ld *L, ynode *n, const char *what, double *read_bw, dou
 static void load_defaults(ld *L, ynode *n)
 {
     static const fld spec[] = {{"reserve", false},   {"efficiency", false}, {"latency", false},
-                               {"host_link", false}, {"storage", false},    {"host_copy", false}};
-    ynode *v[6];
+                               {"host_link", false}, {"storage", false},    {"host_copy", false},
+                               {"launch", false},    {"page_lock", false}};
+    ynode *v[8];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 6, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 8, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
             qm_scn_get_bw(L, v[3], "host_link", &t->host_link_bw_bytes_per_s);
         if (v[4])
             load_storage(L, v[4], "defaults.storage", &t->storage_read_bw_bytes_per_s,
-                         &t->storage_write_bw_bytes_per_s);
+                         &t->storage_write_bw_bytes_per_s, &t->storage_cached_read_bw_bytes_per_s);
         if (v[5])
             qm_scn_get_bw(L, v[5], "host_copy", &t->host_copy_bw_bytes_per_s);
+        if (v[6])
+            qm_scn_get_time(L, v[6], "launch", &t->launch_s);
+        if (v[7]) { /* page_lock: {buffer: TIME, rate: BW}, each optional */
+            static const fld pl[] = {{"buffer", false}, {"rate", false}};
+            ynode *e[2];
+            size_t o2 = qm_scn_path_key(L, "page_lock");
+            if (qm_scn_fields(L, v[7], pl, 2, e, "defaults.page_lock")) {
+                if (e[0])
+                    qm_scn_get_time(L, e[0], "buffer", &t->page_lock_s);
+                if (e[1])
+                    qm_scn_get_bw(L, e[1], "rate", &t->page_lock_bw_bytes_per_s);
+            }
+            qm_scn_path_pop(L, o2);
+        }
         if (v[1]) {
             static const fld eff[] = {{"nvlink", false}, {"c2c", false}, {"pcie", false},
                                       {"sys", false},    {"net", false}, {"hbm", false}};
@@ -420,7 +439,8 @@ static void load_host(ld *L, ynode *it)
         qm_scn_get_size(L, v[F_MEMORY], "memory", 0, &t->hosts[h.host].memory_bytes);
     if (v[F_STORAGE])
         load_storage(L, v[F_STORAGE], "a host's storage", &t->hosts[h.host].storage_read_bw_bytes_per_s,
-                     &t->hosts[h.host].storage_write_bw_bytes_per_s);
+                     &t->hosts[h.host].storage_write_bw_bytes_per_s,
+                     &t->hosts[h.host].storage_cached_read_bw_bytes_per_s);
     if (v[F_NUMA]) {
         size_t old = qm_scn_path_key(L, "numa");
         if (qm_scn_want_seq(L, v[F_NUMA], "NUMA nodes like {id: 0}")) {

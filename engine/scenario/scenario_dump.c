@@ -171,17 +171,24 @@ static void dump_host(FILE *f, const qm_topology *t, int h)
         put_size(f, ho->memory_bytes);
         fputc('\n', f);
     }
-    if (ho->storage_read_bw_bytes_per_s > 0 || ho->storage_write_bw_bytes_per_s > 0) {
+    if (ho->storage_read_bw_bytes_per_s > 0 || ho->storage_write_bw_bytes_per_s > 0 ||
+        ho->storage_cached_read_bw_bytes_per_s > 0) {
         if (ho->storage_note[0])
             fprintf(f, "    # storage: %s\n", ho->storage_note);
         fputs("    storage: {", f);
-        if (ho->storage_read_bw_bytes_per_s > 0) {
-            fputs("read: ", f);
-            put_bw(f, ho->storage_read_bw_bytes_per_s);
-        }
-        if (ho->storage_write_bw_bytes_per_s > 0) {
-            fputs(ho->storage_read_bw_bytes_per_s > 0 ? ", write: " : "write: ", f);
-            put_bw(f, ho->storage_write_bw_bytes_per_s);
+        const char *sep = "";
+        const struct {
+            const char *key;
+            double bw;
+        } fields[] = {{"read", ho->storage_read_bw_bytes_per_s},
+                      {"write", ho->storage_write_bw_bytes_per_s},
+                      {"cached_read", ho->storage_cached_read_bw_bytes_per_s}};
+        for (size_t k = 0; k < sizeof fields / sizeof fields[0]; ++k) {
+            if (!(fields[k].bw > 0))
+                continue;
+            fprintf(f, "%s%s: ", sep, fields[k].key);
+            put_bw(f, fields[k].bw);
+            sep = ", ";
         }
         fputs("}\n", f);
     }
@@ -384,9 +391,17 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->storage_read_bw_bytes_per_s);
     fputs(", write: ", f);
     put_bw(f, t->storage_write_bw_bytes_per_s);
+    fputs(", cached_read: ", f);
+    put_bw(f, t->storage_cached_read_bw_bytes_per_s);
     fputs("}\n  host_copy: ", f);
     put_bw(f, t->host_copy_bw_bytes_per_s);
-    fputs("\n", f);
+    fputs("\n  launch: ", f);
+    put_time(f, t->launch_s);
+    fputs("\n  page_lock: {buffer: ", f);
+    put_time(f, t->page_lock_s);
+    fputs(", rate: ", f);
+    put_bw(f, t->page_lock_bw_bytes_per_s);
+    fputs("}\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);
         for (int i = 0; i < t->n_device_types; ++i) {

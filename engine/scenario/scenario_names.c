@@ -92,6 +92,17 @@ void qm_topology_defaults_init(qm_topology *t)
     t->storage_read_bw_bytes_per_s = QM_DEFAULT_STORAGE_READ_BW;
     t->storage_write_bw_bytes_per_s = QM_DEFAULT_STORAGE_WRITE_BW;
     t->host_copy_bw_bytes_per_s = QM_DEFAULT_HOST_COPY_BW;
+    t->storage_cached_read_bw_bytes_per_s = QM_DEFAULT_CACHED_READ_BW;
+    t->launch_s = QM_DEFAULT_LAUNCH_S;
+    t->page_lock_s = QM_DEFAULT_PAGE_LOCK_S;
+    t->page_lock_bw_bytes_per_s = QM_DEFAULT_PAGE_LOCK_BW;
+}
+
+double qm_host_cached_read_bw(const qm_topology *t, int h)
+{
+    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
+    return ho && ho->storage_cached_read_bw_bytes_per_s > 0 ? ho->storage_cached_read_bw_bytes_per_s
+                                                            : t->storage_cached_read_bw_bytes_per_s;
 }
 
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw)

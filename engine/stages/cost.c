@@ -24,13 +24,20 @@
  *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
  *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
  *    stage's flows (every shard to its partner) on the links, stage after stage;
- *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read, staging
- *    and write, from the hosts' storage rates, defaults.host_copy and the host links (plan.h).
+ *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read (the
+ *    input's page-cache residency at storage.cached_read, the rest at storage.read), staging (on
+ *    devices: ingest = the read overlapped with the copies and their launches, chunk by chunk;
+ *    staging = ingest - read), write (the read-back overlapped with the file write); on devices
+ *    the launches of local_norm and encode at defaults.launch, and the fused batch path's passes
+ *    inside the ingest (plan.h, docs/planner.md "Data path").
  * Must not: allocate device memory or change the layout.
  */
 #include "feasibility.h"
 #include "plan.h"
 #include "status_internal.h"
+#include "ingest.h"
+#include "tree_sum.h"
+#include "hal_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -438,6 +445,140 @@ static qm_code host_link_s(const qm_mesh *mesh, qm_plan *p, const uint64_t *byte
     return QM_OK;
 }
 
+/* Whether shard i takes the fused pass (materialize.c: amplitude, whole states of at most
+ * 2^QM_HAL_RED_LOG2_BLOCK slots): sums and amplitudes in one read of each sample, inside the
+ * ingest, so local_norm and encode have no pass over it. */
+static bool shard_fused(const qm_plan *p, const qm_plan_shard *s)
+{
+    return p->request.encoding == QM_ENCODING_AMPLITUDE && p->request.qubits <= QM_HAL_RED_LOG2_BLOCK &&
+           s->start % p->n_amps == 0 && s->end % p->n_amps == 0 && s->end > s->start;
+}
+
+/* The ring pieces of `chunks` chunks of `bytes` input bytes each (ingest.c: a chunk is copied
+ * in pieces of at most QM_INGEST_SLOT_BYTES, one per ring slot). */
+static double ring_pieces(uint64_t chunks, uint64_t bytes)
+{
+    return (double)chunks * (double)((bytes + QM_INGEST_SLOT_BYTES - 1) / QM_INGEST_SLOT_BYTES);
+}
+
+/* The device side of the data path per device (docs/planner.md "Data path"): chunks[d] the
+ * ingest's ring pieces (the overlap's granularity: the reader keeps QM_INGEST_SLOTS - 1 pieces
+ * ahead of the copies), launches[d] the ingest's launches (per chunk of QM_STAGING_CHUNK_BYTES
+ * of input values, or for a fused shard of whole states of F values + an 8-byte sum: one H2D
+ * copy per ring piece, the stash kernel, or amp_batch and the D2H of its sums), fused_s[d] the
+ * fused pass's
+ * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
+ * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
+ * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; per
+ * fused shard: the drain only). */
+typedef struct dev_work {
+    double *chunks, *launches, *fused_s, *norm_l, *enc_l;
+    double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
+    bool any_fused, all_fused;
+} dev_work;
+
+static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath *dp, dev_work *w)
+{
+    const double heff = mesh->topo->hbm_efficiency > 0 ? mesh->topo->hbm_efficiency : 1.0;
+    const uint64_t is = dp->input_elem_bytes ? dp->input_elem_bytes : 8;
+    const uint64_t chunk_elems = QM_STAGING_CHUNK_BYTES / is;
+    uint64_t chunk_states = QM_STAGING_CHUNK_BYTES / (p->request.features * is + 8);
+    if (chunk_states == 0)
+        chunk_states = 1;
+    w->any_fused = false;
+    w->all_fused = p->n_shards > 0;
+    for (int i = 0; i < p->n_shards; ++i) {
+        const qm_plan_shard *s = &p->shards[i];
+        const int d = s->device;
+        if (shard_fused(p, s)) {
+            const uint64_t states = (s->end - s->start) / p->n_amps, F = p->request.features;
+            const uint64_t full = states / chunk_states, rest = states % chunk_states;
+            const double pieces = ring_pieces(full, chunk_states * F * is) +
+                                  ring_pieces(rest ? 1 : 0, rest * F * is);
+            w->chunks[d] += pieces;
+            w->launches[d] += pieces + 2 * (double)(full + (rest ? 1 : 0));
+            w->enc_l[d] += 1;
+            w->fused_states[d] += (double)states;
+            const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
+            if (bw > 0)
+                w->fused_s[d] += (double)(s->input_elems * is + s->bytes) / bw;
+            w->any_fused = true;
+            continue;
+        }
+        w->all_fused = false;
+        if (p->request.encoding != QM_ENCODING_AMPLITUDE)
+            continue;
+        const uint64_t full = s->input_elems / chunk_elems, rest = s->input_elems % chunk_elems;
+        const double pieces = ring_pieces(full, chunk_elems * is) + ring_pieces(rest ? 1 : 0, rest * is);
+        w->chunks[d] += pieces;
+        w->launches[d] += pieces + (double)(full + (rest ? 1 : 0));
+        double runs = 0;
+        for (uint64_t pos = s->start; pos < s->end;) {
+            const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
+            runs += 1;
+            pos = qm_tree_run_end(&r);
+        }
+        w->norm_l[d] += runs + 2;
+        w->norm_blocks[d] += (double)qm_tree_range_blocks(p->request.qubits, s->start, s->end);
+        w->enc_l[d] += 2;
+    }
+}
+
+static double max_over(const double *v, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; ++i)
+        if (v[i] > m)
+            m = v[i];
+    return m;
+}
+
+/* Device phase k on devices: every shard fused (its pass made inside the ingest) drops the
+ * bandwidth term; then the most launches of any device (count[d]) x defaults.launch. */
+static void add_launches(qm_plan *p, qm_phase k, const double *count, double launch,
+                         bool all_fused, double *tmp, int D)
+{
+    if (!p->estimate_set[k])
+        return;
+    if (all_fused)
+        p->estimates_s[k] = 0;
+    for (int d = 0; d < D; ++d)
+        tmp[d] = count[d] * launch;
+    p->estimates_s[k] += max_over(tmp, D);
+}
+
+/* Making a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB pages and
+ * registers it): defaults.page_lock's buffer + bytes / rate; 0 for no bytes. */
+static double page_lock_s(const qm_topology *t, double bytes)
+{
+    const double page = (double)((uint64_t)2 << 20);
+    return bytes > 0 ? t->page_lock_s + ceil(bytes / page) * page / t->page_lock_bw_bytes_per_s : 0;
+}
+
+/* The most, over ranks, of the page-locking time of one buffer of per_dev[d] x unit bytes summed
+ * over the rank's devices (each rank makes its own). */
+static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, double unit)
+{
+    double worst = 0;
+    for (int r = 0; r < mesh->n_ranks; ++r) {
+        double sum = 0;
+        for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d)
+            sum += per_dev[d];
+        const double t = page_lock_s(mesh->topo, sum * unit);
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
+/* Two stages overlapped chunk by chunk (a reader and the copies, or the copies and the writers):
+ * the slower stage's time plus one chunk of the faster one (the first chunk is read before its
+ * copy can start, or the last one copied after its read ends). */
+static double overlapped(double a, double b, double chunks)
+{
+    const double hi = a > b ? a : b, lo = a > b ? b : a;
+    return hi + (chunks >= 1 ? lo / chunks : lo);
+}
+
 qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp, qm_status *st)
 {
     p->datapath = *dp;
@@ -448,79 +589,129 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     if (!p->has_estimates || p->n_shards == 0 || (!dp->input && dp->output == QM_DP_OUTPUT_NONE))
         return QM_OK;
     const qm_topology *t = mesh->topo;
+    const int D = mesh->n_devices;
+    const double launch = dp->sim ? 0.0 : t->launch_s; /* the simulator's kernels are calls */
     qm_code rc = QM_OK;
     link_loads L = {0};
-    uint64_t *in = calloc((size_t)mesh->n_devices * 2, sizeof *in);
+    uint64_t *in = calloc((size_t)D * 2, sizeof *in);
     double *host = calloc((size_t)(t->n_hosts > 0 ? t->n_hosts : 1), sizeof *host);
-    if (!in || !host) {
+    double *work = calloc((size_t)D * 8, sizeof *work);
+    if (!in || !host || !work) {
         rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
         goto done;
     }
-    uint64_t *out = in + mesh->n_devices;
+    uint64_t *out = in + D;
+    double *tmp = work + 5 * D;
+    dev_work w = {work,         work + D,     work + 2 * D, work + 3 * D, work + 4 * D,
+                  work + 6 * D, work + 7 * D, false,        false};
     device_bytes(p, dp, in, out);
+    device_work(mesh, p, dp, &w);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
         goto done;
+    /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
+     * amplitudes are made inside the ingest (its HBM pass is charged there) */
+    if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
+        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, tmp, D);
+        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, tmp, D);
+        /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
+        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
+            p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_page_lock_s(mesh, w.norm_blocks, 8.0);
+    }
     double rd, wr;
     if (dp->input) {
-        /* read: the bytes each host's ranks read (CSV: every rank reads the whole text) */
+        /* read: the bytes each host's ranks read (CSV: every rank reads the whole text), the
+         * resident fraction at the host's cached_read, the rest at its storage read rate */
         if (dp->input_file_bytes) {
             for (int r = 0; r < mesh->n_ranks; ++r)
                 if (mesh->rank_first[r + 1] > mesh->rank_first[r])
                     host[mesh->devices[mesh->rank_first[r]].host] += (double)dp->input_file_bytes;
         } else {
-            for (int d = 0; d < mesh->n_devices; ++d)
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)in[d];
         }
-        double read = 0, staged = 0;
+        const double f = dp->input_resident > 0 ? (dp->input_resident < 1 ? dp->input_resident : 1) : 0;
+        double read = 0, staged = 0, ingest = 0;
         for (int h = 0; h < t->n_hosts; ++h) {
             qm_host_storage_bw(t, h, &rd, &wr);
-            if (host[h] / rd > read)
-                read = host[h] / rd;
+            const double th = host[h] * f / qm_host_cached_read_bw(t, h) + host[h] * (1 - f) / rd;
+            if (th > read)
+                read = th;
             host[h] = 0;
         }
         p->io_s[QM_IO_READ] = read;
         p->io_set[QM_IO_READ] = true;
-        /* staging: the simulator copies in host memory, one thread per process (a host's bytes at
-         * defaults.host_copy); devices take the link model, after the read: measured on the H200
-         * (bench/results/2026-12-03-session7-h200.md), a 2 GiB ingest takes the reader's time
-         * plus the copies' (76 + 48 ms of 118 ms), not the larger of the two, although the
-         * reader fills one staging half while the other is copied */
         if (dp->sim) {
-            for (int d = 0; d < mesh->n_devices; ++d)
+            /* the simulator copies in host memory after the read, one thread per process (a
+             * host's bytes at defaults.host_copy) */
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)in[d];
             for (int h = 0; h < t->n_hosts; ++h)
                 if (host[h] / t->host_copy_bw_bytes_per_s > staged)
                     staged = host[h] / t->host_copy_bw_bytes_per_s;
+            ingest = read + staged;
             p->io_set[QM_IO_STAGING] = true;
         } else {
+            /* devices: the copies (the link model: every device's input over its host path, at
+             * the links' rates, which topo dump measures as pinned H2D on a CUDA machine) plus
+             * each device's launches and fused HBM pass, overlapped with the read piece by ring
+             * piece: ingest = overlapped(read, copies, pieces); staging = ingest - read, which is
+             * what encode measures (the copies' time after the background reads' span) */
             double link;
             if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
                 goto done;
             if (link >= 0) {
-                staged = link;
+                for (int d = 0; d < D; ++d)
+                    tmp[d] = w.launches[d] * launch + w.fused_s[d];
+                const double copies = link + max_over(tmp, D);
+                /* before the reads: per rank its page-locked ring (QM_INGEST_SLOTS slots of
+                 * QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its fused states' sums */
+                double setup = 0;
+                for (int r = 0; r < mesh->n_ranks; ++r) {
+                    double pieces = 0, fused = 0;
+                    for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d) {
+                        pieces += w.chunks[d];
+                        fused += w.fused_states[d];
+                    }
+                    const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
+                    const double s = page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
+                                     page_lock_s(t, fused * 8.0);
+                    setup = s > setup ? s : setup;
+                }
+                ingest = setup + overlapped(read, copies, max_over(w.chunks, D)); /* ring pieces */
+                staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
             }
         }
         p->io_s[QM_IO_STAGING] = staged;
-        /* the input stage as it runs: read and staging */
-        if (p->io_set[QM_IO_STAGING] && p->estimate_set[QM_PHASE_INGEST]) {
-            p->estimates_s[QM_PHASE_INGEST] = read + staged;
-        } else {
+        if (p->io_set[QM_IO_STAGING] && p->estimate_set[QM_PHASE_INGEST])
+            p->estimates_s[QM_PHASE_INGEST] = ingest;
+        else
             p->estimate_set[QM_PHASE_INGEST] = false;
-        }
     }
     if (dp->output != QM_DP_OUTPUT_NONE) {
-        double back;
-        if ((rc = host_link_s(mesh, p, out, false, &L, &back, st)) != QM_OK)
+        /* the read-back: on devices each shard over its path to the host in chunks of
+         * QM_READBACK_AMPS / 8 amplitudes (one D2H and its synchronization each) into
+         * page-locked staging, overlapped with the writer threads' pwrite of the chunks before;
+         * the simulator's shards are host memory, written where they lie (no copy) */
+        double back = 0;
+        if (!dp->sim && (rc = host_link_s(mesh, p, out, false, &L, &back, st)) != QM_OK)
             goto done;
-        double file = 0;
+        const double chunk_bytes = (double)(QM_READBACK_AMPS / 8 * qm_dtype_size(p->request.dtype));
+        double rb_chunks = 0, file = 0;
+        for (int d = 0; d < D; ++d)
+            if (out[d] && (double)out[d] / chunk_bytes > rb_chunks)
+                rb_chunks = ceil((double)out[d] / chunk_bytes);
         if (dp->output == QM_DP_OUTPUT_FILE) { /* rank 0's host writes the gathered file */
             qm_host_storage_bw(t, mesh->devices[mesh->rank_first[0]].host, &rd, &wr);
             file = (double)dp->output_bytes / wr;
+            double all = 0;
+            for (int d = 0; d < D; ++d)
+                all += (double)out[d];
+            rb_chunks = ceil(all / chunk_bytes);
         } else { /* each host writes its ranks' shard files */
             for (int h = 0; h < t->n_hosts; ++h)
                 host[h] = 0;
-            for (int d = 0; d < mesh->n_devices; ++d)
+            for (int d = 0; d < D; ++d)
                 host[mesh->devices[d].host] += (double)out[d];
             for (int h = 0; h < t->n_hosts; ++h) {
                 qm_host_storage_bw(t, h, &rd, &wr);
@@ -528,19 +719,11 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                     file = host[h] / wr;
             }
         }
-        /* the read-back's pass on the host: the norm check sums |psi|^2 over every amplitude
-         * read back, one thread (rank 0's bytes for --out; each rank its own for --out-dir) */
-        double pass = 0;
-        for (int h = 0; h < t->n_hosts; ++h)
-            host[h] = 0;
-        for (int d = 0; d < mesh->n_devices; ++d)
-            host[dp->output == QM_DP_OUTPUT_FILE ? mesh->devices[mesh->rank_first[0]].host
-                                                 : mesh->devices[d].host] += (double)out[d];
-        for (int h = 0; h < t->n_hosts; ++h)
-            if (host[h] / t->host_copy_bw_bytes_per_s > pass)
-                pass = host[h] / t->host_copy_bw_bytes_per_s;
         if (back >= 0) {
-            p->io_s[QM_IO_WRITE] = back + pass + file;
+            /* on devices: first the QM_OUT_BUFS page-locked staging buffers of one chunk each */
+            const double setup = dp->sim ? 0 : 8 * page_lock_s(t, chunk_bytes);
+            const double copies = dp->sim ? 0 : back + 2 * rb_chunks * launch;
+            p->io_s[QM_IO_WRITE] = setup + overlapped(copies, file, rb_chunks);
             p->io_set[QM_IO_WRITE] = true;
         }
     }
@@ -548,5 +731,6 @@ done:
     free(L.bytes);
     free(in);
     free(host);
+    free(work);
     return rc;
 }

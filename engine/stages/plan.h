@@ -68,6 +68,8 @@ typedef struct qm_datapath {
     uint64_t input_elem_bytes;/* bytes of one input value as staged (float32 4, float64 8) */
     uint64_t input_file_bytes;/* CSV: the file's bytes (every rank reads the whole text); 0: the
                                  values are read by range (npy, HDF5: input_elems x elem bytes) */
+    double input_resident;    /* the fraction of the input file in the page cache (0 to 1): read
+                                 at storage.cached_read, the rest at storage.read */
     bool sim;                 /* staging is a host memory copy (the simulator), not a link */
     qm_dp_output output;
     uint64_t output_bytes;    /* QM_DP_OUTPUT_FILE: the .npy file's bytes */
@@ -166,14 +168,16 @@ qm_code qm_plan_max_query(const qm_mesh *mesh, const qm_request *r, qm_plan_max 
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *plan, qm_status *st);
 
 /* The data path's estimates (cost.c; docs/planner.md "Data path"): with an input file, read =
- * max over hosts of the bytes its ranks read / the host's storage read rate; staging = the
- * simulator's host copy (bytes / defaults.host_copy), or on devices the host->device link time
- * (ingest's link model) not hidden behind the read plus one staging chunk's copy; and ingest
- * becomes read + staging (the input stage as it runs). With an output, write = the state's
- * device->host copy over the host links + the host's pass over it (the norm check's sums: state
- * bytes / defaults.host_copy) + the output bytes / the writing host's storage write rate
- * (--out-dir: max over hosts of their ranks' shard files). Needs a plan with estimates;
- * E-NOMEM. */
+ * max over hosts of the bytes its ranks read, the resident fraction at the host's cached_read
+ * and the rest at its storage read rate; on devices ingest = the read and the copies (the link
+ * model + launches x defaults.launch + fused HBM passes) overlapped chunk by chunk (the slower
+ * plus one chunk of the faster), staging = ingest - read; on the simulator staging = bytes /
+ * defaults.host_copy and ingest = read + staging. On devices (amplitude) local_norm and encode
+ * get their launches, and fused shards' passes move into the ingest. With an output, write =
+ * the read-back (link time + 2 launches per chunk; none on the simulator) overlapped with the
+ * file write (the output bytes / the writing host's storage write rate; --out-dir: max over
+ * hosts of their ranks' shard files). Needs a plan with estimates, fresh from qm_cost_estimate
+ * (ingest, local_norm and encode are adjusted in place: call it once per estimate); E-NOMEM. */
 qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *plan, const qm_datapath *dp, qm_status *st);
 
 /* The path a gather takes from mesh device `device` to the plan's gather target (a device, or

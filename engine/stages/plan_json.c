@@ -275,8 +275,12 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
     }
     fprintf(f, "\n");
     if (p->datapath.input || p->datapath.output != QM_DP_OUTPUT_NONE) {
-        fprintf(f, "data path (%s):", p->datapath.input ? "the input file read, then staged"
-                                                       : "no input file");
+        if (p->datapath.input)
+            fprintf(f, "data path (input file %.0f%% in the page cache; %s):",
+                    100.0 * p->datapath.input_resident,
+                    p->datapath.sim ? "staged after the read" : "staging overlaps the read");
+        else
+            fprintf(f, "data path (no input file):");
         for (int k = 0; k < QM_IO_PHASE_COUNT_; ++k) {
             if (!p->datapath.input && k != QM_IO_WRITE)
                 continue;

@@ -121,7 +121,11 @@ def test_plan_input_equals_cli(cli, tmp_path):
             assert got.to_dict() == want, (f, kw)
         assert set(got.estimates_s) == {"ingest", "local_norm", "norm_allreduce", "encode",
                                         "gather", "read", "staging", "write"}
-    got = qmesh.plan(input=x)
+    os.environ["QM_INPUT_RESIDENT"] = "0"  # read from storage (the residency test hook)
+    try:
+        got = qmesh.plan(input=x)
+    finally:
+        del os.environ["QM_INPUT_RESIDENT"]
     assert got.request["batch"] == 60 and got.request["features"] == 5
     assert got.request["qubits"] == 3 and got.request["dtype"] == "complex64"
     assert got.estimates_s["read"] == 60 * 5 * 4 / 6e9 and got.estimates_s["write"] is None
