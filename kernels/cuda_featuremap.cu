@@ -687,6 +687,127 @@ int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
     return (int)cudaGetLastError();
 }
 
+// ---- Walsh-Hadamard round 3: passes of up to 8 stages on rows of 256 or 512 bytes ------------
+//
+// Round 2's pass (wht_pass_kernel) reads a unit of 4 (complex128) / 8 (complex64) columns, i.e.
+// rows of 64 contiguous bytes, 2^10 rows 2^b slots apart; run 19 measured it at 42-45% of a device
+// copy for bits 10..19 and 20..29. A 64-byte row is two 32-byte sectors: every row is a separate
+// L2 request and (bits >= 20: rows 16 MiB apart) a separate DRAM page, so the request rate, not
+// the bytes, limits the pass. Round 3 widens the row to CW = 2^LC columns, 256 bytes (LC = 4
+// complex128, 5 complex64) or 512 bytes (LC = 5 / 6), 8 (16) full 128-byte lines per row. Shared
+// memory then caps the rows per unit: CW * 2^w slots, 32 KiB for 256-byte rows at w = 7, 64 KiB
+// at w = 8 or for 512-byte rows at w = 7. So the 20 stages above bit 10 of a 2^30 state take 3
+// passes (7, 7, 6 stages) instead of 2: one more read and write of the state (bound fill + 3
+// copies instead of fill + 2, within issue 16's ceil(n / 10) + 1 passes). Whether 3 passes at
+// long rows beat 2 at 64-byte rows is a measurement (round 2 at 43% of 2 copies = 4.7 copies of
+// time; round 3 wins if its 3 passes reach 64% of a copy each): bench_cuda's BM_WhtSplit times
+// both splits and both row widths side by side.
+//
+// Mapping (w = k1 + k2, k1 = ceil(w / 2) <= 4, k2 <= 4; threads CW * 2^k2, <= 512):
+// round 1: thread (c, o) = (t % CW, t / CW) loads rows j | (o << k1), j < 2^k1, column c: one
+// warp instruction reads 32 / CW rows (complex128 LC = 4: 2 rows of 256 bytes; complex64 LC = 5:
+// 1 row of 256 bytes), runs stages b .. b + k1 - 1 in registers (row bit j), stores to shared
+// memory at r * CW + c. Round 2: group gi = (c2, o2) = (gi % CW, gi / CW), CW * 2^k1 groups
+// dealt over the threads (2^(k1 - k2) each: 1 or 2), loads rows o2 | (j << k1), j < 2^k2, runs
+// stages b + k1 .. b + w - 1, writes the rows back to global memory at the same places.
+// Banks: a row of CW slots is 256 or 512 contiguous bytes in shared memory, and in both rounds
+// consecutive lanes take consecutive columns of one row (a warp covers 32 / CW rows), so every
+// wavefront (8 lanes x 16 bytes or 16 lanes x 8 bytes = 128 contiguous bytes) is one full set of
+// 32 banks: conflict-free, no padding needed (round 2's padding served 64-byte rows).
+// Registers (nvcc -Xptxas -v, sm_90, --fmad=false): 124 complex128, 64 complex64 (16 slots per
+// thread: 64 / 32 registers of data, the rest 64-bit row addresses, kept for the write-back), no
+// spill; the launch bound of 512 threads caps them at 128. Occupancy, complex128 at 256-byte rows
+// and w = 7 (128 threads, 32 KiB): 4 blocks = 16 warps per SM by registers (6 by shared memory);
+// complex64 (256 threads, 32 KiB): 4 blocks = 32 warps. In flight during a load phase 4 x 128 x
+// 16 x 16 bytes = 128 KiB per SM, well over the ~40 KiB per SM that Little's law asks for (4.8
+// TB/s x ~1 us / 132 SMs). Blocks alternate load and store phases; with 4 per SM the phases of
+// different blocks overlap.
+// The stages run in increasing bit order on every element, one qm_wht_butterfly each, as in every
+// other pass: the state is bit-identical to rounds 0-2 and the CPU.
+
+/* Stages on the register index bits [0, nb) of v (N slots, nb <= log2 N), increasing bit order. */
+template <typename V, unsigned N>
+__device__ __forceinline__ void reg_stages_n(V (&v)[N], unsigned nb)
+{
+#pragma unroll
+    for (unsigned b = 0; (1u << b) < N; ++b) {
+        if (b >= nb)
+            break;
+#pragma unroll
+        for (unsigned j = 0; j < N; ++j)
+            if (!(j & (1u << b)) && (j | (1u << b)) < (1u << nb))
+                bfly(v[j], v[j | (1u << b)]);
+    }
+}
+
+#define QM_WHT3_MAX_W 8
+
+template <typename V, unsigned LC>
+__global__ void __launch_bounds__(512)
+wht_pass3_kernel(V *x, uint64_t n_units, unsigned b, unsigned w)
+{
+    extern __shared__ double2 wht3_smem[];
+    V *buf = (V *)wht3_smem;
+    constexpr unsigned CW = 1u << LC;
+    const unsigned k1 = (w + 1) / 2, k2 = w - k1;
+    const uint64_t ctmask = ((uint64_t)1 << (b - LC)) - 1;
+    const unsigned c = threadIdx.x % CW, o = threadIdx.x / CW;
+    for (uint64_t u = blockIdx.x; u < n_units; u += gridDim.x) {
+        V *base = x + ((u >> (b - LC)) << (b + w)) + (u & ctmask) * CW;
+        V v[16];
+#pragma unroll
+        for (unsigned j = 0; j < 16; ++j)
+            if (j < (1u << k1))
+                v[j] = base[((uint64_t)(j | (o << k1)) << b) + c];
+        reg_stages_n(v, k1);
+        if (k2 == 0) { /* the same for every thread: no barrier is skipped unevenly */
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k1))
+                    base[((uint64_t)(j | (o << k1)) << b) + c] = v[j];
+            continue;
+        }
+#pragma unroll
+        for (unsigned j = 0; j < 16; ++j)
+            if (j < (1u << k1))
+                buf[(j | (o << k1)) * CW + c] = v[j];
+        __syncthreads();
+        for (unsigned gi = threadIdx.x; gi < (CW << k1); gi += blockDim.x) {
+            const unsigned c2 = gi % CW, o2 = gi / CW;
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k2))
+                    v[j] = buf[(o2 | (j << k1)) * CW + c2];
+            reg_stages_n(v, k2);
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k2))
+                    base[((uint64_t)(o2 | (j << k1)) << b) + c2] = v[j];
+        }
+        __syncthreads(); /* buf is reused by the next unit */
+    }
+}
+
+/* Stages [b, b + w) over n slots (whole blocks of 2^(b+w)), w <= QM_WHT3_MAX_W, 2^b >= 2^LC. */
+template <typename V, unsigned LC>
+int wht_pass3_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
+{
+    const unsigned k1 = (w + 1) / 2, k2 = w - k1;
+    const uint64_t units = (n >> (b + w)) << (b - LC);
+    const size_t smem = k2 ? ((size_t)1 << (w + LC)) * sizeof(V) : 0;
+    if (smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(wht_pass3_kernel<V, LC>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)smem);
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    const unsigned threads = (1u << LC) << k2;
+    const unsigned grid = grid_of(wht_pass3_kernel<V, LC>, (int)threads, smem, units);
+    wht_pass3_kernel<V, LC><<<grid, threads, smem, s>>>(x, units, b, w);
+    return (int)cudaGetLastError();
+}
+
 /* The fused IQP kernel over n slots (whole tiles): round 1 with its shared memory allowed first,
  * or round 2 (static shared memory). */
 template <typename V>
@@ -772,6 +893,53 @@ extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0
         const unsigned w = b1 - b < 10 ? b1 - b : 10;
         const int le = c128 ? wht_pass_launch<double2, 4, 3>((double2 *)state, n, b, w, s)
                             : wht_pass_launch<float2, 8, 2>((float2 *)state, n, b, w, s);
+        if (le != (int)cudaSuccess)
+            return le;
+        b += w;
+    }
+    return (int)cudaSuccess;
+}
+
+extern "C" unsigned qm_cuda_wht3_split(unsigned b0, unsigned b1, unsigned w_max)
+{
+    if (b1 <= b0)
+        return 0;
+    const unsigned S = b1 - b0;
+    if (w_max == 0) {
+        /* the default: as few passes as shared memory allows at long rows (w <= 8), but never
+         * more than ceil(b1 / 10) (issue 16: the whole iqp op in ceil(n / 10) + 1 passes, one of
+         * them the fused phase pass); past that, longer passes on round 2's kernel */
+        const unsigned most = (b1 + 9) / 10;
+        w_max = (S + QM_WHT3_MAX_W - 1) / QM_WHT3_MAX_W <= most ? QM_WHT3_MAX_W
+                                                                  : (S + most - 1) / most;
+    }
+    if (w_max > 10)
+        w_max = 10;
+    return (S + w_max - 1) / w_max;
+}
+
+extern "C" int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                                   unsigned w_max, unsigned row_bytes, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned passes = qm_cuda_wht3_split(b0, b1, w_max);
+    const unsigned S = b1 - b0;
+    for (unsigned p = 0, b = b0; p < passes; ++p) {
+        /* stages dealt as evenly as possible, the longer passes first (20 over 3: 7, 7, 6) */
+        const unsigned w = S / passes + (p < S % passes ? 1u : 0u);
+        /* 512-byte rows: 2^(6 + k2) threads for complex64, over the 512 of the launch bound at
+         * w = 8 (k2 = 4): that pass takes 256-byte rows */
+        const bool wide = row_bytes >= 512 && (c128 || w < 8);
+        int le;
+        if (w > QM_WHT3_MAX_W) /* more rows than shared memory holds at long rows: round 2's pass */
+            le = c128 ? wht_pass_launch<double2, 4, 3>((double2 *)state, n, b, w, s)
+                      : wht_pass_launch<float2, 8, 2>((float2 *)state, n, b, w, s);
+        else if (c128)
+            le = wide ? wht_pass3_launch<double2, 5>((double2 *)state, n, b, w, s)
+                      : wht_pass3_launch<double2, 4>((double2 *)state, n, b, w, s);
+        else
+            le = wide ? wht_pass3_launch<float2, 6>((float2 *)state, n, b, w, s)
+                      : wht_pass3_launch<float2, 5>((float2 *)state, n, b, w, s);
         if (le != (int)cudaSuccess)
             return le;
         b += w;

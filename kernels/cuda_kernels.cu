@@ -707,8 +707,8 @@ __global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
 }
 
 /* Stages [b0, b1) (or the cross-buffer stage): the stages below QM_WHT_SMEM_BITS in shared
- * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, round 0 (legacy),
- * one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
+ * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu; round 3: at most 8
+ * per pass on 256-byte rows), or, round 0 (legacy), one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
 template <typename V>
 int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int kernels,
                cudaStream_t s)
@@ -727,6 +727,8 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
             return le;
     }
     const unsigned hb = b0 > top ? b0 : top;
+    if (kernels == QM_CUDA_KERNELS_ROUND3 && hb < b1)
+        return qm_cuda_wht_passes3(x, sizeof(V) == 16, n, hb, b1, 0, 256, s);
     if (kernels != QM_CUDA_KERNELS_LEGACY && hb < b1)
         return qm_cuda_wht_passes(x, sizeof(V) == 16, n, hb, b1, s);
     for (unsigned b = hb; b < b1; ++b) {

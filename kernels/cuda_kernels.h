@@ -68,6 +68,10 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
 #define QM_CUDA_KERNELS_CURRENT 0
 #define QM_CUDA_KERNELS_LEGACY 1
 #define QM_CUDA_KERNELS_ROUND1 2
+/* Round 3 (QM_CUDA_KERNELS=round3, opt-in): round 2's kernels except the wht stages above 2^10,
+ * which run in passes of at most 8 stages on rows of 256 contiguous bytes (cuda_featuremap.cu's
+ * qm_cuda_wht_passes3; a 2^30 state: 3 passes of 7, 7, 6 stages after the fused one). */
+#define QM_CUDA_KERNELS_ROUND3 3
 
 /* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot
  * i being global index g0 + i, with the factors of state s at table[(s - first_state) * 4 *

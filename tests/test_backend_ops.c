@@ -15,8 +15,8 @@
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
  * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
- * the environment runs the CUDA backend's earlier feature-map kernels: the same cases, the same
- * bits.
+ * the environment runs the CUDA backend's earlier feature-map kernels, QM_CUDA_KERNELS=round3 the
+ * opt-in round 3 (wht passes of at most 8 stages): the same cases, the same bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -156,6 +156,11 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 20, .batch = 1, .b0 = 10, .b1 = 20, .st_off = 1},
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 14, .batch = 3, .b0 = 3, .b1 = 14},
     {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 21, .batch = 1, .b0 = 0, .b1 = 21},
+    /* round 3's split of the stages above 2^10 (at most 8 per pass, as even as possible): one
+     * stage (no shared-memory round), 8 in one pass (two rounds of 4), 11 as 6 + 5 */
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 11, .batch = 3, .b0 = 0, .b1 = 11, .st_off = 1},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 18, .batch = 2, .b0 = 10, .b1 = 18},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 18, .batch = 1, .b0 = 7, .b1 = 18, .st_off = 2},
     /* iqp (iqp_phase, then stages [0, b1) in one op): on the simulator and the fault shim bit for
      * bit against the two CPU kernels; on CUDA bit for bit against CUDA's own iqp_phase followed by
      * the CPU's stages (the phases' cos/sin are CUDA's: the iqp_phase cases above bound them).

@@ -40,7 +40,8 @@ typedef struct cuda_ctx {
     int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
                                 for every launch (developers, tests); 0 = the default */
     int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
-                                on earlier kernels (bisection; the same bits); 0 = the current
+                                on earlier kernels (bisection; the same bits); round3: the
+                                opt-in round-3 wht passes; 0 (unset, round2) = the current
                                 ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
@@ -769,6 +770,7 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     c->kernels = !kernels_env                           ? QM_CUDA_KERNELS_CURRENT
                  : strcmp(kernels_env, "legacy") == 0 ? QM_CUDA_KERNELS_LEGACY
                  : strcmp(kernels_env, "round1") == 0 ? QM_CUDA_KERNELS_ROUND1
+                 : strcmp(kernels_env, "round3") == 0 ? QM_CUDA_KERNELS_ROUND3
                                                       : QM_CUDA_KERNELS_CURRENT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
