@@ -303,7 +303,8 @@ void BM_Iqp(benchmark::State &state)
 
 // One pass of the iqp op alone, on the BM_Iqp case: pass 0 = the phase and stages 0..9 (the fused
 // kernel of the generation; bound one fill of the state), pass p >= 1 = the wht stages of bits
-// [10p, min(10p + 10, qubits)) on the state the fused pass left (bound one device copy of it).
+// [10p, min(10p + 10, qubits)) on the state the fused pass left (bound one device copy of it;
+// round 3's passes are BM_Wht3Pass's).
 void BM_IqpPass(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
@@ -919,11 +920,11 @@ BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->Use
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 // issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 2 round 1, 1 round 0}
 BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
-BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
-// stages 0..9 (bound: 1 fill; rounds 2 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
+// stages 0..9 (bound: 1 fill; rounds 2, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
 // (bound: 1 copy; the same kernel in rounds 1 and 2)
-BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 3, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 3, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // round 3's wht passes against round 2's (issue 16 item 2): {qubits, complex128, w_max, row_bytes};
 // row_bytes 64 = round 2 (2 passes of 10); w_max 7 = 3 passes (7, 7, 6) at 256- and 512-byte rows
 BENCHMARK(BM_WhtSplit)->ArgsProduct({{30}, {1, 0}, {10}, {64}})->ArgsProduct({{30}, {1, 0}, {7}, {256, 512}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);

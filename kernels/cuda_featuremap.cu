@@ -616,6 +616,145 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     }
 }
 
+// ---- IQP round 3: the fused pass with the phases as products of unit numbers ------------------
+//
+// Round 2's fused pass (run 19: 14.5 ms for 2^30 complex128 against a 3.78 ms fill, 26%) spends
+// its time in one double sincos per slot (about 58 float64 instructions, plus the argument
+// reduction's latency). Round 3 evaluates qm_math.h's order 2, the CPU's: per tile of 1024 slots
+// (h fixed) the 32 U and 32 T (65 sincos: T's unit(W_h) once per entry, a sincos each of 32
+// threads), and per state the 160 V_l (unit(C_l), recomputed only when the tile's state differs
+// from the block's previous tile's: once per block for one big state, every tile for a batch of
+// 10-qubit states). The tables are 32 + 32 + 160 double2 (3.5 KiB) in shared memory. Per slot
+// then: P = the V_l of the set bits of s, built incrementally (below: 7 products per 8 slots of a
+// thread, 2 more for the base), and v = scale * ((U * T) * P): 2 products. Float64 work per slot:
+// about 3 complex products (18 operations without FMA) + the tables (65 sincos / 1024 slots,
+// about 4 operations; a batch: 225 / 1024, about 13) against round 2's ~70; the fused pass should
+// then be bound by its stores, not by float64 issue. Everything after the phases (the four
+// stage rounds, the swizzle, the write) is round 2's code (iq2_round), unchanged.
+// Thread t: y = t mod 32 (the bits of a), s = t / 32 + 4u for u < 8 (the bits of b; uniform over
+// a warp). U[y], V_5..V_9[y] are read once per tile (consecutive lanes, consecutive double2:
+// conflict-free), T[s] is a broadcast. P(s0 + 4u): P(s0) = the product of V_5, V_6 over the bits
+// of s0 from (1, 0); for u > 0, P(s0 + 4u) = P(s0 + 4(u without its top bit)) * V_(7 + top):
+// exactly the left-to-right product of qm_iqp_p (P(s without its top bit) * V_top). Table jobs
+// per tile (k = t, t + 128): T (k < 32, 2 sincos), U (k < 64), V (k < 224, only on a new state).
+// Registers: launch bound 128 x 8 (64 registers, as round 2, 8 blocks = 32 warps per SM);
+// shared 16 KiB + 1.9 KiB + 3.5 KiB (complex128).
+
+#define QM_IQ3_STATE_JOBS 234 /* e 10, W_a 32, W_b 32, C 160 (W_h: thread 0) */
+
+template <typename V>
+__global__ void __launch_bounds__(QM_IQ2_THREADS, 8)
+iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                  uint64_t first_state, const double *table, double scale)
+{
+    __shared__ V buf[1u << 10];
+    __shared__ double tb[QM_IQP_TABLE_DOUBLES];
+    __shared__ double2 Ut[32], Tt[32], Vt[160];
+    double *Wa = tb, *Wb = tb + 32, *C = tb + 64, *e = tb + 288, *Wh = tb + 298;
+    const unsigned t = threadIdx.x, y = t & 31u, s0 = t >> 5;
+    const int pairs = n_coeffs > qubits;
+    const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
+    uint64_t have = UINT64_MAX; /* the state whose W_a, W_b, C and V the tables hold */
+    for (uint64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const uint64_t g = g0 + (tile << 10), x0 = g & mask, st = g >> qubits;
+        const double *c = table + (st - first_state) * n_coeffs;
+        const bool fresh = st != have; /* uniform: every thread walks the same tiles */
+        have = st;
+        /* (1) the sums: W_h (thread 0), e_k, and on a new state W_a, W_b, C_l */
+        if (t == 0)
+            *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        else
+            for (unsigned k = t - 1; k < (fresh ? QM_IQ3_STATE_JOBS : 10u); k += QM_IQ2_THREADS - 1) {
+                if (k < 10)
+                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
+                else if (k < 42)
+                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
+                else if (k < 74)
+                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
+                else
+                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
+                                                     (k - 74) & 31u)
+                                      : 0.0;
+            }
+        __syncthreads();
+        /* (2) the unit numbers: T[j] = unit(W_b + E_b) * unit(W_h), U[j] = unit(W_a + E_a), and on
+         * a new state V[32 l + y] = unit(C_l[y]); E summed over the set bits from +0, as
+         * qm_iqp_edges */
+        for (unsigned k = t; k < (fresh ? 224u : 64u); k += QM_IQ2_THREADS) {
+            if (k < 64) {
+                const unsigned j = k & 31u;
+                const double *ek = k < 32 ? e + 5 : e;
+                double sum = 0.0;
+                for (unsigned b = 0; b < 5; ++b)
+                    if ((j >> b) & 1u)
+                        sum = sum + ek[b];
+                double r, m;
+                if (k < 32) {
+                    double br, bi, hr, hi;
+                    qm_iqp_unit(Wb[j] + sum, &br, &bi);
+                    qm_iqp_unit(*Wh, &hr, &hi);
+                    qm_cmul(br, bi, hr, hi, &r, &m);
+                    Tt[j] = make_double2(r, m);
+                } else {
+                    qm_iqp_unit(Wa[j] + sum, &r, &m);
+                    Ut[j] = make_double2(r, m);
+                }
+            } else {
+                double r, m;
+                qm_iqp_unit(C[k - 64], &r, &m);
+                Vt[k - 64] = make_double2(r, m);
+            }
+        }
+        __syncthreads();
+        /* (3) the phases of slots y + 32 (s0 + 4u) */
+        {
+            const double2 u = Ut[y];
+            const double2 v7 = Vt[64 + y], v8 = Vt[96 + y], v9 = Vt[128 + y];
+            double2 p[4];
+            {
+                double r = 1.0, m = 0.0;
+                if (s0 & 1u) {
+                    const double2 v5 = Vt[y];
+                    qm_cmul(r, m, v5.x, v5.y, &r, &m);
+                }
+                if (s0 & 2u) {
+                    const double2 v6 = Vt[32 + y];
+                    qm_cmul(r, m, v6.x, v6.y, &r, &m);
+                }
+                p[0] = make_double2(r, m);
+            }
+#pragma unroll
+            for (unsigned q = 0; q < 8; ++q) {
+                double2 pq;
+                if (q == 0)
+                    pq = p[0];
+                else {
+                    const unsigned top = q >= 4 ? 2u : q >= 2 ? 1u : 0u;
+                    const double2 from = p[q ^ (1u << top)], vt = top == 2 ? v9 : top == 1 ? v8 : v7;
+                    qm_cmul(from.x, from.y, vt.x, vt.y, &pq.x, &pq.y);
+                    if (q < 4)
+                        p[q] = pq;
+                }
+                const double2 tt = Tt[s0 + 4 * q];
+                double re, im;
+                qm_iqp_join(u.x, u.y, tt.x, tt.y, pq.x, pq.y, scale, &re, &im);
+                buf[iq2_swz<V>(t + QM_IQ2_THREADS * q)] = make_slot<V>(re, im);
+            }
+        }
+        __syncthreads();
+        iq2_round<V, 0, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 3, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 6, 3>(buf, nullptr);
+        __syncthreads();
+        iq2_round<V, 9, 1>(buf, state + (tile << 10));
+        /* the next tile writes tb in (1), last read in (2) here; Ut, Tt, Vt in (2), last read in
+         * (3) here, before three barriers; buf in (3), after its two table barriers, which every
+         * thread reaches after its round-4 loads */
+    }
+}
+
 // ---- Walsh-Hadamard: up to 10 stages per pass ------------------------------------------------
 
 template <typename V, int CW, int MINB>
@@ -809,14 +948,20 @@ int wht_pass3_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
 }
 
 /* The fused IQP kernel over n slots (whole tiles): round 1 with its shared memory allowed first,
- * or round 2 (static shared memory). */
+ * round 2 or round 3 (static shared memory). */
 template <typename V>
 int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigned n_coeffs,
-                     uint64_t first_state, const double *table, double scale, int round1,
+                     uint64_t first_state, const double *table, double scale, int round,
                      cudaStream_t s)
 {
     const uint64_t tiles = n >> 10;
-    if (!round1) {
+    if (round == 3) {
+        const unsigned grid = grid_of(iqp_fused3_kernel<V>, QM_IQ2_THREADS, 0, tiles);
+        iqp_fused3_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
+                                                              first_state, table, scale);
+        return (int)cudaGetLastError();
+    }
+    if (round != 1) {
         const unsigned grid = grid_of(iqp_fused2_kernel<V>, QM_IQ2_THREADS, 0, tiles);
         iqp_fused2_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
                                                               first_state, table, scale);
@@ -949,11 +1094,11 @@ extern "C" int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b
 
 extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
-                                 double scale, int round1, void *stream)
+                                 double scale, int round, void *stream)
 {
     if (c128)
         return iqp_fused_launch((double2 *)state, n, g0, qubits, n_coeffs, first_state, table,
-                                scale, round1, (cudaStream_t)stream);
+                                scale, round, (cudaStream_t)stream);
     return iqp_fused_launch((float2 *)state, n, g0, qubits, n_coeffs, first_state, table, scale,
-                            round1, (cudaStream_t)stream);
+                            round, (cudaStream_t)stream);
 }

@@ -39,11 +39,12 @@ int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned
                         unsigned w_max, unsigned row_bytes, void *stream);
 
 /* The iqp_phase of slots [0, n) followed by stages 0..9, one pass: needs qubits >= 10, g0 and n
- * multiples of 2^10. round1 != 0: the round-1 kernel (one warp per tile); 0: round 2 (four warps
- * per tile, 8 slots per thread). */
+ * multiples of 2^10. round 1: the round-1 kernel (one warp per tile); 2: round 2 (four warps per
+ * tile, 8 slots per thread, cos/sin of each phi: order 1); 3: round 3 (round 2's shape, the
+ * phases as products of unit numbers: qm_math.h's order 2, the CPU's). */
 int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                       unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
-                      int round1, void *stream);
+                      int round, void *stream);
 
 #ifdef __cplusplus
 }

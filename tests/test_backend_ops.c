@@ -10,8 +10,13 @@
  * the op, the backend and the first differing element. Sums compare bit for bit, except that two
  * NaN sums are equal (NaN payloads are not part of the contract; test_cuda_batch.c says why).
  * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
- * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2, the
- * tolerance per component there; the simulator and the fault shim are still compared bit for bit.
+ * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2. CUDA
+ * rounds 0 to 2 evaluate qm_math.h's order 1 (cos and sin of phi) and are held to that order,
+ * computed here with libm, within 2 ulp per component; round 3 evaluates the CPU's order 2 (a
+ * product of unit numbers) and is held to the CPU kernel within 64 * 2^-53 of the amplitude's
+ * magnitude per component (complex64: one float ulp of it). The CPU kernel's tables must equal
+ * qm_iqp_phase2 slot by slot, bit for bit; the simulator and the fault shim are compared bit for
+ * bit.
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
  * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
@@ -22,6 +27,7 @@
 #include "cpu_kernels.h"
 #include "cuda_backend.h"
 #include "fault.h"
+#include "qm_math.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
 
@@ -29,6 +35,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum values { V_RANDOM, V_ZERO, V_SUBNORMAL, V_NEAR_MAX, V_NONFINITE, V_WIDE };
 
@@ -697,6 +704,62 @@ static uint64_t first_beyond_ulp(const output *a, const output *b, unsigned ulp)
     return UINT64_MAX;
 }
 
+/* IQP phases slot by slot, from qm_math.h's per-slot functions rather than the CPU kernel's
+ * tables: order 2 (qm_iqp_phase2: the CPU's and CUDA round 3's order; it must give the kernel's
+ * bits exactly) or order 1 (qm_iqp_phi, then libm's cos and sin of phi: the order CUDA rounds 0 to
+ * 2 evaluate, the reference their results are held to within 2 ulp per component). */
+static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int order)
+{
+    const double scale = c->scale != 0 ? c->scale : 1.0;
+    const uint64_t mask = ((uint64_t)1 << c->q) - 1;
+    memset(o->bytes, 0xFF, o->n);
+    for (uint64_t i = 0; i < g->n; ++i) {
+        const uint64_t x = g->g0 + i;
+        const double *co = (const double *)g->input + (x >> c->q) * g->F;
+        double re, im;
+        if (order == 2)
+            qm_iqp_phase2(co, c->q, (unsigned)g->F, x & mask, scale, &re, &im);
+        else
+            qm_iqp_amp(qm_iqp_phi(co, c->q, (unsigned)g->F, x & mask), scale, &re, &im);
+        if (c->st == C128) {
+            memcpy(o->bytes + (c->st_off + i) * 16, &re, 8);
+            memcpy(o->bytes + (c->st_off + i) * 16 + 8, &im, 8);
+        } else {
+            const float fr = (float)re, fi = (float)im;
+            memcpy(o->bytes + (c->st_off + i) * 8, &fr, 4);
+            memcpy(o->bytes + (c->st_off + i) * 8 + 4, &fi, 4);
+        }
+    }
+}
+
+/* Within an absolute tolerance component by component (round 3's iqp_phase on CUDA: a product of
+ * up to 8 unit numbers whose cos and sin are CUDA's, so a component is bounded relative to the
+ * amplitude's magnitude `scale`, not to itself: 64 * 2^-53 * scale for complex128, one float ulp
+ * of scale (2^-23 * scale) for complex64, docs/encodings.md); the first component further apart,
+ * as a byte offset, or UINT64_MAX. */
+static uint64_t first_beyond_abs(const output *a, const output *b, double scale)
+{
+    const size_t cs = a->elem / 2;
+    const double tol = cs == 8 ? 64 * 0x1p-53 * scale : 0x1p-23 * scale;
+    for (uint64_t i = 0; i + cs <= a->n; i += cs) {
+        if (memcmp(a->bytes + i, b->bytes + i, cs) == 0)
+            continue;
+        double x, y;
+        if (cs == 8) {
+            memcpy(&x, a->bytes + i, 8);
+            memcpy(&y, b->bytes + i, 8);
+        } else {
+            float fx, fy;
+            memcpy(&fx, a->bytes + i, 4);
+            memcpy(&fy, b->bytes + i, 4);
+            x = fx, y = fy;
+        }
+        if (!(fabs(x - y) <= tol))
+            return i;
+    }
+    return UINT64_MAX;
+}
+
 typedef struct backend {
     const char *name;
     qm_hal *hal;
@@ -773,6 +836,8 @@ int main(int argc, char **argv)
     if (!be[0].hal || !be[1].hal)
         return qm_test_end("test_backend_ops");
     int n_run = 0, n_failed = 0;
+    const char *gen = getenv("QM_CUDA_KERNELS"); /* as the CUDA backend reads it */
+    const bool round3 = gen && strcmp(gen, "round3") == 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const op_case *c = &cases[k];
         geom g;
@@ -783,6 +848,26 @@ int main(int argc, char **argv)
             continue;
         }
         run_reference(c, &g, &ref);
+        /* iqp_phase: on CUDA, rounds 0 to 2 are held to order 1 (cos and sin of phi) within 2 ulp,
+         * round 3 to the CPU's order 2 within first_beyond_abs's bound; the CPU kernel's tables
+         * must give qm_iqp_phase2's bits slot by slot (CUDA's one-slot-per-thread kernel uses it) */
+        output ord1 = ref;
+        ord1.bytes = NULL;
+        if (c->op == QM_HAL_OP_IQP_PHASE) {
+            output direct = ref;
+            CHECK((direct.bytes = malloc(direct.n)) != NULL &&
+                  (ord1.bytes = malloc(ord1.n)) != NULL);
+            if (direct.bytes && ord1.bytes) {
+                iqp_phase_direct(c, &g, &direct, 2);
+                iqp_phase_direct(c, &g, &ord1, 1);
+                const uint64_t dd = first_difference(&ref, &direct);
+                if (dd != UINT64_MAX)
+                    printf("case %zu: the CPU iqp_phase differs from qm_iqp_phase2 at state slot "
+                           "%llu of the buffer\n", k, (unsigned long long)(dd / ref.elem));
+                CHECK(dd == UINT64_MAX);
+            }
+            free(direct.bytes);
+        }
         for (int b = 0; b < n_be; ++b) {
             output got = ref;
             got.bytes = malloc(ref.n);
@@ -806,10 +891,13 @@ int main(int argc, char **argv)
                 if (ok && c->b1 > 0)
                     qm_cpu_wht(own.bytes, elem_of(c->st), c->st_off, g.n, 0, c->b1, NULL, 0);
             }
-            const uint64_t d = !ok ? 0
-                               : own.bytes ? first_difference(&own, &got)
-                               : c->cuda_ulp && b == 2 ? first_beyond_ulp(&ref, &got, c->cuda_ulp)
-                                                       : first_difference(&ref, &got);
+            const uint64_t d =
+                !ok         ? 0
+                : own.bytes ? first_difference(&own, &got)
+                : c->cuda_ulp && b == 2
+                    ? (round3 ? first_beyond_abs(&ref, &got, c->scale != 0 ? c->scale : 1.0)
+                              : first_beyond_ulp(ord1.bytes ? &ord1 : &ref, &got, c->cuda_ulp))
+                    : first_difference(&ref, &got);
             free(own.bytes);
             n_run++;
             if (!ok || d != UINT64_MAX) {
@@ -834,6 +922,7 @@ int main(int argc, char **argv)
             free(got.bytes);
         }
         free(ref.bytes);
+        free(ord1.bytes);
         geom_free(&g);
     }
     for (int b = 0; b < n_be; ++b)

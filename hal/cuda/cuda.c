@@ -511,7 +511,7 @@ static qm_code c_iqp_phase(void *ctx, int dev, void *state, const void *table,
     int le = qm_cuda_launch_iqp_phase((char *)state + a->off * slot_bytes(a->state_dtype),
                                       is_c128(a->state_dtype), a->n, a->g0, a->qubits,
                                       a->n_coeffs, a->first_state, (const double *)table,
-                                      a->scale, s);
+                                      a->scale, ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "iqp_phase launch", dev);
     if (!s)
