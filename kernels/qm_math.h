@@ -432,8 +432,9 @@ QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
  * V_top, which is the same sequence of products.
  * Numerics: every unit number has cos and sin within 2 ulp of the exact values on CUDA (under 1
  * ulp with glibc), so one factor of the GPU and the CPU differ by at most about 3 ulp of 1 per
- * component; v is a product of at most 8 factors (U, T's two, P's five) with 7 roundings, so the
- * GPU's v is within 64 * 2^-53 * scale of the CPU's per component (docs/encodings.md). Against the
+ * component; v is a product of at most 8 factors (U, T's two, P's five) in 8 complex products,
+ * so the GPU's v is within about 66 * 2^-53 * scale of the CPU's per component (the tests allow
+ * 128; docs/encodings.md). Against the
  * exact exp(i phi) the error is that of the factors' arguments (each a shorter sum than phi, so a
  * smaller rounding) plus about 10 roundings of 2^-53. */
 QM_HD void qm_iqp_unit(double t, double *re, double *im)
