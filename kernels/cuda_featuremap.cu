@@ -537,6 +537,45 @@ __device__ __forceinline__ void iq2_round(V *buf, V *out)
     }
 }
 
+/* Stages 0..9 of the tile in buf (the phases written, a barrier passed): three rounds of 3
+ * stages in shared memory, then stage 9 written to the tile's slots in global memory. */
+template <typename V> __device__ __forceinline__ void iq2_stages(V *buf, V *out)
+{
+    iq2_round<V, 0, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 3, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 6, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 9, 1>(buf, out);
+}
+
+/* Table job k of a tile (rounds 2 and 3; tb laid out as W_a 32, W_b 32, C 5 x 32, E_a, E_b, then
+ * e 10 at 288): k < 10 e_k, then W_a[y], W_b[s], C_l[y] (qm_math.h's sums for the tile at x0). */
+__device__ __forceinline__ void iqp_table_job(double *tb, const double *c, unsigned qubits,
+                                              int pairs, uint64_t x0, unsigned k)
+{
+    if (k < 10)
+        tb[288 + k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
+    else if (k < 42)
+        tb[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
+    else if (k < 74)
+        tb[32 + k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
+    else
+        tb[64 + k - 74] =
+            pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5), (k - 74) & 31u) : 0.0;
+}
+
+/* E of a group: the e_k (ek[0..4]) of the set bits of j, increasing, from +0 (qm_iqp_edges). */
+__device__ __forceinline__ double iqp_edge_sum(const double *ek, unsigned j)
+{
+    double sum = 0.0;
+    for (unsigned b = 0; b < 5; ++b)
+        if ((j >> b) & 1u)
+            sum = sum + ek[b];
+    return sum;
+}
+
 /* Round 2 of the fused pass: one tile of 2^10 slots per block of 128 threads (4 warps), grid-
  * stride over the tiles. (1) tables: the 235 entries of round 1's tables (W_a, W_b, C_l, e_k, W_h,
  * the same qm_math.h calls): thread 0 W_h alone (the longest sum: the n - 10 high bits and their
@@ -567,26 +606,11 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         if (t == 0) /* the longest sum (n - 10 terms and their pairs): a thread of its own */
             *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
         else
-            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1) {
-                if (k < 10)
-                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
-                else if (k < 42)
-                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
-                else if (k < 74)
-                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
-                else
-                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
-                                                     (k - 74) & 31u)
-                                      : 0.0;
-            }
+            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1)
+                iqp_table_job(tb, c, qubits, pairs, x0, k);
         __syncthreads();
         if (t < 64) { /* E_a[y] (t < 32), E_b[y] (t >= 32): the e_k of the set bits of y */
-            const double *ek = t < 32 ? e : e + 5;
-            double sum = 0.0;
-            for (unsigned k = 0; k < 5; ++k)
-                if ((y >> k) & 1u)
-                    sum = sum + ek[k];
-            (t < 32 ? Ea : Eb)[y] = sum;
+            (t < 32 ? Ea : Eb)[y] = iqp_edge_sum(t < 32 ? e : e + 5, y);
         }
         __syncthreads();
         const double wa = Wa[y], ea = Ea[y], wh = *Wh;
@@ -603,13 +627,7 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             buf[iq2_swz<V>(t + QM_IQ2_THREADS * u)] = make_slot<V>(re, im);
         }
         __syncthreads();
-        iq2_round<V, 0, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 3, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 6, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 9, 1>(buf, state + (tile << 10));
+        iq2_stages(buf, state + (tile << 10));
         /* the next tile's first writes (tables) are to tb, last read before the phase barrier;
          * its buf writes come after its table barriers, which every thread reaches after its
          * round-4 loads */
@@ -664,18 +682,8 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         if (t == 0)
             *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
         else
-            for (unsigned k = t - 1; k < (fresh ? QM_IQ3_STATE_JOBS : 10u); k += QM_IQ2_THREADS - 1) {
-                if (k < 10)
-                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
-                else if (k < 42)
-                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
-                else if (k < 74)
-                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
-                else
-                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
-                                                     (k - 74) & 31u)
-                                      : 0.0;
-            }
+            for (unsigned k = t - 1; k < (fresh ? QM_IQ3_STATE_JOBS : 10u); k += QM_IQ2_THREADS - 1)
+                iqp_table_job(tb, c, qubits, pairs, x0, k);
         __syncthreads();
         /* (2) the unit numbers: T[j] = unit(W_b + E_b) * unit(W_h), U[j] = unit(W_a + E_a), and on
          * a new state V[32 l + y] = unit(C_l[y]); E summed over the set bits from +0, as
@@ -683,11 +691,7 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         for (unsigned k = t; k < (fresh ? 224u : 64u); k += QM_IQ2_THREADS) {
             if (k < 64) {
                 const unsigned j = k & 31u;
-                const double *ek = k < 32 ? e + 5 : e;
-                double sum = 0.0;
-                for (unsigned b = 0; b < 5; ++b)
-                    if ((j >> b) & 1u)
-                        sum = sum + ek[b];
+                const double sum = iqp_edge_sum(k < 32 ? e + 5 : e, j);
                 double r, m;
                 if (k < 32) {
                     double br, bi, hr, hi;
@@ -742,13 +746,7 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             }
         }
         __syncthreads();
-        iq2_round<V, 0, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 3, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 6, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 9, 1>(buf, state + (tile << 10));
+        iq2_stages(buf, state + (tile << 10));
         /* the next tile writes tb in (1), last read in (2) here; Ut, Tt, Vt in (2), last read in
          * (3) here, before three barriers; buf in (3), after its two table barriers, which every
          * thread reaches after its round-4 loads */
