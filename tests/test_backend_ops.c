@@ -185,6 +185,10 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 7, .F = 28, .batch = 9, .scale = 0x1p-7, .b1 = 7},
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 3, .g0 = 512, .count = 1024, .scale = 0x1p-10, .b1 = 9},
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 13, .F = 91, .batch = 1, .scale = 0x1p-13, .b1 = 0, .values = V_ZERO},
+    /* more tiles than resident CUDA blocks (H200: 1056 for the fused kernels), states of 2 tiles:
+     * round 3's fused blocks rebuild the per-state tables for every tile of a grid stride (the
+     * 2^21 case above keeps them: its blocks take 2 tiles of one state) */
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 11, .F = 66, .batch = 1500, .scale = 0x1p-11, .b1 = 11},
     /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
      * sums into device memory at an offset; whole states, a batch range that starts and ends
      * mid-state and mid-block, sizes that are no multiple of the block; the one-block-per-CUDA-
