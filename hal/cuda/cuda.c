@@ -41,7 +41,8 @@ typedef struct cuda_ctx {
                                 for every launch (developers, tests); 0 = the default */
     int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
                                 on earlier kernels (bisection; the same bits); round3: the
-                                opt-in round-3 wht passes; 0 (unset, round2) = the current
+                                opt-in round 3 (IQP phases in the CPU's order, wht passes on
+                                256-byte rows); 0 (unset, round2) = the current
                                 ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
