@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "cuda_backend.h"
+#include "cuda_featuremap.h"
 #include "cuda_kernels.h"
 #include "materialize_internal.h"
 #include "qm_math.h"
@@ -114,13 +115,15 @@ void BM_WriteFill(benchmark::State &state)
 // ceiling) and, for IQP's later passes, a device-to-device copy of the state (one read and one
 // write of every byte). Counters: bytes (the state), kernel_ms, fill_ms (and copy_ms), bound_ms
 // (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. The
-// `kernels` argument picks the generation (cuda_kernels.h): 0 the current (round 2), 2 round 1
-// (QM_CUDA_KERNELS=round1's), 1 round 0 (QM_CUDA_KERNELS=legacy's), so one run times all three.
+// `kernels` argument picks the generation (cuda_kernels.h): 0 the current (round 2), 3 round 3
+// (QM_CUDA_KERNELS=round3's), 2 round 1 (QM_CUDA_KERNELS=round1's), 1 round 0
+// (QM_CUDA_KERNELS=legacy's), so one run times all four.
 
 const char *generation(int kernels)
 {
     return kernels == QM_CUDA_KERNELS_LEGACY   ? "legacy"
            : kernels == QM_CUDA_KERNELS_ROUND1 ? "round1"
+           : kernels == QM_CUDA_KERNELS_ROUND3 ? "round3"
                                                : "round2";
 }
 
@@ -272,14 +275,17 @@ struct iqp_case {
 };
 
 // iqp: the iqp op (qubits <= 10: the phase and every stage in one pass; above: that pass for the
-// low 10 bits, then the higher stages 10 per pass). Bound = one fill (the first pass writes) +
-// one copy (read + write) per later pass, ceil((qubits - 10) / 10) of them.
+// low 10 bits, then the higher stages 10 per pass, round 3: at most 8 per pass). Bound = one fill
+// (the first pass writes) + one copy (read + write) per later pass: ceil((qubits - 10) / 10) of
+// them, round 3 qm_cuda_wht3_split's count (3 for 30 qubits).
 void BM_Iqp(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
     const int c128 = (int)state.range(2), kernels = (int)state.range(3);
-    const unsigned later = q > 10 ? (q - 10 + 9) / 10 : 0;
+    const unsigned later = q <= 10                            ? 0
+                           : kernels == QM_CUDA_KERNELS_ROUND3 ? qm_cuda_wht3_split(10, q, 0)
+                                                               : (q - 10 + 9) / 10;
     const iqp_case ic(state, q, batch, c128, later > 0);
     if (!ic.ok)
         return;
@@ -297,7 +303,8 @@ void BM_Iqp(benchmark::State &state)
 
 // One pass of the iqp op alone, on the BM_Iqp case: pass 0 = the phase and stages 0..9 (the fused
 // kernel of the generation; bound one fill of the state), pass p >= 1 = the wht stages of bits
-// [10p, min(10p + 10, qubits)) on the state the fused pass left (bound one device copy of it).
+// [10p, min(10p + 10, qubits)) on the state the fused pass left (bound one device copy of it;
+// round 3's passes are BM_Wht3Pass's).
 void BM_IqpPass(benchmark::State &state)
 {
     const unsigned q = (unsigned)state.range(0);
@@ -325,6 +332,104 @@ void BM_IqpPass(benchmark::State &state)
                   generation(kernels), (unsigned long long)batch, q,
                   c128 ? "complex128" : "complex64", pass, b0, b1 - 1, pass ? "copy" : "fill");
     report(state, ic.bytes, k, pass ? copy : fill, fill, copy, what);
+}
+
+// Round 3's wht passes (issue 16, item 2): the stages [10, qubits) of one state in
+// qm_cuda_wht3_split(10, qubits, w_max) passes on rows of row_bytes (256 or 512) contiguous bytes,
+// or, row_bytes 64, round 2's passes (10 stages on 64-byte rows). Args {qubits, complex128, w_max,
+// row_bytes}; bound = one copy per pass. Before timing, the same variant runs on a 2^22-slot
+// state of random values and must give round 2's bits there (the additions are the same; a
+// mismatch skips the case with an error).
+// 0: the same bits; 1: a CUDA call failed; 2: the bits differ (or the passes changed nothing).
+int wht3_matches_round2(int c128, unsigned w_max, unsigned row_bytes)
+{
+    const unsigned q = 22;
+    const uint64_t n = (uint64_t)1 << q;
+    const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    std::vector<unsigned char> h(bytes), a(bytes), b(bytes);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < 2 * n; ++i) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const double v = (double)(r >> 11) * 0x1p-53 * 2.0 - 1.0;
+        if (c128)
+            std::memcpy(&h[8 * i], &v, 8);
+        else {
+            const float f = (float)v;
+            std::memcpy(&h[4 * i], &f, 4);
+        }
+    }
+    void *x = nullptr, *y = nullptr;
+    bool ok = cudaMalloc(&x, bytes) == cudaSuccess && cudaMalloc(&y, bytes) == cudaSuccess &&
+              cudaMemcpy(x, h.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+              cudaMemcpy(y, h.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+              (row_bytes == 64 ? qm_cuda_wht_passes(x, c128, n, 10, q, nullptr)
+                               : qm_cuda_wht_passes3(x, c128, n, 10, q, w_max, row_bytes,
+                                                     nullptr)) == 0 &&
+              qm_cuda_wht_passes(y, c128, n, 10, q, nullptr) == 0 &&
+              cudaMemcpy(a.data(), x, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(b.data(), y, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(x);
+    cudaFree(y);
+    return !ok ? 1 : a == b && a != h ? 0 : 2;
+}
+
+void BM_WhtSplit(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const int c128 = (int)state.range(1);
+    const unsigned w_max = (unsigned)state.range(2), row = (unsigned)state.range(3);
+    const int check = wht3_matches_round2(c128, w_max, row);
+    if (check) {
+        state.SkipWithError(check == 1 ? "a CUDA call of the 2^22 bit check failed"
+                                       : "the passes differ from round 2's on a 2^22 state");
+        return;
+    }
+    const unsigned passes = row == 64 ? (q - 10 + 9) / 10 : qm_cuda_wht3_split(10, q, w_max);
+    const iqp_case ic(state, q, 1, c128, true);
+    if (!ic.ok)
+        return;
+    ic.iqp(c128, 10, QM_CUDA_KERNELS_CURRENT);
+    auto launch = [&] {
+        return row == 64 ? qm_cuda_wht_passes(ic.st, c128, ic.n, 10, q, nullptr)
+                         : qm_cuda_wht_passes3(ic.st, c128, ic.n, 10, q, w_max, row, nullptr);
+    };
+    launch();
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double fill = ic.fill_ms(), copy = ic.copy_ms();
+    char what[160];
+    std::snprintf(what, sizeof what, "stages 10..%u of 2^%u %s: %u passes, %s rows%s; bound = %u copies",
+                  q - 1, q, c128 ? "complex128" : "complex64", passes,
+                  row == 64 ? "64-byte" : row >= 512 ? "512-byte" : "256-byte",
+                  row == 64 ? " (round 2)" : "", passes);
+    report(state, ic.bytes, k, passes * copy, fill, copy, what);
+}
+
+// One round-3 pass alone (BM_IqpPass for round 3): stages [b, b + w) of a 2^qubits state on rows
+// of row_bytes. Args {qubits, complex128, b, w, row_bytes}; bound = one copy.
+void BM_Wht3Pass(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const int c128 = (int)state.range(1);
+    const unsigned b = (unsigned)state.range(2), w = (unsigned)state.range(3);
+    const unsigned row = (unsigned)state.range(4);
+    if (b < 10 || b + w > q) {
+        state.SkipWithError("no such pass");
+        return;
+    }
+    const iqp_case ic(state, q, 1, c128, true);
+    if (!ic.ok)
+        return;
+    ic.iqp(c128, 10, QM_CUDA_KERNELS_CURRENT);
+    auto launch = [&] { return qm_cuda_wht_passes3(ic.st, c128, ic.n, b, b + w, w, row, nullptr); };
+    launch();
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double fill = ic.fill_ms(), copy = ic.copy_ms();
+    char what[128];
+    std::snprintf(what, sizeof what, "round3 2^%u %s bits %u..%u, %u-byte rows; bound = 1 copy", q,
+                  c128 ? "complex128" : "complex64", b, b + w - 1, row >= 512 ? 512 : 256);
+    report(state, ic.bytes, k, copy, fill, copy, what);
 }
 
 void BM_CopyH2D(benchmark::State &state)
@@ -817,11 +922,16 @@ BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->Use
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 // issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 2 round 1, 1 round 0}
 BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
-BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
-// stages 0..9 (bound: 1 fill; rounds 2 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
+// stages 0..9 (bound: 1 fill; rounds 2, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
 // (bound: 1 copy; the same kernel in rounds 1 and 2)
-BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 3, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 3, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+// round 3's wht passes against round 2's (issue 16 item 2): {qubits, complex128, w_max, row_bytes};
+// row_bytes 64 = round 2 (2 passes of 10); w_max 7 = 3 passes (7, 7, 6) at 256- and 512-byte rows
+BENCHMARK(BM_WhtSplit)->ArgsProduct({{30}, {1, 0}, {10}, {64}})->ArgsProduct({{30}, {1, 0}, {7}, {256, 512}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+// round 3's passes one at a time: {qubits, complex128, b, w, row_bytes}
+BENCHMARK(BM_Wht3Pass)->ArgsProduct({{30}, {1, 0}, {10, 17}, {7}, {256, 512}})->ArgsProduct({{30}, {1, 0}, {24}, {6}, {256, 512}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 BENCHMARK(BM_CopyH2D)->Args({(int64_t)1 << 30, 1})->Args({(int64_t)1 << 30, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DeviceResident)->Args({30, 1})->Args({31, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Pass)->Args({30, 1, 1})->Args({30, 0, 1})->Args({31, 1, 0})->Args({31, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -537,6 +537,45 @@ __device__ __forceinline__ void iq2_round(V *buf, V *out)
     }
 }
 
+/* Stages 0..9 of the tile in buf (the phases written, a barrier passed): three rounds of 3
+ * stages in shared memory, then stage 9 written to the tile's slots in global memory. */
+template <typename V> __device__ __forceinline__ void iq2_stages(V *buf, V *out)
+{
+    iq2_round<V, 0, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 3, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 6, 3>(buf, nullptr);
+    __syncthreads();
+    iq2_round<V, 9, 1>(buf, out);
+}
+
+/* Table job k of a tile (rounds 2 and 3; tb laid out as W_a 32, W_b 32, C 5 x 32, E_a, E_b, then
+ * e 10 at 288): k < 10 e_k, then W_a[y], W_b[s], C_l[y] (qm_math.h's sums for the tile at x0). */
+__device__ __forceinline__ void iqp_table_job(double *tb, const double *c, unsigned qubits,
+                                              int pairs, uint64_t x0, unsigned k)
+{
+    if (k < 10)
+        tb[288 + k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
+    else if (k < 42)
+        tb[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
+    else if (k < 74)
+        tb[32 + k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
+    else
+        tb[64 + k - 74] =
+            pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5), (k - 74) & 31u) : 0.0;
+}
+
+/* E of a group: the e_k (ek[0..4]) of the set bits of j, increasing, from +0 (qm_iqp_edges). */
+__device__ __forceinline__ double iqp_edge_sum(const double *ek, unsigned j)
+{
+    double sum = 0.0;
+    for (unsigned b = 0; b < 5; ++b)
+        if ((j >> b) & 1u)
+            sum = sum + ek[b];
+    return sum;
+}
+
 /* Round 2 of the fused pass: one tile of 2^10 slots per block of 128 threads (4 warps), grid-
  * stride over the tiles. (1) tables: the 235 entries of round 1's tables (W_a, W_b, C_l, e_k, W_h,
  * the same qm_math.h calls): thread 0 W_h alone (the longest sum: the n - 10 high bits and their
@@ -567,26 +606,11 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         if (t == 0) /* the longest sum (n - 10 terms and their pairs): a thread of its own */
             *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
         else
-            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1) {
-                if (k < 10)
-                    e[k] = pairs ? qm_iqp_edge(c, qubits, k, x0) : 0.0;
-                else if (k < 42)
-                    Wa[k - 10] = qm_iqp_group(c, qubits, pairs, 0, 5, k - 10);
-                else if (k < 74)
-                    Wb[k - 42] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)(k - 42) << 5);
-                else
-                    C[k - 74] = pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + ((k - 74) >> 5),
-                                                     (k - 74) & 31u)
-                                      : 0.0;
-            }
+            for (unsigned k = t - 1; k < QM_IQ2_JOBS - 1; k += QM_IQ2_THREADS - 1)
+                iqp_table_job(tb, c, qubits, pairs, x0, k);
         __syncthreads();
         if (t < 64) { /* E_a[y] (t < 32), E_b[y] (t >= 32): the e_k of the set bits of y */
-            const double *ek = t < 32 ? e : e + 5;
-            double sum = 0.0;
-            for (unsigned k = 0; k < 5; ++k)
-                if ((y >> k) & 1u)
-                    sum = sum + ek[k];
-            (t < 32 ? Ea : Eb)[y] = sum;
+            (t < 32 ? Ea : Eb)[y] = iqp_edge_sum(t < 32 ? e : e + 5, y);
         }
         __syncthreads();
         const double wa = Wa[y], ea = Ea[y], wh = *Wh;
@@ -603,16 +627,129 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             buf[iq2_swz<V>(t + QM_IQ2_THREADS * u)] = make_slot<V>(re, im);
         }
         __syncthreads();
-        iq2_round<V, 0, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 3, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 6, 3>(buf, nullptr);
-        __syncthreads();
-        iq2_round<V, 9, 1>(buf, state + (tile << 10));
+        iq2_stages(buf, state + (tile << 10));
         /* the next tile's first writes (tables) are to tb, last read before the phase barrier;
          * its buf writes come after its table barriers, which every thread reaches after its
          * round-4 loads */
+    }
+}
+
+// ---- IQP round 3: the fused pass with the phases as products of unit numbers ------------------
+//
+// Round 2's fused pass (run 19: 14.5 ms for 2^30 complex128 against a 3.78 ms fill, 26%) spends
+// its time in one double sincos per slot (about 58 float64 instructions, plus the argument
+// reduction's latency). Round 3 evaluates qm_math.h's order 2, the CPU's: per tile of 1024 slots
+// (h fixed) the 32 U and 32 T (65 sincos: T's unit(W_h) once per entry, a sincos each of 32
+// threads), and per state the 160 V_l (unit(C_l), recomputed only when the tile's state differs
+// from the block's previous tile's: once per block for one big state, every tile for a batch of
+// 10-qubit states). The tables are 32 + 32 + 160 double2 (3.5 KiB) in shared memory. Per slot
+// then: P = the V_l of the set bits of s, built incrementally (below: 7 products per 8 slots of a
+// thread, 2 more for the base), and v = scale * ((U * T) * P): 2 products. Float64 work per slot:
+// about 3 complex products (18 operations without FMA) + the tables (65 sincos / 1024 slots,
+// about 4 operations; a batch: 225 / 1024, about 13) against round 2's ~70; the fused pass should
+// then be bound by its stores, not by float64 issue. Everything after the phases (the four
+// stage rounds, the swizzle, the write) is round 2's code (iq2_round), unchanged.
+// Thread t: y = t mod 32 (the bits of a), s = t / 32 + 4u for u < 8 (the bits of b; uniform over
+// a warp). U[y], V_5..V_9[y] are read once per tile (consecutive lanes, consecutive double2:
+// conflict-free), T[s] is a broadcast. P(s0 + 4u): P(s0) = the product of V_5, V_6 over the bits
+// of s0 from (1, 0); for u > 0, P(s0 + 4u) = P(s0 + 4(u without its top bit)) * V_(7 + top):
+// exactly the left-to-right product of qm_iqp_p (P(s without its top bit) * V_top). Table jobs
+// per tile (k = t, t + 128): T (k < 32, 2 sincos), U (k < 64), V (k < 224, only on a new state).
+// Registers: launch bound 128 x 8 (64 registers, as round 2, 8 blocks = 32 warps per SM);
+// shared 16 KiB + 1.9 KiB + 3.5 KiB (complex128).
+
+#define QM_IQ3_STATE_JOBS 234 /* e 10, W_a 32, W_b 32, C 160 (W_h: thread 0) */
+
+template <typename V>
+__global__ void __launch_bounds__(QM_IQ2_THREADS, 8)
+iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                  uint64_t first_state, const double *table, double scale)
+{
+    __shared__ V buf[1u << 10];
+    __shared__ double tb[QM_IQP_TABLE_DOUBLES];
+    __shared__ double2 Ut[32], Tt[32], Vt[160];
+    double *Wa = tb, *Wb = tb + 32, *C = tb + 64, *e = tb + 288, *Wh = tb + 298;
+    const unsigned t = threadIdx.x, y = t & 31u, s0 = t >> 5;
+    const int pairs = n_coeffs > qubits;
+    const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
+    uint64_t have = UINT64_MAX; /* the state whose W_a, W_b, C and V the tables hold */
+    for (uint64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const uint64_t g = g0 + (tile << 10), x0 = g & mask, st = g >> qubits;
+        const double *c = table + (st - first_state) * n_coeffs;
+        const bool fresh = st != have; /* uniform: every thread walks the same tiles */
+        have = st;
+        /* (1) the sums: W_h (thread 0), e_k, and on a new state W_a, W_b, C_l */
+        if (t == 0)
+            *Wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        else
+            for (unsigned k = t - 1; k < (fresh ? QM_IQ3_STATE_JOBS : 10u); k += QM_IQ2_THREADS - 1)
+                iqp_table_job(tb, c, qubits, pairs, x0, k);
+        __syncthreads();
+        /* (2) the unit numbers: T[j] = unit(W_b + E_b) * unit(W_h), U[j] = unit(W_a + E_a), and on
+         * a new state V[32 l + y] = unit(C_l[y]); E summed over the set bits from +0, as
+         * qm_iqp_edges */
+        for (unsigned k = t; k < (fresh ? 224u : 64u); k += QM_IQ2_THREADS) {
+            if (k < 64) {
+                const unsigned j = k & 31u;
+                const double sum = iqp_edge_sum(k < 32 ? e + 5 : e, j);
+                double r, m;
+                if (k < 32) {
+                    double br, bi, hr, hi;
+                    qm_iqp_unit(Wb[j] + sum, &br, &bi);
+                    qm_iqp_unit(*Wh, &hr, &hi);
+                    qm_cmul(br, bi, hr, hi, &r, &m);
+                    Tt[j] = make_double2(r, m);
+                } else {
+                    qm_iqp_unit(Wa[j] + sum, &r, &m);
+                    Ut[j] = make_double2(r, m);
+                }
+            } else {
+                double r, m;
+                qm_iqp_unit(C[k - 64], &r, &m);
+                Vt[k - 64] = make_double2(r, m);
+            }
+        }
+        __syncthreads();
+        /* (3) the phases of slots y + 32 (s0 + 4u) */
+        {
+            const double2 u = Ut[y];
+            const double2 v7 = Vt[64 + y], v8 = Vt[96 + y], v9 = Vt[128 + y];
+            double2 p[4];
+            {
+                double r = 1.0, m = 0.0;
+                if (s0 & 1u) {
+                    const double2 v5 = Vt[y];
+                    qm_cmul(r, m, v5.x, v5.y, &r, &m);
+                }
+                if (s0 & 2u) {
+                    const double2 v6 = Vt[32 + y];
+                    qm_cmul(r, m, v6.x, v6.y, &r, &m);
+                }
+                p[0] = make_double2(r, m);
+            }
+#pragma unroll
+            for (unsigned q = 0; q < 8; ++q) {
+                double2 pq;
+                if (q == 0)
+                    pq = p[0];
+                else {
+                    const unsigned top = q >= 4 ? 2u : q >= 2 ? 1u : 0u;
+                    const double2 from = p[q ^ (1u << top)], vt = top == 2 ? v9 : top == 1 ? v8 : v7;
+                    qm_cmul(from.x, from.y, vt.x, vt.y, &pq.x, &pq.y);
+                    if (q < 4)
+                        p[q] = pq;
+                }
+                const double2 tt = Tt[s0 + 4 * q];
+                double re, im;
+                qm_iqp_join(u.x, u.y, tt.x, tt.y, pq.x, pq.y, scale, &re, &im);
+                buf[iq2_swz<V>(t + QM_IQ2_THREADS * q)] = make_slot<V>(re, im);
+            }
+        }
+        __syncthreads();
+        iq2_stages(buf, state + (tile << 10));
+        /* the next tile writes tb in (1), last read in (2) here; Ut, Tt, Vt in (2), last read in
+         * (3) here, before three barriers; buf in (3), after its two table barriers, which every
+         * thread reaches after its round-4 loads */
     }
 }
 
@@ -687,15 +824,142 @@ int wht_pass_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
     return (int)cudaGetLastError();
 }
 
+// ---- Walsh-Hadamard round 3: passes of up to 8 stages on rows of 256 or 512 bytes ------------
+//
+// Round 2's pass (wht_pass_kernel) reads a unit of 4 (complex128) / 8 (complex64) columns, i.e.
+// rows of 64 contiguous bytes, 2^10 rows 2^b slots apart; run 19 measured it at 42-45% of a device
+// copy for bits 10..19 and 20..29. A 64-byte row is two 32-byte sectors: every row is a separate
+// L2 request and (bits >= 20: rows 16 MiB apart) a separate DRAM page, so the request rate, not
+// the bytes, limits the pass. Round 3 widens the row to CW = 2^LC columns, 256 bytes (LC = 4
+// complex128, 5 complex64) or 512 bytes (LC = 5 / 6), 8 (16) full 128-byte lines per row. Shared
+// memory then caps the rows per unit: CW * 2^w slots, 32 KiB for 256-byte rows at w = 7, 64 KiB
+// at w = 8 or for 512-byte rows at w = 7. So the 20 stages above bit 10 of a 2^30 state take 3
+// passes (7, 7, 6 stages) instead of 2: one more read and write of the state (bound fill + 3
+// copies instead of fill + 2, within issue 16's ceil(n / 10) + 1 passes). Whether 3 passes at
+// long rows beat 2 at 64-byte rows is a measurement (round 2 at 43% of 2 copies = 4.7 copies of
+// time; round 3 wins if its 3 passes reach 64% of a copy each): bench_cuda's BM_WhtSplit times
+// both splits and both row widths side by side.
+//
+// Mapping (w = k1 + k2, k1 = ceil(w / 2) <= 4, k2 <= 4; threads CW * 2^k2, <= 512):
+// round 1: thread (c, o) = (t % CW, t / CW) loads rows j | (o << k1), j < 2^k1, column c: one
+// warp instruction reads 32 / CW rows (complex128 LC = 4: 2 rows of 256 bytes; complex64 LC = 5:
+// 1 row of 256 bytes), runs stages b .. b + k1 - 1 in registers (row bit j), stores to shared
+// memory at r * CW + c. Round 2: group gi = (c2, o2) = (gi % CW, gi / CW), CW * 2^k1 groups
+// dealt over the threads (2^(k1 - k2) each: 1 or 2), loads rows o2 | (j << k1), j < 2^k2, runs
+// stages b + k1 .. b + w - 1, writes the rows back to global memory at the same places.
+// Banks: a row of CW slots is 256 or 512 contiguous bytes in shared memory, and in both rounds
+// consecutive lanes take consecutive columns of one row (a warp covers 32 / CW rows), so every
+// wavefront (8 lanes x 16 bytes or 16 lanes x 8 bytes = 128 contiguous bytes) is one full set of
+// 32 banks: conflict-free, no padding needed (round 2's padding served 64-byte rows).
+// Registers (nvcc -Xptxas -v, sm_90, --fmad=false): 124 complex128, 64 complex64 (16 slots per
+// thread: 64 / 32 registers of data, the rest 64-bit row addresses, kept for the write-back), no
+// spill; the launch bound of 512 threads caps them at 128. Occupancy, complex128 at 256-byte rows
+// and w = 7 (128 threads, 32 KiB): 4 blocks = 16 warps per SM by registers (6 by shared memory);
+// complex64 (256 threads, 32 KiB): 4 blocks = 32 warps. In flight during a load phase 4 x 128 x
+// 16 x 16 bytes = 128 KiB per SM, well over the ~40 KiB per SM that Little's law asks for (4.8
+// TB/s x ~1 us / 132 SMs). Blocks alternate load and store phases; with 4 per SM the phases of
+// different blocks overlap.
+// The stages run in increasing bit order on every element, one qm_wht_butterfly each, as in every
+// other pass: the state is bit-identical to rounds 0-2 and the CPU.
+
+/* Stages on the register index bits [0, nb) of v (N slots, nb <= log2 N), increasing bit order. */
+template <typename V, unsigned N>
+__device__ __forceinline__ void reg_stages_n(V (&v)[N], unsigned nb)
+{
+#pragma unroll
+    for (unsigned b = 0; (1u << b) < N; ++b) {
+        if (b >= nb)
+            break;
+#pragma unroll
+        for (unsigned j = 0; j < N; ++j)
+            if (!(j & (1u << b)) && (j | (1u << b)) < (1u << nb))
+                bfly(v[j], v[j | (1u << b)]);
+    }
+}
+
+#define QM_WHT3_MAX_W 8
+
+template <typename V, unsigned LC>
+__global__ void __launch_bounds__(512)
+wht_pass3_kernel(V *x, uint64_t n_units, unsigned b, unsigned w)
+{
+    extern __shared__ double2 wht3_smem[];
+    V *buf = (V *)wht3_smem;
+    constexpr unsigned CW = 1u << LC;
+    const unsigned k1 = (w + 1) / 2, k2 = w - k1;
+    const uint64_t ctmask = ((uint64_t)1 << (b - LC)) - 1;
+    const unsigned c = threadIdx.x % CW, o = threadIdx.x / CW;
+    for (uint64_t u = blockIdx.x; u < n_units; u += gridDim.x) {
+        V *base = x + ((u >> (b - LC)) << (b + w)) + (u & ctmask) * CW;
+        V v[16];
+#pragma unroll
+        for (unsigned j = 0; j < 16; ++j)
+            if (j < (1u << k1))
+                v[j] = base[((uint64_t)(j | (o << k1)) << b) + c];
+        reg_stages_n(v, k1);
+        if (k2 == 0) { /* the same for every thread: no barrier is skipped unevenly */
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k1))
+                    base[((uint64_t)(j | (o << k1)) << b) + c] = v[j];
+            continue;
+        }
+#pragma unroll
+        for (unsigned j = 0; j < 16; ++j)
+            if (j < (1u << k1))
+                buf[(j | (o << k1)) * CW + c] = v[j];
+        __syncthreads();
+        for (unsigned gi = threadIdx.x; gi < (CW << k1); gi += blockDim.x) {
+            const unsigned c2 = gi % CW, o2 = gi / CW;
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k2))
+                    v[j] = buf[(o2 | (j << k1)) * CW + c2];
+            reg_stages_n(v, k2);
+#pragma unroll
+            for (unsigned j = 0; j < 16; ++j)
+                if (j < (1u << k2))
+                    base[((uint64_t)(o2 | (j << k1)) << b) + c2] = v[j];
+        }
+        __syncthreads(); /* buf is reused by the next unit */
+    }
+}
+
+/* Stages [b, b + w) over n slots (whole blocks of 2^(b+w)), w <= QM_WHT3_MAX_W, 2^b >= 2^LC. */
+template <typename V, unsigned LC>
+int wht_pass3_launch(V *x, uint64_t n, unsigned b, unsigned w, cudaStream_t s)
+{
+    const unsigned k1 = (w + 1) / 2, k2 = w - k1;
+    const uint64_t units = (n >> (b + w)) << (b - LC);
+    const size_t smem = k2 ? ((size_t)1 << (w + LC)) * sizeof(V) : 0;
+    if (smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(wht_pass3_kernel<V, LC>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)smem);
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    const unsigned threads = (1u << LC) << k2;
+    const unsigned grid = grid_of(wht_pass3_kernel<V, LC>, (int)threads, smem, units);
+    wht_pass3_kernel<V, LC><<<grid, threads, smem, s>>>(x, units, b, w);
+    return (int)cudaGetLastError();
+}
+
 /* The fused IQP kernel over n slots (whole tiles): round 1 with its shared memory allowed first,
- * or round 2 (static shared memory). */
+ * round 2 or round 3 (static shared memory). */
 template <typename V>
 int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigned n_coeffs,
-                     uint64_t first_state, const double *table, double scale, int round1,
+                     uint64_t first_state, const double *table, double scale, int round,
                      cudaStream_t s)
 {
     const uint64_t tiles = n >> 10;
-    if (!round1) {
+    if (round == 3) {
+        const unsigned grid = grid_of(iqp_fused3_kernel<V>, QM_IQ2_THREADS, 0, tiles);
+        iqp_fused3_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
+                                                              first_state, table, scale);
+        return (int)cudaGetLastError();
+    }
+    if (round != 1) {
         const unsigned grid = grid_of(iqp_fused2_kernel<V>, QM_IQ2_THREADS, 0, tiles);
         iqp_fused2_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
                                                               first_state, table, scale);
@@ -779,13 +1043,60 @@ extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0
     return (int)cudaSuccess;
 }
 
+extern "C" unsigned qm_cuda_wht3_split(unsigned b0, unsigned b1, unsigned w_max)
+{
+    if (b1 <= b0)
+        return 0;
+    const unsigned S = b1 - b0;
+    if (w_max == 0) {
+        /* the default: as few passes as shared memory allows at long rows (w <= 8), but never
+         * more than ceil(b1 / 10) (issue 16: the whole iqp op in ceil(n / 10) + 1 passes, one of
+         * them the fused phase pass); past that, longer passes on round 2's kernel */
+        const unsigned most = (b1 + 9) / 10;
+        w_max = (S + QM_WHT3_MAX_W - 1) / QM_WHT3_MAX_W <= most ? QM_WHT3_MAX_W
+                                                                  : (S + most - 1) / most;
+    }
+    if (w_max > 10)
+        w_max = 10;
+    return (S + w_max - 1) / w_max;
+}
+
+extern "C" int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                                   unsigned w_max, unsigned row_bytes, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned passes = qm_cuda_wht3_split(b0, b1, w_max);
+    const unsigned S = b1 - b0;
+    for (unsigned p = 0, b = b0; p < passes; ++p) {
+        /* stages dealt as evenly as possible, the longer passes first (20 over 3: 7, 7, 6) */
+        const unsigned w = S / passes + (p < S % passes ? 1u : 0u);
+        /* 512-byte rows: 2^(6 + k2) threads for complex64, over the 512 of the launch bound at
+         * w = 8 (k2 = 4): that pass takes 256-byte rows */
+        const bool wide = row_bytes >= 512 && (c128 || w < 8);
+        int le;
+        if (w > QM_WHT3_MAX_W) /* more rows than shared memory holds at long rows: round 2's pass */
+            le = c128 ? wht_pass_launch<double2, 4, 3>((double2 *)state, n, b, w, s)
+                      : wht_pass_launch<float2, 8, 2>((float2 *)state, n, b, w, s);
+        else if (c128)
+            le = wide ? wht_pass3_launch<double2, 5>((double2 *)state, n, b, w, s)
+                      : wht_pass3_launch<double2, 4>((double2 *)state, n, b, w, s);
+        else
+            le = wide ? wht_pass3_launch<float2, 6>((float2 *)state, n, b, w, s)
+                      : wht_pass3_launch<float2, 5>((float2 *)state, n, b, w, s);
+        if (le != (int)cudaSuccess)
+            return le;
+        b += w;
+    }
+    return (int)cudaSuccess;
+}
+
 extern "C" int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
-                                 double scale, int round1, void *stream)
+                                 double scale, int round, void *stream)
 {
     if (c128)
         return iqp_fused_launch((double2 *)state, n, g0, qubits, n_coeffs, first_state, table,
-                                scale, round1, (cudaStream_t)stream);
+                                scale, round, (cudaStream_t)stream);
     return iqp_fused_launch((float2 *)state, n, g0, qubits, n_coeffs, first_state, table, scale,
-                            round1, (cudaStream_t)stream);
+                            round, (cudaStream_t)stream);
 }

@@ -26,12 +26,25 @@ int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0, unsig
  * stages. Needs b0 >= 3. */
 int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1, void *stream);
 
+/* Round 3 of the Walsh-Hadamard passes: stages [b0, b1) over n slots (whole blocks of 2^b1),
+ * b0 >= 6, in ceil((b1 - b0) / w_max) passes of as equal a number of stages as possible (the
+ * longer first), each pass on rows of row_bytes contiguous bytes (256 or 512; >= 512 means 512)
+ * when it has at most 8 stages, else on round 2's pass. w_max 0: the default split (at most 8
+ * stages per pass, at most ceil(b1 / 10) passes); at most 10. */
+/* The number of passes qm_cuda_wht_passes3 makes for stages [b0, b1) with this w_max (0: the
+ * default split), for the cost model's and the benchmarks' bounds. */
+unsigned qm_cuda_wht3_split(unsigned b0, unsigned b1, unsigned w_max);
+
+int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,
+                        unsigned w_max, unsigned row_bytes, void *stream);
+
 /* The iqp_phase of slots [0, n) followed by stages 0..9, one pass: needs qubits >= 10, g0 and n
- * multiples of 2^10. round1 != 0: the round-1 kernel (one warp per tile); 0: round 2 (four warps
- * per tile, 8 slots per thread). */
+ * multiples of 2^10. round 1: the round-1 kernel (one warp per tile); 2: round 2 (four warps per
+ * tile, 8 slots per thread, cos/sin of each phi: order 1); 3: round 3 (round 2's shape, the
+ * phases as products of unit numbers: qm_math.h's order 2, the CPU's). */
 int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                       unsigned n_coeffs, uint64_t first_state, const double *table, double scale,
-                      int round1, void *stream);
+                      int round, void *stream);
 
 #ifdef __cplusplus
 }

@@ -619,16 +619,20 @@ namespace {
 
 __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
-                                 double scale)
+                                 double scale, int order2)
 {
     const uint64_t mask = ((uint64_t)1 << qubits) - 1;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const uint64_t g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
-        const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
         double re, im;
-        qm_iqp_amp(phi, scale, &re, &im);
+        if (order2) { /* round 3: qm_math.h's order 2, as the CPU kernel's tables give it */
+            qm_iqp_phase2(c, qubits, n_coeffs, g & mask, scale, &re, &im);
+        } else {
+            const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
+            qm_iqp_amp(phi, scale, &re, &im);
+        }
         if (c128)
             ((double2 *)state)[i] = make_double2(re, im);
         else
@@ -707,8 +711,8 @@ __global__ void wht_pair_kernel(V *x, const V *y, uint64_t n, int high)
 }
 
 /* Stages [b0, b1) (or the cross-buffer stage): the stages below QM_WHT_SMEM_BITS in shared
- * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu), or, round 0 (legacy),
- * one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
+ * memory (wht_smem_kernel); the higher ones 10 per pass (cuda_featuremap.cu; round 3: at most 8
+ * per pass on 256-byte rows), or, round 0 (legacy), one pass per stage (wht_stage_kernel). Every element sees the same additions either way. */
 template <typename V>
 int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int high, int kernels,
                cudaStream_t s)
@@ -727,6 +731,8 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
             return le;
     }
     const unsigned hb = b0 > top ? b0 : top;
+    if (kernels == QM_CUDA_KERNELS_ROUND3 && hb < b1)
+        return qm_cuda_wht_passes3(x, sizeof(V) == 16, n, hb, b1, 0, 256, s);
     if (kernels != QM_CUDA_KERNELS_LEGACY && hb < b1)
         return qm_cuda_wht_passes(x, sizeof(V) == 16, n, hb, b1, s);
     for (unsigned b = hb; b < b1; ++b) {
@@ -742,10 +748,12 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
 
 extern "C" int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint64_t g0,
                                         unsigned qubits, unsigned n_coeffs, uint64_t first_state,
-                                        const double *table, double scale, void *stream)
+                                        const double *table, double scale, int kernels,
+                                        void *stream)
 {
     iqp_phase_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
-        state, c128, n, g0, qubits, n_coeffs, first_state, table, scale);
+        state, c128, n, g0, qubits, n_coeffs, first_state, table, scale,
+        kernels == QM_CUDA_KERNELS_ROUND3);
     return (int)cudaGetLastError();
 }
 
@@ -769,13 +777,17 @@ extern "C" int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0
     if (kernels != QM_CUDA_KERNELS_LEGACY && qubits >= QM_WHT_SMEM_BITS &&
         b1 >= QM_WHT_SMEM_BITS && g0 % tile == 0 && n % tile == 0) {
         const int le = qm_cuda_iqp_fused(state, c128, n, g0, qubits, n_coeffs, first_state, table,
-                                         scale, kernels == QM_CUDA_KERNELS_ROUND1, stream);
+                                         scale,
+                                         kernels == QM_CUDA_KERNELS_ROUND1   ? 1
+                                         : kernels == QM_CUDA_KERNELS_ROUND3 ? 3
+                                                                             : 2,
+                                         stream);
         if (le != (int)cudaSuccess || b1 == QM_WHT_SMEM_BITS)
             return le;
         return qm_cuda_launch_wht(state, c128, n, QM_WHT_SMEM_BITS, b1, NULL, 0, kernels, stream);
     }
     const int le = qm_cuda_launch_iqp_phase(state, c128, n, g0, qubits, n_coeffs, first_state,
-                                            table, scale, stream);
+                                            table, scale, kernels, stream);
     if (le != (int)cudaSuccess || b1 == 0)
         return le;
     return qm_cuda_launch_wht(state, c128, n, 0, b1, NULL, 0, kernels, stream);

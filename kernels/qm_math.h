@@ -309,6 +309,7 @@ QM_HD void qm_product_amp(double hr, double hi, double lr, double li, double sca
 }
 
 /* ---- IQP encodings (iqp-z, iqp): a phase per basis index, then a Walsh-Hadamard transform -------
+ * Order 1 (CUDA's kernel generations before round 3; the CPU and round 3 use order 2, below):
  * v(x) = scale * (cos phi(x), sin phi(x)), phi(x) the sum of the per-state coefficients c (n_coeffs
  * doubles: d_k = c[k] for the n qubits, then, when n_coeffs > n, d_kl = c[qm_iqp_pair(n, k, l)] for
  * the pairs (0,1), (0,2) .. (0,n-1), (1,2) .. (n-2,n-1)) of the bits and pairs of bits set in x,
@@ -396,8 +397,8 @@ QM_HD double qm_iqp_phi(const double *c, unsigned n, unsigned n_coeffs, uint64_t
     return (((wa + wb) + xs) + (ea + eb)) + wh;
 }
 
-/* v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin: libm's on the
- * CPU, CUDA's sincos on the GPU (one argument reduction for both, within 2 ulp like its sin and
+/* Order 1's v(x) of a phase: scale * (cos phi, sin phi) with the platform's cos and sin: libm's
+ * on the CPU (the tests' reference for CUDA rounds 0-2), CUDA's sincos on the GPU (one argument reduction for both, within 2 ulp like its sin and
  * cos). One definition, so every CUDA kernel that writes phases writes the same bits. */
 QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
 {
@@ -410,6 +411,118 @@ QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
     *re = scale * cos(phi);
     *im = scale * sin(phi);
 #endif
+}
+
+/* ---- IQP phases, order 2: a product of unit complex numbers (the CPU and CUDA round 3) ---------
+ * exp(i phi(x)) is not formed from phi: the sum is cut into pieces whose unit numbers are shared
+ * by many slots, so a block of 2^10 slots needs 65 cos/sin pairs (225 when its state changes)
+ * instead of 1024. With the groups a, b, h and the sums of the order above (W_a, W_b, W_h, C_l,
+ * E_a, E_b, each summed exactly as there), for x = y + 32 s + 1024 h (y the bits of a, s those of
+ * b):
+ *   U(x)   = unit(W_a + E_a)                                  depends on y and h
+ *   T(x)   = unit(W_b + E_b) * unit(W_h)                      depends on s and h
+ *   V_l(x) = unit(C_l), l in b                                depends on y (and the state) only
+ *   P(x)   = ((1 * V_l1) * V_l2) ... over the set bits l1 < l2 < .. of s, from (1, 0)
+ *   v(x)   = scale * ((U * T) * P)
+ * unit(t) = (cos t, sin t) with the platform's functions (libm on the CPU, CUDA's sincos on the
+ * GPU), every product a qm_cmul (no fused multiply-add), each complex component multiplied by
+ * scale (a power of two: exact). iqp-z has no C_l: its V_l are unit(+0) = (1, 0) exactly on both
+ * backends, and the products by them are made all the same (the same bits on both sides, no
+ * special case). P over s is built by a GPU or a CPU table as P(s) = P(s without its top bit) *
+ * V_top, which is the same sequence of products.
+ * Numerics: every unit number has cos and sin within 2 ulp of the exact values on CUDA (under 1
+ * ulp with glibc), so one factor of the GPU and the CPU differ by at most about 3 ulp of 1 per
+ * component; v is a product of at most 8 factors (U, T's two, P's five) in 8 complex products,
+ * so the GPU's v is within about 66 * 2^-53 * scale of the CPU's per component (the tests allow
+ * 128; docs/encodings.md). Against the
+ * exact exp(i phi) the error is that of the factors' arguments (each a shorter sum than phi, so a
+ * smaller rounding) plus about 10 roundings of 2^-53. */
+QM_HD void qm_iqp_unit(double t, double *re, double *im)
+{
+#if defined(__CUDA_ARCH__)
+    double s, c;
+    sincos(t, &s, &c);
+    *re = c;
+    *im = s;
+#else
+    *re = cos(t);
+    *im = sin(t);
+#endif
+}
+
+/* E over the bits [g0, g1) of x: the e_k (qm_iqp_edge) of the set bits, increasing, from +0. */
+QM_HD double qm_iqp_edges(const double *c, unsigned n, int pairs, unsigned g0, unsigned g1,
+                          uint64_t x)
+{
+    double s = 0.0;
+    if (pairs)
+        for (unsigned k = g0; k < g1; ++k)
+            if ((x >> k) & 1u)
+                s = s + qm_iqp_edge(c, n, k, x);
+    return s;
+}
+
+/* U(x) = unit(W_a + E_a). */
+QM_HD void qm_iqp_u(const double *c, unsigned n, int pairs, uint64_t x, double *re, double *im)
+{
+    const unsigned a1 = n < 5 ? n : 5;
+    qm_iqp_unit(qm_iqp_group(c, n, pairs, 0, a1, x) + qm_iqp_edges(c, n, pairs, 0, a1, x), re, im);
+}
+
+/* T(x) = unit(W_b + E_b) * unit(W_h). */
+QM_HD void qm_iqp_t(const double *c, unsigned n, int pairs, uint64_t x, double *re, double *im)
+{
+    const unsigned b1 = n < 10 ? n : 10;
+    double br, bi, hr, hi;
+    qm_iqp_unit(qm_iqp_group(c, n, pairs, 5, b1, x) + qm_iqp_edges(c, n, pairs, 5, b1, x), &br,
+                &bi);
+    qm_iqp_unit(qm_iqp_group(c, n, pairs, 10, n, x), &hr, &hi);
+    qm_cmul(br, bi, hr, hi, re, im);
+}
+
+/* V_l(x) = unit(C_l), l in [5, min(n, 10)) (unit(+0) = (1, 0) without pairs). */
+QM_HD void qm_iqp_v(const double *c, unsigned n, int pairs, unsigned l, uint64_t x, double *re,
+                    double *im)
+{
+    qm_iqp_unit(pairs ? qm_iqp_cross(c, n, 0, n < 5 ? n : 5, l, x) : 0.0, re, im);
+}
+
+/* P(x): the V_l of the set bits l of x in [5, min(n, 10)), increasing, from (1, 0). */
+QM_HD void qm_iqp_p(const double *c, unsigned n, int pairs, uint64_t x, double *re, double *im)
+{
+    double r = 1.0, m = 0.0;
+    const unsigned b1 = n < 10 ? n : 10;
+    for (unsigned l = 5; l < b1; ++l)
+        if ((x >> l) & 1u) {
+            double vr, vi;
+            qm_iqp_v(c, n, pairs, l, x, &vr, &vi);
+            qm_cmul(r, m, vr, vi, &r, &m);
+        }
+    *re = r;
+    *im = m;
+}
+
+/* v = scale * ((U * T) * P). */
+QM_HD void qm_iqp_join(double ur, double ui, double tr, double ti, double pr, double pi,
+                       double scale, double *re, double *im)
+{
+    double r, m;
+    qm_cmul(ur, ui, tr, ti, &r, &m);
+    qm_cmul(r, m, pr, pi, &r, &m);
+    *re = scale * r;
+    *im = scale * m;
+}
+
+/* v(x) of one slot from scratch (the GPU's one-slot-per-thread kernel; tables give the same bits). */
+QM_HD void qm_iqp_phase2(const double *c, unsigned n, unsigned n_coeffs, uint64_t x, double scale,
+                         double *re, double *im)
+{
+    const int pairs = n_coeffs > n;
+    double ur, ui, tr, ti, pr, pi;
+    qm_iqp_u(c, n, pairs, x, &ur, &ui);
+    qm_iqp_t(c, n, pairs, x, &tr, &ti);
+    qm_iqp_p(c, n, pairs, x, &pr, &pi);
+    qm_iqp_join(ur, ui, tr, ti, pr, pi, scale, re, im);
 }
 
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */

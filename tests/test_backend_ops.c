@@ -10,18 +10,25 @@
  * the op, the backend and the first differing element. Sums compare bit for bit, except that two
  * NaN sums are equal (NaN payloads are not part of the contract; test_cuda_batch.c says why).
  * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
- * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2, the
- * tolerance per component there; the simulator and the fault shim are still compared bit for bit.
+ * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2. CUDA
+ * rounds 0 to 2 evaluate qm_math.h's order 1 (cos and sin of phi) and are held to that order,
+ * computed here with libm, within 2 ulp per component; round 3 evaluates the CPU's order 2 (a
+ * product of unit numbers) and is held to the CPU kernel within 128 * 2^-53 of the amplitude's
+ * magnitude per component (complex64: two float ulps of it; the worst complex128 difference is
+ * printed). The CPU kernel's tables must equal
+ * qm_iqp_phase2 slot by slot, bit for bit; the simulator and the fault shim are compared bit for
+ * bit.
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
  * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
- * the environment runs the CUDA backend's earlier feature-map kernels: the same cases, the same
- * bits.
+ * the environment runs the CUDA backend's earlier feature-map kernels, QM_CUDA_KERNELS=round3 the
+ * opt-in round 3 (wht passes of at most 8 stages): the same cases, the same bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
 #include "cuda_backend.h"
 #include "fault.h"
+#include "qm_math.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
 
@@ -29,6 +36,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum values { V_RANDOM, V_ZERO, V_SUBNORMAL, V_NEAR_MAX, V_NONFINITE, V_WIDE };
 
@@ -156,6 +164,11 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 20, .batch = 1, .b0 = 10, .b1 = 20, .st_off = 1},
     {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 14, .batch = 3, .b0 = 3, .b1 = 14},
     {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 21, .batch = 1, .b0 = 0, .b1 = 21},
+    /* round 3's split of the stages above 2^10 (at most 8 per pass, as even as possible): one
+     * stage (no shared-memory round), 8 in one pass (two rounds of 4), 11 as 6 + 5 */
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 11, .batch = 3, .b0 = 0, .b1 = 11, .st_off = 1},
+    {.op = QM_HAL_OP_WHT, .st = C128, .in = F64, .q = 18, .batch = 2, .b0 = 10, .b1 = 18},
+    {.op = QM_HAL_OP_WHT, .st = C64, .in = F64, .q = 18, .batch = 1, .b0 = 7, .b1 = 18, .st_off = 2},
     /* iqp (iqp_phase, then stages [0, b1) in one op): on the simulator and the fault shim bit for
      * bit against the two CPU kernels; on CUDA bit for bit against CUDA's own iqp_phase followed by
      * the CPU's stages (the phases' cos/sin are CUDA's: the iqp_phase cases above bound them).
@@ -172,6 +185,10 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 7, .F = 28, .batch = 9, .scale = 0x1p-7, .b1 = 7},
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 3, .g0 = 512, .count = 1024, .scale = 0x1p-10, .b1 = 9},
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 13, .F = 91, .batch = 1, .scale = 0x1p-13, .b1 = 0, .values = V_ZERO},
+    /* more tiles than resident CUDA blocks (H200: 1056 for the fused kernels), states of 2 tiles:
+     * round 3's fused blocks rebuild the per-state tables for every tile of a grid stride (the
+     * 2^21 case above keeps them: its blocks take 2 tiles of one state) */
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 11, .F = 66, .batch = 1500, .scale = 0x1p-11, .b1 = 11},
     /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
      * sums into device memory at an offset; whole states, a batch range that starts and ends
      * mid-state and mid-block, sizes that are no multiple of the block; the one-block-per-CUDA-
@@ -692,6 +709,66 @@ static uint64_t first_beyond_ulp(const output *a, const output *b, unsigned ulp)
     return UINT64_MAX;
 }
 
+/* IQP phases slot by slot, from qm_math.h's per-slot functions rather than the CPU kernel's
+ * tables: order 2 (qm_iqp_phase2: the CPU's and CUDA round 3's order; it must give the kernel's
+ * bits exactly) or order 1 (qm_iqp_phi, then libm's cos and sin of phi: the order CUDA rounds 0 to
+ * 2 evaluate, the reference their results are held to within 2 ulp per component). */
+static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int order)
+{
+    const double scale = c->scale != 0 ? c->scale : 1.0;
+    const uint64_t mask = ((uint64_t)1 << c->q) - 1;
+    memset(o->bytes, 0xFF, o->n);
+    for (uint64_t i = 0; i < g->n; ++i) {
+        const uint64_t x = g->g0 + i;
+        const double *co = (const double *)g->input + (x >> c->q) * g->F;
+        double re, im;
+        if (order == 2)
+            qm_iqp_phase2(co, c->q, (unsigned)g->F, x & mask, scale, &re, &im);
+        else
+            qm_iqp_amp(qm_iqp_phi(co, c->q, (unsigned)g->F, x & mask), scale, &re, &im);
+        if (c->st == C128) {
+            memcpy(o->bytes + (c->st_off + i) * 16, &re, 8);
+            memcpy(o->bytes + (c->st_off + i) * 16 + 8, &im, 8);
+        } else {
+            const float fr = (float)re, fi = (float)im;
+            memcpy(o->bytes + (c->st_off + i) * 8, &fr, 4);
+            memcpy(o->bytes + (c->st_off + i) * 8 + 4, &fi, 4);
+        }
+    }
+}
+
+/* Within an absolute tolerance component by component (round 3's iqp_phase on CUDA: a product of
+ * up to 8 unit numbers whose cos and sin are CUDA's, so a component is bounded relative to the
+ * amplitude's magnitude `scale`, not to itself: 128 * 2^-53 * scale for complex128, two float
+ * ulps of scale (2^-23 * scale) for complex64, docs/encodings.md); the first component further
+ * apart, as a byte offset, or UINT64_MAX. The largest complex128 difference seen, in units of
+ * 2^-53 * scale, is kept in worst_abs for the summary line. */
+static double worst_abs;
+static uint64_t first_beyond_abs(const output *a, const output *b, double scale)
+{
+    const size_t cs = a->elem / 2;
+    const double tol = cs == 8 ? 128 * 0x1p-53 * scale : 0x1p-23 * scale;
+    for (uint64_t i = 0; i + cs <= a->n; i += cs) {
+        if (memcmp(a->bytes + i, b->bytes + i, cs) == 0)
+            continue;
+        double x, y;
+        if (cs == 8) {
+            memcpy(&x, a->bytes + i, 8);
+            memcpy(&y, b->bytes + i, 8);
+        } else {
+            float fx, fy;
+            memcpy(&fx, a->bytes + i, 4);
+            memcpy(&fy, b->bytes + i, 4);
+            x = fx, y = fy;
+        }
+        if (cs == 8 && fabs(x - y) / (0x1p-53 * scale) > worst_abs)
+            worst_abs = fabs(x - y) / (0x1p-53 * scale);
+        if (!(fabs(x - y) <= tol))
+            return i;
+    }
+    return UINT64_MAX;
+}
+
 typedef struct backend {
     const char *name;
     qm_hal *hal;
@@ -768,6 +845,8 @@ int main(int argc, char **argv)
     if (!be[0].hal || !be[1].hal)
         return qm_test_end("test_backend_ops");
     int n_run = 0, n_failed = 0;
+    const char *gen = getenv("QM_CUDA_KERNELS"); /* as the CUDA backend reads it */
+    const bool round3 = gen && strcmp(gen, "round3") == 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const op_case *c = &cases[k];
         geom g;
@@ -778,6 +857,26 @@ int main(int argc, char **argv)
             continue;
         }
         run_reference(c, &g, &ref);
+        /* iqp_phase: on CUDA, rounds 0 to 2 are held to order 1 (cos and sin of phi) within 2 ulp,
+         * round 3 to the CPU's order 2 within first_beyond_abs's bound; the CPU kernel's tables
+         * must give qm_iqp_phase2's bits slot by slot (CUDA's one-slot-per-thread kernel uses it) */
+        output ord1 = ref;
+        ord1.bytes = NULL;
+        if (c->op == QM_HAL_OP_IQP_PHASE) {
+            output direct = ref;
+            CHECK((direct.bytes = malloc(direct.n)) != NULL &&
+                  (ord1.bytes = malloc(ord1.n)) != NULL);
+            if (direct.bytes && ord1.bytes) {
+                iqp_phase_direct(c, &g, &direct, 2);
+                iqp_phase_direct(c, &g, &ord1, 1);
+                const uint64_t dd = first_difference(&ref, &direct);
+                if (dd != UINT64_MAX)
+                    printf("case %zu: the CPU iqp_phase differs from qm_iqp_phase2 at state slot "
+                           "%llu of the buffer\n", k, (unsigned long long)(dd / ref.elem));
+                CHECK(dd == UINT64_MAX);
+            }
+            free(direct.bytes);
+        }
         for (int b = 0; b < n_be; ++b) {
             output got = ref;
             got.bytes = malloc(ref.n);
@@ -801,10 +900,13 @@ int main(int argc, char **argv)
                 if (ok && c->b1 > 0)
                     qm_cpu_wht(own.bytes, elem_of(c->st), c->st_off, g.n, 0, c->b1, NULL, 0);
             }
-            const uint64_t d = !ok ? 0
-                               : own.bytes ? first_difference(&own, &got)
-                               : c->cuda_ulp && b == 2 ? first_beyond_ulp(&ref, &got, c->cuda_ulp)
-                                                       : first_difference(&ref, &got);
+            const uint64_t d =
+                !ok         ? 0
+                : own.bytes ? first_difference(&own, &got)
+                : c->cuda_ulp && b == 2
+                    ? (round3 ? first_beyond_abs(&ref, &got, c->scale != 0 ? c->scale : 1.0)
+                              : first_beyond_ulp(ord1.bytes ? &ord1 : &ref, &got, c->cuda_ulp))
+                    : first_difference(&ref, &got);
             free(own.bytes);
             n_run++;
             if (!ok || d != UINT64_MAX) {
@@ -829,8 +931,12 @@ int main(int argc, char **argv)
             free(got.bytes);
         }
         free(ref.bytes);
+        free(ord1.bytes);
         geom_free(&g);
     }
+    if (round3 && n_be == 3)
+        printf("test_backend_ops: round 3 iqp_phase on CUDA: worst difference from the CPU %.2f * "
+               "2^-53 * scale (bound 128)\n", worst_abs);
     for (int b = 0; b < n_be; ++b)
         iqp_validation(be[b].hal);
     printf("test_backend_ops: %zu cases on %d backends: %d runs, %d failed\n",

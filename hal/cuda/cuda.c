@@ -43,7 +43,9 @@ typedef struct cuda_ctx {
     int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
                                 for every launch (developers, tests); 0 = the default */
     int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
-                                on earlier kernels (bisection; the same bits); 0 = the current
+                                on earlier kernels (bisection; the same bits); round3: the
+                                opt-in round 3 (IQP phases in the CPU's order, wht passes on
+                                256-byte rows); 0 (unset, round2) = the current
                                 ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
@@ -522,7 +524,7 @@ static qm_code c_iqp_phase(void *ctx, int dev, void *state, const void *table,
     int le = qm_cuda_launch_iqp_phase((char *)state + a->off * slot_bytes(a->state_dtype),
                                       is_c128(a->state_dtype), a->n, a->g0, a->qubits,
                                       a->n_coeffs, a->first_state, (const double *)table,
-                                      a->scale, s);
+                                      a->scale, ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "iqp_phase launch", dev);
     if (!s)
@@ -853,6 +855,7 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     c->kernels = !kernels_env                           ? QM_CUDA_KERNELS_CURRENT
                  : strcmp(kernels_env, "legacy") == 0 ? QM_CUDA_KERNELS_LEGACY
                  : strcmp(kernels_env, "round1") == 0 ? QM_CUDA_KERNELS_ROUND1
+                 : strcmp(kernels_env, "round3") == 0 ? QM_CUDA_KERNELS_ROUND3
                                                       : QM_CUDA_KERNELS_CURRENT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
