@@ -15,8 +15,8 @@
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
  * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
- * the environment runs the CUDA backend's earlier feature-map kernels: the same cases, the same
- * bits.
+ * the environment runs the CUDA backend's earlier feature-map kernels, QM_CUDA_KERNELS=round3 the
+ * opt-in round-3 product and norm-check kernels: the same cases, the same bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -76,6 +76,20 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 16, .F = 65536, .batch = 1, .lb = 14, .from_input = true, .values = V_NEAR_MAX},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 8, .F = 200, .batch = 10, .lb = 3, .values = V_NONFINITE},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 4, .F = 5, .batch = 8, .lb = 2, .from_input = true, .values = V_ZERO},
+    /* round 3's one-warp-per-block sums (QM_CUDA_KERNELS=round3; 2^8 elements and more): the
+     * complex64 stash 16-byte aligned and not, the complex128 stash, float64 (2 per lane) and
+     * float32 (4 per lane) input with blocks aligned and not (period_valid odd), padding inside
+     * and at the end of blocks, 64 groups (2^14 complex128) */
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 14, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 10, .F = 1000, .batch = 6, .lb = 9, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F64, .q = 10, .F = 1021, .batch = 5, .lb = 10, .st_off = 1},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 5, .lb = 8, .values = V_SUBNORMAL, .scale = 0x1p1000},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 14, .F = 16384, .batch = 3, .lb = 14, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 7, .lb = 9, .from_input = true, .in_first = 0},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1024, .batch = 7, .lb = 10, .from_input = true, .in_first = 1, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 11, .F = 1999, .batch = 4, .lb = 10, .from_input = true, .in_first = 0, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 14, .F = 16384, .batch = 2, .lb = 14, .from_input = true, .in_first = 0, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 12, .F = 4096, .batch = 2, .lb = 11, .from_input = true, .in_first = 2},
     /* sumsq into device memory, at an offset */
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 11, .sums_off = 5},
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C64, .in = F32, .q = 12, .F = 3000, .batch = 4, .lb = 12, .from_input = true, .in_first = 0, .sums_off = 1, .values = V_WIDE},
@@ -186,6 +200,19 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 2, .batch = 33, .lb = 2, .g0 = 3, .count = 101, .values = V_ZERO},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 0, .batch = 9, .lb = 0, .g0 = 2, .count = 5},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 15, .batch = 1, .lb = 13, .g0 = 5, .count = 3},
+    /* round 3's one-warp-per-block kernel (QM_CUDA_KERNELS=round3; blocks of 2^8 slots and more):
+     * complex64 16-byte aligned pairs (st_off + g0 even) and not, whole blocks and blocks cut at
+     * both ends (checked loads), one group (2^8 complex128, 2^9 complex64), 32 groups, and 64
+     * groups (2^14 complex128: two halves of 32) */
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 16, .batch = 1, .lb = 14, .values = V_WIDE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 40, .lb = 8, .g0 = 300, .count = 20000, .sums_off = 3},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 12, .batch = 4, .lb = 9, .g0 = 2, .count = 16000},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 11, .batch = 6, .lb = 10, .g0 = 513, .count = 10000, .st_off = 1, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 11, .batch = 6, .lb = 11, .g0 = 513, .count = 10000, .st_off = 2},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 14, .batch = 3, .lb = 14, .g0 = 100, .count = 40000, .st_off = 1, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 13, .batch = 2, .lb = 13, .values = V_WIDE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 14, .batch = 2, .lb = 14, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 9, .lb = 10, .values = V_ZERO},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
