@@ -86,10 +86,10 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 5, .lb = 8, .values = V_SUBNORMAL, .scale = 0x1p1000},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 14, .F = 16384, .batch = 3, .lb = 14, .values = V_WIDE},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 7, .lb = 9, .from_input = true, .in_first = 0},
-    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1024, .batch = 7, .lb = 10, .from_input = true, .in_first = 1, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1024, .batch = 7, .lb = 10, .g0 = 1024, .from_input = true, .in_first = 1, .values = V_NEAR_MAX},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 11, .F = 1999, .batch = 4, .lb = 10, .from_input = true, .in_first = 0, .values = V_NONFINITE},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 14, .F = 16384, .batch = 2, .lb = 14, .from_input = true, .in_first = 0, .values = V_WIDE},
-    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 12, .F = 4096, .batch = 2, .lb = 11, .from_input = true, .in_first = 2},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 12, .F = 4096, .batch = 2, .lb = 11, .g0 = 4096, .from_input = true, .in_first = 2},
     /* sumsq into device memory, at an offset */
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 11, .sums_off = 5},
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C64, .in = F32, .q = 12, .F = 3000, .batch = 4, .lb = 12, .from_input = true, .in_first = 0, .sums_off = 1, .values = V_WIDE},
