@@ -378,16 +378,31 @@ product_batch10_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_stat
 //   tile's A or B) before it stores the current group, forms the entries after the stores into the
 //   other half of a double-buffered table, and needs one barrier per group; the states are split
 //   evenly (block b takes tiles [b T / G, (b + 1) T / G)), so blocks differ by at most one tile.
+//   Complex64 pairs read A[2p % 32] and A[(2p + 1) % 32] at a 32-byte lane stride: 8 shared
+//   wavefronts per warp read instead of 4, 18 per 64 amplitudes with B; at 2^26 amplitudes that is
+//   ~70 us of the LSU pipe per SM against a 124 us fill, and the stores issue through the same
+//   pipe. Round 3 keeps A by parity there (product_ab_pos): 2 + 2 + 1 wavefronts per 64.
 // - Both: a tile wholly inside the range skips the per-amplitude bounds checks (64-bit compares).
 
+/* Where entry e (< 64) of A, B sits in a batch table: with SPLIT (complex64 pairs) A is kept by
+ * parity (even entries at 0..15, odd at 16..31), so the pair j = 2p, 2p + 1 reads A at p % 16 and
+ * 16 + p % 16: 16 distinct 16-byte values per warp read, the 2 wavefronts a 256-byte read needs,
+ * where A[2p % 32] at a 32-byte lane stride took 8 (2-way conflict) — shared-memory wavefronts
+ * share the LSU pipe with the stores. */
+template <bool SPLIT>
+__device__ __forceinline__ unsigned product_ab_pos(unsigned e)
+{
+    return SPLIT && e < 32 ? ((e & 1u) << 4) | (e >> 1) : e;
+}
+
 /* lo of tile position j from a state's table: L[j] (LTAB; split by parity when SPLIT) or the
- * product of A = ab[0..31] and B = ab[32..63]. */
+ * product of A and B (A at product_ab_pos, B = tab[32..63]). */
 template <bool LTAB, bool SPLIT>
 __device__ __forceinline__ double2 product_lo3(const double2 *tab, unsigned j)
 {
     if (LTAB)
         return tab[SPLIT ? ((j & 1u) << 9) | (j >> 1) : j];
-    const double2 a = tab[j & 31u], b = tab[32 + (j >> 5)];
+    const double2 a = tab[product_ab_pos<SPLIT>(j & 31u)], b = tab[32 + (j >> 5)];
     double2 lo;
     qm_cmul(a.x, a.y, b.x, b.y, &lo.x, &lo.y);
     return lo;
@@ -549,7 +564,7 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
 #pragma unroll
             for (unsigned k = 0; k < 5; ++k)
                 qm_cmul(r, m, fr[k], fi[k], &r, &m);
-            half[u * 64 + e] = make_double2(r, m);
+            half[u * 64 + product_ab_pos<MODE == 2>(e)] = make_double2(r, m);
         }
     };
     if (ta >= tb)

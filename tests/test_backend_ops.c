@@ -144,6 +144,14 @@ static const op_case cases[] = {
      * (grid-stride, the last group partial, the range starting and ending inside tiles) */
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 22, .batch = 1, .g0 = 1002, .count = 3145733},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 2503, .g0 = 3, .count = 2563000, .st_off = 1},
+    /* round 3 (QM_CUDA_KERNELS=round3): the scale's multiplications (skipped only when it is 1)
+     * in a 10-qubit batch split evenly over the blocks (complex128; complex64 pairs, A kept by
+     * parity; complex64 one slot per lane) and above 10 qubits (the state's lo table) */
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 1200, .g0 = 1000, .count = 1200000, .scale = 0x1p-5},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 1500, .scale = 0x1.6a09e667f3bcdp-6},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 900, .g0 = 511, .count = 900000, .scale = 0x1p-5},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 11, .batch = 300, .g0 = 2, .count = 600000, .scale = 0x1.6a09e667f3bcdp-6},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 20, .batch = 2, .g0 = 1048000, .count = 1048000, .st_off = 1, .scale = 0x1p-10},
     /* iqp_phase (iqp, iqp-z): the input is the coefficient table, F = q (iqp-z) or q + q(q-1)/2
      * (iqp) doubles per state; scale 2^-q. cos/sin are the platform's: on CUDA within 2 ulp of
      * libm per component (docs/encodings.md), bit-exact on the simulator and the fault shim */
