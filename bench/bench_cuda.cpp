@@ -239,9 +239,10 @@ void BM_ProductPhase(benchmark::State &state)
 // ---- issue 17 item 2: the sums of squares on the device against a read of the same bytes ------
 // op 0: the norm check (state_sumsq: sum of |psi|^2 per block of the written state); op 1: the
 // amplitude encoding's input sums over the stash (sumsq: the `local_norm` phase of an encode
-// whose input was staged into the state buffer). Blocks as the encode cuts them: 2^min(qubits,
-// 14) slots. The state holds the byte 0x3f everywhere (finite values of both dtypes). Ceiling:
-// a plain read of the state's bytes (bench_cuda_ceil.cu: 16-byte loads, nothing written), timed
+// whose input was staged into the state buffer); op 2: the same sums over device-resident input
+// (float64 when complex128 is asked, else float32; the bytes are the input's). Blocks as the
+// encode cuts them: 2^min(qubits, 14) slots. The buffer holds the byte 0x3f everywhere (finite
+// values of every dtype). Ceiling: a plain read of the bytes the op reads (bench_cuda_ceil.cu: 16-byte loads, nothing written), timed
 // on the same buffer; pct = 100 * read_ms / kernel_ms. `kernels` as BM_Product's (0 the current
 // kernels, 3 round 3).
 extern "C" int qm_bench_read_ceiling(const void *x, uint64_t bytes, double *sink, void *stream);
@@ -252,7 +253,7 @@ void BM_NormCheck(benchmark::State &state)
     const uint64_t batch = (uint64_t)state.range(1);
     const int c128 = (int)state.range(2), kernels = (int)state.range(3), op = (int)state.range(4);
     const uint64_t n = batch << q;
-    const size_t bytes = (size_t)n * (c128 ? 16 : 8);
+    const size_t bytes = (size_t)n * (op == 2 ? (c128 ? 8 : 4) : (c128 ? 16 : 8));
     const unsigned lb = q < QM_RED_LOG2_BLOCK ? q : QM_RED_LOG2_BLOCK;
     const uint64_t nb = n >> lb;
     void *st = nullptr;
@@ -265,9 +266,11 @@ void BM_NormCheck(benchmark::State &state)
     }
     cudaMemset(st, 0x3f, bytes);
     auto launch = [&] {
-        return op == 0 ? qm_cuda_launch_state_sumsq(st, c128, n, 0, lb, sums, kernels, nullptr)
-                       : qm_cuda_launch_sumsq(st, c128, 0, (uint64_t)1 << q, (uint64_t)1 << q, lb,
-                                              nb, 1.0, sums, nullptr, 0, 0, kernels, nullptr);
+        if (op == 0)
+            return qm_cuda_launch_state_sumsq(st, c128, n, 0, lb, sums, kernels, nullptr);
+        return qm_cuda_launch_sumsq(op == 2 ? nullptr : st, c128, 0, (uint64_t)1 << q,
+                                    (uint64_t)1 << q, lb, nb, 1.0, sums, op == 2 ? st : nullptr,
+                                    c128, 0, kernels, nullptr);
     };
     launch();
     cudaDeviceSynchronize();
@@ -280,8 +283,10 @@ void BM_NormCheck(benchmark::State &state)
     state.counters["pct"] = k > 0 ? 100.0 * rd / k : 0.0;
     char what[128];
     std::snprintf(what, sizeof what, "%s %s %llu x 2^%u %s, blocks of 2^%u; bound = 1 read",
-                  generation(kernels), op == 0 ? "state_sumsq" : "sumsq(stash)",
-                  (unsigned long long)batch, q, c128 ? "complex128" : "complex64", lb);
+                  generation(kernels),
+                  op == 0 ? "state_sumsq" : op == 1 ? "sumsq(stash)" : "sumsq(input)",
+                  (unsigned long long)batch, q,
+                  op == 2 ? (c128 ? "float64" : "float32") : c128 ? "complex128" : "complex64", lb);
     state.SetLabel(what);
     cudaFree(st);
     cudaFree(sums);
@@ -882,8 +887,9 @@ BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int
 BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 // issue 17 item 2: {qubits, batch, complex128, kernels: 0 current, 3 round 3, op: 0 state_sumsq
-// (the norm check), 1 sumsq over the stash (an encode's local_norm)}
-BENCHMARK(BM_NormCheck)->ArgsProduct({{28, 30}, {1}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}, {0, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
+// (the norm check), 1 sumsq over the stash (an encode's local_norm), 2 sumsq over device input
+// (float64 for complex128 = 1, float32 for 0)}
+BENCHMARK(BM_NormCheck)->ArgsProduct({{28, 30}, {1}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{28}, {1}, {1, 0}, {0, 3}, {2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
 // stages 0..9 (bound: 1 fill; rounds 2 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
