@@ -409,12 +409,19 @@ __device__ __forceinline__ double2 product_lo3(const double2 *tab, unsigned j)
 }
 
 /* scale * (h * lo), qm_product_amp's operations; UNIT: scale is 1, whose product is the identity
- * for every non-NaN value. */
-template <bool UNIT>
+ * for every non-NaN value. ONE: h is (1, 0) (10-qubit states), where qm_cmul's (1 lr - 0 li,
+ * 1 li + 0 lr) is (lr - 0 li, li + 0 lr) bit for bit (1 x is x): 4 operations instead of 6. The
+ * products by 0 stay: they carry the signs of zeros (-0 - +0 is -0, -0 - -0 is +0). */
+template <bool UNIT, bool ONE>
 __device__ __forceinline__ double2 product_amp3(double2 h, double2 lo, double scale)
 {
     double2 v;
-    qm_cmul(h.x, h.y, lo.x, lo.y, &v.x, &v.y);
+    if (ONE) {
+        v.x = lo.x - 0.0 * lo.y;
+        v.y = lo.y + 0.0 * lo.x;
+    } else {
+        qm_cmul(h.x, h.y, lo.x, lo.y, &v.x, &v.y);
+    }
     if (!UNIT) {
         v.x = scale * v.x;
         v.y = scale * v.y;
@@ -423,7 +430,8 @@ __device__ __forceinline__ double2 product_amp3(double2 h, double2 lo, double sc
 }
 
 /* The amplitudes of one tile (global [first, first + 2^10)) in [g0, g1); MODE as
- * product_tile_store's. */
+ * product_tile_store's. LTAB: lo from the state's L table (more than 10 qubits); else from A and
+ * B, and h is (1, 0) (10-qubit states). */
 template <int MODE, bool UNIT, bool LTAB>
 __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first, uint64_t g0,
                                                     uint64_t g1, const double2 *tab, double2 h,
@@ -434,7 +442,7 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
         double2 amp[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            amp[u] = product_amp3<UNIT>(
+            amp[u] = product_amp3<UNIT, !LTAB>(
                 h, product_lo3<LTAB, false>(tab, threadIdx.x + QM_PD_THREADS * u), scale);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -450,8 +458,10 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
             const unsigned p = threadIdx.x + QM_PD_THREADS * u, j = 2 * p;
-            const double2 a0 = product_amp3<UNIT>(h, product_lo3<LTAB, true>(tab, j), scale);
-            const double2 a1 = product_amp3<UNIT>(h, product_lo3<LTAB, true>(tab, j + 1), scale);
+            const double2 a0 =
+                product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j), scale);
+            const double2 a1 =
+                product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j + 1), scale);
             const float4 v = make_float4((float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y);
             const uint64_t g = first + j;
             if (inside) {
@@ -1025,9 +1035,12 @@ extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_
     const bool unit = scale == 1.0;
     if (qubits == QM_PRODUCT_LO_BITS) {
         void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double) =
-            mode == 0   ? (unit ? product_batch10_r3_kernel<0, true> : product_batch10_r3_kernel<0, false>)
-            : mode == 2 ? (unit ? product_batch10_r3_kernel<2, true> : product_batch10_r3_kernel<2, false>)
-                        : (unit ? product_batch10_r3_kernel<1, true> : product_batch10_r3_kernel<1, false>);
+            mode == 0   ? (unit ? product_batch10_r3_kernel<0, true>
+                                : product_batch10_r3_kernel<0, false>)
+            : mode == 2 ? (unit ? product_batch10_r3_kernel<2, true>
+                                : product_batch10_r3_kernel<2, false>)
+                        : (unit ? product_batch10_r3_kernel<1, true>
+                                : product_batch10_r3_kernel<1, false>);
         /* as many blocks as are resident, at least a group each */
         const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles - 1) / QM_PD_GROUP + 1);
         k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale);
