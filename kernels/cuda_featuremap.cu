@@ -245,104 +245,6 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
     }
 }
 
-/* Round 2, states of more than 10 qubits. Block b takes the tiles [ta, tb), a contiguous share
- * of the range's tiles, in order. The tables of the tile's state live in shared memory and are
- * rebuilt only when the state changes (two barriers, then none until the next state): A, B
- * (threads 0..63) and T1[v] = qm_product_range(f, 10, min(n, 20), v << 10), the digit-1 product
- * for every value v of bits 10..min(n,20)-1 (2^min(n - 10, 10) entries, every thread a few).
- * hi of a tile is then T1[v] for n <= 20, and qm_cmul(T1[v], U) above, U the product of the
- * digits from the top one down to digit 2 (qm_product_hi's loop without its last step, which is
- * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
- * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
- * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
-template <int MODE>
-__global__ void __launch_bounds__(QM_PD_THREADS, 4)
-product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
-                      uint64_t first_state, const double *table, double scale)
-{
-    __shared__ double2 ab[64];
-    __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
-    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
-    const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
-    const uint64_t per = (tiles + gridDim.x - 1) / gridDim.x;
-    const uint64_t ta = t0 + blockIdx.x * per;
-    const uint64_t tb = ta + per < tl + 1 ? ta + per : tl + 1;
-    const unsigned top = qubits < 2 * QM_PRODUCT_LO_BITS ? qubits : 2 * QM_PRODUCT_LO_BITS;
-    const uint64_t vmask = ((uint64_t)1 << (top - QM_PRODUCT_LO_BITS)) - 1;
-    uint64_t have = UINT64_MAX, up_have = UINT64_MAX;
-    double ur = 1.0, ui = 0.0;
-    for (uint64_t t = ta; t < tb; ++t) {
-        const uint64_t first = t << QM_PRODUCT_LO_BITS, s = first >> qubits;
-        const double *f = table + (s - first_state) * 4 * (uint64_t)qubits;
-        if (s != have) { /* uniform: every thread walks the same tiles */
-            __syncthreads(); /* every thread is done with the previous state's tables */
-            if (threadIdx.x < 64)
-                ab[threadIdx.x] = product_ab_entry(f, threadIdx.x);
-            for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
-                double r, m;
-                qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS,
-                                 &r, &m);
-                t1[v] = make_double2(r, m);
-            }
-            __syncthreads();
-            have = s;
-            up_have = UINT64_MAX;
-        }
-        const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
-        double2 h = d;
-        if (qubits > 2 * QM_PRODUCT_LO_BITS) {
-            const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
-            if (up != up_have) {
-                unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
-                qm_product_range(f, d0, qubits, first, &ur, &ui);
-                while (d0 > 2 * QM_PRODUCT_LO_BITS) {
-                    d0 -= QM_PRODUCT_LO_BITS;
-                    double tr, ti;
-                    qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
-                    qm_cmul(tr, ti, ur, ui, &ur, &ui);
-                }
-                up_have = up;
-            }
-            qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
-        }
-        product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
-    }
-}
-
-/* Round 2, states of exactly 10 qubits (a batch: every tile is its own state, hi = (1, 0) as
- * qm_product_hi gives it). Groups of QM_PD_GROUP consecutive tiles per block iteration,
- * grid-stride over the groups: all 256 threads build the group's tables at once (thread t: entry
- * t % 64 of tile t / 64's A or B: 5 independent factor loads, 5 products), one barrier, the
- * group's 4 tiles are written (64 KiB complex128, 32 KiB complex64 per barrier pair instead of
- * round 1's one tile per barrier with 64 of 256 threads building), one barrier before the tables
- * are rebuilt. */
-#define QM_PD_GROUP 4
-template <int MODE>
-__global__ void __launch_bounds__(QM_PD_THREADS, 4)
-product_batch10_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
-                       const double *table, double scale)
-{
-    __shared__ double2 ab[QM_PD_GROUP][64];
-    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
-    const uint64_t g1 = g0 + n, groups = (tl - t0) / QM_PD_GROUP + 1;
-    const double2 one = make_double2(1.0, 0.0);
-    for (uint64_t q = blockIdx.x; q < groups; q += gridDim.x) {
-        const uint64_t ts = t0 + q * QM_PD_GROUP;
-        {
-            const unsigned u = threadIdx.x >> 6, e = threadIdx.x & 63u;
-            if (ts + u <= tl) /* tile index = state index at 10 qubits */
-                ab[u][e] = product_ab_entry(table + (ts + u - first_state) * 4 * 10, e);
-        }
-        __syncthreads();
-#pragma unroll
-        for (unsigned u = 0; u < QM_PD_GROUP; ++u)
-            if (ts + u <= tl)
-                product_tile_store<MODE>(state, (ts + u) << QM_PRODUCT_LO_BITS, g0, g1, ab[u],
-                                         one, scale);
-        __syncthreads(); /* the tables are rebuilt for the next group */
-    }
-}
-
 // ---- product op, round 3 (QM_CUDA_KERNELS=round3, opt-in) -------------------------------------
 // Where round 2's time goes (run 19: 2^30 complex64 81% of the fill, batches 65536 x 2^10 76-80%),
 // reasoned from the code and the H200's rates (132 SMs at ~1.98 GHz; float64: 64 lanes per clock
@@ -479,20 +381,74 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
     }
 }
 
-/* Round 3, states of more than 10 qubits: round 2's contiguous shares and T1/U digits, with the
- * state's whole lo table L in shared memory (see above). */
-template <int MODE, bool UNIT>
+/* T1[v] = qm_product_range(f, 10, top, v << 10) for v <= vmask, the block's threads a few each
+ * (rounds 2 and 3). */
+__device__ __forceinline__ void product_t1_build(double2 *t1, const double *f, unsigned top,
+                                                 uint64_t vmask)
+{
+    for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
+        double r, m;
+        qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS, &r, &m);
+        t1[v] = make_double2(r, m);
+    }
+}
+
+/* hi of the tile at global index `first` of a state of `qubits` > 10 (rounds 2 and 3): T1[bits
+ * 10..19], times U = (ur, ui), the digits from bit 20 up, which is recomputed (qm_product_hi's
+ * loop without its last step) when bits 20.. differ from up_have. */
+__device__ __forceinline__ double2 product_tile_hi(const double2 *t1, uint64_t vmask,
+                                                   const double *f, unsigned qubits,
+                                                   uint64_t first, uint64_t &up_have, double &ur,
+                                                   double &ui)
+{
+    const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
+    double2 h = d;
+    if (qubits > 2 * QM_PRODUCT_LO_BITS) {
+        const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
+        if (up != up_have) {
+            unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
+            qm_product_range(f, d0, qubits, first, &ur, &ui);
+            while (d0 > 2 * QM_PRODUCT_LO_BITS) {
+                d0 -= QM_PRODUCT_LO_BITS;
+                double tr, ti;
+                qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
+                qm_cmul(tr, ti, ur, ui, &ur, &ui);
+            }
+            up_have = up;
+        }
+        qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
+    }
+    return h;
+}
+
+/* Rounds 2 and 3 (R3; UNIT: scale is 1, used by round 3 only), states of more than 10 qubits.
+ * Round 3 adds the state's whole lo table L (see "product op, round 3" above) and splits the tiles
+ * evenly. Round 2: block b takes the tiles [ta, tb), a contiguous share
+ * of the range's tiles, in order. The tables of the tile's state live in shared memory and are
+ * rebuilt only when the state changes (two barriers, then none until the next state): A, B
+ * (threads 0..63) and T1[v] = qm_product_range(f, 10, min(n, 20), v << 10), the digit-1 product
+ * for every value v of bits 10..min(n,20)-1 (2^min(n - 10, 10) entries, every thread a few).
+ * hi of a tile is then T1[v] for n <= 20, and qm_cmul(T1[v], U) above, U the product of the
+ * digits from the top one down to digit 2 (qm_product_hi's loop without its last step, which is
+ * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
+ * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
+ * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
+template <int MODE, bool R3, bool UNIT>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4)
-product_states3_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
-                       uint64_t first_state, const double *table, double scale)
+product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
+                      uint64_t first_state, const double *table, double scale)
 {
     __shared__ double2 ab[64];
-    __shared__ double2 lt[1u << QM_PRODUCT_LO_BITS];
     __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
+    __shared__ double2 lt[R3 ? 1u << QM_PRODUCT_LO_BITS : 1]; /* round 3's lo table */
     const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
     const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
-    const uint64_t ta = t0 + blockIdx.x * tiles / gridDim.x;
-    const uint64_t tb = t0 + (blockIdx.x + 1) * tiles / gridDim.x;
+    const uint64_t per = (tiles + gridDim.x - 1) / gridDim.x;
+    /* round 3 splits evenly (shares differ by at most one tile), round 2 in shares of `per` */
+    const uint64_t ta = R3 ? t0 + blockIdx.x * tiles / gridDim.x : t0 + blockIdx.x * per;
+    const uint64_t tb = R3             ? t0 + (blockIdx.x + 1) * tiles / gridDim.x
+                        : ta + per < tl + 1 ? ta + per
+                                            : tl + 1;
     const unsigned top = qubits < 2 * QM_PRODUCT_LO_BITS ? qubits : 2 * QM_PRODUCT_LO_BITS;
     const uint64_t vmask = ((uint64_t)1 << (top - QM_PRODUCT_LO_BITS)) - 1;
     uint64_t have = UINT64_MAX, up_have = UINT64_MAX;
@@ -504,37 +460,56 @@ product_states3_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
             __syncthreads(); /* every thread is done with the previous state's tables */
             if (threadIdx.x < 64)
                 ab[threadIdx.x] = product_ab_entry(f, threadIdx.x);
-            for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
-                double r, m;
-                qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS,
-                                 &r, &m);
-                t1[v] = make_double2(r, m);
-            }
+            product_t1_build(t1, f, top, vmask);
             __syncthreads(); /* A and B are complete */
-            for (unsigned j = threadIdx.x; j < (1u << QM_PRODUCT_LO_BITS); j += QM_PD_THREADS)
-                lt[MODE == 2 ? ((j & 1u) << 9) | (j >> 1) : j] = product_lo3<false, false>(ab, j);
-            __syncthreads();
+            if (R3) {
+                for (unsigned j = threadIdx.x; j < (1u << QM_PRODUCT_LO_BITS); j += QM_PD_THREADS)
+                    lt[MODE == 2 ? ((j & 1u) << 9) | (j >> 1) : j] =
+                        product_lo3<false, false>(ab, j);
+                __syncthreads();
+            }
             have = s;
             up_have = UINT64_MAX;
         }
-        const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
-        double2 h = d;
-        if (qubits > 2 * QM_PRODUCT_LO_BITS) {
-            const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
-            if (up != up_have) {
-                unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
-                qm_product_range(f, d0, qubits, first, &ur, &ui);
-                while (d0 > 2 * QM_PRODUCT_LO_BITS) {
-                    d0 -= QM_PRODUCT_LO_BITS;
-                    double tr, ti;
-                    qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
-                    qm_cmul(tr, ti, ur, ui, &ur, &ui);
-                }
-                up_have = up;
-            }
-            qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
+        const double2 h = product_tile_hi(t1, vmask, f, qubits, first, up_have, ur, ui);
+        if (R3)
+            product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
+        else
+            product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
+    }
+}
+
+/* Round 2, states of exactly 10 qubits (a batch: every tile is its own state, hi = (1, 0) as
+ * qm_product_hi gives it). Groups of QM_PD_GROUP consecutive tiles per block iteration,
+ * grid-stride over the groups: all 256 threads build the group's tables at once (thread t: entry
+ * t % 64 of tile t / 64's A or B: 5 independent factor loads, 5 products), one barrier, the
+ * group's 4 tiles are written (64 KiB complex128, 32 KiB complex64 per barrier pair instead of
+ * round 1's one tile per barrier with 64 of 256 threads building), one barrier before the tables
+ * are rebuilt. */
+#define QM_PD_GROUP 4
+template <int MODE>
+__global__ void __launch_bounds__(QM_PD_THREADS, 4)
+product_batch10_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
+                       const double *table, double scale)
+{
+    __shared__ double2 ab[QM_PD_GROUP][64];
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n, groups = (tl - t0) / QM_PD_GROUP + 1;
+    const double2 one = make_double2(1.0, 0.0);
+    for (uint64_t q = blockIdx.x; q < groups; q += gridDim.x) {
+        const uint64_t ts = t0 + q * QM_PD_GROUP;
+        {
+            const unsigned u = threadIdx.x >> 6, e = threadIdx.x & 63u;
+            if (ts + u <= tl) /* tile index = state index at 10 qubits */
+                ab[u][e] = product_ab_entry(table + (ts + u - first_state) * 4 * 10, e);
         }
-        product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
+        __syncthreads();
+#pragma unroll
+        for (unsigned u = 0; u < QM_PD_GROUP; ++u)
+            if (ts + u <= tl)
+                product_tile_store<MODE>(state, (ts + u) << QM_PRODUCT_LO_BITS, g0, g1, ab[u],
+                                         one, scale);
+        __syncthreads(); /* the tables are rebuilt for the next group */
     }
 }
 
@@ -1011,9 +986,9 @@ extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_
                                                                          table, scale);
         return (int)cudaGetLastError();
     }
-    return product_launch(mode == 0   ? product_states_kernel<0>
-                          : mode == 2 ? product_states_kernel<2>
-                                      : product_states_kernel<1>,
+    return product_launch(mode == 0   ? product_states_kernel<0, false, false>
+                          : mode == 2 ? product_states_kernel<2, false, false>
+                                      : product_states_kernel<1, false, false>,
                           tiles, s, state, n, g0, qubits, first_state, table, scale);
 }
 
@@ -1047,9 +1022,12 @@ extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_
         return (int)cudaGetLastError();
     }
     void (*k)(void *, uint64_t, uint64_t, unsigned, uint64_t, const double *, double) =
-        mode == 0   ? (unit ? product_states3_kernel<0, true> : product_states3_kernel<0, false>)
-        : mode == 2 ? (unit ? product_states3_kernel<2, true> : product_states3_kernel<2, false>)
-                    : (unit ? product_states3_kernel<1, true> : product_states3_kernel<1, false>);
+        mode == 0   ? (unit ? product_states_kernel<0, true, true>
+                            : product_states_kernel<0, true, false>)
+        : mode == 2 ? (unit ? product_states_kernel<2, true, true>
+                            : product_states_kernel<2, true, false>)
+                    : (unit ? product_states_kernel<1, true, true>
+                            : product_states_kernel<1, true, false>);
     return product_launch(k, tiles, s, state, n, g0, qubits, first_state, table, scale);
 }
 
