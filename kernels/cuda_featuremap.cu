@@ -265,7 +265,9 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
 //   Complex64 pairs keep L split by parity (even j at [j / 2], odd j at [512 + j / 2]), so the two
 //   16-byte reads of a pair are at consecutive addresses across the warp: 4 wavefronts per warp
 //   read, no conflict. Complex128 and unaligned complex64 read L[t + 256 u]: consecutive too.
-//   Shared: L 16 KiB + T1 16 KiB + A, B 1 KiB = 33 KiB static; registers capped at 64 by
+//   Shared: L 16 KiB + T1 16 KiB + A, B 1 KiB = 33 KiB static (6 blocks would fit in 228 KiB);
+//   registers (ptxas -v, sm_90) 56 (complex128 with a scale, complex64 single slots) to 64
+//   (complex64 pairs, complex128 unit scale), no spills, capped at 64 by
 //   __launch_bounds__(256, 4): 4 blocks = 32 warps per SM, as round 2 (stores are fire-and-forget,
 //   so 32 warps with 2-4 16-byte stores per tile iteration and no load on the critical path keep
 //   more bytes in flight than the ~4.7 TB/s x ~1 us a store needs).
@@ -280,6 +282,8 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
 //   tile's A or B) before it stores the current group, forms the entries after the stores into the
 //   other half of a double-buffered table, and needs one barrier per group; the states are split
 //   evenly (block b takes tiles [b T / G, (b + 1) T / G)), so blocks differ by at most one tile.
+//   Registers 62-64, no spills (the 10 prefetched factor doubles included), 8 KiB of shared
+//   memory: 4 blocks = 32 warps per SM.
 //   Complex64 pairs read A[2p % 32] and A[(2p + 1) % 32] at a 32-byte lane stride: 8 shared
 //   wavefronts per warp read instead of 4, 18 per 64 amplitudes with B; at 2^26 amplitudes that is
 //   ~70 us of the LSU pipe per SM against a 124 us fill, and the stores issue through the same

@@ -451,7 +451,11 @@ __global__ void state_sumsq_small_kernel(const void *state, int c128, uint64_t n
 // past period_valid, an unaligned input block) takes the same path with checked element loads,
 // +0 outside the data: the tree with +0 in the missing positions, as the CPU forms it; a block
 // without data is +0 at once. No shared memory, no barrier: warps are independent; 256 threads
-// per CUDA block (8 reduction blocks); ~48 registers: 5 blocks = 40 warps per SM.
+// per CUDA block (8 reduction blocks). Registers (ptxas -v, sm_90): state_sumsq 48 (complex128,
+// complex64 single slots) and 58 (complex64 pairs), sumsq over the stash 43-48, over float64
+// input 62, float32 input 64: 4-5 blocks = 32-40 warps per SM, 128 bytes per lane in flight, so
+// 128-160 KiB per SM. ptxas keeps 8-16 bytes of the state_sumsq kernels on the stack (one spill
+// store and load, not in the load loop).
 
 /* The sum of E terms t[0..E) as the bottom levels of the tree. */
 template <int E>
