@@ -219,8 +219,11 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         first[i + 1] = first[i] + (e->ing[i].fused ? 0
                                                    : qm_tree_range_blocks(e->qubits, e->shards[i].start,
                                                                           e->shards[i].end));
-    if (rc == QM_OK && first[n] > 0)
-        rc = qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+    /* ordinary host memory: the block sums are a few KiB, and page-locked memory would cost an
+     * allocation far dearer than their copy on every encode (state_norm.c says why) */
+    if (rc == QM_OK && first[n] > 0 && !(host = malloc((size_t)first[n] * sizeof(double))))
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu block sums",
+                     (unsigned long long)first[n]);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
@@ -236,11 +239,15 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             at += qm_tree_run_blocks(&r);
             pos = qm_tree_run_end(&r);
         }
-        if (rc == QM_OK)
-            rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0, nb * sizeof(double), str[i], st);
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
+    /* a copy into ordinary memory returns when done: every shard's sums are enqueued first */
+    for (int i = 0; rc == QM_OK && i < n; ++i)
+        if (first[i + 1] > first[i] &&
+            (rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
+                                  (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
     drain_all(hal, str, part, n, &rc, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
@@ -258,7 +265,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
-    qm_hal_host_free(hal, host);
+    free(host);
     free(first);
     free(part);
     free(str);
