@@ -195,7 +195,8 @@ void report(benchmark::State &state, size_t bytes, double kernel_ms, double boun
 
 // angle/phase/basis (the product op): `batch` states of 2^qubits amplitudes from per-qubit
 // factors, complex128 (arg 2 = 1) or complex64; the bound is one fill of the state's bytes.
-void BM_Product(benchmark::State &state)
+// BM_Product runs with scale 1 (angle, basis), BM_ProductPhase with phase's 2^(-qubits/2).
+void product_bench(benchmark::State &state, double scale)
 {
     const unsigned q = (unsigned)state.range(0);
     const uint64_t batch = (uint64_t)state.range(1);
@@ -214,7 +215,7 @@ void BM_Product(benchmark::State &state)
     }
     cudaMemcpy(tb, table.data(), table.size() * sizeof(double), cudaMemcpyHostToDevice);
     auto launch = [&] {
-        return qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, 1.0, kernels,
+        return qm_cuda_launch_product(st, c128, n, 0, q, 0, (const double *)tb, scale, kernels,
                                       nullptr);
     };
     launch(); /* module load */
@@ -222,11 +223,75 @@ void BM_Product(benchmark::State &state)
     const double k = timed_loop(state, launch);
     const double fill = median_ms([&] { cudaMemset(st, 1, bytes); }, 5);
     char what[96];
-    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s; bound = 1 fill", generation(kernels),
-                  (unsigned long long)batch, q, c128 ? "complex128" : "complex64");
+    std::snprintf(what, sizeof what, "%s %llu x 2^%u %s%s; bound = 1 fill", generation(kernels),
+                  (unsigned long long)batch, q, c128 ? "complex128" : "complex64",
+                  scale == 1.0 ? "" : " phase scale");
     report(state, bytes, k, fill, fill, 0, what);
     cudaFree(st);
     cudaFree(tb);
+}
+void BM_Product(benchmark::State &state) { product_bench(state, 1.0); }
+void BM_ProductPhase(benchmark::State &state)
+{
+    const int q = (int)state.range(0);
+    const double half = std::ldexp(1.0, -(q / 2));
+    product_bench(state, q % 2 ? half * 0.70710678118654752440 : half);
+}
+
+// ---- issue 17 item 2: the sums of squares on the device against a read of the same bytes ------
+// op 0: the norm check (state_sumsq: sum of |psi|^2 per block of the written state); op 1: the
+// amplitude encoding's input sums over the stash (sumsq: the `local_norm` phase of an encode
+// whose input was staged into the state buffer); op 2: the same sums over device-resident input
+// (float64 when complex128 is asked, else float32; the bytes are the input's). Blocks as the
+// encode cuts them: 2^min(qubits, 14) slots. The buffer holds the byte 0x3f everywhere (finite
+// values of every dtype). Ceiling: a plain read of the bytes the op reads (bench_cuda_ceil.cu: 16-byte loads, nothing written), timed
+// on the same buffer; pct = 100 * read_ms / kernel_ms. `kernels` as BM_Product's (0 the current
+// kernels, 3 round 3).
+extern "C" int qm_bench_read_ceiling(const void *x, uint64_t bytes, double *sink, void *stream);
+
+void BM_NormCheck(benchmark::State &state)
+{
+    const unsigned q = (unsigned)state.range(0);
+    const uint64_t batch = (uint64_t)state.range(1);
+    const int c128 = (int)state.range(2), kernels = (int)state.range(3), op = (int)state.range(4);
+    const uint64_t n = batch << q;
+    const size_t bytes = (size_t)n * (op == 2 ? (c128 ? 8 : 4) : (c128 ? 16 : 8));
+    const unsigned lb = q < QM_RED_LOG2_BLOCK ? q : QM_RED_LOG2_BLOCK;
+    const uint64_t nb = n >> lb;
+    void *st = nullptr;
+    double *sums = nullptr;
+    if (cudaMalloc(&st, bytes) != cudaSuccess ||
+        cudaMalloc((void **)&sums, (nb + 1) * sizeof(double)) != cudaSuccess) {
+        state.SkipWithError("cudaMalloc failed");
+        cudaFree(st);
+        return;
+    }
+    cudaMemset(st, 0x3f, bytes);
+    auto launch = [&] {
+        if (op == 0)
+            return qm_cuda_launch_state_sumsq(st, c128, n, 0, lb, sums, kernels, nullptr);
+        return qm_cuda_launch_sumsq(op == 2 ? nullptr : st, c128, 0, (uint64_t)1 << q,
+                                    (uint64_t)1 << q, lb, nb, 1.0, sums, op == 2 ? st : nullptr,
+                                    c128, 0, kernels, nullptr);
+    };
+    launch();
+    cudaDeviceSynchronize();
+    const double k = timed_loop(state, launch);
+    const double rd = median_ms([&] { qm_bench_read_ceiling(st, bytes, sums + nb, nullptr); }, 5);
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    state.counters["bytes"] = (double)bytes;
+    state.counters["kernel_ms"] = k;
+    state.counters["read_ms"] = rd;
+    state.counters["pct"] = k > 0 ? 100.0 * rd / k : 0.0;
+    char what[128];
+    std::snprintf(what, sizeof what, "%s %s %llu x 2^%u %s, blocks of 2^%u; bound = 1 read",
+                  generation(kernels),
+                  op == 0 ? "state_sumsq" : op == 1 ? "sumsq(stash)" : "sumsq(input)",
+                  (unsigned long long)batch, q,
+                  op == 2 ? (c128 ? "float64" : "float32") : c128 ? "complex128" : "complex64", lb);
+    state.SetLabel(what);
+    cudaFree(st);
+    cudaFree(sums);
 }
 
 // An iqp case on the device (ZZ terms included): `batch` states of 2^qubits amplitudes, the
@@ -920,8 +985,15 @@ void BM_BatchShape(benchmark::State &state)
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 2 round 1, 1 round 0}
-BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 3 round 3 (opt-in), 2
+// round 1, 1 round 0}; BM_ProductPhase: the same with phase's scale (round 3 skips the scale's
+// multiplications only when it is 1), rounds 2 and 3
+BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
+// issue 17 item 2: {qubits, batch, complex128, kernels: 0 current, 3 round 3, op: 0 state_sumsq
+// (the norm check), 1 sumsq over the stash (an encode's local_norm), 2 sumsq over device input
+// (float64 for complex128 = 1, float32 for 0)}
+BENCHMARK(BM_NormCheck)->ArgsProduct({{28, 30}, {1}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{28}, {1}, {1, 0}, {0, 3}, {2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
 // stages 0..9 (bound: 1 fill; rounds 2, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)

@@ -245,7 +245,189 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
     }
 }
 
-/* Round 2, states of more than 10 qubits. Block b takes the tiles [ta, tb), a contiguous share
+// ---- product op, round 3 (QM_CUDA_KERNELS=round3, opt-in) -------------------------------------
+// Where round 2's time goes (run 19: 2^30 complex64 81% of the fill, batches 65536 x 2^10 76-80%),
+// reasoned from the code and the H200's rates (132 SMs at ~1.98 GHz; float64: 64 lanes per clock
+// per SM, i.e. 2 warp instructions; conversions to and from float64: 16 lanes per clock; one
+// shuffle and one shared-memory wavefront per clock; stores of 4.7 TB/s = ~18 bytes per clock per
+// SM):
+// - > 10 qubits: every amplitude paid lo = A * B and then hi * lo and the scale: 14 float64
+//   operations (no FMA: --fmad=false). For 2^30 amplitudes that is 2^30 * 14 / 32 warp
+//   instructions over 132 SMs x 2 per clock: ~0.9 ms of the float64 pipe, plus ~0.5 ms of
+//   float64 -> float32 conversions for complex64, against a fill of 1.87 ms (complex64): the
+//   arithmetic pipes were busy ~75% of the time the stores needed, and the stores stall whenever
+//   both meet. Complex64 pairs also read A[2p & 31] and A[(2p + 1) & 31] at a 32-byte lane stride
+//   (2-way bank conflict). Round 3 keeps the state's lo table L[j] = qm_cmul(A[j & 31], B[j >> 5])
+//   for all 1024 j in shared memory (built once per state: 1024 products, after A and B), so an
+//   amplitude costs hi * L[j] (6 operations) and the scale (2; none when scale is 1, since 1 * r is
+//   r bit for bit for every non-NaN r: angle and basis): ~0.4-0.5 ms of float64 per 2^30. The
+//   products are the same ones in the same order as qm_product_lo/qm_product_amp: the same bits.
+//   Complex64 pairs keep L split by parity (even j at [j / 2], odd j at [512 + j / 2]), so the two
+//   16-byte reads of a pair are at consecutive addresses across the warp: 4 wavefronts per warp
+//   read, no conflict. Complex128 and unaligned complex64 read L[t + 256 u]: consecutive too.
+//   Shared: L 16 KiB + T1 16 KiB + A, B 1 KiB = 33 KiB static (6 blocks would fit in 228 KiB);
+//   registers (ptxas -v, sm_90) 56 (complex128 with a scale, complex64 single slots) to 64
+//   (complex64 pairs, complex128 unit scale), no spills, capped at 64 by
+//   __launch_bounds__(256, 4): 4 blocks = 32 warps per SM, as round 2 (stores are fire-and-forget,
+//   so 32 warps with 2-4 16-byte stores per tile iteration and no load on the critical path keep
+//   more bytes in flight than the ~4.7 TB/s x ~1 us a store needs).
+// - 10-qubit batches: there the float64 work is the same as round 2's (each L entry would be used
+//   once), ~23% (complex128) and ~45% (complex64, with the conversions) of the fill time; what
+//   round 2 exposed is latency: per group of 4 tiles the block loaded the 4 states' factors from
+//   global memory (~1 us under load), chained 5 dependent products per entry, and only then, after
+//   a barrier, stored 64 KiB (~8 us at a quarter of an SM's share of the bandwidth): ~1.5 us of
+//   each ~9.5 us iteration without stores from that block. And 16384 groups over 528 resident
+//   blocks is 31.03 per block: 16 blocks ran a 32nd group while the others idled (3%). Round 3
+//   loads the next group's factors into registers (5 complex factors per thread, one entry of one
+//   tile's A or B) before it stores the current group, forms the entries after the stores into the
+//   other half of a double-buffered table, and needs one barrier per group; the states are split
+//   evenly (block b takes tiles [b T / G, (b + 1) T / G)), so blocks differ by at most one tile.
+//   Registers 62-64, no spills (the 10 prefetched factor doubles included), 8 KiB of shared
+//   memory: 4 blocks = 32 warps per SM.
+//   Complex64 pairs read A[2p % 32] and A[(2p + 1) % 32] at a 32-byte lane stride: 8 shared
+//   wavefronts per warp read instead of 4, 18 per 64 amplitudes with B; at 2^26 amplitudes that is
+//   ~70 us of the LSU pipe per SM against a 124 us fill, and the stores issue through the same
+//   pipe. Round 3 keeps A by parity there (product_ab_pos): 2 + 2 + 1 wavefronts per 64.
+// - Both: a tile wholly inside the range skips the per-amplitude bounds checks (64-bit compares).
+
+/* Where entry e (< 64) of A, B sits in a batch table: with SPLIT (complex64 pairs) A is kept by
+ * parity (even entries at 0..15, odd at 16..31), so the pair j = 2p, 2p + 1 reads A at p % 16 and
+ * 16 + p % 16: 16 distinct 16-byte values per warp read, the 2 wavefronts a 256-byte read needs,
+ * where A[2p % 32] at a 32-byte lane stride took 8 (2-way conflict) — shared-memory wavefronts
+ * share the LSU pipe with the stores. */
+template <bool SPLIT>
+__device__ __forceinline__ unsigned product_ab_pos(unsigned e)
+{
+    return SPLIT && e < 32 ? ((e & 1u) << 4) | (e >> 1) : e;
+}
+
+/* lo of tile position j from a state's table: L[j] (LTAB; split by parity when SPLIT) or the
+ * product of A and B (A at product_ab_pos, B = tab[32..63]). */
+template <bool LTAB, bool SPLIT>
+__device__ __forceinline__ double2 product_lo3(const double2 *tab, unsigned j)
+{
+    if (LTAB)
+        return tab[SPLIT ? ((j & 1u) << 9) | (j >> 1) : j];
+    const double2 a = tab[product_ab_pos<SPLIT>(j & 31u)], b = tab[32 + (j >> 5)];
+    double2 lo;
+    qm_cmul(a.x, a.y, b.x, b.y, &lo.x, &lo.y);
+    return lo;
+}
+
+/* scale * (h * lo), qm_product_amp's operations; UNIT: scale is 1, whose product is the identity
+ * for every non-NaN value. ONE: h is (1, 0) (10-qubit states), where qm_cmul's (1 lr - 0 li,
+ * 1 li + 0 lr) is (lr - 0 li, li + 0 lr) bit for bit (1 x is x): 4 operations instead of 6. The
+ * products by 0 stay: they carry the signs of zeros (-0 - +0 is -0, -0 - -0 is +0). */
+template <bool UNIT, bool ONE>
+__device__ __forceinline__ double2 product_amp3(double2 h, double2 lo, double scale)
+{
+    double2 v;
+    if (ONE) {
+        v.x = lo.x - 0.0 * lo.y;
+        v.y = lo.y + 0.0 * lo.x;
+    } else {
+        qm_cmul(h.x, h.y, lo.x, lo.y, &v.x, &v.y);
+    }
+    if (!UNIT) {
+        v.x = scale * v.x;
+        v.y = scale * v.y;
+    }
+    return v;
+}
+
+/* The amplitudes of one tile (global [first, first + 2^10)) in [g0, g1); MODE as
+ * product_tile_store's. LTAB: lo from the state's L table (more than 10 qubits); else from A and
+ * B, and h is (1, 0) (10-qubit states). */
+template <int MODE, bool UNIT, bool LTAB>
+__device__ __forceinline__ void product_tile_store3(void *state, uint64_t first, uint64_t g0,
+                                                    uint64_t g1, const double2 *tab, double2 h,
+                                                    double scale)
+{
+    const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
+    if (MODE != 2) {
+        double2 amp[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            amp[u] = product_amp3<UNIT, !LTAB>(
+                h, product_lo3<LTAB, false>(tab, threadIdx.x + QM_PD_THREADS * u), scale);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const uint64_t g = first + threadIdx.x + QM_PD_THREADS * u;
+            if (!inside && (g < g0 || g >= g1))
+                continue;
+            if (MODE == 0)
+                ((double2 *)state)[g - g0] = amp[u];
+            else
+                ((float2 *)state)[g - g0] = make_float2((float)amp[u].x, (float)amp[u].y);
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const unsigned p = threadIdx.x + QM_PD_THREADS * u, j = 2 * p;
+            const double2 a0 =
+                product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j), scale);
+            const double2 a1 =
+                product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j + 1), scale);
+            const float4 v = make_float4((float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y);
+            const uint64_t g = first + j;
+            if (inside) {
+                *(float4 *)((float2 *)state + (g - g0)) = v;
+                continue;
+            }
+            const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
+            if (in0 && in1)
+                *(float4 *)((float2 *)state + (g - g0)) = v;
+            else if (in0)
+                ((float2 *)state)[g - g0] = make_float2(v.x, v.y);
+            else if (in1)
+                ((float2 *)state)[g + 1 - g0] = make_float2(v.z, v.w);
+        }
+    }
+}
+
+/* T1[v] = qm_product_range(f, 10, top, v << 10) for v <= vmask, the block's threads a few each
+ * (rounds 2 and 3). */
+__device__ __forceinline__ void product_t1_build(double2 *t1, const double *f, unsigned top,
+                                                 uint64_t vmask)
+{
+    for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
+        double r, m;
+        qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS, &r, &m);
+        t1[v] = make_double2(r, m);
+    }
+}
+
+/* hi of the tile at global index `first` of a state of `qubits` > 10 (rounds 2 and 3): T1[bits
+ * 10..19], times U = (ur, ui), the digits from bit 20 up, which is recomputed (qm_product_hi's
+ * loop without its last step) when bits 20.. differ from up_have. */
+__device__ __forceinline__ double2 product_tile_hi(const double2 *t1, uint64_t vmask,
+                                                   const double *f, unsigned qubits,
+                                                   uint64_t first, uint64_t &up_have, double &ur,
+                                                   double &ui)
+{
+    const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
+    double2 h = d;
+    if (qubits > 2 * QM_PRODUCT_LO_BITS) {
+        const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
+        if (up != up_have) {
+            unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
+            qm_product_range(f, d0, qubits, first, &ur, &ui);
+            while (d0 > 2 * QM_PRODUCT_LO_BITS) {
+                d0 -= QM_PRODUCT_LO_BITS;
+                double tr, ti;
+                qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
+                qm_cmul(tr, ti, ur, ui, &ur, &ui);
+            }
+            up_have = up;
+        }
+        qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
+    }
+    return h;
+}
+
+/* Rounds 2 and 3 (R3; UNIT: scale is 1, used by round 3 only), states of more than 10 qubits.
+ * Round 3 adds the state's whole lo table L (see "product op, round 3" above) and splits the tiles
+ * evenly. Round 2: block b takes the tiles [ta, tb), a contiguous share
  * of the range's tiles, in order. The tables of the tile's state live in shared memory and are
  * rebuilt only when the state changes (two barriers, then none until the next state): A, B
  * (threads 0..63) and T1[v] = qm_product_range(f, 10, min(n, 20), v << 10), the digit-1 product
@@ -255,18 +437,22 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
  * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
  * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
  * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
-template <int MODE>
+template <int MODE, bool R3, bool UNIT>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4)
 product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                       uint64_t first_state, const double *table, double scale)
 {
     __shared__ double2 ab[64];
     __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
+    __shared__ double2 lt[R3 ? 1u << QM_PRODUCT_LO_BITS : 1]; /* round 3's lo table */
     const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
     const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
     const uint64_t per = (tiles + gridDim.x - 1) / gridDim.x;
-    const uint64_t ta = t0 + blockIdx.x * per;
-    const uint64_t tb = ta + per < tl + 1 ? ta + per : tl + 1;
+    /* round 3 splits evenly (shares differ by at most one tile), round 2 in shares of `per` */
+    const uint64_t ta = R3 ? t0 + blockIdx.x * tiles / gridDim.x : t0 + blockIdx.x * per;
+    const uint64_t tb = R3             ? t0 + (blockIdx.x + 1) * tiles / gridDim.x
+                        : ta + per < tl + 1 ? ta + per
+                                            : tl + 1;
     const unsigned top = qubits < 2 * QM_PRODUCT_LO_BITS ? qubits : 2 * QM_PRODUCT_LO_BITS;
     const uint64_t vmask = ((uint64_t)1 << (top - QM_PRODUCT_LO_BITS)) - 1;
     uint64_t have = UINT64_MAX, up_have = UINT64_MAX;
@@ -278,34 +464,22 @@ product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
             __syncthreads(); /* every thread is done with the previous state's tables */
             if (threadIdx.x < 64)
                 ab[threadIdx.x] = product_ab_entry(f, threadIdx.x);
-            for (unsigned v = threadIdx.x; v <= vmask; v += QM_PD_THREADS) {
-                double r, m;
-                qm_product_range(f, QM_PRODUCT_LO_BITS, top, (uint64_t)v << QM_PRODUCT_LO_BITS,
-                                 &r, &m);
-                t1[v] = make_double2(r, m);
+            product_t1_build(t1, f, top, vmask);
+            __syncthreads(); /* A and B are complete */
+            if (R3) {
+                for (unsigned j = threadIdx.x; j < (1u << QM_PRODUCT_LO_BITS); j += QM_PD_THREADS)
+                    lt[MODE == 2 ? ((j & 1u) << 9) | (j >> 1) : j] =
+                        product_lo3<false, false>(ab, j);
+                __syncthreads();
             }
-            __syncthreads();
             have = s;
             up_have = UINT64_MAX;
         }
-        const double2 d = t1[(first >> QM_PRODUCT_LO_BITS) & vmask];
-        double2 h = d;
-        if (qubits > 2 * QM_PRODUCT_LO_BITS) {
-            const uint64_t up = first >> (2 * QM_PRODUCT_LO_BITS);
-            if (up != up_have) {
-                unsigned d0 = QM_PRODUCT_LO_BITS * ((qubits - 1) / QM_PRODUCT_LO_BITS);
-                qm_product_range(f, d0, qubits, first, &ur, &ui);
-                while (d0 > 2 * QM_PRODUCT_LO_BITS) {
-                    d0 -= QM_PRODUCT_LO_BITS;
-                    double tr, ti;
-                    qm_product_range(f, d0, d0 + QM_PRODUCT_LO_BITS, first, &tr, &ti);
-                    qm_cmul(tr, ti, ur, ui, &ur, &ui);
-                }
-                up_have = up;
-            }
-            qm_cmul(d.x, d.y, ur, ui, &h.x, &h.y);
-        }
-        product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
+        const double2 h = product_tile_hi(t1, vmask, f, qubits, first, up_have, ur, ui);
+        if (R3)
+            product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
+        else
+            product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
     }
 }
 
@@ -340,6 +514,64 @@ product_batch10_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_stat
                 product_tile_store<MODE>(state, (ts + u) << QM_PRODUCT_LO_BITS, g0, g1, ab[u],
                                          one, scale);
         __syncthreads(); /* the tables are rebuilt for the next group */
+    }
+}
+
+/* Round 3, 10-qubit states: block b takes the tiles (= states) [b T / G, (b + 1) T / G), in
+ * groups of QM_PD_GROUP; thread t owns entry t % 64 of tile t / 64's A or B of a group. Its 5
+ * factors for the next group are loaded before the current group is stored and multiplied (from
+ * (1, 0) up, qm_product_range's order) after, into the other half of the table; one barrier per
+ * group (a half written in group k was last read in group k - 1, before that group's barrier). */
+template <int MODE, bool UNIT>
+__global__ void __launch_bounds__(QM_PD_THREADS, 4)
+product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
+                          const double *table, double scale)
+{
+    __shared__ double2 ab[2][QM_PD_GROUP][64];
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
+    const uint64_t ta = t0 + blockIdx.x * tiles / gridDim.x;
+    const uint64_t tb = t0 + (blockIdx.x + 1) * tiles / gridDim.x;
+    const unsigned u = threadIdx.x >> 6, e = threadIdx.x & 63u;
+    const unsigned q0 = e < 32 ? 0 : 5, bits = e & 31u;
+    const double2 one = make_double2(1.0, 0.0);
+    double fr[5], fi[5];
+    auto load = [&](uint64_t ts) {
+        if (ts + u < tb) {
+            const double *f = table + (ts + u - first_state) * 4 * QM_PRODUCT_LO_BITS;
+#pragma unroll
+            for (unsigned k = 0; k < 5; ++k) {
+                const double *p = f + 4 * (q0 + k) + 2 * ((bits >> k) & 1u);
+                fr[k] = __ldg(p);
+                fi[k] = __ldg(p + 1);
+            }
+        }
+    };
+    auto build = [&](uint64_t ts, double2 *half) {
+        if (ts + u < tb) {
+            double r = 1.0, m = 0.0;
+#pragma unroll
+            for (unsigned k = 0; k < 5; ++k)
+                qm_cmul(r, m, fr[k], fi[k], &r, &m);
+            half[u * 64 + product_ab_pos<MODE == 2>(e)] = make_double2(r, m);
+        }
+    };
+    if (ta >= tb)
+        return; /* uniform over the block */
+    load(ta);
+    build(ta, &ab[0][0][0]);
+    __syncthreads();
+    unsigned k = 0;
+    for (uint64_t ts = ta; ts < tb; ts += QM_PD_GROUP, ++k) {
+        const uint64_t tn = ts + QM_PD_GROUP;
+        load(tn); /* in flight while the group is stored */
+#pragma unroll
+        for (unsigned w = 0; w < QM_PD_GROUP; ++w)
+            if (ts + w < tb)
+                product_tile_store3<MODE, UNIT, false>(state, (ts + w) << QM_PRODUCT_LO_BITS, g0,
+                                                       g1, ab[k & 1u][w], one, scale);
+        build(tn, &ab[(k + 1) & 1u][0][0]);
+        __syncthreads();
     }
 }
 
@@ -1022,10 +1254,49 @@ extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_
                                                                          table, scale);
         return (int)cudaGetLastError();
     }
-    return product_launch(mode == 0   ? product_states_kernel<0>
-                          : mode == 2 ? product_states_kernel<2>
-                                      : product_states_kernel<1>,
+    return product_launch(mode == 0   ? product_states_kernel<0, false, false>
+                          : mode == 2 ? product_states_kernel<2, false, false>
+                                      : product_states_kernel<1, false, false>,
                           tiles, s, state, n, g0, qubits, first_state, table, scale);
+}
+
+/* Round 3's product op: the kernel for (MODE, UNIT) chosen at run time. */
+extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0)
+        return (int)cudaSuccess;
+    if (qubits < QM_PRODUCT_LO_BITS) /* one amplitude per thread, as round 2 */
+        return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
+                                      stream);
+    const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
+    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
+                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    const int mode = c128 ? 0 : pairs ? 2 : 1;
+    const bool unit = scale == 1.0;
+    if (qubits == QM_PRODUCT_LO_BITS) {
+        void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double) =
+            mode == 0   ? (unit ? product_batch10_r3_kernel<0, true>
+                                : product_batch10_r3_kernel<0, false>)
+            : mode == 2 ? (unit ? product_batch10_r3_kernel<2, true>
+                                : product_batch10_r3_kernel<2, false>)
+                        : (unit ? product_batch10_r3_kernel<1, true>
+                                : product_batch10_r3_kernel<1, false>);
+        /* as many blocks as are resident, at least a group each */
+        const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles - 1) / QM_PD_GROUP + 1);
+        k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale);
+        return (int)cudaGetLastError();
+    }
+    void (*k)(void *, uint64_t, uint64_t, unsigned, uint64_t, const double *, double) =
+        mode == 0   ? (unit ? product_states_kernel<0, true, true>
+                            : product_states_kernel<0, true, false>)
+        : mode == 2 ? (unit ? product_states_kernel<2, true, true>
+                            : product_states_kernel<2, true, false>)
+                    : (unit ? product_states_kernel<1, true, true>
+                            : product_states_kernel<1, true, false>);
+    return product_launch(k, tiles, s, state, n, g0, qubits, first_state, table, scale);
 }
 
 extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,

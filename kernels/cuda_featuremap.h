@@ -22,6 +22,13 @@ int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_t g0, unsig
                            uint64_t first_state, const double *table, double scale, int round1,
                            void *stream);
 
+/* The product op's round 3 (QM_CUDA_KERNELS=round3): the same contract and bits as
+ * qm_cuda_product_digits; above 10 qubits the state's whole lo table in shared memory, 10-qubit
+ * batches with the next group's factors loaded before the current group is stored and the states
+ * split evenly over the blocks; below 10 qubits round 2's kernel. */
+int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                           uint64_t first_state, const double *table, double scale, void *stream);
+
 /* Walsh-Hadamard stages [b0, b1) over n slots (whole blocks of 2^b1), in passes of up to 10
  * stages. Needs b0 >= 3. */
 int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1, void *stream);

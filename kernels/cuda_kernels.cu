@@ -415,6 +415,228 @@ __global__ void state_sumsq_small_kernel(const void *state, int c128, uint64_t n
     }
 }
 
+// ---- round 3 of the sums of squares (QM_CUDA_KERNELS=round3): one warp per reduction block -----
+// For the sumsq op (the amplitude encoding's input sums, over the input or the stash: the
+// `local_norm` phase of an encode) and the state_sumsq op (the norm check of written states).
+// Why the kernels above run at about a third of the read bandwidth (plan vs encode, run 20:
+// local_norm 3.17 ms for the 4 GiB stash of a 2^28 complex128 state, ~0.9 ms at 4.7 TB/s): in
+// their leaves lane l reads 8 consecutive elements (128 bytes of complex128 slots, 64 of float64
+// input), so one warp load instruction touches 32 (16) different 128-byte lines with 16 bytes
+// each. The L1 serves such an instruction in one wavefront per line touched: ~2 M wavefronts per
+// SM for the 32 MB per SM of that state, ~1 ms at 1.98 GHz before any DRAM time, and the 8
+// instructions of a leaf ask for the same sectors twice over while the first misses are still in
+// flight. Blocks of fewer than 2^11 elements (a batch of 10-qubit states: one block per state)
+// took the one-thread-per-block kernels: 128 leaves of dependent-latency loads per thread at a
+// lane stride of 16 KiB.
+// Here lane l of row r of a group reads elements [E (32 r + l), E (32 r + l) + E) of the group
+// with one load of 16 bytes (8 when not 16-byte aligned): E = 1 for complex128 slots (state or
+// stash), 2 for complex64 slots, stashed doubles and float64 input, 4 for float32 input. Every
+// warp load is 512 consecutive bytes, 4 wavefronts, each sector asked for once. A group is 8
+// rows (256 E elements, 4 KiB), the 8 loads issued before the first shuffle (128 bytes per lane
+// in flight; ~40 resident warps per SM keep ~160 KiB per SM in flight, well above the ~30 KiB
+// per SM that 4.7 TB/s x ~1 us of latency needs over 132 SMs).
+// The sum is qm_math.h's tree, bit for bit: element p of the block is group p / 256E, row
+// (p / 32E) % 8, lane (p / E) % 32, in-lane p % E, so the tree levels are, from the bottom: the
+// in-lane ones (E = 2, 4), the lane bits 0..4, the row bits, the group bits; every node is left
+// + right (or right + left, which rounds alike). The lane levels use the transposing butterfly:
+// at offset 1 the 8 row values of a lane are paired (rows 2k, 2k + 1): the lane with bit 0 clear
+// keeps row 2k and sends row 2k + 1, its partner the reverse, so each shuffle does useful work
+// for two rows (4 + 2 + 1 shuffles for offsets 1, 2, 4 instead of 8 + 8 + 8); after offset 4,
+// lane l holds row l % 8 summed over its 8 lanes, offsets 8 and 16 are plain butterflies (row
+// l % 8 over all 32 lanes), and offsets 1, 2, 4 once more combine the 8 rows: 12 float64
+// shuffles (24 SHFL) per group, ~0.1 ms per SM for a 2^28 complex128 state at one SHFL per
+// clock, under the ~0.9 ms of its read. Group g's sum is kept by lane g % 32; the warp_tree of
+// those (+0 past the last group: exact) sums 32 groups, and a block of 64 groups (2^14
+// complex128 slots) adds its two halves. A block that is not all data (cut by the range, padding
+// past period_valid, an unaligned input block) takes the same path with checked element loads,
+// +0 outside the data: the tree with +0 in the missing positions, as the CPU forms it; a block
+// without data is +0 at once. No shared memory, no barrier: warps are independent; 256 threads
+// per CUDA block (8 reduction blocks). Registers (ptxas -v, sm_90): state_sumsq 48 (complex128,
+// complex64 single slots) and 58 (complex64 pairs), sumsq over the stash 43-48, over float64
+// input 62, float32 input 64: 4-5 blocks = 32-40 warps per SM, 128 bytes per lane in flight, so
+// 128-160 KiB per SM. ptxas keeps 8-16 bytes of the state_sumsq kernels on the stack (one spill
+// store and load, not in the load loop).
+
+/* The sum of E terms t[0..E) as the bottom levels of the tree. */
+template <int E>
+__device__ __forceinline__ double lane_tree(const double (&t)[E])
+{
+    if (E == 1)
+        return t[0];
+    if (E == 2)
+        return t[0] + t[E - 1];
+    return (t[0] + t[1 % E]) + (t[2 % E] + t[3 % E]);
+}
+
+__device__ __forceinline__ double nsq_term(double re, double im) { return re * re + im * im; }
+
+/* Written amplitudes (state_sumsq): x is the amplitude of block position lo; [lo, hi) in range;
+ * full: the whole block, 16-byte aligned when E = 2. */
+template <typename T, int E>
+struct amp_view {
+    const T *x;
+    uint64_t lo, hi;
+    bool full;
+    __device__ __forceinline__ bool empty() const { return lo >= hi; }
+    __device__ __forceinline__ double term(uint64_t p) const
+    {
+        if (full) {
+            if (sizeof(T) == 8) {
+                const double2 v = __ldg((const double2 *)x + p);
+                return nsq_term(v.x, v.y);
+            } else if (E == 2) {
+                const float4 v = __ldg((const float4 *)((const float *)x + 2 * p));
+                return nsq_term((double)v.x, (double)v.y) + nsq_term((double)v.z, (double)v.w);
+            } else {
+                const float2 v = __ldg((const float2 *)x + p);
+                return nsq_term((double)v.x, (double)v.y);
+            }
+        }
+        double t[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const uint64_t q = p + e;
+            t[e] = q >= lo && q < hi ? nsq_term((double)x[2 * (q - lo)], (double)x[2 * (q - lo) + 1])
+                                     : 0.0;
+        }
+        return lane_tree<E>(t);
+    }
+};
+
+/* Values (sumsq): element p is x[p * K] of type T (K = 2: the real parts of complex128 stash
+ * slots), the first `valid` of the block data; full: valid is the block and x 16-byte aligned
+ * for the vector load. */
+template <typename T, int K, int E>
+struct value_view {
+    const T *x;
+    uint64_t valid;
+    bool full;
+    double scale;
+    __device__ __forceinline__ bool empty() const { return valid == 0; }
+    __device__ __forceinline__ double term(uint64_t p) const
+    {
+        double t[E];
+        if (full && K == 2) {
+            t[0] = qm_sq(__ldg((const double2 *)x + p).x, scale);
+        } else if (full && sizeof(T) == 8 && E == 2) {
+            const double2 v = __ldg((const double2 *)((const double *)x + p));
+            t[0] = qm_sq(v.x, scale);
+            t[E - 1] = qm_sq(v.y, scale);
+        } else if (full && sizeof(T) == 4 && E == 4) {
+            const float4 v = __ldg((const float4 *)((const float *)x + p));
+            t[0] = qm_sq((double)v.x, scale);
+            t[1 % E] = qm_sq((double)v.y, scale);
+            t[2 % E] = qm_sq((double)v.z, scale);
+            t[3 % E] = qm_sq((double)v.w, scale);
+        } else {
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+                t[e] = p + e < valid ? qm_sq((double)x[(p + e) * K], scale) : 0.0;
+        }
+        return lane_tree<E>(t);
+    }
+};
+
+/* The tree sum of the 256 E elements of a group starting at block position p0, in every lane. */
+template <int E, typename V>
+__device__ __forceinline__ double warp_group_sum(const V &view, uint64_t p0, unsigned lane)
+{
+    double v[8];
+#pragma unroll
+    for (unsigned r = 0; r < 8; ++r)
+        v[r] = view.term(p0 + (uint64_t)(32 * r + lane) * E);
+    const bool b0 = lane & 1u, b1 = lane & 2u, b2 = lane & 4u;
+    double w[4], y[2];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const double keep = b0 ? v[2 * k + 1] : v[2 * k], send = b0 ? v[2 * k] : v[2 * k + 1];
+        w[k] = keep + __shfl_xor_sync(QM_FULL_MASK, send, 1);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const double keep = b1 ? w[2 * k + 1] : w[2 * k], send = b1 ? w[2 * k] : w[2 * k + 1];
+        y[k] = keep + __shfl_xor_sync(QM_FULL_MASK, send, 2);
+    }
+    double z;
+    {
+        const double keep = b2 ? y[1] : y[0], send = b2 ? y[0] : y[1];
+        z = keep + __shfl_xor_sync(QM_FULL_MASK, send, 4); /* row lane % 8, 8 lanes */
+    }
+    z = z + __shfl_xor_sync(QM_FULL_MASK, z, 8);
+    z = z + __shfl_xor_sync(QM_FULL_MASK, z, 16); /* row lane % 8, 32 lanes */
+    z = z + __shfl_xor_sync(QM_FULL_MASK, z, 1);
+    z = z + __shfl_xor_sync(QM_FULL_MASK, z, 2);
+    return z + __shfl_xor_sync(QM_FULL_MASK, z, 4); /* the 8 rows */
+}
+
+/* The tree sum of a block of 2^lb elements (lb >= 8 + log2 E, at most 64 groups), in every
+ * lane. */
+template <int E, typename V>
+__device__ __forceinline__ double warp_block_sum(const V &view, unsigned lb, unsigned lane)
+{
+    if (view.empty()) /* uniform over the warp */
+        return 0.0;
+    const unsigned groups = (unsigned)(((uint64_t)1 << lb) >> 8) / E; /* 1..64 */
+    double total = 0.0;
+    for (unsigned r0 = 0; r0 < groups; r0 += 32) {
+        const unsigned gn = groups - r0 < 32 ? groups - r0 : 32;
+        double mine = 0.0;
+        for (unsigned g = 0; g < gn; ++g) {
+            const double s = warp_group_sum<E>(view, (uint64_t)(r0 + g) * 256 * E, lane);
+            if (lane == g)
+                mine = s;
+        }
+        const double half = warp_tree(mine);
+        total = r0 == 0 ? half : total + half;
+    }
+    return total;
+}
+
+/* Warp w of CUDA block c sums reduction block 8 c + w of the range (nb blocks of 2^lb slots). E =
+ * 2 needs every block's first complex64 slot 16-byte aligned. */
+template <typename T, int E>
+__global__ void __launch_bounds__(256) state_sumsq_warp_kernel(const T *state, uint64_t n,
+                                                               uint64_t g0, unsigned lb,
+                                                               uint64_t nb, double *out)
+{
+    const uint64_t b = (uint64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31u;
+    if (b >= nb) /* uniform over the warp */
+        return;
+    const uint64_t bs = (uint64_t)1 << lb, gs = ((g0 >> lb) + b) << lb;
+    const uint64_t a = gs > g0 ? gs : g0, e = gs + bs < g0 + n ? gs + bs : g0 + n;
+    const amp_view<T, E> view = {state + 2 * (a - g0), a - gs, e - gs, a == gs && e == gs + bs};
+    const double sum = warp_block_sum<E>(view, lb, lane);
+    if (lane == 0)
+        out[b] = sum;
+}
+
+/* The sumsq op's block sums, one warp per block: over the stash (`in` NULL; T double, K = 2 for
+ * complex128 slots, 1 for complex64 ones) or over the input (K = 1). Block b starts at global
+ * slot g0 + b 2^lb. */
+template <typename T, int K, int E>
+__global__ void __launch_bounds__(256) sumsq_warp_kernel(const double *state, const T *in,
+                                                         uint64_t in_first, uint64_t g0,
+                                                         uint64_t period, uint64_t period_valid,
+                                                         unsigned lb, uint64_t nb, double scale,
+                                                         double *out)
+{
+    const uint64_t b = (uint64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31u;
+    if (b >= nb)
+        return;
+    const uint64_t bs = (uint64_t)1 << lb, gs = g0 + b * bs;
+    const uint64_t valid = qm_block_valid(gs, bs, period, period_valid);
+    const T *x = in ? (valid ? in + ((gs / period) * period_valid + gs % period - in_first) : in)
+                    : (const T *)(state + b * bs * K);
+    const value_view<T, K, E> view = {x, valid, valid == bs && (E == 1 || K == 2 ||
+                                                                ((uintptr_t)x % 16) == 0),
+                                      scale};
+    const double sum = warp_block_sum<E>(view, lb, lane);
+    if (lane == 0)
+        out[b] = sum;
+}
+
 unsigned grid_for(uint64_t n, unsigned threads)
 {
     uint64_t g = (n + threads - 1) / threads;
@@ -449,9 +671,43 @@ extern "C" int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uin
 extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
                                     uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
                                     double scale, double *out_sums, const void *in, int in_f64,
-                                    uint64_t in_first, void *stream)
+                                    uint64_t in_first, int kernels, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
+    const unsigned wgrid = (unsigned)((n_blocks + 7) / 8);
+    if (kernels == QM_CUDA_KERNELS_ROUND3 && log2_block <= QM_RED_LOG2_BLOCK &&
+        (n_blocks + 7) / 8 <= 0x7fffffffu && n_blocks > 0) {
+        /* E per lane: 16-byte loads where the elements allow (lb >= 8 + log2 E) */
+        if (in && in_f64 && log2_block >= 9) {
+            sumsq_warp_kernel<double, 1, 2><<<wgrid, 256, 0, s>>>(
+                NULL, (const double *)in, in_first, g0, period, period_valid, log2_block,
+                n_blocks, scale, out_sums);
+            return (int)cudaGetLastError();
+        }
+        if (in && !in_f64 && log2_block >= 10) {
+            sumsq_warp_kernel<float, 1, 4><<<wgrid, 256, 0, s>>>(
+                NULL, (const float *)in, in_first, g0, period, period_valid, log2_block, n_blocks,
+                scale, out_sums);
+            return (int)cudaGetLastError();
+        }
+        if (!in && c128 && log2_block >= 8) {
+            sumsq_warp_kernel<double, 2, 1><<<wgrid, 256, 0, s>>>(
+                (const double *)state, (const double *)NULL, 0, g0, period, period_valid,
+                log2_block, n_blocks, scale, out_sums);
+            return (int)cudaGetLastError();
+        }
+        if (!in && !c128 && log2_block >= 9) { /* aligned per block when the state is */
+            if (((uintptr_t)state % 16) == 0)
+                sumsq_warp_kernel<double, 1, 2><<<wgrid, 256, 0, s>>>(
+                    (const double *)state, (const double *)NULL, 0, g0, period, period_valid,
+                    log2_block, n_blocks, scale, out_sums);
+            else
+                sumsq_warp_kernel<double, 1, 1><<<wgrid, 256, 0, s>>>(
+                    (const double *)state, (const double *)NULL, 0, g0, period, period_valid,
+                    log2_block, n_blocks, scale, out_sums);
+            return (int)cudaGetLastError();
+        }
+    }
     if (in && log2_block >= 11 && log2_block <= QM_RED_LOG2_BLOCK && n_blocks <= 0x7fffffffu) {
         if (in_f64)
             sumsq_input_kernel<double><<<(unsigned)n_blocks, 256, 0, s>>>(
@@ -473,12 +729,33 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
 }
 
 extern "C" int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t n, uint64_t g0,
-                                          unsigned log2_block, double *out_sums, void *stream)
+                                          unsigned log2_block, double *out_sums, int kernels,
+                                          void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return (int)cudaSuccess;
     const uint64_t nb = ((g0 + n - 1) >> log2_block) - (g0 >> log2_block) + 1;
+    if (kernels == QM_CUDA_KERNELS_ROUND3 && log2_block >= 8 && log2_block <= QM_RED_LOG2_BLOCK &&
+        (nb + 7) / 8 <= 0x7fffffffu) {
+        const unsigned grid = (unsigned)((nb + 7) / 8);
+        if (c128) {
+            state_sumsq_warp_kernel<double, 1><<<grid, 256, 0, s>>>((const double *)state, n, g0,
+                                                                    log2_block, nb, out_sums);
+            return (int)cudaGetLastError();
+        }
+        /* every block starts at an even global index (lb >= 8): its first slot is 16-byte
+         * aligned when slot g0 - (g0 & 1) would be */
+        const bool pairs = log2_block >= 9 && ((uintptr_t)state & 7) == 0 &&
+                           ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+        if (pairs)
+            state_sumsq_warp_kernel<float, 2><<<grid, 256, 0, s>>>((const float *)state, n, g0,
+                                                                   log2_block, nb, out_sums);
+        else
+            state_sumsq_warp_kernel<float, 1><<<grid, 256, 0, s>>>((const float *)state, n, g0,
+                                                                   log2_block, nb, out_sums);
+        return (int)cudaGetLastError();
+    }
     if (log2_block >= 11 && log2_block <= QM_RED_LOG2_BLOCK && nb <= 0x7fffffffu) {
         if (c128)
             state_sumsq_block_kernel<double><<<(unsigned)nb, 256, 0, s>>>(
@@ -593,6 +870,9 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
 {
     if (n == 0)
         return (int)cudaSuccess;
+    if (kernels == QM_CUDA_KERNELS_ROUND3)
+        return qm_cuda_product_round3(state, c128, n, g0, qubits, first_state, table, scale,
+                                      stream);
     if (kernels != QM_CUDA_KERNELS_LEGACY)
         return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale,
                                       kernels == QM_CUDA_KERNELS_ROUND1, stream);

@@ -20,16 +20,22 @@ int qm_cuda_launch_stash(void *state, int c128, uint64_t slot_g0, uint64_t perio
                          uint64_t period_valid, const void *in, int f64, uint64_t in_first,
                          uint64_t n, void *stream);
 /* Block sums (see qm_math.h) into out_sums, a device array of n_blocks doubles; from the stash, or
- * from input `in` (device pointer of its element 0 = input element in_first) when in != NULL. */
+ * from input `in` (device pointer of its element 0 = input element in_first) when in != NULL.
+ * `kernels` (QM_CUDA_KERNELS_*): QM_CUDA_KERNELS_ROUND3 sums blocks of 2^8..2^10 elements and
+ * more one warp per block with coalesced 16-byte loads; the others one CUDA block per reduction
+ * block (2^11..2^14) or one thread per block. The same bits either way. */
 int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t period,
                          uint64_t period_valid, unsigned log2_block, uint64_t n_blocks,
                          double scale, double *out_sums, const void *in, int in_f64,
-                         uint64_t in_first, void *stream);
+                         uint64_t in_first, int kernels, void *stream);
 /* The norm check's block sums of |psi|^2 (qm_cpu_state_sumsq's contract): n amplitudes at
  * `state` (already at the first slot, global index g0), one sum per aligned global block of
- * 2^log2_block slots the range touches into out_sums (device array). */
+ * 2^log2_block slots the range touches into out_sums (device array). `kernels`
+ * (QM_CUDA_KERNELS_*): QM_CUDA_KERNELS_ROUND3 sums blocks of 2^8 slots and more one warp per
+ * block with coalesced loads; the others take the one-CUDA-block-per-reduction-block kernel
+ * (2^11..2^14) and one thread per block below. The same bits either way. */
 int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t n, uint64_t g0,
-                               unsigned log2_block, double *out_sums, void *stream);
+                               unsigned log2_block, double *out_sums, int kernels, void *stream);
 /* Max |x| (as the bits of a non-negative double) and first non-finite slot, accumulated with
  * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
 int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,
@@ -69,11 +75,13 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
 #define QM_CUDA_KERNELS_CURRENT 0
 #define QM_CUDA_KERNELS_LEGACY 1
 #define QM_CUDA_KERNELS_ROUND1 2
-/* Round 3 (QM_CUDA_KERNELS=round3, opt-in): round 2's product kernels; IQP's phases in qm_math.h's
- * order 2 (products of unit numbers, the CPU's order; rounds 0-2 compute cos and sin of the whole
- * phi, order 1), and the wht stages above 2^10 in passes of at most 8 stages on rows of 256
- * contiguous bytes (cuda_featuremap.cu's qm_cuda_wht_passes3; a 2^30 state: 3 passes of 7, 7, 6
- * stages after the fused one). */
+/* Round 3 (QM_CUDA_KERNELS=round3, opt-in): the round-3 product kernels (per-state lo table;
+ * batches of 10-qubit states with the next group's factors loaded before the current group is
+ * written, an even split of the states over the blocks) and the one-warp-per-block sums of
+ * squares; IQP's phases in qm_math.h's order 2 (products of unit numbers, the CPU's order; rounds
+ * 0-2 compute cos and sin of the whole phi, order 1), and the wht stages above 2^10 in passes of
+ * at most 8 stages on rows of 256 contiguous bytes (cuda_featuremap.cu's qm_cuda_wht_passes3; a
+ * 2^30 state: 3 passes of 7, 7, 6 stages after the fused one). */
 #define QM_CUDA_KERNELS_ROUND3 3
 
 /* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot

@@ -22,7 +22,8 @@
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
  * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
  * the environment runs the CUDA backend's earlier feature-map kernels, QM_CUDA_KERNELS=round3 the
- * opt-in round 3 (wht passes of at most 8 stages): the same cases, the same bits.
+ * opt-in round 3 (product and norm-check kernels, wht passes of at most 8 stages): the same cases,
+ * the same bits.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -84,6 +85,20 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 16, .F = 65536, .batch = 1, .lb = 14, .from_input = true, .values = V_NEAR_MAX},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 8, .F = 200, .batch = 10, .lb = 3, .values = V_NONFINITE},
     {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 4, .F = 5, .batch = 8, .lb = 2, .from_input = true, .values = V_ZERO},
+    /* round 3's one-warp-per-block sums (QM_CUDA_KERNELS=round3; 2^8 elements and more): the
+     * complex64 stash 16-byte aligned and not, the complex128 stash, float64 (2 per lane) and
+     * float32 (4 per lane) input with blocks aligned and not (period_valid odd), padding inside
+     * and at the end of blocks, 64 groups (2^14 complex128) */
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 14, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 10, .F = 1000, .batch = 6, .lb = 9, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F64, .q = 10, .F = 1021, .batch = 5, .lb = 10, .st_off = 1},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 5, .lb = 8, .values = V_SUBNORMAL, .scale = 0x1p1000},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 14, .F = 16384, .batch = 3, .lb = 14, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1021, .batch = 7, .lb = 9, .from_input = true, .in_first = 0},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F64, .q = 10, .F = 1024, .batch = 7, .lb = 10, .g0 = 1024, .from_input = true, .in_first = 1, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 11, .F = 1999, .batch = 4, .lb = 10, .from_input = true, .in_first = 0, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C64, .in = F32, .q = 14, .F = 16384, .batch = 2, .lb = 14, .from_input = true, .in_first = 0, .values = V_WIDE},
+    {.op = QM_HAL_OP_AMP_SUMSQ, .st = C128, .in = F32, .q = 12, .F = 4096, .batch = 2, .lb = 11, .g0 = 4096, .from_input = true, .in_first = 2},
     /* sumsq into device memory, at an offset */
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C128, .in = F64, .q = 16, .F = 60001, .batch = 1, .lb = 11, .sums_off = 5},
     {.op = QM_HAL_OP_AMP_SUMSQ_DEV, .st = C64, .in = F32, .q = 12, .F = 3000, .batch = 4, .lb = 12, .from_input = true, .in_first = 0, .sums_off = 1, .values = V_WIDE},
@@ -138,6 +153,14 @@ static const op_case cases[] = {
      * (grid-stride, the last group partial, the range starting and ending inside tiles) */
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 22, .batch = 1, .g0 = 1002, .count = 3145733},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 2503, .g0 = 3, .count = 2563000, .st_off = 1},
+    /* round 3 (QM_CUDA_KERNELS=round3): the scale's multiplications (skipped only when it is 1)
+     * in a 10-qubit batch split evenly over the blocks (complex128; complex64 pairs, A kept by
+     * parity; complex64 one slot per lane) and above 10 qubits (the state's lo table) */
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 1200, .g0 = 1000, .count = 1200000, .scale = 0x1p-5},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 1500, .scale = 0x1.6a09e667f3bcdp-6},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 900, .g0 = 511, .count = 900000, .scale = 0x1p-5},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 11, .batch = 300, .g0 = 2, .count = 600000, .scale = 0x1.6a09e667f3bcdp-6},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 20, .batch = 2, .g0 = 1048000, .count = 1048000, .st_off = 1, .scale = 0x1p-10},
     /* iqp_phase (iqp, iqp-z): the input is the coefficient table, F = q (iqp-z) or q + q(q-1)/2
      * (iqp) doubles per state; scale 2^-q. cos/sin are the platform's: on CUDA within 2 ulp of
      * libm per component (docs/encodings.md), bit-exact on the simulator and the fault shim */
@@ -203,6 +226,19 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 2, .batch = 33, .lb = 2, .g0 = 3, .count = 101, .values = V_ZERO},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 0, .batch = 9, .lb = 0, .g0 = 2, .count = 5},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 15, .batch = 1, .lb = 13, .g0 = 5, .count = 3},
+    /* round 3's one-warp-per-block kernel (QM_CUDA_KERNELS=round3; blocks of 2^8 slots and more):
+     * complex64 16-byte aligned pairs (st_off + g0 even) and not, whole blocks and blocks cut at
+     * both ends (checked loads), one group (2^8 complex128, 2^9 complex64), 32 groups, and 64
+     * groups (2^14 complex128: two halves of 32) */
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 16, .batch = 1, .lb = 14, .values = V_WIDE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 40, .lb = 8, .g0 = 300, .count = 20000, .sums_off = 3},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 12, .batch = 4, .lb = 9, .g0 = 2, .count = 16000},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 11, .batch = 6, .lb = 10, .g0 = 513, .count = 10000, .st_off = 1, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 11, .batch = 6, .lb = 11, .g0 = 513, .count = 10000, .st_off = 2},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 14, .batch = 3, .lb = 14, .g0 = 100, .count = 40000, .st_off = 1, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 13, .batch = 2, .lb = 13, .values = V_WIDE},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 14, .batch = 2, .lb = 14, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 9, .lb = 10, .values = V_ZERO},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */

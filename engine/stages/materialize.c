@@ -272,11 +272,16 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             at += qm_tree_run_blocks(&r);
             pos = qm_tree_run_end(&r);
         }
-        if (rc == QM_OK)
-            rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0, nb * sizeof(double), str[i], st);
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
+    /* the sums back to page-locked host memory (asynchronous): every shard's kernels are enqueued
+     * before the first copy, so the devices sum at once */
+    for (int i = 0; rc == QM_OK && i < n; ++i)
+        if (first[i + 1] > first[i] &&
+            (rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
+                                  (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
     drain_all(e, str, part, n, &rc, st);
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];

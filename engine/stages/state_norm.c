@@ -4,9 +4,12 @@
  * In: a state (its shards on their devices), the communicator of the run. Out: one float64 sum
  * per state, the same bits on every rank.
  * Per shard, the canonical aligned pieces of its range (tree_sum.h) are summed by the
- * state_sumsq op into a small device buffer on the shard's own stream and copied back behind it
- * (block sums only: 8 bytes per block of up to 2^14 amplitudes); every shard is enqueued before
- * any is waited for, so the devices sum at once. The pieces are merged per state in global index
+ * state_sumsq op into a small device buffer on the shard's own stream; every shard's sums are
+ * enqueued before any is copied back, so the devices sum at once, then each shard's block sums
+ * (8 bytes per block of up to 2^14 amplitudes) are copied into ordinary host memory. Not
+ * page-locked memory: allocating it costs far more than copying a few KiB (cudaHostAlloc of 8 MiB
+ * took 5-7 ms on the H200 host), and it would be paid on every norm check; a copy into ordinary
+ * memory returns when it is done, which is why the copies follow all the launches. The pieces are merged per state in global index
  * order, after an exchange of every rank's pieces when the ranks hold parts of the index space —
  * so each state's sum is its fixed pairwise tree (kernels/qm_math.h) for any layout, device
  * count or rank count, bit-identical between the simulator and CUDA.
@@ -67,11 +70,13 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
             at += qm_tree_run_blocks(&r);
             pos = qm_tree_run_end(&r);
         }
-        if (rc == QM_OK)
-            rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0, nb * sizeof(double), str[i], st);
         if (rc != QM_OK)
             qm_status_prefix(st, "norm check: shard %d", i);
     }
+    for (int i = 0; rc == QM_OK && i < n_norm; ++i) /* every shard's sums are under way */
+        if ((rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
+                                  (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
+            qm_status_prefix(st, "norm check: shard %d", i);
     for (int i = 0; str && i < n_norm; ++i) { /* every stream drained, also after a failure */
         if (keep) { /* the cache's: synced, kept */
             qm_status tmp;

@@ -44,9 +44,9 @@ typedef struct cuda_ctx {
                                 for every launch (developers, tests); 0 = the default */
     int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
                                 on earlier kernels (bisection; the same bits); round3: the
-                                opt-in round 3 (IQP phases in the CPU's order, wht passes on
-                                256-byte rows); 0 (unset, round2) = the current
-                                ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
+                                opt-in round 3 (product tables, one-warp norm sums, IQP phases
+                                in the CPU's order, wht passes on 256-byte rows); 0 (unset,
+                                round2) = the current ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
 } cuda_ctx;
@@ -353,7 +353,8 @@ static qm_code sumsq_launch(void *ctx, int dev, const void *state, const void *i
                                         : NULL,
                                   is_c128(a->state_dtype), a->g0, a->period,
                                   a->period_valid, a->log2_block, a->n_blocks, a->scale, out, in,
-                                  is_f64(a->in_dtype), a->in_first, s);
+                                  is_f64(a->in_dtype), a->in_first,
+                                  ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
     return QM_OK;
@@ -553,7 +554,7 @@ static qm_code c_state_sumsq(void *ctx, int dev, const void *state, double *out,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_state_sumsq((const char *)state + a->off * slot_bytes(a->state_dtype),
                                         is_c128(a->state_dtype), a->n, a->g0, a->log2_block, out,
-                                        s);
+                                        ((const cuda_ctx *)ctx)->kernels, s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "state_sumsq launch", dev);
     if (!s)
