@@ -245,7 +245,7 @@ product_digits_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits, uin
     }
 }
 
-// ---- product op, round 3 (QM_CUDA_KERNELS=round3, opt-in) -------------------------------------
+// ---- product op, round 3 (QM_CUDA_KERNELS=round3; the default product op is round 2) -------------
 // Where round 2's time goes (run 19: 2^30 complex64 81% of the fill, batches 65536 x 2^10 76-80%),
 // reasoned from the code and the H200's rates (132 SMs at ~1.98 GHz; float64: 64 lanes per clock
 // per SM, i.e. 2 warp instructions; conversions to and from float64: 16 lanes per clock; one

@@ -75,7 +75,7 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
 #define QM_CUDA_KERNELS_CURRENT 0
 #define QM_CUDA_KERNELS_LEGACY 1
 #define QM_CUDA_KERNELS_ROUND1 2
-/* Round 3 (QM_CUDA_KERNELS=round3, opt-in): the round-3 product kernels (per-state lo table;
+/* Round 3 (QM_CUDA_KERNELS=round3 runs every op on it): the round-3 product kernels (per-state lo table;
  * batches of 10-qubit states with the next group's factors loaded before the current group is
  * written, an even split of the states over the blocks) and the one-warp-per-block sums of
  * squares; IQP's phases in qm_math.h's order 2 (products of unit numbers, the CPU's order; rounds
@@ -83,6 +83,11 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
  * at most 8 stages on rows of 256 contiguous bytes (cuda_featuremap.cu's qm_cuda_wht_passes3; a
  * 2^30 state: 3 passes of 7, 7, 6 stages after the fused one). */
 #define QM_CUDA_KERNELS_ROUND3 3
+/* The CUDA backend's default (QM_CUDA_KERNELS unset), never passed to a launcher: each op on the
+ * generation measured fastest for it (hal/cuda/cuda.c's k_product, k_iqp, k_sums): IQP phases and
+ * wht on round 3, products on round 2, sums of squares on round 3 for blocks of up to 2^10 and
+ * complex128 states, round 2 otherwise. QM_CUDA_KERNELS=round2 runs everything on round 2. */
+#define QM_CUDA_KERNELS_DEFAULT (-1)
 
 /* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot
  * i being global index g0 + i, with the factors of state s at table[(s - first_state) * 4 *

@@ -20,10 +20,11 @@
  * bit.
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
- * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0) or QM_CUDA_KERNELS=round1 in
- * the environment runs the CUDA backend's earlier feature-map kernels, QM_CUDA_KERNELS=round3 the
- * opt-in round 3 (product and norm-check kernels, wht passes of at most 8 stages): the same cases,
- * the same bits.
+ * cannot be its reference there). QM_CUDA_KERNELS=legacy (round 0), round1 or round2 in the
+ * environment runs every op of the CUDA backend on that generation, QM_CUDA_KERNELS=round3 on
+ * round 3 (product and norm-check kernels, wht passes of at most 8 stages); unset, each op on its
+ * default (cuda_kernels.h's QM_CUDA_KERNELS_DEFAULT): the same cases, the same bits, except that
+ * IQP phases follow order 1 on rounds 0-2 and order 2 on round 3 and the default.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -882,7 +883,10 @@ int main(int argc, char **argv)
         return qm_test_end("test_backend_ops");
     int n_run = 0, n_failed = 0;
     const char *gen = getenv("QM_CUDA_KERNELS"); /* as the CUDA backend reads it */
-    const bool round3 = gen && strcmp(gen, "round3") == 0;
+    /* IQP's phases in the CPU's order 2: round 3 and the default (which runs IQP on round 3);
+     * order 1: round2, round1, legacy */
+    const bool round3 = !gen || !(strcmp(gen, "round2") == 0 || strcmp(gen, "round1") == 0 ||
+                                  strcmp(gen, "legacy") == 0);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const op_case *c = &cases[k];
         geom g;

@@ -42,11 +42,10 @@ typedef struct cuda_ctx {
     bool keep_on;            /* QM_CUDA_KEEP=0 in the environment turns keeping off */
     int batch_shape;         /* QM_CUDA_BATCH_SHAPE=1..5: a block shape of the batch kernel's sweep
                                 for every launch (developers, tests); 0 = the default */
-    int kernels;             /* QM_CUDA_KERNELS=legacy (round 0) or round1: the feature-map ops
-                                on earlier kernels (bisection; the same bits); round3: the
-                                opt-in round 3 (product tables, one-warp norm sums, IQP phases
-                                in the CPU's order, wht passes on 256-byte rows); 0 (unset,
-                                round2) = the current ones (cuda_kernels.h's QM_CUDA_KERNELS_*) */
+    int kernels;             /* QM_CUDA_KERNELS=legacy (round 0), round1, round2 or round3: every
+                                op on that generation (bisection, side-by-side timing); unset:
+                                QM_CUDA_KERNELS_DEFAULT, each op on the generation measured
+                                fastest for it (k_product, k_iqp, k_sums below) */
     int n_kept;
     kept_buf kept[QM_CUDA_KEPT_MAX];
 } cuda_ctx;
@@ -326,6 +325,39 @@ static int is_f64(qm_dtype dt)
     return 0; /* not an input dtype: the wrappers refused it before */
 }
 static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
+
+/* The kernel generation each op runs (cuda_kernels.h's QM_CUDA_KERNELS_*): QM_CUDA_KERNELS=NAME
+ * runs every op on that generation; by default (QM_CUDA_KERNELS_DEFAULT) each op takes the one
+ * measured fastest for it on the H200 (bench/results/2026-12-04-session9-h200.md, bench_cuda's
+ * BM_Product, BM_Iqp and BM_NormCheck, round 2 beside round 3 in one run). Every generation writes
+ * the same bits for the products and the sums; IQP's phases follow qm_math.h's order 2 (the
+ * CPU's) on round 3 only, which is one reason it is the default there. */
+static int k_product(const void *ctx)
+{
+    const int k = ((const cuda_ctx *)ctx)->kernels;
+    /* round 2: 93% / 81% of a fill for one 2^30 state (complex128 / complex64), round 3 93% / 59% */
+    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_CURRENT : k;
+}
+static int k_iqp(const void *ctx)
+{
+    const int k = ((const cuda_ctx *)ctx)->kernels;
+    /* round 3: a 2^30 complex128 state in 37.6 ms (round 2: 52.3), a batch of 65536 x 10 qubits
+     * in 0.54 ms (0.62) */
+    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND3 : k;
+}
+/* Sums of squares over blocks of 2^log2_block: of the input (from_input) or of a stash / state. */
+static int k_sums(const void *ctx, int c128, unsigned log2_block, int from_input)
+{
+    const int k = ((const cuda_ctx *)ctx)->kernels;
+    if (k != QM_CUDA_KERNELS_DEFAULT)
+        return k;
+    /* round 3's one warp per block wins for blocks of up to 2^10 (a batch of 10-qubit states:
+     * 84-88% of a read against 23-63%) and for complex128 states (2^30: 90% against 79%);
+     * round 2's one CUDA block per 2^14 elements for float64 input and complex64 states (99-101%
+     * against 78-83%) */
+    return log2_block <= 10 || (c128 && !from_input) ? QM_CUDA_KERNELS_ROUND3
+                                                     : QM_CUDA_KERNELS_CURRENT;
+}
 static size_t in_bytes(qm_dtype dt) { return is_f64(dt) ? 8 : 4; }
 
 static qm_code c_stash(void *ctx, int dev, void *state, const void *in, const qm_hal_stash_args *a,
@@ -354,7 +386,8 @@ static qm_code sumsq_launch(void *ctx, int dev, const void *state, const void *i
                                   is_c128(a->state_dtype), a->g0, a->period,
                                   a->period_valid, a->log2_block, a->n_blocks, a->scale, out, in,
                                   is_f64(a->in_dtype), a->in_first,
-                                  ((const cuda_ctx *)ctx)->kernels, s);
+                                  k_sums(ctx, is_c128(a->state_dtype), a->log2_block, in != NULL),
+                                  s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "sumsq launch", dev);
     return QM_OK;
@@ -510,7 +543,7 @@ static qm_code c_product(void *ctx, int dev, void *state, const void *table,
     int le = qm_cuda_launch_product((char *)state + a->off * slot_bytes(a->state_dtype),
                                     is_c128(a->state_dtype), a->n, a->g0, a->qubits,
                                     a->first_state, (const double *)table, a->scale,
-                                    ((const cuda_ctx *)ctx)->kernels, s);
+                                    k_product(ctx), s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "product launch", dev);
     if (!s)
@@ -525,7 +558,7 @@ static qm_code c_iqp_phase(void *ctx, int dev, void *state, const void *table,
     int le = qm_cuda_launch_iqp_phase((char *)state + a->off * slot_bytes(a->state_dtype),
                                       is_c128(a->state_dtype), a->n, a->g0, a->qubits,
                                       a->n_coeffs, a->first_state, (const double *)table,
-                                      a->scale, ((const cuda_ctx *)ctx)->kernels, s);
+                                      a->scale, k_iqp(ctx), s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "iqp_phase launch", dev);
     if (!s)
@@ -539,7 +572,7 @@ static qm_code c_wht(void *ctx, int dev, void *state, const void *partner,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_wht((char *)state + a->off * slot_bytes(a->state_dtype),
                                 is_c128(a->state_dtype), a->n, a->b0, a->b1, partner,
-                                a->high ? 1 : 0, ((const cuda_ctx *)ctx)->kernels, s);
+                                a->high ? 1 : 0, k_iqp(ctx), s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "wht launch", dev);
     if (!s)
@@ -554,7 +587,8 @@ static qm_code c_state_sumsq(void *ctx, int dev, const void *state, double *out,
     CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
     int le = qm_cuda_launch_state_sumsq((const char *)state + a->off * slot_bytes(a->state_dtype),
                                         is_c128(a->state_dtype), a->n, a->g0, a->log2_block, out,
-                                        ((const cuda_ctx *)ctx)->kernels, s);
+                                        k_sums(ctx, is_c128(a->state_dtype), a->log2_block, 0),
+                                        s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "state_sumsq launch", dev);
     if (!s)
@@ -570,7 +604,7 @@ static qm_code c_iqp(void *ctx, int dev, void *state, const void *table, const q
     int le = qm_cuda_launch_iqp((char *)state + p->off * slot_bytes(p->state_dtype),
                                 is_c128(p->state_dtype), p->n, p->g0, p->qubits, p->n_coeffs,
                                 p->first_state, (const double *)table, p->scale, a->b1,
-                                ((const cuda_ctx *)ctx)->kernels, s);
+                                k_iqp(ctx), s);
     if (le != cudaSuccess)
         return cuda_err(st, (cudaError_t)le, "iqp launch", dev);
     if (!s)
@@ -853,11 +887,12 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
     c->batch_shape = shape_env && shape_env[0] >= '0' && shape_env[0] <= '5' && !shape_env[1]
                          ? shape_env[0] - '0' : 0;
     const char *kernels_env = getenv("QM_CUDA_KERNELS");
-    c->kernels = !kernels_env                           ? QM_CUDA_KERNELS_CURRENT
+    c->kernels = !kernels_env                           ? QM_CUDA_KERNELS_DEFAULT
                  : strcmp(kernels_env, "legacy") == 0 ? QM_CUDA_KERNELS_LEGACY
                  : strcmp(kernels_env, "round1") == 0 ? QM_CUDA_KERNELS_ROUND1
+                 : strcmp(kernels_env, "round2") == 0 ? QM_CUDA_KERNELS_CURRENT
                  : strcmp(kernels_env, "round3") == 0 ? QM_CUDA_KERNELS_ROUND3
-                                                      : QM_CUDA_KERNELS_CURRENT;
+                                                      : QM_CUDA_KERNELS_DEFAULT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
     c->info = calloc((size_t)nl, sizeof *c->info);
