@@ -2,8 +2,8 @@
  *
  * In: paths named by the user: `.npy` arrays (float32/float64 or integers of 1 to 8 bytes, either
  * byte order, 1-D or 2-D, C or Fortran order),
- * HDF5 datasets (io_hdf5.c: float32/float64 or small integers, 1-D or 2-D) and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy), a
- * whole float64 matrix (CSV), complex `.npy` result files and small text files written atomically,
+ * HDF5 datasets (io_hdf5.c: float32/float64 or small integers, 1-D or 2-D) and CSV text (optionally gzip-compressed, possibly starting with a UTF-8 byte-order mark). Out: array metadata plus element ranges read on demand (npy),
+ * float64 rows read in order, or a whole matrix (CSV), complex `.npy` result files and small text files written atomically,
  * and an output directory that exists.
  * Must not: touch a backend, know about plans or layouts, or leave a partial file under a requested
  * output name (every output goes through `.<name>.qmesh-tmp.<host>.<pid>` and a rename; an output
@@ -19,8 +19,9 @@
  *
  * Known warts: little-endian hosts only (the `.npy` files written are little-endian; big-endian
  * and integer `.npy` input is converted on read; a big-endian build fails at compile time in
- * io_npy.c). Ranged reads are for `.npy` and HDF5: a CSV file is always read whole; only `.npy`
- * ranges are read by several threads (HDF5 serialises its calls).
+ * io_npy.c). Ranged reads are for `.npy` and HDF5: a CSV file is read in order, row after row
+ * (qm_csv_read_rows, in bounded memory) or whole (qm_csv_load); only `.npy` ranges are read by
+ * several threads (HDF5 serialises its calls).
  * The input section is read by `qmesh encode`'s input step (encode.c) and, for
  * qm_input_file_kind, by the scenario loader.
  */
@@ -238,7 +239,8 @@ typedef struct qm_csv_options {
      * to this text, or else, when the text is a non-negative decimal integer, the 0-based column
      * index. The dropped column's fields are not parsed (they may hold text or be empty). */
     const char *drop_column;
-    /* The most text bytes (after gzip decompression) read into memory; 0: QM_CSV_MAX_TEXT_BYTES.
+    /* The most text bytes (after gzip decompression) read; qm_csv_load: 0 is
+     * QM_CSV_MAX_TEXT_BYTES; qm_csv_open: 0 is no limit (the reader holds a chunk, not the text).
      * A larger file is E-INPUT naming the limit (convert it to .npy, which is read by ranges). */
     uint64_t max_text_bytes;
 } qm_csv_options;
@@ -259,7 +261,8 @@ typedef struct qm_csv_data {
 } qm_csv_data;
 
 /* Read a whole CSV file (plain or gzip, detected by its magic bytes) into out (caller-owned; set
- * to empty on failure). opt may be NULL (defaults). Rules (docs/io.md): comma separator, one row
+ * to empty on failure): a loop of qm_csv_read_rows over a reader (below), so the rules, messages
+ * and values are the reader's. opt may be NULL (defaults). Rules (docs/io.md): comma separator, one row
  * per line, "\r\n" or "\n" line ends, an optional final newline, a UTF-8 byte-order mark at the
  * start skipped (UTF-16 is refused), blank space around fields
  * ignored, numbers parsed with strtod and consumed whole ("nan", "inf" pass through as values).
@@ -268,11 +271,72 @@ typedef struct qm_csv_data {
  * lines before the end, no data rows ("empty"), an unknown drop column, no column left; E-IO or
  * E-INPUT when the file cannot be read: a corrupt or truncated gzip stream, bytes after the last
  * gzip member that are not another member (concatenated members are read whole, as gzip -d does),
- * text over opt->max_text_bytes. Memory follows the data: the gzip text buffer grows by doubling
- * from 64 KiB, the value matrix by doubling as rows are parsed. */
+ * text over opt->max_text_bytes; E-ARG for a bad QM_CSV_CHUNK_BYTES. Errors come in text order:
+ * a bad row before a damaged part of a gzip stream is the one reported. Memory follows the data:
+ * the reader's chunks, and the value matrix, grown by doubling (from at most 1 MiB) as rows are
+ * parsed. */
 qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *out, qm_status *st);
 /* Free the values and reset to empty. NULL is a no-op. */
 void qm_csv_data_fini(qm_csv_data *data);
+
+/* The CSV reader's chunk: the file (or the gzip stream, and its decompressed text) is read in
+ * pieces of this many bytes. The environment's QM_CSV_CHUNK_BYTES sets it (an empty value is
+ * unset), read by every qm_csv_open. */
+#define QM_CSV_CHUNK_BYTES_DEFAULT ((uint64_t)4 << 20)
+#define QM_CSV_CHUNK_BYTES_MAX ((uint64_t)1 << 30)
+/* The chunk size a new reader takes: QM_CSV_CHUNK_BYTES, else QM_CSV_CHUNK_BYTES_DEFAULT. E-ARG
+ * "<path>: QM_CSV_CHUNK_BYTES is 'x'; give a chunk size in bytes in [1, 1073741824] (default
+ * 4194304)" for anything but a decimal integer in [1, QM_CSV_CHUNK_BYTES_MAX]. */
+qm_code qm_csv_chunk_bytes_query(const char *path, uint64_t *out, qm_status *st);
+
+/* A CSV file read row by row in bounded memory: a window of about two chunks (more only for a
+ * line longer than a chunk), the gzip input chunk, the first row's fields. Rows are read in
+ * order; a row cut by chunk boundaries (1-byte chunks included) parses as it does whole. One
+ * caller at a time (no locking). */
+typedef struct qm_csv_reader qm_csv_reader;
+
+typedef struct qm_csv_reader_info {
+    const char *path;        /* the file, as opened (lives as long as the reader) */
+    uint64_t n_columns;      /* fields per row in the file */
+    uint64_t n_features;     /* values per row read: n_columns, less the dropped column */
+    uint64_t n_rows;         /* data rows, once qm_csv_count_rows has counted them (else 0) */
+    bool rows_known;         /* n_rows is set */
+    uint64_t rows_read;      /* data rows read since the open or the last rewind */
+    int has_header;          /* 1 when the first row was taken as a header */
+    int gzip;                /* 1 when the file is gzip-compressed */
+    long dropped_column;     /* 0-based index of the removed column; -1 when none */
+    uint64_t chunk_bytes;    /* the reader's chunk (QM_CSV_CHUNK_BYTES) */
+} qm_csv_reader_info;
+
+/* Open a CSV file (plain or gzip by its magic bytes) and read up to its first row: a byte-order
+ * mark skipped, the header decided and the dropped column found as qm_csv_load does, with the
+ * same errors (UTF-16, empty, a blank first line, an unknown or out-of-range drop column, no
+ * column left), plus E-ARG for a bad header option or QM_CSV_CHUNK_BYTES, E-IO when the file
+ * cannot be opened or read. opt may be NULL (defaults; max_text_bytes 0 is no limit here). *out
+ * is NULL on failure. */
+qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader **out,
+                    qm_status *st);
+/* Read up to max_rows data rows, in order, into out (row-major, n_features float64 values each;
+ * NULL: the rows are parsed and checked, not stored): *n_read rows were read, fewer than max_rows
+ * only at the end of the text. Errors as qm_csv_load's (a ragged row, an empty field, a
+ * non-number, a blank line before the end, a damaged gzip stream, text over the limit), each
+ * naming the file line; the rows before the bad one are in out and counted in *n_read. A failure
+ * is sticky: every later read returns it, until qm_csv_rewind. */
+qm_code qm_csv_read_rows(qm_csv_reader *reader, uint64_t max_rows, double *out, uint64_t *n_read,
+                         qm_status *st);
+/* Count the data rows of the whole file in one pass over its lines (non-blank lines after the
+ * header; the values are not parsed, so a bad value is found when its row is read), then go back
+ * to the first data row (as qm_csv_rewind). info's n_rows and rows_known are set. E-INPUT
+ * "empty: no data rows (only the header row N)" for none; the source's errors (E-IO, a damaged
+ * gzip stream). */
+qm_code qm_csv_count_rows(qm_csv_reader *reader, uint64_t *rows, qm_status *st);
+/* Go back to the first data row (the file read again from its start; a failure cleared). E-IO
+ * when the file cannot be read again, or the open's errors when it has changed. */
+qm_code qm_csv_rewind(qm_csv_reader *reader, qm_status *st);
+/* Cannot fail; the pointer lives as long as the reader and follows its reads. */
+const qm_csv_reader_info *qm_csv_reader_info_get(const qm_csv_reader *reader);
+/* NULL is a no-op. */
+void qm_csv_close(qm_csv_reader *reader);
 
 /* ---- outputs --------------------------------------------------------------------------------- */
 

@@ -1,17 +1,30 @@
-/* io_csv.c — CSV input, plain or gzip-compressed, read whole into a float64 matrix.
+/* io_csv.c — CSV input, plain or gzip-compressed: a reader that parses rows in order in bounded
+ * memory (qm_csv_open, qm_csv_read_rows, qm_csv_count_rows, qm_csv_rewind, qm_csv_close), and the
+ * whole-file load (qm_csv_load) as a loop over it: one parser for both.
  *
- * In: a path and options (header: auto/yes/no; a column to drop by header name or 0-based index).
- * Out: B x F doubles (rows = samples, columns = features) and what was decided (header row, gzip,
- * dropped column).
- * Must not: guess by file name (gzip is recognised by its magic bytes 1f 8b), accept a field it did
- * not consume whole, or read in ranges: ranged reads are `.npy`-only (io_npy.c); a CSV file is
- * decompressed into memory and parsed in place (each field is NUL-terminated inside the text
- * buffer, so the text costs one copy and the values B x F doubles).
- * Memory follows the data: a plain file takes one buffer of its size; gzip text grows by doubling
- * from 64 KiB (zlib's inflate, member by member: concatenated members are read whole, anything
- * else after a member is trailing garbage, a member cut short is truncated); both stop at
- * max_text_bytes. The value matrix grows by doubling as rows are parsed. A UTF-8 byte-order mark
- * is skipped, so it cannot turn the first data row into a header.
+ * In: a path and options (header: auto/yes/no; a column to drop by header name or 0-based index;
+ * an optional limit on the text). Out: rows of F doubles (rows = samples, columns = features) in
+ * the caller's buffer, and what was decided (header row, gzip, dropped column); qm_csv_load: the
+ * whole B x F matrix.
+ * How: the file is read in chunks of QM_CSV_CHUNK_BYTES bytes (the environment; default 4 MiB)
+ * appended to a window of text; a line is parsed in place once its line end is in the window
+ * (fields NUL-terminated inside it), so a row cut by any chunk boundary, even of 1-byte chunks,
+ * parses as it would whole; a line longer than a chunk makes the window grow to hold it. gzip
+ * text (recognised by the magic bytes 1f 8b, never by the name) is inflated by zlib into the same
+ * chunks (the compressed bytes are read in chunks of the same size, at least 2), member by member:
+ * concatenated members are read whole, anything else after a member is trailing garbage, a member
+ * cut short is truncated. inflate is called directly rather than through gzread, which would read
+ * trailing garbage as the end of the file without a word.
+ * Errors in text order: a failure of the source (a read error, a damaged or cut gzip stream, text
+ * over the limit) is kept until the parser needs text past the point where it happened, so the
+ * lines before it are parsed first and the error reported is the same for every chunk size.
+ * Memory: the window (about two chunks, or the longest line and a chunk), the gzip input chunk and
+ * a copy of the first row; qm_csv_load adds the value matrix, grown by doubling as rows are parsed
+ * (from at most 1 MiB, never sized from a guess).
+ * Must not: accept a field it did not consume whole, parse a row differently depending on where
+ * the chunks cut it, or read by ranges: a row's place in the file is known only by reading what
+ * comes before it, so rows are read in order and qm_csv_rewind starts over.
+ * A UTF-8 byte-order mark is skipped, so it cannot turn the first data row into a header.
  * Quoting is not supported: a field is the text between commas (blank space around it ignored).
  * strtod follows LC_NUMERIC; qmesh never calls setlocale, so the decimal point is '.'.
  */
@@ -50,44 +63,71 @@ void qm_csv_data_fini(qm_csv_data *data)
     data->dropped_column = -1;
 }
 
-/* ---- reading the whole (decompressed) text --------------------------------------------------- */
+qm_code qm_csv_chunk_bytes_query(const char *path, uint64_t *out, qm_status *st)
+{
+    *out = QM_CSV_CHUNK_BYTES_DEFAULT;
+    const char *v = getenv("QM_CSV_CHUNK_BYTES");
+    if (!v || !*v)
+        return QM_OK;
+    uint64_t n = 0;
+    int digits = 1;
+    for (const char *p = v; *p && digits; ++p) {
+        if (*p < '0' || *p > '9' || n > QM_CSV_CHUNK_BYTES_MAX)
+            digits = 0;
+        else
+            n = n * 10 + (uint64_t)(*p - '0');
+    }
+    if (!digits || n < 1 || n > QM_CSV_CHUNK_BYTES_MAX)
+        return qm_fail(st, QM_E_ARG, "%s: QM_CSV_CHUNK_BYTES is '%.40s'; give a chunk size in "
+                       "bytes in [1, %llu] (default %llu)", path ? path : "csv", v,
+                       (unsigned long long)QM_CSV_CHUNK_BYTES_MAX,
+                       (unsigned long long)QM_CSV_CHUNK_BYTES_DEFAULT);
+    *out = n;
+    return QM_OK;
+}
 
-/* The text being read: buf[0, len) plus room for one spare byte (a NUL at the end). */
-typedef struct text_buf {
-    char *buf;
-    size_t len, cap;
-    uint64_t max; /* the most text bytes allowed */
-} text_buf;
+/* ---- the reader ------------------------------------------------------------------------------ */
+
+struct qm_csv_reader {
+    char *path;                  /* a copy, for messages */
+    int fd;
+    uint64_t file_bytes;
+    size_t chunk;
+    uint64_t max_text;           /* the most text bytes read (0: no limit) */
+    qm_csv_header header_opt;
+    char *drop_opt;              /* a copy of options.drop_column, or NULL */
+    /* gzip: the inflate state and its input chunk */
+    z_stream z;
+    int zinit;
+    unsigned char *zin;
+    size_t zin_cap;
+    int member, ended, zeof;
+    uint64_t consumed;           /* file bytes handed to zlib (those still in z.avail_in included) */
+    /* the window of text: win[start, end) not yet taken as lines; the line-end search resumes at
+     * scan; cap > end always (the spare byte a last line without a line end is cut with) */
+    char *win;
+    size_t cap, start, end, scan;
+    int text_eof;                /* the source is at its end */
+    qm_code src_rc;              /* a source failure, reported when text past it is needed */
+    qm_status src_st;
+    uint64_t text_bytes;         /* text bytes taken from the source since the last begin */
+    long line_no, blank_no;
+    /* the first row: a copy split into fields (the header names, or the first data row) */
+    char *first_text;
+    char **names;
+    long first_no;
+    int first_pending;           /* no header: the first row is still to be read as data */
+    int at_start;                /* nothing read since the last begin */
+    qm_code failed;              /* sticky until a rewind */
+    qm_status fail_st;
+    qm_csv_reader_info info;
+};
 
 static qm_code too_large(const char *path, uint64_t max, int gzip, qm_status *st)
 {
     return qm_fail(st, QM_E_INPUT, "%s: the CSV text is larger than the limit of %llu bytes%s; "
                    "convert it to .npy (read by ranges, never whole)", path,
                    (unsigned long long)max, gzip ? " after gzip decompression" : "");
-}
-
-/* Room for at least one more text byte and the spare byte: the buffer doubles (from its first
- * size) up to max + 2 bytes (max text bytes, one more that proves the text too large, the spare);
- * E-INPUT past max, E-NOMEM when realloc fails. */
-static qm_code text_room(text_buf *t, const char *path, int gzip, qm_status *st)
-{
-    if (t->cap - t->len >= 2)
-        return QM_OK;
-    if ((uint64_t)t->len > t->max)
-        return too_large(path, t->max, gzip, st);
-    uint64_t ncap = (uint64_t)t->cap * 2;
-    if (ncap > t->max + 2)
-        ncap = t->max + 2;
-    if (ncap > SIZE_MAX)
-        return qm_fail(st, QM_E_NOMEM, "%s: the CSV text does not fit this host's address space",
-                       path);
-    char *nb = realloc(t->buf, (size_t)ncap);
-    if (!nb)
-        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %llu bytes for the CSV text", path,
-                       (unsigned long long)ncap);
-    t->buf = nb;
-    t->cap = (size_t)ncap;
-    return QM_OK;
 }
 
 /* read(2) retrying on EINTR; -1 with errno set on failure. */
@@ -100,170 +140,190 @@ static ssize_t read_some(int fd, void *buf, size_t n)
     return r;
 }
 
-/* A plain file: read to its end (a file that grows while read is read as far as it goes). */
-static qm_code read_plain(int fd, const char *path, text_buf *t, qm_status *st)
+/* Up to `want` bytes of gzip text into dst (*got; 0 only at the end of the last member). On
+ * failure *got still counts what this call inflated before it. Every member is inflated in turn
+ * (concatenated members are one gzip file, as gzip -d reads them); after a member ends, the next
+ * bytes must start another member (1f 8b), else they are trailing garbage; input that ends inside
+ * a member is a truncated file. */
+static qm_code gzip_text(qm_csv_reader *r, char *dst, size_t want, size_t *got, qm_status *st)
 {
-    for (;;) {
-        qm_code rc = text_room(t, path, 0, st);
-        if (rc != QM_OK)
-            return rc;
-        size_t want = t->cap - t->len - 1;
-        if (want > ((size_t)1 << 30))
-            want = (size_t)1 << 30;
-        const ssize_t got = read_some(fd, t->buf + t->len, want);
-        if (got < 0)
-            return qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
-        if (got == 0)
-            return QM_OK;
-        t->len += (size_t)got;
-    }
-}
-
-/* A gzip file: every member inflated in turn (concatenated members are one gzip file, as gzip -d
- * reads them); after a member ends, the next bytes must start another member (1f 8b), else they
- * are trailing garbage; input that ends inside a member is a truncated file. */
-static qm_code read_gzip(int fd, const char *path, uint64_t file_bytes, text_buf *t, qm_status *st)
-{
-    enum { IN_BYTES = 1 << 17 };
-    unsigned char *in = malloc(IN_BYTES);
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    qm_code rc = QM_OK;
-    int zinit = 0, member = 1, ended = 0, eof = 0;
-    uint64_t consumed = 0; /* file bytes handed to zlib (those still in z.avail_in included) */
-    if (!in) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate the gzip input buffer", path);
-        goto done;
-    }
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper only */
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot set up zlib to read the file", path);
-        goto done;
-    }
-    zinit = 1;
+    z_stream *z = &r->z;
+    *got = 0;
     for (;;) {
         /* input: refill when empty; at a member boundary make sure 2 bytes are visible */
-        while (!eof && (z.avail_in == 0 || (ended && z.avail_in < 2))) {
-            if (z.avail_in > 0)
-                memmove(in, z.next_in, z.avail_in);
-            const ssize_t got = read_some(fd, in + z.avail_in, IN_BYTES - z.avail_in);
-            if (got < 0) {
-                rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
-                goto done;
-            }
-            z.next_in = in;
-            z.avail_in += (uInt)got;
-            consumed += (uint64_t)got;
-            eof = got == 0;
+        while (!r->zeof && (z->avail_in == 0 || (r->ended && z->avail_in < 2))) {
+            if (z->avail_in > 0)
+                memmove(r->zin, z->next_in, z->avail_in);
+            const ssize_t n = read_some(r->fd, r->zin + z->avail_in, r->zin_cap - z->avail_in);
+            if (n < 0)
+                return qm_fail(st, QM_E_IO, "%s: cannot read: %s", r->path, strerror(errno));
+            z->next_in = r->zin;
+            z->avail_in += (uInt)n;
+            r->consumed += (uint64_t)n;
+            r->zeof = n == 0;
         }
-        if (ended) {
-            if (z.avail_in == 0)
-                break; /* the last member ended at the end of the file */
-            if (z.next_in[0] != 0x1f || z.avail_in < 2 || z.next_in[1] != 0x8b) {
-                const uint64_t at = consumed - z.avail_in;
-                rc = qm_fail(st, QM_E_INPUT, "%s: trailing garbage after gzip member %d (%llu "
-                             "bytes at byte %llu of %llu, first byte %02x); the file is not a "
-                             "gzip file as written", path, member,
-                             (unsigned long long)(file_bytes > at ? file_bytes - at : z.avail_in),
-                             (unsigned long long)at, (unsigned long long)file_bytes,
-                             z.next_in[0]);
-                goto done;
+        if (r->ended) {
+            if (z->avail_in == 0)
+                return QM_OK; /* the last member ended at the end of the file */
+            if (z->next_in[0] != 0x1f || z->avail_in < 2 || z->next_in[1] != 0x8b) {
+                const uint64_t at = r->consumed - z->avail_in;
+                return qm_fail(st, QM_E_INPUT, "%s: trailing garbage after gzip member %d (%llu "
+                               "bytes at byte %llu of %llu, first byte %02x); the file is not a "
+                               "gzip file as written", r->path, r->member,
+                               (unsigned long long)(r->file_bytes > at ? r->file_bytes - at
+                                                                       : z->avail_in),
+                               (unsigned long long)at, (unsigned long long)r->file_bytes,
+                               z->next_in[0]);
             }
-            if (inflateReset(&z) != Z_OK) {
-                rc = qm_fail(st, QM_E_INTERNAL, "%s: zlib inflateReset failed", path);
-                goto done;
-            }
-            ended = 0;
-            member++;
+            if (inflateReset(z) != Z_OK)
+                return qm_fail(st, QM_E_INTERNAL, "%s: zlib inflateReset failed", r->path);
+            r->ended = 0;
+            r->member++;
         }
-        if ((rc = text_room(t, path, 1, st)) != QM_OK)
-            goto done;
-        size_t room = t->cap - t->len - 1;
-        if (room > ((size_t)1 << 30))
-            room = (size_t)1 << 30;
-        z.next_out = (Bytef *)(t->buf + t->len);
-        z.avail_out = (uInt)room;
-        const int zr = inflate(&z, Z_NO_FLUSH);
-        t->len += room - z.avail_out;
-        if (zr == Z_STREAM_END) {
-            ended = 1;
-        } else if (zr == Z_BUF_ERROR && eof && z.avail_in == 0) {
+        z->next_out = (Bytef *)dst;
+        z->avail_out = (uInt)want;
+        const int zr = inflate(z, Z_NO_FLUSH);
+        *got = want - z->avail_out;
+        const unsigned long long total = (unsigned long long)(r->text_bytes + *got);
+        if (zr == Z_STREAM_END)
+            r->ended = 1;
+        else if (zr == Z_BUF_ERROR && r->zeof && z->avail_in == 0)
             /* there was room, and no input is left: the member stops in the middle */
-            rc = qm_fail(st, QM_E_INPUT, "%s: truncated gzip data after %zu decompressed "
-                         "bytes (member %d ends early; the file has %llu bytes)", path, t->len,
-                         member, (unsigned long long)file_bytes);
-            goto done;
-        } else if (zr == Z_OK || zr == Z_BUF_ERROR) {
-            continue; /* more input or more room: the loop gets either */
-        } else if (zr == Z_MEM_ERROR) {
-            rc = qm_fail(st, QM_E_NOMEM, "%s: zlib is out of memory", path);
-            goto done;
-        } else if (zr != Z_STREAM_END) {
-            rc = qm_fail(st, QM_E_INPUT, "%s: corrupt gzip data after %zu decompressed "
-                         "bytes (zlib: %s; in member %d)", path, t->len,
-                         z.msg ? z.msg : "unknown error", member);
-            goto done;
-        }
+            return qm_fail(st, QM_E_INPUT, "%s: truncated gzip data after %llu decompressed "
+                           "bytes (member %d ends early; the file has %llu bytes)", r->path,
+                           total, r->member, (unsigned long long)r->file_bytes);
+        else if (zr == Z_MEM_ERROR)
+            return qm_fail(st, QM_E_NOMEM, "%s: zlib is out of memory", r->path);
+        else if (zr != Z_OK && zr != Z_BUF_ERROR)
+            return qm_fail(st, QM_E_INPUT, "%s: corrupt gzip data after %llu decompressed "
+                           "bytes (zlib: %s; in member %d)", r->path, total,
+                           z->msg ? z->msg : "unknown error", r->member);
+        if (*got > 0)
+            return QM_OK;
+        /* nothing yet: more input (Z_BUF_ERROR before the end) or the next member */
     }
-done:
-    if (zinit)
-        inflateEnd(&z);
-    free(in);
-    return rc;
 }
 
-/* Read the file (plain, or gzip by its magic bytes) into a malloc'd buffer with one spare byte at
- * the end (*len excludes it). */
-static qm_code read_all(const char *path, uint64_t max_text, char **text_out, size_t *len_out,
-                        int *gzip_out, qm_status *st)
+/* Up to `want` bytes of plain text into dst (*got; 0 at the end of the file). */
+static qm_code plain_text(qm_csv_reader *r, char *dst, size_t want, size_t *got, qm_status *st)
 {
-    text_buf t = {NULL, 0, 0, max_text};
-    int fd = -1;
-    uint64_t size = 0;
-    *text_out = NULL;
-    *len_out = 0;
-    qm_code rc = qm_input_file_open(path, &fd, &size, st);
-    if (rc != QM_OK)
-        return rc;
-    unsigned char magic[2];
-    ssize_t m;
-    do
-        m = pread(fd, magic, sizeof magic, 0);
-    while (m < 0 && errno == EINTR);
-    if (m < 0) {
-        rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
-        goto done;
-    }
-    *gzip_out = m == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    /* plain: one allocation of the file's size (+ EOF probe + spare); gzip: doubling from 64 KiB */
-    if (!*gzip_out && size > max_text) {
-        rc = too_large(path, max_text, 0, st);
-        goto done;
-    }
-    uint64_t cap = *gzip_out ? ((uint64_t)1 << 16) : size + 2;
-    if (cap > max_text + 2)
-        cap = max_text + 2;
-    if (cap > SIZE_MAX || !(t.buf = malloc((size_t)cap))) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %llu bytes for the CSV text", path,
-                     (unsigned long long)cap);
-        goto done;
-    }
-    t.cap = (size_t)cap;
-    rc = *gzip_out ? read_gzip(fd, path, size, &t, st) : read_plain(fd, path, &t, st);
-    if (rc == QM_OK && (uint64_t)t.len > max_text)
-        rc = too_large(path, max_text, *gzip_out, st);
-    if (rc == QM_OK) {
-        t.buf[t.len] = '\0';
-        *text_out = t.buf;
-        *len_out = t.len;
-        t.buf = NULL;
-    }
-done:
-    free(t.buf);
-    close(fd);
-    return rc;
+    const ssize_t n = read_some(r->fd, dst, want);
+    *got = n > 0 ? (size_t)n : 0;
+    return n < 0 ? qm_fail(st, QM_E_IO, "%s: cannot read: %s", r->path, strerror(errno)) : QM_OK;
 }
 
-/* ---- fields ---------------------------------------------------------------------------------- */
+/* Append up to one chunk of text to the window, first moving the untaken text to its front or
+ * growing it when a chunk and the spare byte do not fit. At the end of the source text_eof is
+ * set; a source failure (or text past max_text, cut at the limit) is kept in src_rc with what it
+ * delivered before it appended. Returns only the window's own failure (E-NOMEM). */
+static qm_code fill(qm_csv_reader *r, qm_status *st)
+{
+    if (r->cap - r->end < r->chunk + 1 && r->start > 0) {
+        memmove(r->win, r->win + r->start, r->end - r->start);
+        r->end -= r->start;
+        r->scan -= r->start;
+        r->start = 0;
+    }
+    if (r->cap - r->end < r->chunk + 1) {
+        if (r->cap > SIZE_MAX / 2 || r->end > SIZE_MAX / 2 - r->chunk - 1)
+            return qm_fail(st, QM_E_NOMEM, "%s: a CSV line does not fit this host's address "
+                           "space", r->path);
+        size_t ncap = r->cap * 2;
+        if (ncap < r->end + r->chunk + 1)
+            ncap = r->end + r->chunk + 1;
+        char *nw = realloc(r->win, ncap);
+        if (!nw)
+            return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for a CSV line of "
+                           "more than %zu bytes", r->path, ncap, r->end - r->start);
+        r->win = nw;
+        r->cap = ncap;
+    }
+    size_t got = 0;
+    qm_status why;
+    qm_status_clear(&why);
+    qm_code rc = r->info.gzip ? gzip_text(r, r->win + r->end, r->chunk, &got, &why)
+                              : plain_text(r, r->win + r->end, r->chunk, &got, &why);
+    if (r->max_text && got > r->max_text - r->text_bytes) {
+        got = (size_t)(r->max_text - r->text_bytes); /* the text up to the limit still parses */
+        rc = too_large(r->path, r->max_text, r->info.gzip, &why);
+    }
+    r->end += got;
+    r->text_bytes += got;
+    if (rc != QM_OK) {
+        r->src_rc = rc;
+        r->src_st = why;
+    } else if (got == 0) {
+        r->text_eof = 1;
+    }
+    return QM_OK;
+}
+
+/* ---- lines and fields ------------------------------------------------------------------------ */
+
+/* A line of text: [s, e) without its line end; its 1-based number in the file. */
+typedef struct csv_line {
+    char *s, *e;
+    long no;
+} csv_line;
+
+/* The next line of the text, [*s, *e) without its '\n' (*got 0 at the end). Valid until the next
+ * call. The source's failure is reported here, once the lines before it are taken. */
+static qm_code raw_line(qm_csv_reader *r, char **s, char **e, int *got, qm_status *st)
+{
+    *got = 0;
+    for (;;) {
+        char *nl = memchr(r->win + r->scan, '\n', r->end - r->scan);
+        if (!nl && r->src_rc != QM_OK) {
+            if (st)
+                *st = r->src_st;
+            return r->src_rc;
+        }
+        if (nl || (r->text_eof && r->start < r->end)) {
+            const size_t e_off = nl ? (size_t)(nl - r->win) : r->end;
+            *s = r->win + r->start;
+            *e = r->win + e_off;
+            r->start = r->scan = nl ? e_off + 1 : e_off;
+            *got = 1;
+            return QM_OK;
+        }
+        r->scan = r->end;
+        if (r->text_eof)
+            return QM_OK;
+        const qm_code rc = fill(r, st);
+        if (rc != QM_OK)
+            return rc;
+    }
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The next non-blank line (*got 0 at the end of the text). A blank line followed by a non-blank
+ * one is an error the caller reports (through blank_no, the first blank line's number). */
+static qm_code next_line(qm_csv_reader *r, csv_line *out, int *got, qm_status *st)
+{
+    for (;;) {
+        char *s = NULL, *e = NULL;
+        const qm_code rc = raw_line(r, &s, &e, got, st);
+        if (rc != QM_OK || !*got)
+            return rc;
+        ++r->line_no;
+        if (e > s && e[-1] == '\r')
+            e--;
+        const char *p = s;
+        while (p < e && is_blank(*p))
+            p++;
+        if (p == e) {
+            if (!r->blank_no)
+                r->blank_no = r->line_no;
+            continue;
+        }
+        *out = (csv_line){s, e, r->line_no};
+        return QM_OK;
+    }
+}
 
 /* Printable copy of s (at most 32 characters, then "..."), for messages. */
 static const char *printable(const char *s, char *buf, size_t buf_bytes)
@@ -280,11 +340,6 @@ static const char *printable(const char *s, char *buf, size_t buf_bytes)
     }
     buf[o] = '\0';
     return buf;
-}
-
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
 }
 
 /* Split the line [s, e) at commas, trimming blanks, NUL-terminating each field in place (the byte
@@ -359,108 +414,77 @@ static int decimal_index(const char *s, size_t *out)
     return 1;
 }
 
-/* ---- the load -------------------------------------------------------------------------------- */
+/* ---- the start of the text and the first row ------------------------------------------------- */
 
-/* A line of text: [s, e) without its line end; its 1-based number in the file. */
-typedef struct csv_line {
-    char *s, *e;
-    long no;
-} csv_line;
-
-/* The next non-blank line from *pos; 0 at the end of the text. A blank line followed by a
- * non-blank one is an error (reported through *blank_no, the first blank line's number). */
-static int next_line(char **pos, char *end, long *line_no, long *blank_no, csv_line *out)
+/* Start over at byte 0 of the file: the source and the window reset, a byte-order mark skipped
+ * (UTF-16 refused), the first non-blank line into *first (E-INPUT when there is none, or when a
+ * blank line comes before it). */
+static qm_code begin(qm_csv_reader *r, csv_line *first, qm_status *st)
 {
-    while (*pos < end) {
-        char *s = *pos;
-        char *nl = memchr(s, '\n', (size_t)(end - s));
-        char *e = nl ? nl : end;
-        *pos = nl ? nl + 1 : end;
-        ++*line_no;
-        if (e > s && e[-1] == '\r')
-            e--;
-        const char *p = s;
-        while (p < e && is_blank(*p))
-            p++;
-        if (p == e) {
-            if (!*blank_no)
-                *blank_no = *line_no;
-            continue;
-        }
-        out->s = s;
-        out->e = e;
-        out->no = *line_no;
-        return 1;
+    if (lseek(r->fd, 0, SEEK_SET) < 0)
+        return qm_fail(st, QM_E_IO, "%s: cannot go back to the start of the file: %s", r->path,
+                       strerror(errno));
+    if (r->info.gzip) {
+        if (inflateReset(&r->z) != Z_OK)
+            return qm_fail(st, QM_E_INTERNAL, "%s: zlib inflateReset failed", r->path);
+        r->z.next_in = r->zin;
+        r->z.avail_in = 0;
+        r->member = 1;
+        r->ended = r->zeof = 0;
+        r->consumed = 0;
     }
-    return 0;
+    r->start = r->end = r->scan = 0;
+    r->text_eof = 0;
+    r->src_rc = QM_OK;
+    r->text_bytes = 0;
+    r->line_no = r->blank_no = 0;
+    r->first_pending = 0;
+    r->at_start = 1;
+    r->info.rows_read = 0;
+    qm_code rc = QM_OK;
+    while (rc == QM_OK && r->end < 3 && !r->text_eof && r->src_rc == QM_OK)
+        rc = fill(r, st);
+    if (rc != QM_OK)
+        return rc;
+    /* a UTF-8 byte-order mark (Excel, Notepad) is not part of the first field; UTF-16 is refused */
+    const unsigned char *u = (const unsigned char *)r->win;
+    if (r->end >= 3 && memcmp(u, "\xef\xbb\xbf", 3) == 0)
+        r->start = r->scan = 3;
+    else if (r->end >= 2 && (u[0] == 0xff || u[0] == 0xfe) && (u[1] ^ u[0]) == 0x01)
+        return qm_fail(st, QM_E_INPUT, "%s: UTF-16 text (byte-order mark %02x %02x) is not "
+                       "supported; save the CSV as UTF-8", r->path, u[0], u[1]);
+    int got = 0;
+    if ((rc = next_line(r, first, &got, st)) != QM_OK)
+        return rc;
+    if (!got)
+        return qm_fail(st, QM_E_INPUT, "%s: empty: no rows (%llu bytes%s)", r->path,
+                       (unsigned long long)r->text_bytes,
+                       r->info.gzip ? " after gzip decompression" : "");
+    if (r->blank_no)
+        return qm_fail(st, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed only at the "
+                       "end of the file)", r->path, r->blank_no);
+    return QM_OK;
 }
 
-qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *out, qm_status *st)
+/* The first row's fields (a copy), then header or data, then the dropped column. */
+static qm_code first_row(qm_csv_reader *r, const csv_line *first, qm_status *st)
 {
-    qm_code rc = QM_OK;
-    char *text = NULL;
-    size_t len = 0;
-    char **names = NULL;
-    double *values = NULL;
-    qm_csv_options defaults;
-    if (out) {
-        memset(out, 0, sizeof *out);
-        out->dropped_column = -1;
-    }
-    if (!path || !out)
-        return qm_fail(st, QM_E_ARG, "csv load: path and out must not be NULL");
-    if (!opt) {
-        qm_csv_options_init(&defaults);
-        opt = &defaults;
-    }
-    if (opt->header != QM_CSV_HEADER_AUTO && opt->header != QM_CSV_HEADER_YES &&
-        opt->header != QM_CSV_HEADER_NO)
-        return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
-                       (int)opt->header);
-    int gzip = 0;
-    uint64_t max_text = opt->max_text_bytes ? opt->max_text_bytes : QM_CSV_MAX_TEXT_BYTES;
-    if (max_text > UINT64_MAX / 2)
-        max_text = UINT64_MAX / 2; /* the buffer's max + 2 must not wrap */
-    if ((rc = read_all(path, max_text, &text, &len, &gzip, st)) != QM_OK)
-        return rc;
-
-    /* a UTF-8 byte-order mark (Excel, Notepad) is not part of the first field; UTF-16 is refused */
-    size_t bom = 0;
-    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
-        bom = 3;
-    } else if (len >= 2 && ((unsigned char)text[0] == 0xff || (unsigned char)text[0] == 0xfe) &&
-               ((unsigned char)text[1] ^ (unsigned char)text[0]) == 0x01) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: UTF-16 text (byte-order mark %02x %02x) is not "
-                     "supported; save the CSV as UTF-8", path, (unsigned char)text[0],
-                     (unsigned char)text[1]);
-        goto done;
-    }
-    char *pos = text + bom, *end = text + len;
-    long line_no = 0, blank_no = 0;
-    csv_line first;
-    if (!next_line(&pos, end, &line_no, &blank_no, &first)) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: empty: no rows (%zu bytes%s)", path, len,
-                     gzip ? " after gzip decompression" : "");
-        goto done;
-    }
-    if (blank_no) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed only at the "
-                     "end of the file)", path, blank_no);
-        goto done;
-    }
-
-    /* the first row: its fields, then header or data, then the dropped column */
-    const size_t ncols = count_fields(first.s, first.e);
-    names = malloc(ncols * sizeof *names);
-    if (!names) {
-        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu column names", path, ncols);
-        goto done;
-    }
-    split_line(first.s, first.e, names, ncols);
+    const size_t len = (size_t)(first->e - first->s);
+    const size_t ncols = count_fields(first->s, first->e);
+    r->first_no = first->no;
+    r->first_text = malloc(len + 1);
+    r->names = malloc(ncols * sizeof *r->names);
+    if (!r->first_text || !r->names)
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu column names", r->path, ncols);
+    memcpy(r->first_text, first->s, len);
+    r->first_text[len] = '\0';
+    split_line(r->first_text, r->first_text + len, r->names, ncols);
+    char **names = r->names;
+    const char *drop_opt = r->drop_opt;
     size_t drop_idx = 0;
-    const int drop_is_index = opt->drop_column && decimal_index(opt->drop_column, &drop_idx);
-    int header = opt->header == QM_CSV_HEADER_YES;
-    if (opt->header == QM_CSV_HEADER_AUTO) {
+    const int drop_is_index = drop_opt && decimal_index(drop_opt, &drop_idx);
+    int header = r->header_opt == QM_CSV_HEADER_YES;
+    if (r->header_opt == QM_CSV_HEADER_AUTO) {
         for (size_t c = 0; c < ncols && !header; ++c) {
             double v;
             if (drop_is_index && c == drop_idx)
@@ -469,84 +493,339 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
         }
     }
     long drop = -1;
-    if (opt->drop_column) {
+    if (drop_opt) {
         char pn[48];
         if (header) {
             for (size_t c = 0; c < ncols; ++c) {
-                if (strcmp(names[c], opt->drop_column) != 0)
+                if (strcmp(names[c], drop_opt) != 0)
                     continue;
-                if (drop >= 0) {
-                    rc = qm_fail(st, QM_E_INPUT, "%s: the header names column '%s' twice "
-                                 "(columns %ld and %zu); drop it by 0-based index instead",
-                                 path, printable(opt->drop_column, pn, sizeof pn), drop + 1, c + 1);
-                    goto done;
-                }
+                if (drop >= 0)
+                    return qm_fail(st, QM_E_INPUT, "%s: the header names column '%s' twice "
+                                   "(columns %ld and %zu); drop it by 0-based index instead",
+                                   r->path, printable(drop_opt, pn, sizeof pn), drop + 1, c + 1);
                 drop = (long)c;
             }
         }
         if (drop < 0 && drop_is_index) {
-            if (drop_idx >= ncols) {
-                rc = qm_fail(st, QM_E_INPUT, "%s: drop column %zu is out of range (the file has "
-                             "%zu columns, indices 0..%zu)", path, drop_idx, ncols, ncols - 1);
-                goto done;
-            }
+            if (drop_idx >= ncols)
+                return qm_fail(st, QM_E_INPUT, "%s: drop column %zu is out of range (the file "
+                               "has %zu columns, indices 0..%zu)", r->path, drop_idx, ncols,
+                               ncols - 1);
             drop = (long)drop_idx;
         }
+        if (drop < 0 && !header)
+            return qm_fail(st, QM_E_INPUT, "%s: drop column '%s' is not a 0-based column index "
+                           "and the file has no header row to look the name up in", r->path,
+                           printable(drop_opt, pn, sizeof pn));
         if (drop < 0) {
-            if (!header) {
-                rc = qm_fail(st, QM_E_INPUT, "%s: drop column '%s' is not a 0-based column index "
-                             "and the file has no header row to look the name up in", path,
-                             printable(opt->drop_column, pn, sizeof pn));
-            } else {
-                char cols[160];
-                size_t o = 0;
-                for (size_t c = 0; c < ncols && o < sizeof cols; ++c) {
-                    char pc[48];
-                    int k = snprintf(cols + o, sizeof cols - o, "%s'%s'", c ? ", " : "",
-                                     printable(names[c], pc, sizeof pc));
-                    if (k < 0 || (size_t)k >= sizeof cols - o) {
-                        snprintf(cols + (o < sizeof cols - 4 ? o : sizeof cols - 4), 4, "...");
-                        break;
-                    }
-                    o += (size_t)k;
+            char cols[160];
+            size_t o = 0;
+            for (size_t c = 0; c < ncols && o < sizeof cols; ++c) {
+                char pc[48];
+                int k = snprintf(cols + o, sizeof cols - o, "%s'%s'", c ? ", " : "",
+                                 printable(names[c], pc, sizeof pc));
+                if (k < 0 || (size_t)k >= sizeof cols - o) {
+                    snprintf(cols + (o < sizeof cols - 4 ? o : sizeof cols - 4), 4, "...");
+                    break;
                 }
-                rc = qm_fail(st, QM_E_INPUT, "%s: no column named '%s' in the header (columns: %s)",
-                             path, printable(opt->drop_column, pn, sizeof pn), cols);
+                o += (size_t)k;
             }
-            goto done;
+            return qm_fail(st, QM_E_INPUT, "%s: no column named '%s' in the header (columns: %s)",
+                           r->path, printable(drop_opt, pn, sizeof pn), cols);
         }
     }
     const size_t nfeat = ncols - (drop >= 0 ? 1 : 0);
-    if (nfeat == 0) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: no feature columns left after dropping column %ld (the "
-                     "file has %zu column)", path, drop, ncols);
-        goto done;
+    if (nfeat == 0)
+        return qm_fail(st, QM_E_INPUT, "%s: no feature columns left after dropping column %ld "
+                       "(the file has %zu column)", r->path, drop, ncols);
+    r->info.n_columns = ncols;
+    r->info.n_features = nfeat;
+    r->info.has_header = header;
+    r->info.dropped_column = drop;
+    r->first_pending = !header;
+    return QM_OK;
+}
+
+/* ---- rows ------------------------------------------------------------------------------------ */
+
+/* Parse one data row into dst (n_features values; NULL: checked only). The first row (is_first)
+ * was split when the reader opened: its fields are the names. */
+static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_first, double *dst,
+                         qm_status *st)
+{
+    const size_t ncols = (size_t)r->info.n_columns;
+    const size_t nf = is_first ? ncols : count_fields(ln->s, ln->e);
+    if (nf != ncols)
+        return qm_fail(st, QM_E_INPUT, "%s: row %ld has %zu fields, expected %zu (as in row %ld)",
+                       r->path, ln->no, nf, ncols, r->first_no);
+    char *f = ln->s;
+    for (size_t c = 0; c < ncols; ++c) {
+        char *field = r->names[c];
+        if (!is_first) {
+            char *comma = memchr(f, ',', (size_t)(ln->e - f));
+            char *fe = comma ? comma : ln->e;
+            split_line(f, fe, &field, 1);
+            f = fe + 1;
+        }
+        if ((long)c == r->info.dropped_column)
+            continue;
+        double v = 0.0;
+        const num_result nr = parse_number(field, &v);
+        if (nr != NUM_OK) {
+            char pt[48], pc[48], col[80] = "";
+            if (r->info.has_header)
+                snprintf(col, sizeof col, " ('%s')", printable(r->names[c], pc, sizeof pc));
+            return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s", r->path, ln->no,
+                           c + 1, col, nr == NUM_EMPTY ? "empty field" : "'",
+                           nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
+                           nr == NUM_EMPTY ? ""
+                           : nr == NUM_RANGE ? "' is out of range for float64"
+                                             : "' is not a number");
+        }
+        if (dst)
+            *dst++ = v;
     }
+    return QM_OK;
+}
 
-    /* The value matrix grows with the rows actually parsed (doubling), never by a guess from the
-     * line count: trailing blank lines or a ragged row must not make it ask for more. A row holds
-     * at least ncols - 1 commas and a line end, which bounds the rows the text can hold. */
-    const size_t row_min_bytes = ncols, text_rows = (size_t)(end - pos) / row_min_bytes + 2;
-    size_t rows_cap = 0;
+/* A file with a header row and nothing after it. */
+static qm_code no_data_rows(const qm_csv_reader *r, qm_status *st)
+{
+    return qm_fail(st, QM_E_INPUT, "%s: empty: no data rows (only the header row %ld)", r->path,
+                   r->first_no);
+}
 
-    size_t rows = 0;
-    csv_line ln = first;
-    int have = !header;
-    for (;;) {
-        if (!have) {
-            if (!next_line(&pos, end, &line_no, &blank_no, &ln))
+/* The reader's sticky failure: kept, and copied to st. */
+static qm_code reader_failed(qm_csv_reader *r, qm_code rc, const qm_status *why, qm_status *st)
+{
+    r->failed = rc;
+    r->fail_st = *why;
+    if (st)
+        *st = *why;
+    return rc;
+}
+
+qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader **out,
+                    qm_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return qm_fail(st, QM_E_ARG, "csv open: path and out must not be NULL");
+    qm_csv_options defaults;
+    if (!opt) {
+        qm_csv_options_init(&defaults);
+        opt = &defaults;
+    }
+    if (opt->header != QM_CSV_HEADER_AUTO && opt->header != QM_CSV_HEADER_YES &&
+        opt->header != QM_CSV_HEADER_NO)
+        return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
+                       (int)opt->header);
+    uint64_t chunk = 0;
+    qm_code rc = qm_csv_chunk_bytes_query(path, &chunk, st);
+    if (rc != QM_OK)
+        return rc;
+    qm_csv_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate a CSV reader", path);
+    r->fd = -1;
+    r->chunk = (size_t)chunk;
+    r->max_text = opt->max_text_bytes;
+    r->header_opt = opt->header;
+    r->info.dropped_column = -1;
+    r->info.chunk_bytes = chunk;
+    r->path = strdup(path);
+    r->drop_opt = opt->drop_column ? strdup(opt->drop_column) : NULL;
+    r->info.path = r->path;
+    if (!r->path || (opt->drop_column && !r->drop_opt)) {
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate a CSV reader", path);
+        goto fail;
+    }
+    if ((rc = qm_input_file_open(path, &r->fd, &r->file_bytes, st)) != QM_OK)
+        goto fail;
+    unsigned char magic[2];
+    ssize_t m;
+    do
+        m = pread(r->fd, magic, sizeof magic, 0);
+    while (m < 0 && errno == EINTR);
+    if (m < 0) {
+        rc = qm_fail(st, QM_E_IO, "%s: cannot read: %s", path, strerror(errno));
+        goto fail;
+    }
+    r->info.gzip = m == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    if (!r->info.gzip && r->max_text && r->file_bytes > r->max_text) {
+        rc = too_large(path, r->max_text, 0, st);
+        goto fail;
+    }
+    r->cap = r->chunk + 1;
+    r->zin_cap = r->chunk < 2 ? 2 : r->chunk;
+    if (!(r->win = malloc(r->cap)) || (r->info.gzip && !(r->zin = malloc(r->zin_cap)))) {
+        rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for a CSV chunk", path,
+                     r->cap);
+        goto fail;
+    }
+    if (r->info.gzip) {
+        if (inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper only */
+            rc = qm_fail(st, QM_E_NOMEM, "%s: cannot set up zlib to read the file", path);
+            goto fail;
+        }
+        r->zinit = 1;
+    }
+    csv_line first;
+    if ((rc = begin(r, &first, st)) != QM_OK || (rc = first_row(r, &first, st)) != QM_OK)
+        goto fail;
+    *out = r;
+    return QM_OK;
+fail:
+    qm_csv_close(r);
+    return rc;
+}
+
+qm_code qm_csv_read_rows(qm_csv_reader *r, uint64_t max_rows, double *out, uint64_t *n_read,
+                         qm_status *st)
+{
+    if (n_read)
+        *n_read = 0;
+    if (!r || !n_read)
+        return qm_fail(st, QM_E_ARG, "csv read: reader and n_read must not be NULL");
+    if (r->failed != QM_OK) {
+        if (st)
+            *st = r->fail_st;
+        return r->failed;
+    }
+    qm_status why;
+    qm_status_clear(&why);
+    qm_code rc = QM_OK;
+    const uint64_t F = r->info.n_features;
+    uint64_t n = 0;
+    while (n < max_rows) {
+        const int is_first = r->first_pending;
+        csv_line ln = {r->first_text, r->first_text, r->first_no};
+        r->at_start = 0;
+        if (is_first) {
+            r->first_pending = 0;
+        } else {
+            int got = 0;
+            if ((rc = next_line(r, &ln, &got, &why)) != QM_OK || !got)
                 break;
-            if (blank_no) {
-                rc = qm_fail(st, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed only "
-                             "at the end of the file)", path, blank_no);
-                goto done;
+            if (r->blank_no) {
+                rc = qm_fail(&why, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed "
+                             "only at the end of the file)", r->path, r->blank_no);
+                break;
             }
         }
-        have = 0;
+        if ((rc = parse_row(r, &ln, is_first, out ? out + n * F : NULL, &why)) != QM_OK)
+            break;
+        n++;
+    }
+    r->info.rows_read += n;
+    *n_read = n;
+    return rc == QM_OK ? QM_OK : reader_failed(r, rc, &why, st);
+}
+
+qm_code qm_csv_rewind(qm_csv_reader *r, qm_status *st)
+{
+    if (!r)
+        return qm_fail(st, QM_E_ARG, "csv rewind: reader must not be NULL");
+    qm_status why;
+    qm_status_clear(&why);
+    csv_line first;
+    r->failed = QM_OK;
+    const qm_code rc = begin(r, &first, &why);
+    if (rc != QM_OK)
+        return reader_failed(r, rc, &why, st);
+    r->first_pending = !r->info.has_header; /* the first line is taken: its copy is the row */
+    return QM_OK;
+}
+
+qm_code qm_csv_count_rows(qm_csv_reader *r, uint64_t *rows, qm_status *st)
+{
+    if (rows)
+        *rows = 0;
+    if (!r || !rows)
+        return qm_fail(st, QM_E_ARG, "csv count: reader and rows must not be NULL");
+    qm_code rc = r->at_start && r->failed == QM_OK ? QM_OK : qm_csv_rewind(r, st);
+    if (rc != QM_OK)
+        return rc;
+    qm_status why;
+    qm_status_clear(&why);
+    uint64_t n = r->first_pending ? 1 : 0;
+    for (;;) {
+        csv_line ln;
+        int got = 0;
+        if ((rc = next_line(r, &ln, &got, &why)) != QM_OK)
+            return reader_failed(r, rc, &why, st);
+        if (!got)
+            break;
+        n++;
+    }
+    if (n == 0)
+        return reader_failed(r, no_data_rows(r, &why), &why, st);
+    if ((rc = qm_csv_rewind(r, st)) != QM_OK)
+        return rc;
+    r->info.n_rows = n;
+    r->info.rows_known = true;
+    *rows = n;
+    return QM_OK;
+}
+
+const qm_csv_reader_info *qm_csv_reader_info_get(const qm_csv_reader *r)
+{
+    return &r->info;
+}
+
+void qm_csv_close(qm_csv_reader *r)
+{
+    if (!r)
+        return;
+    if (r->zinit)
+        inflateEnd(&r->z);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r->zin);
+    free(r->win);
+    free(r->names);
+    free(r->first_text);
+    free(r->drop_opt);
+    free(r->path);
+    free(r);
+}
+
+/* ---- the whole file ---------------------------------------------------------------------------- */
+
+qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *out, qm_status *st)
+{
+    qm_csv_reader *r = NULL;
+    double *values = NULL;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->dropped_column = -1;
+    }
+    if (!path || !out)
+        return qm_fail(st, QM_E_ARG, "csv load: path and out must not be NULL");
+    qm_csv_options o;
+    if (opt)
+        o = *opt;
+    else
+        qm_csv_options_init(&o);
+    if (!o.max_text_bytes)
+        o.max_text_bytes = QM_CSV_MAX_TEXT_BYTES;
+    qm_code rc = qm_csv_open(path, &o, &r, st);
+    if (rc != QM_OK)
+        return rc;
+    const qm_csv_reader_info *info = qm_csv_reader_info_get(r);
+    const size_t nfeat = (size_t)info->n_features;
+    /* The value matrix grows with the rows actually parsed (doubling, from at most 1 MiB), never
+     * by a guess from the text: trailing blank lines or a ragged row must not make it ask for
+     * more. */
+    size_t rows = 0, rows_cap = 0;
+    for (;;) {
         if (rows == rows_cap) {
-            size_t ncap = rows_cap ? rows_cap * 2 : 1024;
-            if (ncap > text_rows)
-                ncap = text_rows > rows ? text_rows : rows + 1;
+            size_t ncap = rows_cap * 2;
+            if (!rows_cap) {
+                ncap = ((size_t)1 << 17) / nfeat;
+                ncap = ncap < 1 ? 1 : ncap > 1024 ? 1024 : ncap;
+            }
             if (ncap > SIZE_MAX / sizeof(double) / nfeat) {
                 rc = qm_fail(st, QM_E_NOMEM, "%s: %zu rows x %zu features do not fit in memory",
                              path, ncap, nfeat);
@@ -561,61 +840,31 @@ qm_code qm_csv_load(const char *path, const qm_csv_options *opt, qm_csv_data *ou
             values = nv;
             rows_cap = ncap;
         }
-        const int is_first = ln.s == first.s; /* split already: its commas may be NULs now */
-        const size_t nf = is_first ? ncols : count_fields(ln.s, ln.e);
-        if (nf != ncols) {
-            rc = qm_fail(st, QM_E_INPUT, "%s: row %ld has %zu fields, expected %zu (as in row %ld)",
-                         path, ln.no, nf, ncols, first.no);
+        uint64_t got = 0;
+        if ((rc = qm_csv_read_rows(r, rows_cap - rows, values + rows * nfeat, &got, st)) != QM_OK)
             goto done;
-        }
-                char *f = ln.s;
-        double *dst = values + rows * nfeat;
-        for (size_t c = 0; c < ncols; ++c) {
-            char *field = names[c];
-            if (!is_first) {
-                char *comma = memchr(f, ',', (size_t)(ln.e - f));
-                char *fe = comma ? comma : ln.e;
-                split_line(f, fe, &field, 1);
-                f = fe + 1;
-            }
-            if ((long)c == drop)
-                continue;
-            double v = 0.0;
-            const num_result nr = parse_number(field, &v);
-            if (nr != NUM_OK) {
-                char pt[48], pc[48], col[80] = "";
-                if (header)
-                    snprintf(col, sizeof col, " ('%s')", printable(names[c], pc, sizeof pc));
-                rc = qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s", path, ln.no,
-                             c + 1, col,
-                             nr == NUM_EMPTY ? "empty field" : "'",
-                             nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
-                             nr == NUM_EMPTY ? ""
-                             : nr == NUM_RANGE ? "' is out of range for float64"
-                                               : "' is not a number");
-                goto done;
-            }
-            *dst++ = v;
-        }
-        rows++;
+        rows += (size_t)got;
+        if (rows < rows_cap)
+            break; /* the end of the text */
     }
     if (rows == 0) {
-        rc = qm_fail(st, QM_E_INPUT, "%s: empty: no data rows (only the header row %ld)", path,
-                     first.no);
+        rc = no_data_rows(r, st);
         goto done;
     }
-
+    if (rows < rows_cap) { /* give back the matrix's unused rows */
+        double *nv = realloc(values, rows * nfeat * sizeof *values);
+        if (nv)
+            values = nv;
+    }
     out->values = values;
     values = NULL;
     out->n_samples = rows;
     out->n_features = nfeat;
-    out->has_header = header;
-    out->gzip = gzip;
-    out->dropped_column = drop;
-
+    out->has_header = info->has_header;
+    out->gzip = info->gzip;
+    out->dropped_column = info->dropped_column;
 done:
     free(values);
-    free(names);
-    free(text);
+    qm_csv_close(r);
     return rc;
 }
