@@ -204,7 +204,7 @@ static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_reque
     qm_input_file file;
     qm_amp_input in;
     int ndim = 1;
-    qm_code rc = qm_encode_input_open(&job, &file, &in, &ndim, r, st);
+    qm_code rc = qm_encode_input_open(&job, false, &file, &in, &ndim, r, st);
     if (rc == QM_OK)
         rc = qm_encode_datapath(&job, &file, &in, ndim, r, dp, st);
     else if (strncmp(st->msg, "encode: ", 8) == 0) { /* the shared inference names encode */

@@ -209,7 +209,7 @@ qm_code qm_context_plan_data_path(qm_context *ctx, const char *input, const char
     qm_request req = p->request;
     int ndim = 1;
     qm_code rc = QM_OK;
-    if (input && (rc = qm_encode_input_open(&job, &file, &in, &ndim, &req, st)) == QM_OK) {
+    if (input && (rc = qm_encode_input_open(&job, false, &file, &in, &ndim, &req, st)) == QM_OK) {
         const uint64_t rows = req.batch ? req.batch : 1, want = p->request.batch ? p->request.batch : 1;
         if (req.features != p->request.features || rows != want)
             rc = qm_fail(st, QM_E_INPUT, "context: %s holds %llu rows of %llu values but the plan "
@@ -441,8 +441,8 @@ qm_code qm_input_file_shape(const char *path, uint64_t *rows, uint64_t *features
 {
     if (!path)
         return qm_fail(st, QM_E_ARG, "input: path must not be NULL");
-    qm_input_file f;
-    const qm_code rc = qm_input_open(path, NULL, NULL, &f, st);
+    qm_input_file f; /* a CSV file's rows counted, its values not held */
+    const qm_code rc = qm_input_open_stream(path, NULL, NULL, &f, st);
     if (rc == QM_OK) {
         if (rows)
             *rows = f.in.batch ? f.in.batch : 1;

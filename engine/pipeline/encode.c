@@ -735,10 +735,11 @@ static qm_code host_budget(const qm_encode_job *job, int ranks, qm_host_budget *
     return qm_host_mem_available_query(&out->available_bytes, st);
 }
 
-qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
-                             int *ndim, qm_request *req, qm_status *st)
+qm_code qm_encode_input_open(const qm_encode_job *job, bool stream, qm_input_file *file,
+                             qm_amp_input *in, int *ndim, qm_request *req, qm_status *st)
 {
-    qm_code rc = qm_input_open(job->input, &job->csv, job->dataset, file, st);
+    qm_code rc = stream ? qm_input_open_stream(job->input, &job->csv, job->dataset, file, st)
+                        : qm_input_open(job->input, &job->csv, job->dataset, file, st);
     if (rc == QM_OK && file->npy && job->read_threads > 0)
         rc = qm_npy_reader_set_threads(file->npy, job->read_threads, st);
     if (rc != QM_OK)
@@ -882,7 +883,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_request req = job ? job->request : (qm_request){0};
     const double t_open = qm_clock_now_s();
     if (rc == QM_OK)
-        rc = qm_encode_input_open(job, &file, &in, &r->input_ndim, &req, st);
+        rc = qm_encode_input_open(job, false, &file, &in, &r->input_ndim, &req, st);
     r->read_open_s = qm_clock_now_s() - t_open;
     r->batch = in.batch;
     r->features = in.n;

@@ -142,13 +142,15 @@ qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_
 qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st);
 
 void qm_encode_job_init(qm_encode_job *job);
-/* The job's input opened as encode opens it (job->input, csv, dataset) and the request encode
- * derives from it: qubits when not given (amplitude: the fewest that hold the values; basis: the
- * largest index; the feature maps: from the value count), dtype from the input when not given,
- * batch and features from the input's shape (basis: one index per sample). *in and *ndim are the
- * input as encoded. E-INPUT, E-IO and the readers' codes; the caller closes *file. */
-qm_code qm_encode_input_open(const qm_encode_job *job, qm_input_file *file, qm_amp_input *in,
-                             int *ndim, qm_request *req, qm_status *st);
+/* The job's input opened as encode opens it (job->input, csv, dataset; `stream`: as a stream
+ * reads it, qm_input_open_stream: a CSV file's rows counted and read batch by batch, else
+ * qm_input_open: a CSV file loaded whole) and the request encode derives from it: qubits when not
+ * given (amplitude: the fewest that hold the values; basis: the largest index; the feature maps:
+ * from the value count), dtype from the input when not given, batch and features from the
+ * input's shape (basis: one index per sample). *in and *ndim are the input as encoded. E-INPUT,
+ * E-IO and the readers' codes; the caller closes *file. */
+qm_code qm_encode_input_open(const qm_encode_job *job, bool stream, qm_input_file *file,
+                             qm_amp_input *in, int *ndim, qm_request *req, qm_status *st);
 /* The data path of a job for the cost model: the input file (NULL: none; CSV: its size on disk)
  * and the fraction of it in the page cache (qm_discover_file_resident), the output (--out: the
  * .npy's bytes for req; --out-dir), staging as the simulator's host copy unless the backend is

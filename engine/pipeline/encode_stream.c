@@ -2,7 +2,8 @@
  * qm_encode_stream_run), for inputs larger than device or host memory.
  *
  * Steps: open the input as the one-shot run does (CSV options, HDF5 dataset, basis reshape, the
- * request's defaults); open a qm_stream over it (stream.c: both batch shapes planned, the reader
+ * request's defaults), except that a CSV file is not loaded but counted and then read batch by
+ * batch through its reader (qm_input_open_stream); open a qm_stream over it (stream.c: both batch shapes planned, the reader
  * thread started, `prefetch` batches read ahead); check the output path for the whole output
  * (E-OUTPUT before any work, stale temporaries removed first); then per batch k: take its state
  * from the stream, write it to the output's temporary through the one-shot run's output path
@@ -15,8 +16,8 @@
  * its temporary, byte for byte the one-shot file; --out-dir a temporary directory with one
  * batch-NNNNNN.npy (rows, 2^n) per batch and manifest.json (format "qmesh-batches/1": the batches'
  * sample ranges and files), swapped in as one step; no output: encode and check only.
- * Memory: the input buffers of the stream (prefetch + 1 batches), one batch's state, the output's
- * staging (one read-back chunk, as the one-shot run). Faults (QM_FAULT_RANK=0:PHASE:MODE[:BATCH]):
+ * Memory: the input buffers of the stream (prefetch + 1 batches; for CSV also the reader's
+ * chunks), one batch's state, the output's staging (one read-back chunk, as the one-shot run). Faults (QM_FAULT_RANK=0:PHASE:MODE[:BATCH]):
  * materialize (before batch k is taken), readback, write (the batch is in the temporary), check
  * (nan, skew: the batch's first amplitude, on its device) at batch k; plan and commit once; the cancel flag at each of them and between read-back chunks.
  * Must not: leave anything under an output name on failure or interruption, or keep more than one
@@ -188,7 +189,7 @@ qm_code qm_encode_stream_run(const qm_encode_job *job, qm_encode_result *r, qm_s
     int ndim = 0;
     qm_request req = job->request;
     qm_amp_input in = {0};
-    rc = qm_encode_input_open(job, &file, &in, &ndim, &req, st);
+    rc = qm_encode_input_open(job, true, &file, &in, &ndim, &req, st);
     file.in = in; /* the stream reads the input as encoded (basis: one index per sample) */
     r->batch = in.batch ? in.batch : 1;
     r->features = in.n;

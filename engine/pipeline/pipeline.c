@@ -308,8 +308,45 @@ static qm_code open_hdf5(const char *path, const qm_csv_options *csv, const char
     return rc;
 }
 
-qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
-                      qm_input_file *f, qm_status *st)
+/* A CSV reader's rows [first / F, (first + count) / F) into dst, in order: a read before the
+ * reader's position starts the file over, one after it skips (parsing) the rows between. */
+static qm_code csv_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    qm_csv_reader *r = ctx;
+    const qm_csv_reader_info *info = qm_csv_reader_info_get(r);
+    const uint64_t F = info->n_features, row = first / F, rows = count / F;
+    if (first % F || count % F)
+        return qm_fail(st, QM_E_INTERNAL, "%s: a CSV read of elements [%llu, %llu) does not cover "
+                       "whole rows of %llu values", info->path, (unsigned long long)first,
+                       (unsigned long long)(first + count), (unsigned long long)F);
+    qm_code rc = row < info->rows_read ? qm_csv_rewind(r, st) : QM_OK;
+    uint64_t got = 0;
+    while (rc == QM_OK && info->rows_read < row &&
+           (rc = qm_csv_read_rows(r, row - info->rows_read, NULL, &got, st)) == QM_OK && got > 0)
+        ;
+    if (rc == QM_OK && info->rows_read == row)
+        rc = qm_csv_read_rows(r, rows, dst, &got, st);
+    if (rc == QM_OK && info->rows_read < row + rows)
+        rc = qm_fail(st, QM_E_INPUT, "%s: the file ends after data row %llu, but %llu data rows "
+                     "were counted when it was opened (has it changed?)", info->path,
+                     (unsigned long long)info->rows_read, (unsigned long long)info->n_rows);
+    return rc;
+}
+
+static qm_code open_csv_reader(const char *path, const qm_csv_options *csv, qm_input_file *f,
+                               qm_status *st)
+{
+    uint64_t rows = 0;
+    qm_code rc = qm_csv_open(path, csv, &f->csv_reader, st);
+    if (rc == QM_OK && (rc = qm_csv_count_rows(f->csv_reader, &rows, st)) == QM_OK)
+        f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64,
+                               .n = qm_csv_reader_info_get(f->csv_reader)->n_features,
+                               .batch = rows, .read = csv_read_cb, .read_ctx = f->csv_reader};
+    return rc;
+}
+
+static qm_code input_open(const char *path, const qm_csv_options *csv, const char *dataset,
+                          bool stream, qm_input_file *f, qm_status *st)
 {
     memset(f, 0, sizeof *f);
     qm_csv_options dflt;
@@ -325,13 +362,28 @@ qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *d
         rc = open_npy(path, csv, f, st);
     } else if (rc == QM_OK && f->format == QM_INPUT_HDF5) {
         rc = open_hdf5(path, csv, dataset, f, st);
+    } else if (rc == QM_OK && stream) {
+        rc = open_csv_reader(path, csv, f, st);
+        f->ndim = 2; /* a CSV file is a table: rows are samples */
     } else if (rc == QM_OK) {
         if ((rc = qm_csv_load(path, csv, &f->csv, st)) == QM_OK)
             f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = f->csv.values,
                                    .n = f->csv.n_features, .batch = f->csv.n_samples};
-        f->ndim = 2; /* a CSV file is a table: rows are samples */
+        f->ndim = 2;
     }
     return rc;
+}
+
+qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
+                      qm_input_file *f, qm_status *st)
+{
+    return input_open(path, csv, dataset, false, f, st);
+}
+
+qm_code qm_input_open_stream(const char *path, const qm_csv_options *csv, const char *dataset,
+                             qm_input_file *f, qm_status *st)
+{
+    return input_open(path, csv, dataset, true, f, st);
 }
 
 void qm_input_close(qm_input_file *f)
@@ -341,5 +393,6 @@ void qm_input_close(qm_input_file *f)
     qm_npy_close(f->npy);
     qm_hdf5_close(f->hdf5);
     qm_csv_data_fini(&f->csv);
+    qm_csv_close(f->csv_reader);
     memset(f, 0, sizeof *f);
 }

@@ -108,12 +108,22 @@ typedef struct qm_input_file {
     qm_npy_reader *npy;
     qm_hdf5_reader *hdf5;
     qm_csv_data csv;
+    qm_csv_reader *csv_reader; /* a CSV file opened by qm_input_open_stream */
     qm_amp_input in;           /* what materialize reads (points into this object) */
     int ndim;                  /* 1 or 2 (a CSV file is a table: 2) */
 } qm_input_file;
 
 qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
                       qm_input_file *out, qm_status *st);
+/* The same for a stream (docs/api.md "Streams"): read in order, batch after batch, in bounded
+ * memory. .npy and HDF5 as qm_input_open; a CSV file through a qm_csv_reader: its rows counted
+ * (one pass over the text, values not parsed) for the shape, then `in.read` parses the rows asked
+ * for, in order (a read that starts before the rows already read, such as the stream's first
+ * batch after the basis encoding's scan, starts the file over; reads must cover whole rows).
+ * A bad value is found when its rows are read (E-INPUT naming the file line and column; the file
+ * shrinking below the count is E-INPUT too). */
+qm_code qm_input_open_stream(const char *path, const qm_csv_options *csv, const char *dataset,
+                             qm_input_file *out, qm_status *st);
 void qm_input_close(qm_input_file *f); /* NULL and a zeroed object are no-ops */
 
 #endif

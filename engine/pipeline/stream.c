@@ -1,8 +1,8 @@
 /* stream.c — the batch stream of include/qmesh.h (qm_stream_*): a dataset encoded batch by batch,
  * reading ahead on a thread while a batch is encoded.
  *
- * In: an input (a file opened by qm_input_open, or rows in host memory), a request, batch_size and
- * prefetch. Out: one state per batch of up to batch_size samples, in order, each made by
+ * In: an input (a file opened by qm_input_open_stream, or rows in host memory), a request,
+ * batch_size and prefetch. Out: one state per batch of up to batch_size samples, in order, each made by
  * qm_context_encode_input on a context planned for that batch shape (two shapes at most: the full
  * batch and the last, shorter one, both planned at open so an infeasible shape fails before any
  * work; the shorter one's backend is opened when it is first needed).
@@ -15,14 +15,18 @@
  * (qm_hal_host_alloc: page-locked on CUDA, so the ingest copies a batch to the devices by DMA from
  * where it lies instead of through its page-locked ring; plain memory on the simulator).
  * Errors: a read error travels through the queue with its batch and is returned when that batch
- * is due; bad values are found by materialize, which names the sample by its index in the whole
- * input (qm_amp_input.first_sample). The first failure ends the stream (sticky).
+ * is due (a CSV row that does not parse is a read error of its batch: "encode: reading input
+ * [a, b): f.csv: row 42, column 3: 'x' is not a number", elements [a, b) of the batch); NaN and
+ * Inf values are found by materialize, which names the sample by its index in the whole input
+ * (qm_amp_input.first_sample). The first failure ends the stream (sticky).
  * Must not: hold more than K + 1 input buffers, let the reader run ahead of the free buffers, or
  * leave the reader thread running after qm_stream_close.
- * Known warts: a CSV input is parsed whole when opened (the reader then copies from memory), so
- * the memory bound holds for .npy and HDF5 input only; a stream runs in one process (no MPI ranks);
- * batches are handed to materialize as float values (an integer .npy file's basis indices are
- * exact up to 2^53, not through read_int as in the one-shot encode).
+ * A CSV file is read through its qm_csv_reader (qm_input_open_stream: its rows counted when
+ * opened, then parsed batch by batch by the reader thread), so the bound holds for CSV too: the
+ * input held is the K + 1 buffers and the reader's chunks (QM_CSV_CHUNK_BYTES), not the file.
+ * Known warts: a stream runs in one process (no MPI ranks); batches are handed to materialize as
+ * float values (an integer .npy file's basis indices are exact up to 2^53, not through read_int as
+ * in the one-shot encode).
  */
 #include "api_internal.h"
 #include "encode.h"
@@ -285,7 +289,7 @@ qm_code qm_stream_open_file(const qm_scenario *sc, const qm_request *request, co
     qm_code rc = check_options(o, st);
     qm_input_file f = {0};
     if (rc == QM_OK)
-        rc = qm_input_open(path, NULL, NULL, &f, st);
+        rc = qm_input_open_stream(path, NULL, NULL, &f, st);
     int ndim = f.ndim;
     qm_request r = *request;
     if (rc == QM_OK && r.encoding == QM_ENCODING_BASIS)

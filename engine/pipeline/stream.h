@@ -1,7 +1,8 @@
 /* stream.h — the batch stream behind qm_stream_* (include/qmesh.h) and `qmesh encode
  * --batch-size`: what the engine's own front ends need beyond the public calls.
  *
- * In: an input already opened by qm_input_open (so the CLI's CSV options and HDF5 dataset apply)
+ * In: an input already opened by qm_input_open_stream (so the CLI's CSV options and HDF5 dataset
+ * apply, and a CSV file is read batch by batch)
  * and a complete request (qubits and dtype decided by the caller). Out: the stream, which owns the
  * input from then on; materialize's phase times summed over the batches.
  * Must not: be included outside engine/pipeline and engine/cli.
