@@ -289,8 +289,9 @@ void qm_csv_data_fini(qm_csv_data *data);
  * 4194304)" for anything but a decimal integer in [1, QM_CSV_CHUNK_BYTES_MAX]. */
 qm_code qm_csv_chunk_bytes_query(const char *path, uint64_t *out, qm_status *st);
 
-/* A CSV file read row by row in bounded memory: a window of about two chunks (more only for a
- * line longer than a chunk), the gzip input chunk, the first row's fields. Rows are read in
+/* A CSV file read row by row in bounded memory: a window of at most about two chunks (more only
+ * for a line longer than a chunk; it starts at 64 KiB and grows only while reads fill it), the
+ * gzip input chunk (at most the file's size), the first row's fields. Rows are read in
  * order; a row cut by chunk boundaries (1-byte chunks included) parses as it does whole. One
  * caller at a time (no locking). */
 typedef struct qm_csv_reader qm_csv_reader;

@@ -9,9 +9,11 @@
  * How: the file is read in chunks of QM_CSV_CHUNK_BYTES bytes (the environment; default 4 MiB)
  * appended to a window of text; a line is parsed in place once its line end is in the window
  * (fields NUL-terminated inside it), so a row cut by any chunk boundary, even of 1-byte chunks,
- * parses as it would whole; a line longer than a chunk makes the window grow to hold it. gzip
- * text (recognised by the magic bytes 1f 8b, never by the name) is inflated by zlib into the same
- * chunks (the compressed bytes are read in chunks of the same size, at least 2), member by member:
+ * parses as it would whole; a line longer than a chunk makes the window grow to hold it (the
+ * window starts at 64 KiB and grows to a chunk only for a file that fills it). gzip text
+ * (recognised by the magic bytes 1f 8b, never by the name) is inflated by zlib into the same
+ * chunks (the compressed bytes are read in chunks of the same size, or of the file's size when
+ * smaller, at least 2), member by member:
  * concatenated members are read whole, anything else after a member is trailing garbage, a member
  * cut short is truncated. inflate is called directly rather than through gzread, which would read
  * trailing garbage as the end of the file without a word.
@@ -108,6 +110,7 @@ struct qm_csv_reader {
     char *win;
     size_t cap, start, end, scan;
     int text_eof;                /* the source is at its end */
+    int full;                    /* the last read filled all the room it was given */
     qm_code src_rc;              /* a source failure, reported when text past it is needed */
     qm_status src_st;
     uint64_t text_bytes;         /* text bytes taken from the source since the last begin */
@@ -212,10 +215,14 @@ static qm_code plain_text(qm_csv_reader *r, char *dst, size_t want, size_t *got,
     return n < 0 ? qm_fail(st, QM_E_IO, "%s: cannot read: %s", r->path, strerror(errno)) : QM_OK;
 }
 
-/* Append up to one chunk of text to the window, first moving the untaken text to its front or
- * growing it when a chunk and the spare byte do not fit. At the end of the source text_eof is
- * set; a source failure (or text past max_text, cut at the limit) is kept in src_rc with what it
- * delivered before it appended. Returns only the window's own failure (E-NOMEM). */
+/* Append up to one chunk of text to the window, first moving the untaken text to its front when
+ * a chunk does not fit after it. The window starts at min(chunk, 64 KiB) + 1 bytes and doubles
+ * when it is full, or when the last read filled all the room it had while that room was less than
+ * a chunk: so a file larger than a chunk is soon read a whole chunk at a time, a small one never
+ * costs a chunk of memory, and a line longer than the window makes it grow. At the end of the
+ * source text_eof is set; a source failure (or text past max_text, cut at the limit) is kept in
+ * src_rc, with what it delivered before it appended. Returns only the window's own failure
+ * (E-NOMEM). */
 static qm_code fill(qm_csv_reader *r, qm_status *st)
 {
     if (r->cap - r->end < r->chunk + 1 && r->start > 0) {
@@ -224,25 +231,27 @@ static qm_code fill(qm_csv_reader *r, qm_status *st)
         r->scan -= r->start;
         r->start = 0;
     }
-    if (r->cap - r->end < r->chunk + 1) {
-        if (r->cap > SIZE_MAX / 2 || r->end > SIZE_MAX / 2 - r->chunk - 1)
+    size_t room = r->cap - r->end - 1;
+    if (room < r->chunk && (room == 0 || r->full)) {
+        if (r->cap > SIZE_MAX / 2)
             return qm_fail(st, QM_E_NOMEM, "%s: a CSV line does not fit this host's address "
                            "space", r->path);
-        size_t ncap = r->cap * 2;
-        if (ncap < r->end + r->chunk + 1)
-            ncap = r->end + r->chunk + 1;
+        const size_t ncap = r->cap * 2;
         char *nw = realloc(r->win, ncap);
         if (!nw)
             return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for a CSV line of "
                            "more than %zu bytes", r->path, ncap, r->end - r->start);
         r->win = nw;
         r->cap = ncap;
+        room = ncap - r->end - 1;
     }
+    const size_t want = room < r->chunk ? room : r->chunk;
     size_t got = 0;
     qm_status why;
     qm_status_clear(&why);
-    qm_code rc = r->info.gzip ? gzip_text(r, r->win + r->end, r->chunk, &got, &why)
-                              : plain_text(r, r->win + r->end, r->chunk, &got, &why);
+    qm_code rc = r->info.gzip ? gzip_text(r, r->win + r->end, want, &got, &why)
+                              : plain_text(r, r->win + r->end, want, &got, &why);
+    r->full = got == want;
     if (r->max_text && got > r->max_text - r->text_bytes) {
         got = (size_t)(r->max_text - r->text_bytes); /* the text up to the limit still parses */
         rc = too_large(r->path, r->max_text, r->info.gzip, &why);
@@ -434,7 +443,7 @@ static qm_code begin(qm_csv_reader *r, csv_line *first, qm_status *st)
         r->consumed = 0;
     }
     r->start = r->end = r->scan = 0;
-    r->text_eof = 0;
+    r->text_eof = r->full = 0;
     r->src_rc = QM_OK;
     r->text_bytes = 0;
     r->line_no = r->blank_no = 0;
@@ -657,8 +666,10 @@ qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader *
         rc = too_large(path, r->max_text, 0, st);
         goto fail;
     }
-    r->cap = r->chunk + 1;
-    r->zin_cap = r->chunk < 2 ? 2 : r->chunk;
+    r->cap = (r->chunk < ((size_t)1 << 16) ? r->chunk : ((size_t)1 << 16)) + 1;
+    r->zin_cap = r->chunk < r->file_bytes ? r->chunk : (size_t)r->file_bytes;
+    if (r->zin_cap < 2) /* a member boundary needs 2 bytes in view */
+        r->zin_cap = 2;
     if (!(r->win = malloc(r->cap)) || (r->info.gzip && !(r->zin = malloc(r->zin_cap)))) {
         rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu bytes for a CSV chunk", path,
                      r->cap);
