@@ -3,12 +3,20 @@
  * Input: one option byte, then the file's bytes. Option byte: bit 0 — gzip-compress the rest
  * before writing it (the fuzzer also reaches raw gzip streams, corrupt ones included, by starting
  * the rest with 1f 8b and leaving bit 0 clear); bits 1-2 — header auto / yes / no / auto; bits
- * 3-4 — drop column: none, "0", "2", "label". The file is written to the per-process scratch
- * directory (fuzz_common.h) and read with qm_csv_load.
+ * 3-4 — drop column: none, "0", "2", "label"; bits 5-7 — the chunked reader's chunk size
+ * (QM_CSV_CHUNK_BYTES 1, 2, 3, 5, 7, 16, 64, 255) and the rows per read. The file is written to
+ * the per-process scratch directory (fuzz_common.h) and read with qm_csv_load (the default 4 MiB
+ * chunks), then with the chunked reader at the small chunk size. Both with a text limit of 1 MiB,
+ * so a gzip bomb costs at most a million 1-byte chunks.
  * Oracles: ASan/UBSan and leaks; on success at least one sample and one feature, every value
  * readable, dropped_column -1 exactly when no column was asked to be dropped, gzip flag equal to
- * the file's magic; on failure the data left empty and a message that starts with the path.
- * State: the one scratch file, overwritten by every input, removed at exit.
+ * the file's magic; on failure the data left empty and a message that starts with the path. The
+ * chunked reader (qm_csv_open, qm_csv_read_rows in pieces) gives the load's result exactly: the
+ * same values bit for bit, shape and flags, or the same code and message (a file with a header
+ * and no rows: from qm_csv_count_rows); after a successful load the count is the load's rows, and
+ * a read after it gives the same values again.
+ * State: the one scratch file, overwritten by every input, removed at exit; QM_CSV_CHUNK_BYTES,
+ * set for every input.
  */
 #include "fuzz_common.h"
 #include "io.h"
@@ -50,6 +58,75 @@ static unsigned char *gzip_bytes(const uint8_t *in, size_t n, size_t *out_n)
     return out;
 }
 
+/* The chunked reader at chunk size k_chunks[sel], read k_pieces[sel] rows at a time, against the
+ * load's result (rc, st, d). */
+static void chunked(const char *path, const qm_csv_options *opt, unsigned sel, qm_code rc,
+                    const qm_status *st, const qm_csv_data *d)
+{
+    static const char *const k_chunks[8] = {"1", "2", "3", "5", "7", "16", "64", "255"};
+    static const uint64_t k_pieces[8] = {1, 3, 2, 64, 1, 7, 1000, 5};
+    setenv("QM_CSV_CHUNK_BYTES", k_chunks[sel & 7u], 1);
+    const uint64_t piece = k_pieces[sel & 7u];
+    qm_csv_options o = *opt;
+    qm_status rs;
+    qm_csv_reader *r = NULL;
+    qm_code rrc = qm_csv_open(path, &o, &r, &rs);
+    double *v = NULL;
+    uint64_t rows = 0, cap = 0, F = 0;
+    if (rrc == QM_OK) {
+        F = qm_csv_reader_info_get(r)->n_features;
+        for (;;) {
+            if (rows + piece > cap) {
+                cap = (rows + piece) * 2;
+                v = realloc(v, (size_t)(cap * F) * sizeof *v);
+                if (!v)
+                    abort();
+            }
+            uint64_t got = 0;
+            if ((rrc = qm_csv_read_rows(r, piece, v + rows * F, &got, &rs)) != QM_OK)
+                break;
+            rows += got;
+            if (got < piece)
+                break;
+        }
+        uint64_t counted = 0;
+        if (rrc == QM_OK && rows == 0) /* a header and no rows: the count says so */
+            rrc = qm_csv_count_rows(r, &counted, &rs);
+    }
+    if (rrc != rc || (rc != QM_OK && strcmp(rs.msg, st->msg) != 0))
+        FAIL("chunk %s, %llu rows a read: %s '%s'; the load: %s '%s'", k_chunks[sel & 7u],
+             (unsigned long long)piece, qm_code_name(rrc), rrc != QM_OK ? rs.msg : "",
+             qm_code_name(rc), rc != QM_OK ? st->msg : "");
+    if (rc == QM_OK) {
+        const qm_csv_reader_info *i = qm_csv_reader_info_get(r);
+        if (rows != d->n_samples || F != d->n_features || i->has_header != d->has_header ||
+            i->gzip != d->gzip || i->dropped_column != d->dropped_column)
+            FAIL("chunk %s: %llu x %llu (header %d, gzip %d, dropped %ld) against the load's "
+                 "%llu x %llu (%d, %d, %ld)", k_chunks[sel & 7u], (unsigned long long)rows,
+                 (unsigned long long)F, i->has_header, i->gzip, i->dropped_column,
+                 (unsigned long long)d->n_samples, (unsigned long long)d->n_features,
+                 d->has_header, d->gzip, d->dropped_column);
+        if (memcmp(v, d->values, (size_t)(rows * F) * sizeof *v) != 0)
+            FAIL("chunk %s: the values differ from the load's", k_chunks[sel & 7u]);
+        /* counted, then read again in one piece */
+        uint64_t counted = 0, got = 0;
+        if (qm_csv_count_rows(r, &counted, &rs) != QM_OK || counted != rows)
+            FAIL("chunk %s: counted %llu rows of %llu (%s)", k_chunks[sel & 7u],
+                 (unsigned long long)counted, (unsigned long long)rows, rs.msg);
+        memset(v, 0, (size_t)(rows * F) * sizeof *v);
+        if (qm_csv_read_rows(r, rows + 1, v, &got, &rs) != QM_OK || got != rows ||
+            memcmp(v, d->values, (size_t)(rows * F) * sizeof *v) != 0)
+            FAIL("chunk %s: a read after the count differs (%llu rows)", k_chunks[sel & 7u],
+                 (unsigned long long)got);
+    } else if (r) {
+        uint64_t counted = 0;
+        if (qm_csv_count_rows(r, &counted, &rs) != QM_OK && strncmp(rs.msg, path, strlen(path)))
+            FAIL("count message does not start with the path: %s", rs.msg);
+    }
+    free(v);
+    qm_csv_close(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (1u << 20))
@@ -77,10 +154,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt.header = headers[(opt_byte >> 1) & 3u];
     opt.drop_column = drops[(opt_byte >> 3) & 3u];
 
+    opt.max_text_bytes = (uint64_t)1 << 20;
+
     qm_csv_data d;
     memset(&d, 0x5a, sizeof d); /* the reader must set every field */
     qm_status st;
+    unsetenv("QM_CSV_CHUNK_BYTES");
     const qm_code rc = qm_csv_load(path, &opt, &d, &st);
+    chunked(path, &opt, opt_byte >> 5, rc, &st, &d);
     if (rc != QM_OK) {
         if (d.values || d.n_samples || d.n_features)
             FAIL("failed load (%s) left data behind", qm_code_name(rc));
