@@ -1,6 +1,7 @@
 """qmesh.stream / qmesh.QuantumDataLoader: batches equal to the one-shot encode (and to the CLI's
 streamed file), States that outlive the iterator, an early break that releases the reader thread,
-the file and the buffers, the GIL released while a batch is read, errors named by global sample.
+the file and the buffers, the GIL released while a batch is read, errors named by global sample,
+a CSV file read batch by batch (plain and gzip, any QM_CSV_CHUNK_BYTES).
 """
 import gc
 import os
@@ -167,6 +168,38 @@ def test_nan_named_by_global_sample_and_sticky(tmp_path):
             assert e.value.code == "E-INPUT"
             assert str(e.value) == ("error[E-INPUT]: encode: zero or non-finite norm: sample 13, "
                                     "feature 2 is NaN")
+
+
+@pytest.mark.parametrize("chunk", ["1", "5", None])
+def test_csv_read_batch_by_batch(tmp_path, monkeypatch, chunk):
+    """A CSV file (plain and gzip) streams through the chunked reader: the one-shot bytes at any
+    QM_CSV_CHUNK_BYTES; a bad row is the error of its batch, sticky, after the batches before."""
+    import gzip
+    if chunk:
+        monkeypatch.setenv("QM_CSV_CHUNK_BYTES", chunk)
+    text = "".join(",".join("%.17g" % v for v in row) + "\r\n" for row in DATA)
+    path, gz = tmp_path / "x.csv", tmp_path / "x.csv.gz"
+    path.write_bytes(text.encode())
+    gz.write_bytes(gzip.compress(text.encode()))
+    one = qmesh.encode(DATA).to_numpy()
+    for src in (path, gz):
+        s = qmesh.stream(str(src), 5, prefetch=2)
+        assert len(s) == 8
+        got = np.concatenate([st.to_numpy() for st in s])
+        assert got.tobytes() == one.tobytes()
+    lines = text.split("\r\n")
+    lines[22] = lines[22].replace(",", ",x", 1)
+    path.write_text("\n".join(lines))
+    s = qmesh.stream(str(path), 5, prefetch=1)
+    got = [next(s) for _ in range(4)]
+    assert [g.batch for g in got] == [5, 5, 5, 5]
+    for _ in range(2):
+        with pytest.raises(qmesh.Error) as e:
+            next(s)
+        assert e.value.code == "E-INPUT"
+        assert str(e.value).startswith("error[E-INPUT]: encode: reading input [320, 400): ")
+        assert str(e.value).endswith("x.csv: row 23, column 2: 'x%.17g' is not a number"
+                                     % DATA[22, 1])
 
 
 def test_bad_arguments(tmp_path):
