@@ -166,6 +166,19 @@ static void write_gen(const gen *g, const char *path)
     free(all);
 }
 
+/* *dst: src's text and values, written as gzip of `members` members */
+static void gzip_of(gen *dst, const gen *src, const char *name, int members)
+{
+    const size_t bytes = (size_t)(src->rows * src->feats) * sizeof(double);
+    *dst = *src;
+    dst->name = name;
+    dst->gz = members;
+    dst->t.s = malloc(src->t.n + 1);
+    memcpy(dst->t.s, src->t.s, src->t.n + 1);
+    dst->v = malloc(bytes);
+    memcpy(dst->v, src->v, bytes);
+}
+
 static int same_values(const double *a, const double *b, uint64_t n)
 {
     return n == 0 || memcmp(a, b, (size_t)n * sizeof *a) == 0;
@@ -302,22 +315,9 @@ static void test_generated(void)
     g[n].v = calloc(1, sizeof(double));
     g[n].v[0] = 5;
     n++;
-    /* 7: gzip, one member: file 2's text */
-    g[n] = g[2];
-    g[n].name = "gzip: BOM, drop 'label'";
-    g[n].gz = 1;
-    g[n].t.s = strdup(g[2].t.s);
-    g[n].v = malloc(g[2].rows * g[2].feats * sizeof(double));
-    memcpy(g[n].v, g[2].v, g[2].rows * g[2].feats * sizeof(double));
-    n++;
-    /* 8: gzip, two members split inside a row: file 1's text */
-    g[n] = g[1];
-    g[n].name = "gzip, two members, CRLF";
-    g[n].gz = 2;
-    g[n].t.s = strdup(g[1].t.s);
-    g[n].v = malloc(g[1].rows * g[1].feats * sizeof(double));
-    memcpy(g[n].v, g[1].v, g[1].rows * g[1].feats * sizeof(double));
-    n++;
+    /* 7: gzip, one member: file 2's text; 8: two members split inside a row: file 1's text */
+    gzip_of(&g[n++], &g[2], "gzip: BOM, drop 'label'", 1);
+    gzip_of(&g[n++], &g[1], "gzip, two members, CRLF", 2);
     char p[128];
     for (int i = 0; i < n; ++i) {
         at(p, sizeof p, "g.csv");
