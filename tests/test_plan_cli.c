@@ -273,16 +273,22 @@ static void test_iqp(void)
         CHECK(json_real_value(json_object_get(est, "encode")) > 0.0);
         json_decref(o);
     }
-    /* the on-device passes of the iqp op (no exchange on one device), at 4.8 TB/s x efficiency
-     * 0.9: one 2^31 complex64 state (16 GiB): the phases with stages 0..9 (1), stages 10..30 in 3
-     * passes of read + write (6); a batch of 16 states of 2^20 (128 MiB): 1 + 2 */
+    /* the on-device passes of the CUDA backend's default iqp op (round 3: the phases with stages
+     * 0..9 in one pass, then passes of at most 8 stages, at most ceil(bits / 10) of them; no
+     * exchange on one device), at 4.8 TB/s x efficiency 0.9: one 2^31 complex64 state (16 GiB):
+     * 1 + stages 10..30 in 3 passes of read + write (6); one 2^30 state (8 GiB): 1 + stages 10..29
+     * as 7, 7, 6 (6), where round 2's 10 a pass made 1 + 4; a batch of 16 states of 2^20
+     * (128 MiB): 1 + stages 10..19 as 5, 5 (4); states of 2^18: 1 + 2 (stages 10..17 in one) */
     const struct {
         const char *args;
         double passes, bytes;
     } on_device[] = {
         {"hgx-h200.yaml --encoding iqp-z --qubits 31 --policy single --json", 7.0, 17179869184.0},
-        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 3.0,
+        {"hgx-h200.yaml --encoding iqp-z --qubits 30 --policy single --json", 7.0, 8589934592.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 5.0,
          134217728.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 18 --batch 16 --policy single --json", 3.0,
+         33554432.0},
     };
     for (size_t k = 0; k < sizeof on_device / sizeof on_device[0]; ++k) {
         CHECK(run(out, sizeof out, on_device[k].args, 0) == 0);

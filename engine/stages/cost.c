@@ -21,8 +21,9 @@
  *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
  *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
- *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
- *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
+ *    (HBM x efficiency), passes = the default iqp op's (qm_hal_iqp_passes: 1 for the phases with
+ *    stages 0..9, + 2 per round-3 pass of the higher stages; 3 below 2^10 slots) + 4 per
+ *    exchange; plus, when the state is cut, each exchange
  *    stage's flows (every shard to its partner) on the links, stage after stage;
  *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read (the
  *    input's page-cache residency at storage.cached_read, the rest at storage.read), staging (on
@@ -225,11 +226,13 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
-/* IQP passes over a shard at HBM bandwidth, as the iqp op runs them (docs/cuda.md): with at least
- * 10 local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per later pass of up to 10
- * stages (read and write: ceil((bits - 10) / 10) of them, up to the shard's bits); below 10 bits,
- * 3 (the phases written, then one read and write for every stage); + 4 per exchange (the
- * partner's data written into scratch, then own and scratch read and own written). */
+/* IQP passes over a shard at HBM bandwidth, as the CUDA backend's default iqp op runs them
+ * (qm_hal_iqp_passes, on kernels/qm_passes.h's rule: the kernels' own split): with at least 10
+ * local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per round-3 pass of the
+ * higher stages (read and write; at most 8 stages a pass, at most ceil(bits / 10) passes: 3 for
+ * stages 10..29); below 10 bits, 3 (the phases written, then one read and write for every
+ * stage); + 4 per exchange (the partner's data written into scratch, then own and scratch read
+ * and own written). */
 static double iqp_passes(const qm_plan *p)
 {
     uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
@@ -238,8 +241,7 @@ static double iqp_passes(const qm_plan *p)
     unsigned lb = 0;
     while (((uint64_t)1 << lb) < amps)
         ++lb;
-    const double local = lb >= 10 ? 1.0 + 2.0 * ((lb - 10 + 9) / 10) : 3.0;
-    return local + 4.0 * qm_plan_iqp_exchanges(p);
+    return (double)qm_hal_iqp_passes(lb) + 4.0 * qm_plan_iqp_exchanges(p);
 }
 
 /* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
