@@ -471,8 +471,8 @@ static double ring_pieces(uint64_t chunks, uint64_t bytes)
  * fused pass's
  * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
  * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
- * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; per
- * fused shard: the drain only). */
+ * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; a
+ * fused shard none: materialize.c makes no stream for it unless a state took the slow path). */
 typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
     double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
@@ -499,7 +499,6 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
                                   ring_pieces(rest ? 1 : 0, rest * F * is);
             w->chunks[d] += pieces;
             w->launches[d] += pieces + 2 * (double)(full + (rest ? 1 : 0));
-            w->enc_l[d] += 1;
             w->fused_states[d] += (double)states;
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
