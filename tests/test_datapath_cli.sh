@@ -13,7 +13,8 @@
 #    faster: one chunk here, so their sum), the copies = the link time + the chunk's 3 launches
 #    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
 #    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
-#    has local_norm 0 and encode 0 (no stream, no pass over its states); a 2^15 state (not fused) has local_norm = its bytes
+#    has local_norm 0 and encode 0 (no stream, no pass over its states), a batch's local_norm and
+#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns); a 2^15 state (not fused) has local_norm = its bytes
 #    / HBM + 3 launches (sumsq, D2H, sync), encode = 2 x bytes / HBM + 2 launches; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
 #    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
@@ -179,8 +180,8 @@ sys.exit(0 if p['request'] == e['plan']['request'] and e['ok'] and p['ok'] and p
     fi
 done
 run "$QMESH" plan --scenario ds.yaml --input b.npy --json
-jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches" \
-    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and e['local_norm'] == 0 and e['encode'] == 0"
+jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches; local_norm and norm_allreduce the host's 12 and 20 ns a state" \
+    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and eq(e['local_norm'], 64 * 12e-9) and eq(e['norm_allreduce'], 64 * 20e-9) and e['encode'] == 0"
 
 # errors: one line, the code, exit 1; usage errors exit 2
 expect "plan --input of a missing file: E-IO" 1 \

@@ -338,6 +338,45 @@ static void test_product_costs(void)
     }
 }
 
+/* An amplitude batch's per-state host work (cost.c, docs/planner.md "Cost model"): local_norm =
+ * the HBM read + the most states of any rank x 12 ns (their piece sums), norm_allreduce = every
+ * state x 20 ns (the merge and coefficients), the constants calibrated on an H200 host. */
+static void test_batch_host_costs(void)
+{
+    static char out[1 << 20];
+    const struct {
+        const char *args;
+        double shard_bytes, hbm, rank_states, states;
+    } cases[] = {
+        /* one H200: 65536 states of 2^10 complex128 (1 GiB), all on rank 0 */
+        {"hgx-h200.yaml --qubits 10 --batch 65536 --features 1024 --dtype complex128 --policy "
+         "single --json",
+         1073741824.0, 4.8e12 * 0.9, 65536.0, 65536.0},
+        /* 4 hosts (ranks) x 4 A100: 1000 states of 2^4 complex64 dealt 250 a rank, 62 or 63 a
+         * device (the largest shard: 63 x 16 x 8 B; HBM 1555 GB/s, efficiency 1) */
+        {"a100-4node-hdr.yaml --qubits 4 --batch 1000 --features 16 --json", 8064.0, 1555e9,
+         250.0, 1000.0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        CHECK(run(out, sizeof out, cases[k].args, 0) == 0);
+        json_error_t err;
+        json_t *o = json_loads(out, 0, &err);
+        json_t *est = o ? json_object_get(o, "estimates_s") : NULL;
+        CHECK(est != NULL);
+        if (!est) {
+            json_decref(o);
+            continue;
+        }
+        const double ln = json_real_value(json_object_get(est, "local_norm"));
+        const double ar = json_real_value(json_object_get(est, "norm_allreduce"));
+        const double want_ar = cases[k].states * 20e-9;
+        CHECK(fabs(ar - want_ar) <= 1e-15 * want_ar);
+        const double want_ln = cases[k].shard_bytes / cases[k].hbm + cases[k].rank_states * 12e-9;
+        CHECK(fabs(ln - want_ln) <= 1e-15 * want_ln);
+        json_decref(o);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -350,5 +389,6 @@ int main(int argc, char **argv)
     test_devices();
     test_iqp();
     test_product_costs();
+    test_batch_host_costs();
     return qm_test_end("test_plan_cli");
 }

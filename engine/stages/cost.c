@@ -16,8 +16,10 @@
  *    the per-step latency of the worst intra-host class on the ring + s = 2(hosts-1) inter-host
  *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
- *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
- *    replicated states;
+ *    + 2 bytes / bandwidth); 0 for one device and for replicated states; for batches (each
+ *    sample's norm is local) the host's merge and coefficients, B x QM_COST_HOST_COEFF_S;
+ *  - an amplitude batch's local_norm also has the host's piece sums: the most states of any
+ *    rank x QM_COST_HOST_PIECE_S (both calibrated on an H200 host, below);
  *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
  *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
@@ -44,6 +46,15 @@
 #include <stdlib.h>
 
 #define QM_NCCL_BASE_LATENCY_S 6.6e-6
+/* The host's per-state work of an amplitude batch (docs/planner.md "Cost model"; materialize.c),
+ * calibrated on the H200 host from a 65536 x 1024 float64 encode (session 10: local_norm 0.78 ms,
+ * norm_allreduce 1.29 ms, with no device work left in either): local_norm forms one piece sum per
+ * state of the rank's shards (tree_sum.c: about 12 ns a state, most of it the first touch of the
+ * pieces' 24 bytes a state); norm_allreduce merges every state's pieces and computes its
+ * coefficient (about 20 ns a state: the merge, 1 / sqrt, the first touch of the sums,
+ * coefficients and scales). No scenario figure states host compute, so these are constants. */
+#define QM_COST_HOST_PIECE_S 12e-9
+#define QM_COST_HOST_COEFF_S 20e-9
 
 typedef struct link_loads {
     int n_links;
@@ -287,6 +298,43 @@ qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_top
     return rc;
 }
 
+/* local_norm's host work (QM_COST_HOST_PIECE_S per state): the most states any rank forms piece
+ * sums of (its shards' states; replicated: one copy per rank, as materialize.c sums only its
+ * first shard); 0 but for an amplitude batch (one state's few pieces are not modelled); <0 when
+ * out of host memory. */
+static double host_pieces_s(const qm_mesh *mesh, const qm_plan *p)
+{
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE || p->request.batch <= 1 || p->n_amps == 0)
+        return 0;
+    uint64_t *states = calloc((size_t)(mesh->n_ranks > 0 ? mesh->n_ranks : 1), sizeof *states);
+    bool *seen = calloc((size_t)(mesh->n_ranks > 0 ? mesh->n_ranks : 1), sizeof *seen);
+    double worst = -1;
+    if (states && seen) {
+        worst = 0;
+        for (int i = 0; i < p->n_shards; ++i) {
+            const int r = p->shards[i].rank;
+            if (r < 0 || r >= mesh->n_ranks || (p->policy == QM_POLICY_REPLICATED && seen[r]))
+                continue;
+            seen[r] = true;
+            states[r] += (p->shards[i].end - p->shards[i].start) / p->n_amps;
+            const double t = (double)states[r] * QM_COST_HOST_PIECE_S;
+            worst = t > worst ? t : worst;
+        }
+    }
+    free(states);
+    free(seen);
+    return worst;
+}
+
+/* norm_allreduce's host work: every rank merges every state's pieces and computes its
+ * coefficient (QM_COST_HOST_COEFF_S per state of the batch); 0 but for an amplitude batch. */
+static double host_coeffs_s(const qm_plan *p)
+{
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE || p->request.batch <= 1)
+        return 0;
+    return (double)p->request.batch * QM_COST_HOST_COEFF_S;
+}
+
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -326,14 +374,22 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         if (te > enc)
             enc = te;
     }
+    /* a batch's per-state host work: its piece sums in local_norm, its merge and coefficients in
+     * norm_allreduce */
+    const double pieces_s = host_pieces_s(mesh, p);
+    if (pieces_s < 0) {
+        free(holders);
+        return qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+    }
     if (hbm_known) {
-        p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
+        p->estimates_s[QM_PHASE_LOCAL_NORM] = norm + pieces_s;
         p->estimates_s[QM_PHASE_ENCODE] = enc;
         p->estimate_set[QM_PHASE_LOCAL_NORM] = p->estimate_set[QM_PHASE_ENCODE] = true;
     }
     /* norm all-reduce */
     if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
         enc_kind != QM_ENCODING_AMPLITUDE) {
+        p->estimates_s[QM_PHASE_NORM_ALLREDUCE] = host_coeffs_s(p);
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
@@ -535,14 +591,15 @@ static double max_over(const double *v, int n)
 }
 
 /* Device phase k on devices: every shard fused (its pass made inside the ingest) drops the
- * bandwidth term; then the most launches of any device (count[d]) x defaults.launch. */
+ * bandwidth term, keeping the phase's host work `host_s`; then the most launches of any device
+ * (count[d]) x defaults.launch. */
 static void add_launches(qm_plan *p, qm_phase k, const double *count, double launch,
-                         bool all_fused, double *tmp, int D)
+                         bool all_fused, double host_s, double *tmp, int D)
 {
     if (!p->estimate_set[k])
         return;
     if (all_fused)
-        p->estimates_s[k] = 0;
+        p->estimates_s[k] = host_s;
     for (int d = 0; d < D; ++d)
         tmp[d] = count[d] * launch;
     p->estimates_s[k] += max_over(tmp, D);
@@ -612,8 +669,13 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
      * amplitudes are made inside the ingest (its HBM pass is charged there) */
     if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
-        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, tmp, D);
-        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, tmp, D);
+        const double pieces_s = host_pieces_s(mesh, p);
+        if (pieces_s < 0) {
+            rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+            goto done;
+        }
+        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, pieces_s, tmp, D);
+        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
         /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
             p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_page_lock_s(mesh, w.norm_blocks, 8.0);
