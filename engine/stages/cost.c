@@ -605,8 +605,9 @@ static void add_launches(qm_plan *p, qm_phase k, const double *count, double lau
     p->estimates_s[k] += max_over(tmp, D);
 }
 
-/* Making a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB pages and
- * registers it): defaults.page_lock's buffer + bytes / rate; 0 for no bytes. */
+/* Making and freeing a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB
+ * pages and registers it; every phase frees what it made): defaults.page_lock's buffer + bytes /
+ * rate; 0 for no bytes. */
 static double page_lock_s(const qm_topology *t, double bytes)
 {
     const double page = (double)((uint64_t)2 << 20);
