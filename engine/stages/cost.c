@@ -47,7 +47,7 @@
 
 #define QM_NCCL_BASE_LATENCY_S 6.6e-6
 /* The host's per-state work of an amplitude batch (docs/planner.md "Cost model"; materialize.c),
- * calibrated on the H200 host from a 65536 x 1024 float64 encode (session 10: local_norm 0.78 ms,
+ * calibrated on the H200 host from a 65536 x 1024 float64 encode (session 9: local_norm 0.78 ms,
  * norm_allreduce 1.29 ms, with no device work left in either): local_norm forms one piece sum per
  * state of the rank's shards (tree_sum.c: about 12 ns a state, most of it the first touch of the
  * pieces' 24 bytes a state); norm_allreduce merges every state's pieces and computes its
