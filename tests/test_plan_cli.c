@@ -311,23 +311,33 @@ static void test_iqp(void)
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
 }
 
+/* The plan JSON of `args` (exit 0 checked) in *o (the caller's to json_decref) and its
+ * estimates_s, or NULL (checked, *o freed). */
+static json_t *plan_estimates(const char *args, json_t **o)
+{
+    static char out[1 << 20];
+    CHECK(run(out, sizeof out, args, 0) == 0);
+    json_error_t err;
+    *o = json_loads(out, 0, &err);
+    json_t *est = *o ? json_object_get(*o, "estimates_s") : NULL;
+    CHECK(est != NULL);
+    if (!est) {
+        json_decref(*o);
+        *o = NULL;
+    }
+    return est;
+}
+
 /* angle, basis, phase: no norm pass, no all-reduce, one write of the largest shard (cost.c). */
 static void test_product_costs(void)
 {
-    static char out[1 << 20];
     const char *encs[] = {"angle", "phase"};
     for (int e = 0; e < 2; ++e) {
         char args[128];
         snprintf(args, sizeof args, "hgx-h200.yaml --qubits 34 --encoding %s --json", encs[e]);
-        CHECK(run(out, sizeof out, args, 0) == 0);
-        json_error_t err;
-        json_t *o = json_loads(out, 0, &err);
-        json_t *est = o ? json_object_get(o, "estimates_s") : NULL;
-        CHECK(est != NULL);
-        if (!est) {
-            json_decref(o);
+        json_t *o, *est = plan_estimates(args, &o);
+        if (!est)
             continue;
-        }
         CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
         CHECK(json_real_value(json_object_get(est, "norm_allreduce")) == 0.0);
         /* 8 shards of 2^34 x 8 B / 8 = 16 GiB; HBM 4.8 TB/s x efficiency 0.9 */
@@ -343,7 +353,6 @@ static void test_product_costs(void)
  * state x 20 ns (the merge and coefficients), the constants calibrated on an H200 host. */
 static void test_batch_host_costs(void)
 {
-    static char out[1 << 20];
     const struct {
         const char *args;
         double shard_bytes, hbm, rank_states, states;
@@ -358,15 +367,9 @@ static void test_batch_host_costs(void)
          250.0, 1000.0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-        CHECK(run(out, sizeof out, cases[k].args, 0) == 0);
-        json_error_t err;
-        json_t *o = json_loads(out, 0, &err);
-        json_t *est = o ? json_object_get(o, "estimates_s") : NULL;
-        CHECK(est != NULL);
-        if (!est) {
-            json_decref(o);
+        json_t *o, *est = plan_estimates(cases[k].args, &o);
+        if (!est)
             continue;
-        }
         const double ln = json_real_value(json_object_get(est, "local_norm"));
         const double ar = json_real_value(json_object_get(est, "norm_allreduce"));
         const double want_ar = cases[k].states * 20e-9;
