@@ -11,6 +11,7 @@
 #include "hal_impl.h"
 #include "status_internal.h"
 #include "qm_math.h"
+#include "qm_passes.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -984,6 +985,7 @@ void qm_hal_input_range(uint64_t lo, uint64_t hi, uint64_t period, uint64_t peri
 double qm_hal_tree_combine(double *v, uint64_t n) { return qm_tree_combine(v, n); }
 double qm_hal_rescale_factor(double max_abs) { return qm_rescale_factor(max_abs); }
 bool qm_hal_sum_is_fast(double sum) { return isfinite(sum) && sum >= QM_FAST_SUM_MIN; }
+unsigned qm_hal_iqp_passes(unsigned bits) { return qm_iqp_traffic(bits); }
 
 /* ---- product-state ops (angle, basis, phase) ------------------------------------------------- */
 

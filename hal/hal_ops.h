@@ -220,6 +220,11 @@ double qm_hal_rescale_factor(double max_abs);
 /* Whether a state's fast-path sum of squares is usable as is (finite and at least
  * QM_FAST_SUM_MIN); else the state takes the rescaled slow path. */
 bool qm_hal_sum_is_fast(double sum);
+/* The CUDA backend's default iqp op over a range of whole blocks of 2^bits slots (a shard, or a
+ * batch of states of `bits` qubits): its device-memory traffic in units of the range's bytes
+ * (kernels/qm_passes.h's qm_iqp_traffic: the fused phase pass, then 2 per round-3 pass of the
+ * higher stages, the split qm_cuda_wht_passes3 runs; 7 for a 2^30 state). Cannot fail. */
+unsigned qm_hal_iqp_passes(unsigned bits);
 
 /* --- product states: angle, basis and phase encodings -------------------------------------------
  * Slots [off, off + n) of `state` become product-state amplitudes (kernels/qm_math.h: a fixed

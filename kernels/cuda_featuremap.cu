@@ -82,6 +82,7 @@
 // complex64 at w = 10) with launch bounds (128, 3) and (256, 2) so the registers allow them.
 #include "cuda_featuremap.h"
 #include "qm_math.h"
+#include "qm_passes.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -1109,8 +1110,6 @@ __device__ __forceinline__ void reg_stages_n(V (&v)[N], unsigned nb)
     }
 }
 
-#define QM_WHT3_MAX_W 8
-
 template <typename V, unsigned LC>
 __global__ void __launch_bounds__(512)
 wht_pass3_kernel(V *x, uint64_t n_units, unsigned b, unsigned w)
@@ -1316,20 +1315,7 @@ extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0
 
 extern "C" unsigned qm_cuda_wht3_split(unsigned b0, unsigned b1, unsigned w_max)
 {
-    if (b1 <= b0)
-        return 0;
-    const unsigned S = b1 - b0;
-    if (w_max == 0) {
-        /* the default: as few passes as shared memory allows at long rows (w <= 8), but never
-         * more than ceil(b1 / 10) (issue 16: the whole iqp op in ceil(n / 10) + 1 passes, one of
-         * them the fused phase pass); past that, longer passes on round 2's kernel */
-        const unsigned most = (b1 + 9) / 10;
-        w_max = (S + QM_WHT3_MAX_W - 1) / QM_WHT3_MAX_W <= most ? QM_WHT3_MAX_W
-                                                                  : (S + most - 1) / most;
-    }
-    if (w_max > 10)
-        w_max = 10;
-    return (S + w_max - 1) / w_max;
+    return qm_wht3_split(b0, b1, w_max); /* qm_passes.h: the rule the cost model counts too */
 }
 
 extern "C" int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,

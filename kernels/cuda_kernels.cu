@@ -6,6 +6,7 @@
 #include "cuda_kernels.h"
 #include "cuda_featuremap.h"
 #include "qm_math.h"
+#include "qm_passes.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -892,8 +893,8 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
  * slots (stages in increasing order, a barrier between stages); the higher stages 10 per pass
  * (cuda_featuremap.cu), or, round 0 (`kernels` = legacy), one grid-stride pass over the pairs per
  * stage. The iqp op fuses the phase and stages 0..9 where it can (cuda_featuremap.cu, round 1 or
- * 2 by `kernels`). Every element sees the same (u + w, u - w) sequence as on the CPU. */
-#define QM_WHT_SMEM_BITS 10
+ * 2 by `kernels`). Every element sees the same (u + w, u - w) sequence as on the CPU.
+ * QM_WHT_SMEM_BITS (10) is qm_passes.h's, with the pass counts the cost model reads. */
 
 namespace {
 

@@ -13,7 +13,8 @@
 #    faster: one chunk here, so their sum), the copies = the link time + the chunk's 3 launches
 #    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
 #    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
-#    has local_norm 0 and encode = one launch; a 2^15 state (not fused) has local_norm = its bytes
+#    has local_norm 0 and encode 0 (no stream, no pass over its states), a batch's local_norm and
+#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns); a 2^15 state (not fused) has local_norm = its bytes
 #    / HBM + 3 launches (sumsq, D2H, sync), encode = 2 x bytes / HBM + 2 launches; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
 #    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
@@ -90,8 +91,8 @@ SA="(P(8388608) + P(8))" # before the reads: the ring (one 8 MiB slot), the stat
 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
 jcheck "plan --input .npy: read = 8000 B / 1 MB/s, ingest = the page-locked ring and sums + read + the copies (one piece), staging = ingest - read, write null" \
     "eq(e['read'], 8000 / 1e6) and eq(e['ingest'], $SA + (8000 / 1e6 + $CA)) and eq(e['staging'], $SA + $CA) and e['write'] is None and r['qubits'] == 10 and r['dtype'] == 'complex128'"
-jcheck "plan --input .npy (fused): local_norm 0 (the sums come with the ingest), encode = one launch (the drain)" \
-    "e['local_norm'] == 0 and eq(e['encode'], $L)"
+jcheck "plan --input .npy (fused): local_norm 0 (the sums come with the ingest), encode 0 (the amplitudes too: no stream to drain)" \
+    "e['local_norm'] == 0 and e['encode'] == 0"
 QM_INPUT_RESIDENT=0.25 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
 jcheck "QM_INPUT_RESIDENT=0.25: a quarter of 8000 B at cached_read 4 MB/s, the rest at read 1 MB/s" \
     "eq(e['read'], 8000 * 0.25 / 4e6 + 8000 * 0.75 / 1e6) and eq(e['staging'], $SA + $CA)"
@@ -142,7 +143,7 @@ jcheck "no storage in the scenario: the defaults 6 GB/s read, 2 GB/s write, 10 G
     "eq(e['read'], 8000 / 6e9) and eq(e['staging'], 8000 / 10e9) and eq(e['write'], (16384 + 128) / 2e9)"
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario plain.yaml --input a.npy --json
 jcheck "no storage, launch or page_lock in the scenario: cached_read 20 GB/s, launch 10 us, page_lock 3.8 ms + 16 GB/s" \
-    "eq(e['read'], 8000 / 20e9) and eq(e['encode'], 10e-6) and eq(e['staging'], P(8388608, 3.8e-3, 16e9) + P(8, 3.8e-3, 16e9) + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
+    "eq(e['read'], 8000 / 20e9) and e['encode'] == 0 and eq(e['staging'], P(8388608, 3.8e-3, 16e9) + P(8, 3.8e-3, 16e9) + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
 jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s; staging = 6 values x 8 B over the link + 3 launches + the fused pass" \
     "eq(e['read'], 12 / 1e6) and eq(e['staging'], P(8388608) + P(16) + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"
@@ -179,8 +180,8 @@ sys.exit(0 if p['request'] == e['plan']['request'] and e['ok'] and p['ok'] and p
     fi
 done
 run "$QMESH" plan --scenario ds.yaml --input b.npy --json
-jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches" \
-    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and e['local_norm'] == 0 and eq(e['encode'], $L)"
+jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches; local_norm and norm_allreduce the host's 12 and 20 ns a state" \
+    "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and eq(e['local_norm'], 64 * 12e-9) and eq(e['norm_allreduce'], 64 * 20e-9) and e['encode'] == 0"
 
 # errors: one line, the code, exit 1; usage errors exit 2
 expect "plan --input of a missing file: E-IO" 1 \
@@ -250,7 +251,7 @@ grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s, cached_read: 4 MB/s}" dumped.
     || bad "topo dump storage: $(grep -n 'storage\|host_copy' dumped.yaml)"
 "$QMESH" plan --scenario dumped.yaml --input a.npy --out o.npy --json > out 2>/dev/null
 jcheck "the dump loads back with the same figures" \
-    "eq(e['read'], 8000 / 5e5) and eq(e['write'], (16384 + 128) / 2e6 + $WB) and eq(e['encode'], $L)"
+    "eq(e['read'], 8000 / 5e5) and eq(e['write'], (16384 + 128) / 2e6 + $WB) and e['encode'] == 0"
 # the built-in simulated mesh (no GPU here) or this machine: the dump states cached_read and launch
 QM_STORAGE_RATES="6 GB/s,2 GB/s,25 GB/s" run "$QMESH" topo dump --out machine.yaml
 if [ "$rc" = 0 ] && grep -q "^  storage: {read: .*, cached_read: " machine.yaml && grep -q "^  launch: " machine.yaml; then

@@ -273,16 +273,22 @@ static void test_iqp(void)
         CHECK(json_real_value(json_object_get(est, "encode")) > 0.0);
         json_decref(o);
     }
-    /* the on-device passes of the iqp op (no exchange on one device), at 4.8 TB/s x efficiency
-     * 0.9: one 2^31 complex64 state (16 GiB): the phases with stages 0..9 (1), stages 10..30 in 3
-     * passes of read + write (6); a batch of 16 states of 2^20 (128 MiB): 1 + 2 */
+    /* the on-device passes of the CUDA backend's default iqp op (round 3: the phases with stages
+     * 0..9 in one pass, then passes of at most 8 stages, at most ceil(bits / 10) of them; no
+     * exchange on one device), at 4.8 TB/s x efficiency 0.9: one 2^31 complex64 state (16 GiB):
+     * 1 + stages 10..30 in 3 passes of read + write (6); one 2^30 state (8 GiB): 1 + stages 10..29
+     * as 7, 7, 6 (6), where round 2's 10 a pass made 1 + 4; a batch of 16 states of 2^20
+     * (128 MiB): 1 + stages 10..19 as 5, 5 (4); states of 2^18: 1 + 2 (stages 10..17 in one) */
     const struct {
         const char *args;
         double passes, bytes;
     } on_device[] = {
         {"hgx-h200.yaml --encoding iqp-z --qubits 31 --policy single --json", 7.0, 17179869184.0},
-        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 3.0,
+        {"hgx-h200.yaml --encoding iqp-z --qubits 30 --policy single --json", 7.0, 8589934592.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 5.0,
          134217728.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 18 --batch 16 --policy single --json", 3.0,
+         33554432.0},
     };
     for (size_t k = 0; k < sizeof on_device / sizeof on_device[0]; ++k) {
         CHECK(run(out, sizeof out, on_device[k].args, 0) == 0);
@@ -305,29 +311,71 @@ static void test_iqp(void)
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
 }
 
+/* The plan JSON of `args` (exit 0 checked) in *o (the caller's to json_decref) and its
+ * estimates_s, or NULL (checked, *o freed). */
+static json_t *plan_estimates(const char *args, json_t **o)
+{
+    static char out[1 << 20];
+    CHECK(run(out, sizeof out, args, 0) == 0);
+    json_error_t err;
+    *o = json_loads(out, 0, &err);
+    json_t *est = *o ? json_object_get(*o, "estimates_s") : NULL;
+    CHECK(est != NULL);
+    if (!est) {
+        json_decref(*o);
+        *o = NULL;
+    }
+    return est;
+}
+
 /* angle, basis, phase: no norm pass, no all-reduce, one write of the largest shard (cost.c). */
 static void test_product_costs(void)
 {
-    static char out[1 << 20];
     const char *encs[] = {"angle", "phase"};
     for (int e = 0; e < 2; ++e) {
         char args[128];
         snprintf(args, sizeof args, "hgx-h200.yaml --qubits 34 --encoding %s --json", encs[e]);
-        CHECK(run(out, sizeof out, args, 0) == 0);
-        json_error_t err;
-        json_t *o = json_loads(out, 0, &err);
-        json_t *est = o ? json_object_get(o, "estimates_s") : NULL;
-        CHECK(est != NULL);
-        if (!est) {
-            json_decref(o);
+        json_t *o, *est = plan_estimates(args, &o);
+        if (!est)
             continue;
-        }
         CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
         CHECK(json_real_value(json_object_get(est, "norm_allreduce")) == 0.0);
         /* 8 shards of 2^34 x 8 B / 8 = 16 GiB; HBM 4.8 TB/s x efficiency 0.9 */
         const double want = 17179869184.0 / (4.8e12 * 0.9);
         CHECK(fabs(json_real_value(json_object_get(est, "encode")) - want) <= 1e-15 * want);
         CHECK(json_integer_value(json_object_get(json_object_get(o, "request"), "features")) == 34);
+        json_decref(o);
+    }
+}
+
+/* An amplitude batch's per-state host work (cost.c, docs/planner.md "Cost model"): local_norm =
+ * the HBM read + the most states of any rank x 12 ns (their piece sums), norm_allreduce = every
+ * state x 20 ns (the merge and coefficients), the constants calibrated on an H200 host. */
+static void test_batch_host_costs(void)
+{
+    const struct {
+        const char *args;
+        double shard_bytes, hbm, rank_states, states;
+    } cases[] = {
+        /* one H200: 65536 states of 2^10 complex128 (1 GiB), all on rank 0 */
+        {"hgx-h200.yaml --qubits 10 --batch 65536 --features 1024 --dtype complex128 --policy "
+         "single --json",
+         1073741824.0, 4.8e12 * 0.9, 65536.0, 65536.0},
+        /* 4 hosts (ranks) x 4 A100: 1000 states of 2^4 complex64 dealt 250 a rank, 62 or 63 a
+         * device (the largest shard: 63 x 16 x 8 B; HBM 1555 GB/s, efficiency 1) */
+        {"a100-4node-hdr.yaml --qubits 4 --batch 1000 --features 16 --json", 8064.0, 1555e9,
+         250.0, 1000.0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        json_t *o, *est = plan_estimates(cases[k].args, &o);
+        if (!est)
+            continue;
+        const double ln = json_real_value(json_object_get(est, "local_norm"));
+        const double ar = json_real_value(json_object_get(est, "norm_allreduce"));
+        const double want_ar = cases[k].states * 20e-9;
+        CHECK(fabs(ar - want_ar) <= 1e-15 * want_ar);
+        const double want_ln = cases[k].shard_bytes / cases[k].hbm + cases[k].rank_states * 12e-9;
+        CHECK(fabs(ln - want_ln) <= 1e-15 * want_ln);
         json_decref(o);
     }
 }
@@ -344,5 +392,6 @@ int main(int argc, char **argv)
     test_devices();
     test_iqp();
     test_product_costs();
+    test_batch_host_costs();
     return qm_test_end("test_plan_cli");
 }

@@ -400,6 +400,12 @@ void qm_npy_writer_abort(qm_npy_writer *writer);
  * is numbered at submission, in the caller's order. Create: E-ARG, E-NOMEM (no thread could
  * start); the buffers are borrowed and must outlive the pool. */
 typedef struct qm_out_pool qm_out_pool;
+/* How `qmesh encode` writes its outputs through a pool (encode.c's read-back), and so how `qmesh
+ * topo dump` measures a file system's write rate (discover_storage.c): QM_OUT_POOL_BUFS buffers of
+ * QM_OUT_CHUNK_AMPS amplitudes (2 MiB of complex128) in flight, QM_OUT_POOL_THREADS threads. */
+#define QM_OUT_POOL_BUFS 8
+#define QM_OUT_POOL_THREADS 4
+#define QM_OUT_CHUNK_AMPS ((uint64_t)1 << 17)
 qm_code qm_out_pool_create(void *const *bufs, int n_bufs, int n_threads, qm_out_pool **out,
                            qm_status *st);
 /* A free buffer (blocks while every buffer is queued or being written); its index in *idx. */

@@ -193,12 +193,14 @@ static qm_code fault_point(const qm_encode_job *job, int me, qm_enc_phase ph, qm
 
 /* The read-back for --out/--out-dir: QM_OUT_BUFS page-locked staging buffers of QM_OUT_CHUNK_AMPS
  * amplitudes (together the one read-back chunk the plan's host-memory check counts) and
- * QM_OUT_THREADS writer threads (io_pool.c). The device copy of chunk k + 1 into a free buffer
- * overlaps the pwrite of chunk k at its offset by a writer thread. One caller fills the buffers,
- * in index order, so the I/O steps are numbered the same on every run. */
-#define QM_OUT_BUFS 8
-#define QM_OUT_THREADS 4
-#define QM_OUT_CHUNK_AMPS (QM_READBACK_AMPS / QM_OUT_BUFS)
+ * QM_OUT_THREADS writer threads (io_pool.c; io.h's shape, which topo dump's write probe uses
+ * too). The device copy of chunk k + 1 into a free buffer overlaps the pwrite of chunk k at its
+ * offset by a writer thread. One caller fills the buffers, in index order, so the I/O steps are
+ * numbered the same on every run. */
+#define QM_OUT_BUFS QM_OUT_POOL_BUFS
+#define QM_OUT_THREADS QM_OUT_POOL_THREADS
+_Static_assert(QM_OUT_CHUNK_AMPS * QM_OUT_BUFS == QM_READBACK_AMPS,
+               "io.h's output chunks and plan.h's read-back chunk disagree");
 
 typedef struct rb_ctx {
     const qm_encode_job *job;

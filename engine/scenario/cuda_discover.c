@@ -11,10 +11,11 @@
  * of QM_DISCOVER_LAUNCH_REPS (4-byte cudaMemsetAsync, cudaStreamSynchronize) pairs after 10
  * untimed ones (what every launch-and-wait of the pipeline pays; a memset stands in for an empty
  * kernel, which plain C cannot launch). The probe allocates 64 MiB page-locked and 64 MiB on the
- * device and frees both. Then, once for the host (page_lock_probe), the cost of making a
- * page-locked buffer the way the CUDA backend makes its staging (2 MiB-aligned memory advised to
- * use huge pages, first touched, registered with cudaHostRegister): the median of 3 of 2 MiB and
- * of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 - 2 MiB / rate. sysfs facts are the caller's next step.
+ * device and frees both. Then, once for the host (page_lock_probe), the cost of making and
+ * freeing a page-locked buffer the way the CUDA backend makes and frees its staging (2 MiB-aligned
+ * memory advised to use huge pages, registered with cudaHostRegister; cudaHostUnregister, free):
+ * the median of 3 of 2 MiB and of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 -
+ * 2 MiB / rate. sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
  * and the error name, and the sticky error is cleared.
@@ -110,7 +111,11 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
     return QM_OK;
 }
 
-/* One page-locked buffer of `bytes` made and freed as hal/cuda makes its staging: the seconds. */
+/* One page-locked buffer of `bytes` made and freed as hal/cuda makes and frees its staging
+ * (host_register and c_host_free: 2 MiB-aligned memory advised to use huge pages, registered,
+ * nothing written first, since registering faults the pages in; then unregistered and freed):
+ * the seconds of both, since every staging buffer of an encode is freed inside the phase that
+ * made it. */
 static cudaError_t page_lock_once(size_t bytes, double *secs)
 {
     const double t0 = qm_clock_now_s();
@@ -118,12 +123,11 @@ static cudaError_t page_lock_once(size_t bytes, double *secs)
     if (!b)
         return cudaErrorMemoryAllocation;
     (void)madvise(b, bytes, MADV_HUGEPAGE);
-    memset(b, 0, bytes); /* the staging is written before it is copied: its pages exist */
     cudaError_t e = cudaHostRegister(b, bytes, cudaHostRegisterPortable);
-    *secs = qm_clock_now_s() - t0;
     if (e == cudaSuccess)
         e = cudaHostUnregister(b);
     free(b);
+    *secs = qm_clock_now_s() - t0;
     return e;
 }
 

@@ -84,7 +84,7 @@ typedef struct qm_discover_gpu {
 typedef struct qm_discover_storage {
     double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
     double cached_read_bw_bytes_per_s;                /* the page cache, by the reader's threads */
-    char note[224];                                   /* written as a comment by topo dump */
+    char note[320];                                   /* written as a comment by topo dump */
 } qm_discover_storage;
 
 typedef struct qm_discover_facts {

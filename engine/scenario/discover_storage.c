@@ -5,9 +5,14 @@
  * and how much of an input file is in the page cache (qm_discover_file_resident), for the plan.
  *
  * In: a folder (the dump's output folder, else TMPDIR, else /tmp) and a byte count (default
- * 256 MiB). Out: write rate = bytes / (the writes in 8 MiB steps + fdatasync) of a new temporary
- * file there; then the file's pages are dropped from the page cache (posix_fadvise
- * POSIX_FADV_DONTNEED after the sync) and it is read back once: read rate = bytes / that read
+ * 256 MiB). Out: write rate = bytes / the time `qmesh encode --out` takes to write them, made the
+ * way it makes them, with the same code (io.h: qm_npy_writer_open of a complex128 .npy over a new
+ * temporary name there, fallocate, QM_OUT_POOL_THREADS threads writing QM_OUT_POOL_BUFS chunks of
+ * QM_OUT_CHUNK_AMPS amplitudes (2 MiB) in flight with pwrite at their offsets, fsync, rename:
+ * qm_npy_writer_commit); only encode's device copies into the chunks, which the cost model
+ * charges apart, are left out. Then the file's pages are dropped from the page cache
+ * (posix_fadvise POSIX_FADV_DONTNEED after the sync) and it is read back once: read rate = bytes /
+ * that read
  * (from storage where the file system honours the advice; tmpfs keeps the pages, and both read
  * rates are then the page cache's); then cached_read = the bytes of repeated passes over the now
  * cached file (up to QM_CACHED_PROBE_BYTES in all and QM_CACHED_PROBE_PASSES passes; no pass
@@ -24,8 +29,8 @@
  * Residency: mincore over a read-only mapping of the file, in windows of 1 GiB (a 256-byte
  * vector per MiB), every window for files up to 64 GiB, else 64 windows spread evenly (a sample).
  * QM_INPUT_RESIDENT=FRACTION (0 to 1) replaces the measurement (the test hook).
- * Must not: leave the temporary behind, write more than `bytes` (+ one step) anywhere, or read
- * more than bytes x (1 + QM_CACHED_PROBE_PASSES).
+ * Must not: leave the temporary behind, write more than `bytes` (+ the .npy header and one
+ * element) anywhere, or read more than bytes x (1 + QM_CACHED_PROBE_PASSES).
  * Known wart: one file, one run: a busy disk or a cold cache reads differently; the
  * dumped figures are a starting point the scenario's author may edit.
  */
@@ -136,6 +141,57 @@ static qm_code rates_from_env(const char *v, qm_discover_storage *out, qm_status
     return QM_OK;
 }
 
+/* The write of the probe file at `path` (ours, made by mkstemp: the commit renames over it) as
+ * encode --out writes its .npy (the header comment): ceil(bytes / 16) complex128 elements from
+ * QM_OUT_POOL_BUFS buffers of a pattern, made before the clock starts as encode's staging is made
+ * before its file is opened. The seconds from the open to the rename in *secs. */
+static qm_code write_probe(const char *path, uint64_t bytes, double *secs, qm_status *st)
+{
+    const uint64_t es = 16, n = (bytes + es - 1) / es;
+    void *bufs[QM_OUT_POOL_BUFS] = {0};
+    qm_out_pool *pool = NULL;
+    qm_npy_writer *w = NULL;
+    qm_code rc = QM_OK;
+    for (int k = 0; rc == QM_OK && k < QM_OUT_POOL_BUFS; ++k) {
+        unsigned char *b = malloc((size_t)(QM_OUT_CHUNK_AMPS * es));
+        if (!b) {
+            rc = qm_fail(st, QM_E_NOMEM, "storage: out of host memory (%d x %llu bytes)",
+                         QM_OUT_POOL_BUFS, (unsigned long long)(QM_OUT_CHUNK_AMPS * es));
+            break;
+        }
+        for (size_t i = 0; i < QM_OUT_CHUNK_AMPS * es; ++i)
+            b[i] = (unsigned char)(i * 131u + 7u + (unsigned)k); /* not zeros: no shortcut */
+        bufs[k] = b;
+    }
+    if (rc == QM_OK)
+        rc = qm_out_pool_create(bufs, QM_OUT_POOL_BUFS, QM_OUT_POOL_THREADS, &pool, st);
+    const double t0 = qm_clock_now_s();
+    if (rc == QM_OK && (rc = qm_npy_writer_open(path, QM_DTYPE_COMPLEX128, 1, &n, &w, st)) == QM_OK)
+        rc = qm_npy_writer_reserve(w, st);
+    for (uint64_t pos = 0; rc == QM_OK && pos < n && !qm_out_pool_failed(pool);) {
+        const uint64_t m = n - pos < QM_OUT_CHUNK_AMPS ? n - pos : QM_OUT_CHUNK_AMPS;
+        int idx;
+        (void)qm_out_pool_acquire(pool, &idx); /* the pattern stands for encode's device copy */
+        qm_out_pool_submit(pool, idx, w, pos, m);
+        pos += m;
+    }
+    if (pool) {
+        qm_status ignored;
+        const qm_code d = qm_out_pool_drain(pool, rc == QM_OK ? st : &ignored);
+        rc = rc == QM_OK ? d : rc;
+    }
+    if (rc == QM_OK) {
+        rc = qm_npy_writer_commit(w, st); /* fsync, rename (consumes the writer) */
+        w = NULL;
+    }
+    *secs = qm_clock_now_s() - t0;
+    qm_npy_writer_abort(w);
+    qm_out_pool_destroy(pool);
+    for (int k = 0; k < QM_OUT_POOL_BUFS; ++k)
+        free(bufs[k]);
+    return rc == QM_OK ? rc : qm_status_prefix(st, "storage");
+}
+
 qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover_storage *out,
                                     qm_status *st)
 {
@@ -149,32 +205,16 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
     char path[4096];
     if (snprintf(path, sizeof path, "%s/.qmesh-storage-XXXXXX", dir) >= (int)sizeof path)
         return qm_fail(st, QM_E_ARG, "storage: the folder name is too long (%zu bytes)", strlen(dir));
-    char *buf = malloc(STEP_BYTES);
-    if (!buf)
-        return qm_fail(st, QM_E_NOMEM, "storage: out of host memory (%zu bytes)", STEP_BYTES);
-    for (size_t i = 0; i < STEP_BYTES; ++i)
-        buf[i] = (char)(i * 131u + 7u); /* not zeros: no file system shortcut */
-    qm_code rc = QM_OK;
-    const int fd = mkstemp(path);
-    if (fd < 0) {
-        rc = qm_fail(st, QM_E_IO, "storage: cannot create a temporary file in %s: %s", dir,
-                     strerror(errno));
-        goto done;
-    }
-    double t0 = qm_clock_now_s();
-    for (uint64_t done = 0; rc == QM_OK && done < bytes;) {
-        const size_t n = bytes - done < STEP_BYTES ? (size_t)(bytes - done) : STEP_BYTES;
-        const ssize_t w = write(fd, buf, n);
-        if (w <= 0)
-            rc = qm_fail(st, QM_E_IO, "storage: writing %s failed at byte %llu of %llu: %s", path,
-                         (unsigned long long)done, (unsigned long long)bytes,
-                         w < 0 ? strerror(errno) : "no progress");
-        else
-            done += (uint64_t)w;
-    }
-    if (rc == QM_OK && fdatasync(fd) != 0)
-        rc = qm_fail(st, QM_E_IO, "storage: fdatasync of %s failed: %s", path, strerror(errno));
-    const double tw = qm_clock_now_s() - t0;
+    int fd = mkstemp(path); /* the name is ours: the writer's commit renames over it */
+    if (fd < 0)
+        return qm_fail(st, QM_E_IO, "storage: cannot create a temporary file in %s: %s", dir,
+                       strerror(errno));
+    close(fd);
+    double tw = 0;
+    qm_code rc = write_probe(path, bytes, &tw, st);
+    fd = rc == QM_OK ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (rc == QM_OK && fd < 0)
+        rc = qm_fail(st, QM_E_IO, "storage: cannot open %s to read it back: %s", path, strerror(errno));
     /* drop the pages just written, so that the first read back comes from storage */
     if (rc == QM_OK)
         (void)posix_fadvise(fd, 0, (off_t)bytes, POSIX_FADV_DONTNEED);
@@ -200,22 +240,23 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
         rc = timed_read(fd, path, bytes, nt, (int)passes, bufs, &tc, &cached, st);
     for (int k = 0; k < nt; ++k)
         free(bufs[k]);
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     unlink(path);
     if (rc == QM_OK) {
         /* a clock too coarse for the size reads as no time: keep the figure finite */
         out->write_bw_bytes_per_s = (double)bytes / (tw > 1e-9 ? tw : 1e-9);
         out->read_bw_bytes_per_s = (double)bytes / (tr > 1e-9 ? tr : 1e-9);
         out->cached_read_bw_bytes_per_s = (double)cached / (tc > 1e-9 ? tc : 1e-9);
-        char sz[32], tot[32];
+        char sz[32], tot[32], chunk[32];
         snprintf(out->note, sizeof out->note, "measured by qmesh topo dump: %s written to %.48s "
-                 "with fdatasync, dropped from the page cache, read back; then %s (up to %d "
-                 "passes, 2 s) from the page cache; %d reader thread%s",
-                 qm_format_bytes(bytes, sz, sizeof sz), dir, qm_format_bytes(cached, tot, sizeof tot),
-                 (int)passes, nt, nt == 1 ? "" : "s");
+                 "as encode --out writes (fallocate, %d threads, %d x %s in flight, fsync, "
+                 "rename), dropped from the page cache, read back; then %s (up to %d passes, 2 s) "
+                 "from the page cache; %d reader thread%s",
+                 qm_format_bytes(bytes, sz, sizeof sz), dir, QM_OUT_POOL_THREADS, QM_OUT_POOL_BUFS,
+                 qm_format_bytes(QM_OUT_CHUNK_AMPS * 16, chunk, sizeof chunk),
+                 qm_format_bytes(cached, tot, sizeof tot), (int)passes, nt, nt == 1 ? "" : "s");
     }
-done:
-    free(buf);
     return rc;
 }
 

@@ -97,7 +97,7 @@ typedef struct qm_host {
     /* storage.cached_read: the rate of reading a file that is in the page cache (bytes/s, by the
      * reader's threads); 0 when not given (defaults.storage.cached_read applies) */
     double storage_cached_read_bw_bytes_per_s;
-    char storage_note[224]; /* how the figures were found (topo dump's measurement); "" if given */
+    char storage_note[320]; /* how the figures were found (topo dump's measurement); "" if given */
     qm_loc loc;
 } qm_host;
 

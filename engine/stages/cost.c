@@ -16,13 +16,16 @@
  *    the per-step latency of the worst intra-host class on the ring + s = 2(hosts-1) inter-host
  *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
- *    + 2 bytes / bandwidth); 0 for one device, for batches (each sample's norm is local) and for
- *    replicated states;
+ *    + 2 bytes / bandwidth); 0 for one device and for replicated states; for batches (each
+ *    sample's norm is local) the host's merge and coefficients, B x QM_COST_HOST_COEFF_S;
+ *  - an amplitude batch's local_norm also has the host's piece sums: the most states of any
+ *    rank x QM_COST_HOST_PIECE_S (both calibrated on an H200 host, below);
  *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
  *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
- *    (HBM x efficiency), passes = 1 (phases) + 2 per local transform pass (one below 2^10 slots, one
- *    per higher bit of the shard) + 4 per exchange; plus, when the state is cut, each exchange
+ *    (HBM x efficiency), passes = the default iqp op's (qm_hal_iqp_passes: 1 for the phases with
+ *    stages 0..9, + 2 per round-3 pass of the higher stages; 3 below 2^10 slots) + 4 per
+ *    exchange; plus, when the state is cut, each exchange
  *    stage's flows (every shard to its partner) on the links, stage after stage;
  *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read (the
  *    input's page-cache residency at storage.cached_read, the rest at storage.read), staging (on
@@ -43,6 +46,15 @@
 #include <stdlib.h>
 
 #define QM_NCCL_BASE_LATENCY_S 6.6e-6
+/* The host's per-state work of an amplitude batch (docs/planner.md "Cost model"; materialize.c),
+ * calibrated on the H200 host from a 65536 x 1024 float64 encode (session 9: local_norm 0.78 ms,
+ * norm_allreduce 1.29 ms, with no device work left in either): local_norm forms one piece sum per
+ * state of the rank's shards (tree_sum.c: about 12 ns a state, most of it the first touch of the
+ * pieces' 24 bytes a state); norm_allreduce merges every state's pieces and computes its
+ * coefficient (about 20 ns a state: the merge, 1 / sqrt, the first touch of the sums,
+ * coefficients and scales). No scenario figure states host compute, so these are constants. */
+#define QM_COST_HOST_PIECE_S 12e-9
+#define QM_COST_HOST_COEFF_S 20e-9
 
 typedef struct link_loads {
     int n_links;
@@ -225,11 +237,13 @@ static void reverse_path(qm_topo_path *p)
     p->dst = s;
 }
 
-/* IQP passes over a shard at HBM bandwidth, as the iqp op runs them (docs/cuda.md): with at least
- * 10 local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per later pass of up to 10
- * stages (read and write: ceil((bits - 10) / 10) of them, up to the shard's bits); below 10 bits,
- * 3 (the phases written, then one read and write for every stage); + 4 per exchange (the
- * partner's data written into scratch, then own and scratch read and own written). */
+/* IQP passes over a shard at HBM bandwidth, as the CUDA backend's default iqp op runs them
+ * (qm_hal_iqp_passes, on kernels/qm_passes.h's rule: the kernels' own split): with at least 10
+ * local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per round-3 pass of the
+ * higher stages (read and write; at most 8 stages a pass, at most ceil(bits / 10) passes: 3 for
+ * stages 10..29); below 10 bits, 3 (the phases written, then one read and write for every
+ * stage); + 4 per exchange (the partner's data written into scratch, then own and scratch read
+ * and own written). */
 static double iqp_passes(const qm_plan *p)
 {
     uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
@@ -238,8 +252,7 @@ static double iqp_passes(const qm_plan *p)
     unsigned lb = 0;
     while (((uint64_t)1 << lb) < amps)
         ++lb;
-    const double local = lb >= 10 ? 1.0 + 2.0 * ((lb - 10 + 9) / 10) : 3.0;
-    return local + 4.0 * qm_plan_iqp_exchanges(p);
+    return (double)qm_hal_iqp_passes(lb) + 4.0 * qm_plan_iqp_exchanges(p);
 }
 
 /* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
@@ -285,6 +298,43 @@ qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_top
     return rc;
 }
 
+/* local_norm's host work (QM_COST_HOST_PIECE_S per state): the most states any rank forms piece
+ * sums of (its shards' states; replicated: one copy per rank, as materialize.c sums only its
+ * first shard); 0 but for an amplitude batch (one state's few pieces are not modelled); <0 when
+ * out of host memory. */
+static double host_pieces_s(const qm_mesh *mesh, const qm_plan *p)
+{
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE || p->request.batch <= 1 || p->n_amps == 0)
+        return 0;
+    uint64_t *states = calloc((size_t)(mesh->n_ranks > 0 ? mesh->n_ranks : 1), sizeof *states);
+    bool *seen = calloc((size_t)(mesh->n_ranks > 0 ? mesh->n_ranks : 1), sizeof *seen);
+    double worst = -1;
+    if (states && seen) {
+        worst = 0;
+        for (int i = 0; i < p->n_shards; ++i) {
+            const int r = p->shards[i].rank;
+            if (r < 0 || r >= mesh->n_ranks || (p->policy == QM_POLICY_REPLICATED && seen[r]))
+                continue;
+            seen[r] = true;
+            states[r] += (p->shards[i].end - p->shards[i].start) / p->n_amps;
+            const double t = (double)states[r] * QM_COST_HOST_PIECE_S;
+            worst = t > worst ? t : worst;
+        }
+    }
+    free(states);
+    free(seen);
+    return worst;
+}
+
+/* norm_allreduce's host work: every rank merges every state's pieces and computes its
+ * coefficient (QM_COST_HOST_COEFF_S per state of the batch); 0 but for an amplitude batch. */
+static double host_coeffs_s(const qm_plan *p)
+{
+    if (p->request.encoding != QM_ENCODING_AMPLITUDE || p->request.batch <= 1)
+        return 0;
+    return (double)p->request.batch * QM_COST_HOST_COEFF_S;
+}
+
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
 {
     qm_code rc = QM_OK;
@@ -324,14 +374,22 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         if (te > enc)
             enc = te;
     }
+    /* a batch's per-state host work: its piece sums in local_norm, its merge and coefficients in
+     * norm_allreduce */
+    const double pieces_s = host_pieces_s(mesh, p);
+    if (pieces_s < 0) {
+        free(holders);
+        return qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+    }
     if (hbm_known) {
-        p->estimates_s[QM_PHASE_LOCAL_NORM] = norm;
+        p->estimates_s[QM_PHASE_LOCAL_NORM] = norm + pieces_s;
         p->estimates_s[QM_PHASE_ENCODE] = enc;
         p->estimate_set[QM_PHASE_LOCAL_NORM] = p->estimate_set[QM_PHASE_ENCODE] = true;
     }
     /* norm all-reduce */
     if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
         enc_kind != QM_ENCODING_AMPLITUDE) {
+        p->estimates_s[QM_PHASE_NORM_ALLREDUCE] = host_coeffs_s(p);
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));
@@ -469,8 +527,8 @@ static double ring_pieces(uint64_t chunks, uint64_t bytes)
  * fused pass's
  * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
  * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
- * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; per
- * fused shard: the drain only). */
+ * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; a
+ * fused shard none: materialize.c makes no stream for it unless a state took the slow path). */
 typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
     double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
@@ -497,7 +555,6 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
                                   ring_pieces(rest ? 1 : 0, rest * F * is);
             w->chunks[d] += pieces;
             w->launches[d] += pieces + 2 * (double)(full + (rest ? 1 : 0));
-            w->enc_l[d] += 1;
             w->fused_states[d] += (double)states;
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
@@ -534,21 +591,23 @@ static double max_over(const double *v, int n)
 }
 
 /* Device phase k on devices: every shard fused (its pass made inside the ingest) drops the
- * bandwidth term; then the most launches of any device (count[d]) x defaults.launch. */
+ * bandwidth term, keeping the phase's host work `host_s`; then the most launches of any device
+ * (count[d]) x defaults.launch. */
 static void add_launches(qm_plan *p, qm_phase k, const double *count, double launch,
-                         bool all_fused, double *tmp, int D)
+                         bool all_fused, double host_s, double *tmp, int D)
 {
     if (!p->estimate_set[k])
         return;
     if (all_fused)
-        p->estimates_s[k] = 0;
+        p->estimates_s[k] = host_s;
     for (int d = 0; d < D; ++d)
         tmp[d] = count[d] * launch;
     p->estimates_s[k] += max_over(tmp, D);
 }
 
-/* Making a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB pages and
- * registers it): defaults.page_lock's buffer + bytes / rate; 0 for no bytes. */
+/* Making and freeing a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB
+ * pages and registers it; every phase frees what it made): defaults.page_lock's buffer + bytes /
+ * rate; 0 for no bytes. */
 static double page_lock_s(const qm_topology *t, double bytes)
 {
     const double page = (double)((uint64_t)2 << 20);
@@ -611,8 +670,13 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
      * amplitudes are made inside the ingest (its HBM pass is charged there) */
     if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
-        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, tmp, D);
-        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, tmp, D);
+        const double pieces_s = host_pieces_s(mesh, p);
+        if (pieces_s < 0) {
+            rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
+            goto done;
+        }
+        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, pieces_s, tmp, D);
+        add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
         /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
             p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_page_lock_s(mesh, w.norm_blocks, 8.0);
