@@ -142,8 +142,8 @@ qm_code qm_npy_read_wait(qm_npy_reader *reader, qm_npy_read_ticket *ticket, qm_s
  * QM_READ_THREADS when set (checked by qm_npy_open: E-ARG for anything but an integer in
  * [1, QM_NPY_MAX_THREADS]), else min(QM_NPY_DEFAULT_MAX_THREADS, online CPUs). E-ARG out of
  * range. Measured on a 16-core H200 host: 8 threads read the page cache at 33-36 GiB/s, 16 at
- * 63-64 GiB/s (bench/results/2026-12-03-session8-h200.md), so the default uses every core up to
- * 32. */
+ * 63-64 GiB/s (session 8; 62 GiB/s in bench/results/2026-12-04-session10-h200.md), so the
+ * default uses every core up to 32. */
 #define QM_NPY_MAX_THREADS 64
 #define QM_NPY_DEFAULT_MAX_THREADS 32
 /* The thread count a new reader takes: QM_READ_THREADS, or min(32, online CPUs). E-ARG naming

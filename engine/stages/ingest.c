@@ -13,9 +13,10 @@
  * .npy reader's thread pool) is kept SLOTS - 1 pieces ahead of the copies, so the threads read
  * without a join per piece while the DMA engines copy finished pieces: reading and copying
  * overlap, and ingest runs at the slower of the two rates. Measured on the H200 (16 cores,
- * bench/results/2026-12-03-session8-h200.md): 16 threads read the page cache at 63 GiB/s, pinned
- * H2D runs at 50 GiB/s; two 32 MiB halves filled by a joined parallel read reached 22-37 GiB/s,
- * a ring of 8 x 8 MiB with the threads kept ahead 32-46 GiB/s. Readers without read_submit
+ * session 8; again 62 and 51 GiB/s in bench/results/2026-12-04-session10-h200.md): 16 threads
+ * read the page cache at 63 GiB/s, pinned H2D runs at 50 GiB/s; two 32 MiB halves filled by a
+ * joined parallel read reached 22-37 GiB/s, a ring of 8 x 8 MiB with the threads kept ahead
+ * 32-46 GiB/s. Readers without read_submit
  * (CSV, HDF5, in-memory pageable input) fill the slots synchronously, piece by piece, on the
  * calling thread as before. On backends without streams or events (the simulator) all of this
  * runs synchronously, in the same order.

@@ -328,8 +328,9 @@ static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
 
 /* The kernel generation each op runs (cuda_kernels.h's QM_CUDA_KERNELS_*): QM_CUDA_KERNELS=NAME
  * runs every op on that generation; by default (QM_CUDA_KERNELS_DEFAULT) each op takes the one
- * measured fastest for it on the H200 (bench/results/2026-12-04-session9-h200.md, bench_cuda's
- * BM_Product, BM_Iqp and BM_NormCheck, round 2 beside round 3 in one run). Every generation writes
+ * measured fastest for it on the H200 in session 9 (bench_cuda's BM_Product, BM_Iqp and
+ * BM_NormCheck, round 2 beside round 3 in one run; that raw output was lost, the product and IQP
+ * figures are again in bench/results/2026-12-04-session10-h200.md). Every generation writes
  * the same bits for the products and the sums; IQP's phases follow qm_math.h's order 2 (the
  * CPU's) on round 3 only, which is one reason it is the default there. */
 static int k_product(const void *ctx)
@@ -675,7 +676,7 @@ static qm_code c_event_sync(void *ctx, int dev, void *ev, qm_status *st)
 /* ---- page-locked host staging ------------------------------------------------------------------ */
 
 /* Page-locked memory as anonymous memory on 2 MiB pages, registered with the driver: measured on
- * the H200 host (bench/results/2026-12-03-session8-h200.md), cudaHostAlloc of 64 MiB took 33-50
+ * the H200 host (session 8; its raw output was lost), cudaHostAlloc of 64 MiB took 33-50
  * ms (512 MiB: 250-340 ms), while 2 MiB-aligned memory advised to use huge pages and registered
  * took 5-11 ms (512 MiB: 36-39 ms). Every staging buffer (the ingest ring, the output staging, a
  * stream's batches) pays this once, on the critical path of a short encode. cudaHostAlloc stays
