@@ -124,6 +124,7 @@ const char *generation(int kernels)
     return kernels == QM_CUDA_KERNELS_LEGACY   ? "legacy"
            : kernels == QM_CUDA_KERNELS_ROUND1 ? "round1"
            : kernels == QM_CUDA_KERNELS_ROUND3 ? "round3"
+           : kernels == QM_CUDA_KERNELS_ROUND4 ? "round4"
                                                : "round2";
 }
 
@@ -349,7 +350,8 @@ void BM_Iqp(benchmark::State &state)
     const uint64_t batch = (uint64_t)state.range(1);
     const int c128 = (int)state.range(2), kernels = (int)state.range(3);
     const unsigned later = q <= 10                            ? 0
-                           : kernels == QM_CUDA_KERNELS_ROUND3 ? qm_cuda_wht3_split(10, q, 0)
+                           : qm_cuda_kernels_r3(kernels) == QM_CUDA_KERNELS_ROUND3
+                               ? qm_cuda_wht3_split(10, q, 0)
                                                                : (q - 10 + 9) / 10;
     const iqp_case ic(state, q, batch, c128, later > 0);
     if (!ic.ok)
@@ -988,17 +990,17 @@ BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int
 // issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 3 round 3 (opt-in), 2
 // round 1, 1 round 0}; BM_ProductPhase: the same with phase's scale (round 3 skips the scale's
 // multiplications only when it is 1), rounds 2 and 3
-BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
-BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
+BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 // issue 17 item 2: {qubits, batch, complex128, kernels: 0 current, 3 round 3, op: 0 state_sumsq
 // (the norm check), 1 sumsq over the stash (an encode's local_norm), 2 sumsq over device input
 // (float64 for complex128 = 1, float32 for 0)}
 BENCHMARK(BM_NormCheck)->ArgsProduct({{28, 30}, {1}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{28}, {1}, {1, 0}, {0, 3}, {2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
-BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 4, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
 // stages 0..9 (bound: 1 fill; rounds 2, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
 // (bound: 1 copy; the same kernel in rounds 1 and 2)
-BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 3, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 3, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 4, 3, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 4, 3, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // round 3's wht passes against round 2's (issue 16 item 2): {qubits, complex128, w_max, row_bytes};
 // row_bytes 64 = round 2 (2 passes of 10); w_max 7 = 3 passes (7, 7, 6) at 256- and 512-byte rows
 BENCHMARK(BM_WhtSplit)->ArgsProduct({{30}, {1, 0}, {10}, {64}})->ArgsProduct({{30}, {1, 0}, {7}, {256, 512}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);

@@ -576,6 +576,106 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
 }
 
+/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no shared memory and no
+ * barrier. Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's
+ * 256 threads at two barriers per group of 4 states while 64 of them build each state's tables.
+ * Here lane y builds A[y] (qubits 0..4 of index y) and B[y] (qubits 5..9 of index 32 y) in
+ * registers, from factors loaded one state ahead (the loads of state k + 1 are in flight while
+ * state k is written), and the warp writes its state in 32 store instructions of 32 consecutive
+ * slots (512 bytes complex128), B[m] broadcast by a shuffle: amplitude y + 32 m = scale * ((1, 0) *
+ * (A[y] * B[m])), qm_product_amp's bits as in rounds 2 and 3. Complex64 pairs (MODE 2): lane y
+ * writes slots 2y', 2y' + 1 (y' = y + 32 m', m' < 16) as one float4, so it builds A[2y mod 32] and
+ * A[2y mod 32 + 1]; their B is B[2 m' + (y >= 16)]. Warps take states grid-stride (consecutive
+ * warps, consecutive states). A range that starts or ends inside a state writes only its slots. */
+template <int MODE>
+__global__ void __launch_bounds__(QM_PD_THREADS, MODE == 2 ? 2 : 3) /* no spills: 85 / 128 registers */
+product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
+                          const double *table, double scale)
+{
+    const unsigned y = threadIdx.x & 31u;
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n;
+    const uint64_t stride = (uint64_t)gridDim.x * (QM_PD_THREADS / 32);
+    uint64_t t = t0 + (uint64_t)blockIdx.x * (QM_PD_THREADS / 32) + (threadIdx.x >> 5);
+    constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
+    const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
+    double fr[NA + 1][5], fi[NA + 1][5]; /* the factors of A (NA entries) and B[y] */
+    auto load = [&](uint64_t ts) {
+        if (ts <= tl) {
+            const double *f = table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS;
+#pragma unroll
+            for (int w = 0; w <= NA; ++w)
+#pragma unroll
+                for (unsigned k = 0; k < 5; ++k) {
+                    const unsigned q = w < NA ? k : 5 + k, bits = w < NA ? a0 + w : y;
+                    const double *p = f + 4 * q + 2 * ((bits >> k) & 1u);
+                    fr[w][k] = __ldg(p);
+                    fi[w][k] = __ldg(p + 1);
+                }
+        }
+    };
+    load(t);
+    for (; t <= tl; t += stride) {
+        double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
+#pragma unroll
+        for (int w = 0; w <= NA; ++w) {
+            double r = 1.0, m = 0.0;
+#pragma unroll
+            for (unsigned k = 0; k < 5; ++k)
+                qm_cmul(r, m, fr[w][k], fi[w][k], &r, &m);
+            ab[w] = make_double2(r, m);
+        }
+        load(t + stride); /* in flight while this state is written */
+        const uint64_t first = t << QM_PRODUCT_LO_BITS;
+        const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
+        if (MODE != 2) {
+#pragma unroll 8
+            for (unsigned m = 0; m < 32; ++m) {
+                const double br = __shfl_sync(0xffffffffu, ab[NA].x, m);
+                const double bi = __shfl_sync(0xffffffffu, ab[NA].y, m);
+                double lr, li, re, im;
+                qm_cmul(ab[0].x, ab[0].y, br, bi, &lr, &li);
+                qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
+                const uint64_t g = first + y + 32 * m;
+                if (!inside && (g < g0 || g >= g1))
+                    continue;
+                if (MODE == 0)
+                    ((double2 *)state)[g - g0] = make_double2(re, im);
+                else
+                    ((float2 *)state)[g - g0] = make_float2((float)re, (float)im);
+            }
+        } else {
+#pragma unroll 4
+            for (unsigned m = 0; m < 16; ++m) {
+                const unsigned src = 2 * m + (y >= 16 ? 1u : 0u);
+                const double br = __shfl_sync(0xffffffffu, ab[NA].x, src);
+                const double bi = __shfl_sync(0xffffffffu, ab[NA].y, src);
+                float v[4];
+#pragma unroll
+                for (int w = 0; w < 2; ++w) {
+                    double lr, li, re, im;
+                    qm_cmul(ab[w].x, ab[w].y, br, bi, &lr, &li);
+                    qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
+                    v[2 * w] = (float)re;
+                    v[2 * w + 1] = (float)im;
+                }
+                const uint64_t g = first + 2 * (y + 32 * m);
+                if (inside) {
+                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                    continue;
+                }
+                const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
+                if (in0 && in1)
+                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                else if (in0)
+                    ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
+                else if (in1)
+                    ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+            }
+        }
+    }
+}
+
 /* Any qubit count (the states below 2^10 amplitudes): one amplitude per thread, its lo and hi
  * formed directly (qm_product_lo, qm_product_hi). */
 __global__ void product_direct_kernel(void *state, int c128, uint64_t n, uint64_t g0,
@@ -986,6 +1086,164 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     }
 }
 
+// ---- IQP round 4: one warp per tile, round 3's phases, two transposes ---------------------------
+//
+// Round 3 (run 2 of session 10: a batch of 65536 x 10 qubits in 0.535 ms complex128, 0.445 ms
+// complex64, against fills of 0.239 and 0.124 ms) moves every tile through shared memory five
+// times (the phase write, then four stage rounds of a load and a store): 144 KiB per complex128
+// tile, about 1150 clocks at 128 bytes per clock, which alone is 0.29 ms for the 496 tiles each of
+// the 132 SMs takes, above the fill. Round 4 keeps round 3's arithmetic (qm_math.h's order 2, the
+// same calls in the same order, so the same bits) and round 1's data movement: one warp per tile,
+// the phases written once to shared memory, read back with the 32 slots of one lane differing in
+// bits 0..4 (stages 0..4 in registers), stored and read again with them differing in bits 5..9
+// (stages 5..9), and written to global memory from registers: 64 KiB of shared traffic per
+// complex128 tile (512 clocks), under the store's ~900 clocks per tile.
+// Lane y does its own table entries: W_a[y] and W_b[y], the five C_l[y] and their unit numbers
+// V_l[y] (on a new state only; kept in the warp's shared memory, read by lane y alone, so that
+// the registers are free for the 32 slots of the stages), U[y] = unit(W_a[y] + E_a(y)) (a
+// register), T[y] = unit(W_b[y] + E_b(y)) * unit(W_h) (the per-tile table every lane reads); lanes
+// 0..9 the e_k, lane 31 W_h. A state of at most 64 coefficients (every 10-qubit iqp and iqp-z state) is loaded into
+// shared memory one tile ahead (two coefficients per lane in registers while the current tile is
+// built), so a batch's table sums read shared memory, not L2.
+// Phases of lane y: slots y + 32 s, s = 0..31, P(s) = P(s without its top bit) * V_top from P(0)
+// = (1, 0) (qm_iqp_p's left-to-right product), visited in bit-reversed order of s so that every
+// P is formed after its parent and only the current path of parents is live (a few registers, not
+// 32 double2). Shared slot of tile slot x: x + (x >> 5) (one pad slot per 32: the phase stores
+// and the last reads are consecutive slots; the stage-0..4 accesses of lane o at j + 33 o are
+// 528 (complex64: 264) bytes apart, 16 (8) mod 128, so a wavefront's lanes hit distinct banks).
+// Shared memory per warp 16.5 KiB + 4.1 KiB complex128 (8.25 + 4.1 complex64); two warps per
+// block, no barrier but __syncwarp. Registers: 32 slots per lane during the stages (166 complex128,
+// 116 complex64, no spills): 10 (16) warps per SM.
+
+#define QM_IQ4_WARPS 2
+
+/* s with its 5 bits reversed, and the index of its top set bit (0 for s = 0): compile-time. */
+__host__ __device__ constexpr unsigned iq4_rev5(unsigned i)
+{
+    return ((i & 1u) << 4) | ((i & 2u) << 2) | (i & 4u) | ((i & 8u) >> 2) | ((i & 16u) >> 4);
+}
+__host__ __device__ constexpr unsigned iq4_top(unsigned s)
+{
+    return s >= 16 ? 4 : s >= 8 ? 3 : s >= 4 ? 2 : s >= 2 ? 1 : 0;
+}
+
+template <typename V, int MINB>
+__global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
+iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+                  uint64_t first_state, const double *table, double scale)
+{
+    __shared__ V bufs[QM_IQ4_WARPS][QM_IQP_PAD_SLOTS];
+    __shared__ double2 tts[QM_IQ4_WARPS][32];
+    __shared__ double cfs[QM_IQ4_WARPS][64];
+    __shared__ double eks[QM_IQ4_WARPS][12]; /* e_0..e_9, W_h at 10 */
+    /* lane y's own entries, kept while the warp stays in one state (shared memory, not
+     * registers: the 32 slots of the stages need them) */
+    __shared__ double2 vls[QM_IQ4_WARPS][5][32]; /* V_l[y] = unit(C_l[y]) */
+    __shared__ double wabs[QM_IQ4_WARPS][2][32]; /* W_a[y], W_b[y] */
+    const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
+    V *buf = bufs[warp];
+    double2 *Tt = tts[warp];
+    double *cf = cfs[warp], *e = eks[warp];
+    const int pairs = n_coeffs > qubits;
+    const bool staged = n_coeffs <= 64; /* the state's coefficients through shared memory */
+    const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
+    const uint64_t stride = (uint64_t)gridDim.x * QM_IQ4_WARPS;
+    uint64_t tile = (uint64_t)blockIdx.x * QM_IQ4_WARPS + warp;
+    uint64_t have = UINT64_MAX; /* the state whose W_a, W_b and V_l the registers hold */
+    double c0 = 0.0, c1 = 0.0;
+    double2(*vl)[32] = vls[warp];
+    double *wa = wabs[warp][0], *wb = wabs[warp][1];
+    auto fetch = [&](uint64_t tl) { /* the coefficients of tile tl's state, two per lane */
+        if (staged && tl < n_tiles) {
+            const double *c = table + (((g0 + (tl << 10)) >> qubits) - first_state) * n_coeffs;
+            c0 = y < n_coeffs ? __ldg(c + y) : 0.0;
+            c1 = y + 32 < n_coeffs ? __ldg(c + y + 32) : 0.0;
+        }
+    };
+    fetch(tile);
+    for (; tile < n_tiles; tile += stride) {
+        const uint64_t g = g0 + (tile << 10), x0 = g & mask, st = g >> qubits;
+        const bool fresh = st != have; /* uniform over the warp */
+        have = st;
+        const double *c = table + (st - first_state) * n_coeffs;
+        if (staged) {
+            if (fresh) { /* cf was last read in the previous tile's (1), before its __syncwarp */
+                cf[y] = c0;
+                cf[y + 32] = c1;
+                __syncwarp();
+            }
+            c = cf;
+        }
+        fetch(tile + stride); /* in flight while this tile is built */
+        /* (1) the sums: e_k (lanes 0..9), W_h (lane 31); on a new state W_a[y], W_b[y], V_l[y] */
+        if (y < 10)
+            e[y] = pairs ? qm_iqp_edge(c, qubits, y, x0) : 0.0;
+        else if (y == 31)
+            e[10] = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        if (fresh) {
+            wa[y] = qm_iqp_group(c, qubits, pairs, 0, 5, y);
+            wb[y] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)y << 5);
+#pragma unroll
+            for (unsigned l = 0; l < 5; ++l) {
+                double r, m;
+                qm_iqp_unit(pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + l, y) : 0.0, &r, &m);
+                vl[l][y] = make_double2(r, m);
+            }
+        }
+        __syncwarp();
+        /* (2) T[y] = unit(W_b + E_b) * unit(W_h) (shared), U[y] = unit(W_a + E_a) (a register) */
+        double2 u;
+        {
+            double br, bi, hr, hi, r, m;
+            qm_iqp_unit(wb[y] + iqp_edge_sum(e + 5, y), &br, &bi);
+            qm_iqp_unit(e[10], &hr, &hi);
+            qm_cmul(br, bi, hr, hi, &r, &m);
+            Tt[y] = make_double2(r, m);
+            qm_iqp_unit(wa[y] + iqp_edge_sum(e, y), &u.x, &u.y);
+        }
+        __syncwarp();
+        /* (3) the phases of slots y + 32 s: scale * ((U * T[s]) * P(s)) */
+        {
+            double2 p[32];
+            p[0] = make_double2(1.0, 0.0);
+#pragma unroll
+            for (unsigned i = 0; i < 32; ++i) {
+                const unsigned s = iq4_rev5(i);
+                if (s) {
+                    const unsigned top = iq4_top(s);
+                    const double2 from = p[s ^ (1u << top)], vt = vl[top][y];
+                    qm_cmul(from.x, from.y, vt.x, vt.y, &p[s].x, &p[s].y);
+                }
+                const double2 tt = Tt[s];
+                double re, im;
+                qm_iqp_join(u.x, u.y, tt.x, tt.y, p[s].x, p[s].y, scale, &re, &im);
+                buf[y + 33 * s] = make_slot<V>(re, im);
+            }
+        }
+        __syncwarp();
+        /* (4) stages 0..4 on lane o's slots j + 32 o, stages 5..9 on lane y's y + 32 j, written
+         * from registers: 32 consecutive slots per store instruction */
+        V v[32];
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            v[j] = buf[j + 33 * y];
+        reg_stages(v, 5);
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            buf[j + 33 * y] = v[j];
+        __syncwarp();
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            v[j] = buf[y + 33 * j];
+        reg_stages(v, 5);
+        V *out = state + (tile << 10);
+#pragma unroll
+        for (unsigned j = 0; j < 32; ++j)
+            out[y + 32 * j] = v[j];
+        __syncwarp(); /* buf, Tt and e are written again by the next tile */
+    }
+}
+
 // ---- Walsh-Hadamard: up to 10 stages per pass ------------------------------------------------
 
 template <typename V, int CW, int MINB>
@@ -1184,6 +1442,15 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
                      cudaStream_t s)
 {
     const uint64_t tiles = n >> 10;
+    if (round == 4) {
+        /* 41 / 25 KiB of shared memory and 166 / 116 registers per block of 2 warps */
+        constexpr int minb = sizeof(V) == 16 ? 5 : 8;
+        const unsigned grid = grid_of(iqp_fused4_kernel<V, minb>, 32 * QM_IQ4_WARPS, 0,
+                                      (tiles + QM_IQ4_WARPS - 1) / QM_IQ4_WARPS);
+        iqp_fused4_kernel<V, minb><<<grid, 32 * QM_IQ4_WARPS, 0, s>>>(
+            state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
+        return (int)cudaGetLastError();
+    }
     if (round == 3) {
         const unsigned grid = grid_of(iqp_fused3_kernel<V>, QM_IQ2_THREADS, 0, tiles);
         iqp_fused3_kernel<V><<<grid, QM_IQ2_THREADS, 0, s>>>(state, tiles, g0, qubits, n_coeffs,
@@ -1296,6 +1563,28 @@ extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_
                     : (unit ? product_states_kernel<1, true, true>
                             : product_states_kernel<1, true, false>);
     return product_launch(k, tiles, s, state, n, g0, qubits, first_state, table, scale);
+}
+
+/* Round 4's product op: batches of 10-qubit states one warp per state; every other shape on
+ * round 2's kernels (the fastest measured for them). */
+extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0 || qubits != QM_PRODUCT_LO_BITS)
+        return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
+                                      stream);
+    const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
+    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
+                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double) =
+        c128 ? product_batch10_r4_kernel<0>
+        : pairs ? product_batch10_r4_kernel<2>
+                : product_batch10_r4_kernel<1>;
+    const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
+    k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,

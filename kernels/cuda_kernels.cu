@@ -675,6 +675,7 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
                                     uint64_t in_first, int kernels, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
+    kernels = qm_cuda_kernels_r3(kernels);
     const unsigned wgrid = (unsigned)((n_blocks + 7) / 8);
     if (kernels == QM_CUDA_KERNELS_ROUND3 && log2_block <= QM_RED_LOG2_BLOCK &&
         (n_blocks + 7) / 8 <= 0x7fffffffu && n_blocks > 0) {
@@ -737,6 +738,7 @@ extern "C" int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t 
     if (n == 0)
         return (int)cudaSuccess;
     const uint64_t nb = ((g0 + n - 1) >> log2_block) - (g0 >> log2_block) + 1;
+    kernels = qm_cuda_kernels_r3(kernels);
     if (kernels == QM_CUDA_KERNELS_ROUND3 && log2_block >= 8 && log2_block <= QM_RED_LOG2_BLOCK &&
         (nb + 7) / 8 <= 0x7fffffffu) {
         const unsigned grid = (unsigned)((nb + 7) / 8);
@@ -871,6 +873,9 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
 {
     if (n == 0)
         return (int)cudaSuccess;
+    if (kernels == QM_CUDA_KERNELS_ROUND4)
+        return qm_cuda_product_round4(state, c128, n, g0, qubits, first_state, table, scale,
+                                      stream);
     if (kernels == QM_CUDA_KERNELS_ROUND3)
         return qm_cuda_product_round3(state, c128, n, g0, qubits, first_state, table, scale,
                                       stream);
@@ -1012,6 +1017,7 @@ int wht_launch(V *x, uint64_t n, unsigned b0, unsigned b1, const V *partner, int
             return le;
     }
     const unsigned hb = b0 > top ? b0 : top;
+    kernels = qm_cuda_kernels_r3(kernels);
     if (kernels == QM_CUDA_KERNELS_ROUND3 && hb < b1)
         return qm_cuda_wht_passes3(x, sizeof(V) == 16, n, hb, b1, 0, 256, s);
     if (kernels != QM_CUDA_KERNELS_LEGACY && hb < b1)
@@ -1034,7 +1040,7 @@ extern "C" int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint6
 {
     iqp_phase_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
         state, c128, n, g0, qubits, n_coeffs, first_state, table, scale,
-        kernels == QM_CUDA_KERNELS_ROUND3);
+        qm_cuda_kernels_r3(kernels) == QM_CUDA_KERNELS_ROUND3);
     return (int)cudaGetLastError();
 }
 
@@ -1061,6 +1067,7 @@ extern "C" int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0
                                          scale,
                                          kernels == QM_CUDA_KERNELS_ROUND1   ? 1
                                          : kernels == QM_CUDA_KERNELS_ROUND3 ? 3
+                                         : kernels == QM_CUDA_KERNELS_ROUND4 ? 4
                                                                              : 2,
                                          stream);
         if (le != (int)cudaSuccess || b1 == QM_WHT_SMEM_BITS)

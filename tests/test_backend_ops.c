@@ -883,7 +883,7 @@ int main(int argc, char **argv)
         return qm_test_end("test_backend_ops");
     int n_run = 0, n_failed = 0;
     const char *gen = getenv("QM_CUDA_KERNELS"); /* as the CUDA backend reads it */
-    /* IQP's phases in the CPU's order 2: round 3 and the default (which runs IQP on round 3);
+    /* IQP's phases in the CPU's order 2: rounds 3 and 4 and the default (IQP on round 3);
      * order 1: round2, round1, legacy */
     const bool round3 = !gen || !(strcmp(gen, "round2") == 0 || strcmp(gen, "round1") == 0 ||
                                   strcmp(gen, "legacy") == 0);

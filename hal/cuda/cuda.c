@@ -893,6 +893,7 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
                  : strcmp(kernels_env, "round1") == 0 ? QM_CUDA_KERNELS_ROUND1
                  : strcmp(kernels_env, "round2") == 0 ? QM_CUDA_KERNELS_CURRENT
                  : strcmp(kernels_env, "round3") == 0 ? QM_CUDA_KERNELS_ROUND3
+                 : strcmp(kernels_env, "round4") == 0 ? QM_CUDA_KERNELS_ROUND4
                                                       : QM_CUDA_KERNELS_DEFAULT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
