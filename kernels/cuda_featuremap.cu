@@ -639,10 +639,10 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 const uint64_t g = first + y + 32 * m;
                 if (!inside && (g < g0 || g >= g1))
                     continue;
-                if (MODE == 0)
-                    ((double2 *)state)[g - g0] = make_double2(re, im);
+                if (MODE == 0) /* streaming stores: the states are not read again here */
+                    __stcs((double2 *)state + (g - g0), make_double2(re, im));
                 else
-                    ((float2 *)state)[g - g0] = make_float2((float)re, (float)im);
+                    __stcs((float2 *)state + (g - g0), make_float2((float)re, (float)im));
             }
         } else {
 #pragma unroll 4
@@ -661,7 +661,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 }
                 const uint64_t g = first + 2 * (y + 32 * m);
                 if (inside) {
-                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                    __stcs((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
                     continue;
                 }
                 const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
@@ -1127,6 +1127,33 @@ __host__ __device__ constexpr unsigned iq4_top(unsigned s)
     return s >= 16 ? 4 : s >= 8 ? 3 : s >= 4 ? 2 : s >= 2 ? 1 : 0;
 }
 
+/* qm_iqp_group(c, n, pairs, g0, g0 + 5, bits << g0) and qm_iqp_cross(c, n, 0, 5, l, bits) with the
+ * loops unrolled: every term is added, a +0 where the bits leave it out, which gives the same bits
+ * (no partial sum is -0: qm_math.h), and the loads no longer wait for each other's branches. */
+__device__ __forceinline__ double iq4_group5(const double *c, unsigned n, int pairs, unsigned g0,
+                                             unsigned bits)
+{
+    double s = 0.0;
+#pragma unroll
+    for (unsigned k = 0; k < 5; ++k)
+        s = s + (((bits >> k) & 1u) ? c[g0 + k] : 0.0);
+    if (pairs)
+#pragma unroll
+        for (unsigned k = 0; k < 5; ++k)
+#pragma unroll
+            for (unsigned l = k + 1; l < 5; ++l)
+                s = s + (((bits >> k) & (bits >> l) & 1u) ? c[qm_iqp_pair(n, g0 + k, g0 + l)] : 0.0);
+    return s;
+}
+__device__ __forceinline__ double iq4_cross5(const double *c, unsigned n, unsigned l, unsigned bits)
+{
+    double s = 0.0;
+#pragma unroll
+    for (unsigned k = 0; k < 5; ++k)
+        s = s + (((bits >> k) & 1u) ? c[qm_iqp_pair(n, k, l)] : 0.0);
+    return s;
+}
+
 template <typename V, int MINB>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
 iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -1135,7 +1162,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     __shared__ V bufs[QM_IQ4_WARPS][QM_IQP_PAD_SLOTS];
     __shared__ double2 tts[QM_IQ4_WARPS][32];
     __shared__ double cfs[QM_IQ4_WARPS][64];
-    __shared__ double eks[QM_IQ4_WARPS][12]; /* e_0..e_9, W_h at 10 */
+    __shared__ double eks[QM_IQ4_WARPS][14]; /* e_0..e_9, W_h at 10, unit(W_h) at 11, 12 */
     /* lane y's own entries, kept while the warp stays in one state (shared memory, not
      * registers: the 32 slots of the stages need them) */
     __shared__ double2 vls[QM_IQ4_WARPS][5][32]; /* V_l[y] = unit(C_l[y]) */
@@ -1178,15 +1205,17 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         /* (1) the sums: e_k (lanes 0..9), W_h (lane 31); on a new state W_a[y], W_b[y], V_l[y] */
         if (y < 10)
             e[y] = pairs ? qm_iqp_edge(c, qubits, y, x0) : 0.0;
-        else if (y == 31)
-            e[10] = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+        else if (y == 31) { /* W_h and its unit number, once for the 32 T entries */
+            const double wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+            qm_iqp_unit(wh, &e[11], &e[12]);
+        }
         if (fresh) {
-            wa[y] = qm_iqp_group(c, qubits, pairs, 0, 5, y);
-            wb[y] = qm_iqp_group(c, qubits, pairs, 5, 10, (uint64_t)y << 5);
+            wa[y] = iq4_group5(c, qubits, pairs, 0, y);
+            wb[y] = iq4_group5(c, qubits, pairs, 5, y);
 #pragma unroll
             for (unsigned l = 0; l < 5; ++l) {
                 double r, m;
-                qm_iqp_unit(pairs ? qm_iqp_cross(c, qubits, 0, 5, 5 + l, y) : 0.0, &r, &m);
+                qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &r, &m);
                 vl[l][y] = make_double2(r, m);
             }
         }
@@ -1194,10 +1223,9 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         /* (2) T[y] = unit(W_b + E_b) * unit(W_h) (shared), U[y] = unit(W_a + E_a) (a register) */
         double2 u;
         {
-            double br, bi, hr, hi, r, m;
+            double br, bi, r, m;
             qm_iqp_unit(wb[y] + iqp_edge_sum(e + 5, y), &br, &bi);
-            qm_iqp_unit(e[10], &hr, &hi);
-            qm_cmul(br, bi, hr, hi, &r, &m);
+            qm_cmul(br, bi, e[11], e[12], &r, &m);
             Tt[y] = make_double2(r, m);
             qm_iqp_unit(wa[y] + iqp_edge_sum(e, y), &u.x, &u.y);
         }
@@ -1239,7 +1267,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         V *out = state + (tile << 10);
 #pragma unroll
         for (unsigned j = 0; j < 32; ++j)
-            out[y + 32 * j] = v[j];
+            __stcs(out + y + 32 * j, v[j]); /* streaming: the state is not read again here */
         __syncwarp(); /* buf, Tt and e are written again by the next tile */
     }
 }
