@@ -576,13 +576,14 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
 }
 
-/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no shared memory and no
- * barrier. Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's
+/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no block barrier. Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's
  * 256 threads at two barriers per group of 4 states while 64 of them build each state's tables.
  * Here lane y builds A[y] (qubits 0..4 of index y) and B[y] (qubits 5..9 of index 32 y) in
  * registers, from factors loaded one state ahead (the loads of state k + 1 are in flight while
  * state k is written), and the warp writes its state in 32 store instructions of 32 consecutive
- * slots (512 bytes complex128), B[m] broadcast by a shuffle: amplitude y + 32 m = scale * ((1, 0) *
+ * slots (512 bytes complex128), B[m] read from the warp's 1 KiB of shared memory as a broadcast
+ * (one load per 32 slots; a shuffle of a double2 was four, and Nsight Compute's run 3 of session
+ * 11 showed the shuffles' MIO queue stalling the warps): amplitude y + 32 m = scale * ((1, 0) *
  * (A[y] * B[m])), qm_product_amp's bits as in rounds 2 and 3. Complex64 pairs (MODE 2): lane y
  * writes slots 2y', 2y' + 1 (y' = y + 32 m', m' < 16) as one float4, so it builds A[2y mod 32] and
  * A[2y mod 32 + 1]; their B is B[2 m' + (y >= 16)]. Warps take states grid-stride (consecutive
@@ -592,10 +593,13 @@ __global__ void __launch_bounds__(QM_PD_THREADS, MODE == 2 ? 2 : 3) /* no spills
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
                           const double *table, double scale)
 {
+    __shared__ double2 bs[QM_PD_THREADS / 32][2][32]; /* per warp, B of alternate states */
     const unsigned y = threadIdx.x & 31u;
+    double2(*bw)[32] = bs[threadIdx.x >> 5];
     const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
     const uint64_t g1 = g0 + n;
     const uint64_t stride = (uint64_t)gridDim.x * (QM_PD_THREADS / 32);
+    unsigned k = 0; /* the warp's state count: its B buffer */
     uint64_t t = t0 + (uint64_t)blockIdx.x * (QM_PD_THREADS / 32) + (threadIdx.x >> 5);
     constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
     const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
@@ -626,15 +630,20 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
             ab[w] = make_double2(r, m);
         }
         load(t + stride); /* in flight while this state is written */
+        /* B[y] to the warp's buffer k & 1, last read for state k - 2, before state k - 1's
+         * __syncwarp */
+        double2 *B = bw[k & 1u];
+        ++k;
+        B[y] = ab[NA];
+        __syncwarp();
         const uint64_t first = t << QM_PRODUCT_LO_BITS;
         const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
         if (MODE != 2) {
 #pragma unroll 8
             for (unsigned m = 0; m < 32; ++m) {
-                const double br = __shfl_sync(0xffffffffu, ab[NA].x, m);
-                const double bi = __shfl_sync(0xffffffffu, ab[NA].y, m);
+                const double2 b = B[m]; /* one address for the warp: a broadcast */
                 double lr, li, re, im;
-                qm_cmul(ab[0].x, ab[0].y, br, bi, &lr, &li);
+                qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lr, &li);
                 qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
                 const uint64_t g = first + y + 32 * m;
                 if (!inside && (g < g0 || g >= g1))
@@ -647,14 +656,12 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
         } else {
 #pragma unroll 4
             for (unsigned m = 0; m < 16; ++m) {
-                const unsigned src = 2 * m + (y >= 16 ? 1u : 0u);
-                const double br = __shfl_sync(0xffffffffu, ab[NA].x, src);
-                const double bi = __shfl_sync(0xffffffffu, ab[NA].y, src);
+                const double2 b = B[2 * m + (y >= 16 ? 1u : 0u)]; /* two addresses: broadcasts */
                 float v[4];
 #pragma unroll
                 for (int w = 0; w < 2; ++w) {
                     double lr, li, re, im;
-                    qm_cmul(ab[w].x, ab[w].y, br, bi, &lr, &li);
+                    qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lr, &li);
                     qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
                     v[2 * w] = (float)re;
                     v[2 * w + 1] = (float)im;
@@ -1267,7 +1274,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         V *out = state + (tile << 10);
 #pragma unroll
         for (unsigned j = 0; j < 32; ++j)
-            __stcs(out + y + 32 * j, v[j]); /* streaming: the state is not read again here */
+            out[y + 32 * j] = v[j];
         __syncwarp(); /* buf, Tt and e are written again by the next tile */
     }
 }
