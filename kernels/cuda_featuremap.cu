@@ -139,6 +139,29 @@ unsigned grid_of(K kernel, int threads, size_t smem, uint64_t units)
     return units == 0 ? 1u : units < blocks ? (unsigned)units : blocks;
 }
 
+/* The current device's L2 size in bytes (0 when it cannot be read), kept per device. */
+uint64_t l2_bytes()
+{
+    static std::mutex lock;
+    static int have[64];
+    static uint64_t size[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    std::lock_guard<std::mutex> g(lock);
+    if (!have[dev]) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, dev) != cudaSuccess || v < 0)
+            v = 0;
+        (void)cudaGetLastError();
+        size[dev] = (uint64_t)v;
+        have[dev] = 1;
+    }
+    return size[dev];
+}
+
 // ---- product op -------------------------------------------------------------------------------
 
 #define QM_PD_THREADS 256
@@ -591,7 +614,7 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
 template <int MODE>
 __global__ void __launch_bounds__(QM_PD_THREADS, MODE == 2 ? 2 : 3) /* no spills: 85 / 128 registers */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
-                          const double *table, double scale)
+                          const double *table, double scale, uint64_t l2_bytes)
 {
     __shared__ double2 bs[QM_PD_THREADS / 32][2][32]; /* per warp, B of alternate states */
     const unsigned y = threadIdx.x & 31u;
@@ -618,6 +641,17 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 }
         }
     };
+    {
+        /* the range's factor tables (320 bytes a state) to L2 first, in one burst and marked
+         * evict-last, when they fit in half of it: the states' streaming stores (evict-first) then
+         * run without a DRAM read between them */
+        const char *f0 = (const char *)(table + (t0 - first_state) * 4 * QM_PRODUCT_LO_BITS);
+        const uint64_t bytes = (tl - t0 + 1) * 4 * QM_PRODUCT_LO_BITS * sizeof(double);
+        if (bytes <= l2_bytes / 2)
+            for (uint64_t o = ((uint64_t)blockIdx.x * QM_PD_THREADS + threadIdx.x) * 128; o < bytes;
+                 o += (uint64_t)gridDim.x * QM_PD_THREADS * 128)
+                asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(f0 + o));
+    }
     load(t);
     for (; t <= tl; t += stride) {
         double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
@@ -1161,7 +1195,11 @@ __device__ __forceinline__ double iq4_cross5(const double *c, unsigned n, unsign
     return s;
 }
 
-template <typename V, int MINB>
+/* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 55 coefficients):
+ * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
+ * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
+ * warps) per SM instead of 5 for complex128. */
+template <typename V, int MINB, bool B10>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
 iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
                   uint64_t first_state, const double *table, double scale)
@@ -1172,8 +1210,13 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     __shared__ double eks[QM_IQ4_WARPS][14]; /* e_0..e_9, W_h at 10, unit(W_h) at 11, 12 */
     /* lane y's own entries, kept while the warp stays in one state (shared memory, not
      * registers: the 32 slots of the stages need them) */
-    __shared__ double2 vls[QM_IQ4_WARPS][5][32]; /* V_l[y] = unit(C_l[y]) */
-    __shared__ double wabs[QM_IQ4_WARPS][2][32]; /* W_a[y], W_b[y] */
+    __shared__ double2 vls[QM_IQ4_WARPS][B10 ? 1 : 5][32]; /* V_l[y] = unit(C_l[y]) */
+    __shared__ double wabs[QM_IQ4_WARPS][2][B10 ? 1 : 32]; /* W_a[y], W_b[y] */
+    /* scale a power of two (every IQP state's 2^-n): U * scale is exact, and so are the products
+     * by it, so multiplying U once gives join's bits (no component comes near the subnormals:
+     * they are products of at most 8 cosines and sines) */
+    int sexp = 0;
+    const bool fold = frexp(scale, &sexp) == 0.5;
     const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
     V *buf = bufs[warp];
     double2 *Tt = tts[warp];
@@ -1216,7 +1259,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             const double wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
             qm_iqp_unit(wh, &e[11], &e[12]);
         }
-        if (fresh) {
+        if (fresh && !B10) {
             wa[y] = iq4_group5(c, qubits, pairs, 0, y);
             wb[y] = iq4_group5(c, qubits, pairs, 5, y);
 #pragma unroll
@@ -1230,15 +1273,24 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         /* (2) T[y] = unit(W_b + E_b) * unit(W_h) (shared), U[y] = unit(W_a + E_a) (a register) */
         double2 u;
         {
+            const double wav = B10 ? iq4_group5(c, qubits, pairs, 0, y) : wa[y];
+            const double wbv = B10 ? iq4_group5(c, qubits, pairs, 5, y) : wb[y];
             double br, bi, r, m;
-            qm_iqp_unit(wb[y] + iqp_edge_sum(e + 5, y), &br, &bi);
+            qm_iqp_unit(wbv + iqp_edge_sum(e + 5, y), &br, &bi);
             qm_cmul(br, bi, e[11], e[12], &r, &m);
             Tt[y] = make_double2(r, m);
-            qm_iqp_unit(wa[y] + iqp_edge_sum(e, y), &u.x, &u.y);
+            qm_iqp_unit(wav + iqp_edge_sum(e, y), &u.x, &u.y);
+            if (fold)
+                u = make_double2(scale * u.x, scale * u.y);
         }
         __syncwarp();
         /* (3) the phases of slots y + 32 s: scale * ((U * T[s]) * P(s)) */
         {
+            double2 vr[5]; /* B10: the V_l[y] here */
+            if (B10)
+#pragma unroll
+                for (unsigned l = 0; l < 5; ++l)
+                    qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &vr[l].x, &vr[l].y);
             double2 p[32];
             p[0] = make_double2(1.0, 0.0);
 #pragma unroll
@@ -1246,12 +1298,17 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
                 const unsigned s = iq4_rev5(i);
                 if (s) {
                     const unsigned top = iq4_top(s);
-                    const double2 from = p[s ^ (1u << top)], vt = vl[top][y];
+                    const double2 from = p[s ^ (1u << top)], vt = B10 ? vr[top] : vl[top][y];
                     qm_cmul(from.x, from.y, vt.x, vt.y, &p[s].x, &p[s].y);
                 }
                 const double2 tt = Tt[s];
                 double re, im;
-                qm_iqp_join(u.x, u.y, tt.x, tt.y, p[s].x, p[s].y, scale, &re, &im);
+                if (fold) { /* u carries the scale */
+                    double r, m;
+                    qm_cmul(u.x, u.y, tt.x, tt.y, &r, &m);
+                    qm_cmul(r, m, p[s].x, p[s].y, &re, &im);
+                } else
+                    qm_iqp_join(u.x, u.y, tt.x, tt.y, p[s].x, p[s].y, scale, &re, &im);
                 buf[y + 33 * s] = make_slot<V>(re, im);
             }
         }
@@ -1478,12 +1535,14 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
 {
     const uint64_t tiles = n >> 10;
     if (round == 4) {
-        /* 41 / 25 KiB of shared memory and 166 / 116 registers per block of 2 warps */
-        constexpr int minb = sizeof(V) == 16 ? 5 : 8;
-        const unsigned grid = grid_of(iqp_fused4_kernel<V, minb>, 32 * QM_IQ4_WARPS, 0,
-                                      (tiles + QM_IQ4_WARPS - 1) / QM_IQ4_WARPS);
-        iqp_fused4_kernel<V, minb><<<grid, 32 * QM_IQ4_WARPS, 0, s>>>(
-            state, tiles, g0, qubits, n_coeffs, first_state, table, scale);
+        /* 41 / 25 KiB of shared memory and 168 / 128 registers per block of 2 warps (10-qubit
+         * states: 35 / 19 KiB) */
+        constexpr int minb = sizeof(V) == 16 ? 5 : 8, minb10 = sizeof(V) == 16 ? 6 : 8;
+        auto k = qubits == 10 ? iqp_fused4_kernel<V, minb10, true> : iqp_fused4_kernel<V, minb, false>;
+        const unsigned grid =
+            grid_of(k, 32 * QM_IQ4_WARPS, 0, (tiles + QM_IQ4_WARPS - 1) / QM_IQ4_WARPS);
+        k<<<grid, 32 * QM_IQ4_WARPS, 0, s>>>(state, tiles, g0, qubits, n_coeffs, first_state,
+                                            table, scale);
         return (int)cudaGetLastError();
     }
     if (round == 3) {
@@ -1613,12 +1672,12 @@ extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
     const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
                        ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
-    void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double) =
+    void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
         c128 ? product_batch10_r4_kernel<0>
         : pairs ? product_batch10_r4_kernel<2>
                 : product_batch10_r4_kernel<1>;
     const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
-    k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale);
+    k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale, l2_bytes());
     return (int)cudaGetLastError();
 }
 

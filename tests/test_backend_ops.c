@@ -213,6 +213,11 @@ static const op_case cases[] = {
      * round 3's fused blocks rebuild the per-state tables for every tile of a grid stride (the
      * 2^21 case above keeps them: its blocks take 2 tiles of one state) */
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 11, .F = 66, .batch = 1500, .scale = 0x1p-11, .b1 = 11},
+    /* batches of 10-qubit states past the resident warps (round 4: one warp per tile, its next
+     * state's coefficients loaded a tile ahead), a scale that is no power of two (round 4 then
+     * multiplies it last, as qm_iqp_join; a power of two it folds into U) */
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 2500, .scale = 0x1.6a09e667f3bcdp-6, .b1 = 10},
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 10, .F = 10, .batch = 2200, .scale = 0x1p-10, .b1 = 10},
     /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
      * sums into device memory at an offset; whole states, a batch range that starts and ends
      * mid-state and mid-block, sizes that are no multiple of the block; the one-block-per-CUDA-
