@@ -599,6 +599,17 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
 }
 
+/* qm_product_amp(1, 0, lr, li, scale): UNIT (scale 1) skips the products by the scale, which
+ * change no bit. */
+template <bool UNIT>
+__device__ __forceinline__ void pd4_amp(double lr, double li, double scale, double *re, double *im)
+{
+    double r, m;
+    qm_cmul(1.0, 0.0, lr, li, &r, &m);
+    *re = UNIT ? r : scale * r;
+    *im = UNIT ? m : scale * m;
+}
+
 /* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no block barrier. Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's
  * 256 threads at two barriers per group of 4 states while 64 of them build each state's tables.
  * Here lane y builds A[y] (qubits 0..4 of index y) and B[y] (qubits 5..9 of index 32 y) in
@@ -611,8 +622,8 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
  * writes slots 2y', 2y' + 1 (y' = y + 32 m', m' < 16) as one float4, so it builds A[2y mod 32] and
  * A[2y mod 32 + 1]; their B is B[2 m' + (y >= 16)]. Warps take states grid-stride (consecutive
  * warps, consecutive states). A range that starts or ends inside a state writes only its slots. */
-template <int MODE>
-__global__ void __launch_bounds__(QM_PD_THREADS, MODE == 2 ? 2 : 3) /* no spills: 85 / 128 registers */
+template <int MODE, bool UNIT>
+__global__ void __launch_bounds__(QM_PD_THREADS, 3) /* 85 registers, no spills */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
                           const double *table, double scale, uint64_t l2_bytes)
 {
@@ -626,19 +637,25 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     uint64_t t = t0 + (uint64_t)blockIdx.x * (QM_PD_THREADS / 32) + (threadIdx.x >> 5);
     constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
     const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
-    double fr[NA + 1][5], fi[NA + 1][5]; /* the factors of A (NA entries) and B[y] */
+    /* the factors of A[a0] (fr[0]), B[y] (fr[1]) and, for pairs, qubit 0's factor of A[a0 + 1]
+     * (a0 is even: A[a0 + 1] differs from A[a0] in qubit 0 only) */
+    double fr[2][5], fi[2][5], f1r = 0.0, f1i = 0.0;
     auto load = [&](uint64_t ts) {
         if (ts <= tl) {
             const double *f = table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS;
 #pragma unroll
-            for (int w = 0; w <= NA; ++w)
+            for (int w = 0; w < 2; ++w)
 #pragma unroll
                 for (unsigned k = 0; k < 5; ++k) {
-                    const unsigned q = w < NA ? k : 5 + k, bits = w < NA ? a0 + w : y;
+                    const unsigned q = w == 0 ? k : 5 + k, bits = w == 0 ? a0 : y;
                     const double *p = f + 4 * q + 2 * ((bits >> k) & 1u);
                     fr[w][k] = __ldg(p);
                     fi[w][k] = __ldg(p + 1);
                 }
+            if (NA == 2) {
+                f1r = __ldg(f + 2);
+                f1i = __ldg(f + 3);
+            }
         }
     };
     {
@@ -657,10 +674,13 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
         double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
 #pragma unroll
         for (int w = 0; w <= NA; ++w) {
+            const int src = w == NA ? 1 : 0;
             double r = 1.0, m = 0.0;
 #pragma unroll
-            for (unsigned k = 0; k < 5; ++k)
-                qm_cmul(r, m, fr[w][k], fi[w][k], &r, &m);
+            for (unsigned k = 0; k < 5; ++k) {
+                const bool one = w == 1 && NA == 2 && k == 0; /* A[a0 + 1]'s qubit 0 */
+                qm_cmul(r, m, one ? f1r : fr[src][k], one ? f1i : fi[src][k], &r, &m);
+            }
             ab[w] = make_double2(r, m);
         }
         load(t + stride); /* in flight while this state is written */
@@ -678,7 +698,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 const double2 b = B[m]; /* one address for the warp: a broadcast */
                 double lr, li, re, im;
                 qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lr, &li);
-                qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
+                pd4_amp<UNIT>(lr, li, scale, &re, &im);
                 const uint64_t g = first + y + 32 * m;
                 if (!inside && (g < g0 || g >= g1))
                     continue;
@@ -696,7 +716,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 for (int w = 0; w < 2; ++w) {
                     double lr, li, re, im;
                     qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lr, &li);
-                    qm_product_amp(1.0, 0.0, lr, li, scale, &re, &im);
+                    pd4_amp<UNIT>(lr, li, scale, &re, &im);
                     v[2 * w] = (float)re;
                     v[2 * w + 1] = (float)im;
                 }
@@ -1672,10 +1692,11 @@ extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
     const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
                        ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    const bool unit = scale == 1.0;
     void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
-        c128 ? product_batch10_r4_kernel<0>
-        : pairs ? product_batch10_r4_kernel<2>
-                : product_batch10_r4_kernel<1>;
+        c128    ? (unit ? product_batch10_r4_kernel<0, true> : product_batch10_r4_kernel<0, false>)
+        : pairs ? (unit ? product_batch10_r4_kernel<2, true> : product_batch10_r4_kernel<2, false>)
+                : (unit ? product_batch10_r4_kernel<1, true> : product_batch10_r4_kernel<1, false>);
     const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
     k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale, l2_bytes());
     return (int)cudaGetLastError();

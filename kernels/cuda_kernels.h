@@ -93,9 +93,10 @@ static inline int qm_cuda_kernels_r3(int kernels)
     return kernels == QM_CUDA_KERNELS_ROUND4 ? QM_CUDA_KERNELS_ROUND3 : kernels;
 }
 /* The CUDA backend's default (QM_CUDA_KERNELS unset), never passed to a launcher: each op on the
- * generation measured fastest for it (hal/cuda/cuda.c's k_product, k_iqp, k_sums): IQP phases and
- * wht on round 3, products on round 2, sums of squares on round 3 for blocks of up to 2^10 and
- * complex128 states, round 2 otherwise. QM_CUDA_KERNELS=round2 runs everything on round 2. */
+ * generation measured fastest for it (hal/cuda/cuda.c's k_product, k_iqp, k_sums): products and
+ * IQP on round 4 (round 2's products but for 10-qubit batches; IQP's fused pass, round 3's phases
+ * and wht passes), sums of squares on round 3 for blocks of up to 2^10 and complex128 states,
+ * round 2 otherwise. QM_CUDA_KERNELS=round2 runs everything on round 2. */
 #define QM_CUDA_KERNELS_DEFAULT (-1)
 
 /* Product-state amplitudes (angle, basis, phase; qm_math.h) into slots [0, n) of `state`, slot

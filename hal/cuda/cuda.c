@@ -328,23 +328,25 @@ static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
 
 /* The kernel generation each op runs (cuda_kernels.h's QM_CUDA_KERNELS_*): QM_CUDA_KERNELS=NAME
  * runs every op on that generation; by default (QM_CUDA_KERNELS_DEFAULT) each op takes the one
- * measured fastest for it on the H200 in session 9 (bench_cuda's BM_Product, BM_Iqp and
- * BM_NormCheck, round 2 beside round 3 in one run; that raw output was lost, the product and IQP
- * figures are again in bench/results/2026-12-04-session10-h200.md). Every generation writes
- * the same bits for the products and the sums; IQP's phases follow qm_math.h's order 2 (the
- * CPU's) on round 3 only, which is one reason it is the default there. */
+ * measured fastest for it on the H200 (bench_cuda's BM_Product, BM_Iqp and
+ * BM_NormCheck, the generations side by side in one run: bench/results/2026-12-04-session10-h200.md
+ * and 2026-12-04-session11-h200.md). Every generation writes the same bits for the products and
+ * the sums; IQP's phases follow qm_math.h's order 2 (the CPU's) on rounds 3 and 4 only. */
 static int k_product(const void *ctx)
 {
     const int k = ((const cuda_ctx *)ctx)->kernels;
-    /* round 2: 93% / 81% of a fill for one 2^30 state (complex128 / complex64), round 3 93% / 59% */
-    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_CURRENT : k;
+    /* round 4 = round 2 (93% / 84% of a fill for one 2^30 state, complex128 / complex64; round 3
+     * 93% / 59%) except for batches of 10-qubit states: one warp per state, 84% / 79% of a fill
+     * for 65536 of them against round 2's 78% / 75% (session 11, H200) */
+    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND4 : k;
 }
 static int k_iqp(const void *ctx)
 {
     const int k = ((const cuda_ctx *)ctx)->kernels;
-    /* round 3: a 2^30 complex128 state in 37.6 ms (round 2: 52.3), a batch of 65536 x 10 qubits
-     * in 0.54 ms (0.62) */
-    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND3 : k;
+    /* round 4 (its fused pass; the wht passes and the iqp_phase op are round 3's): a batch of
+     * 65536 x 10 qubits in 0.41 / 0.27 ms, complex128 / complex64 (round 3: 0.53 / 0.44, round 2:
+     * 0.61 / 0.55), a 2^30 state in 37.8 / 21.6 ms (round 3: 37.6 / 23.3; session 11, H200) */
+    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND4 : k;
 }
 /* Sums of squares over blocks of 2^log2_block: of the input (from_input) or of a stash / state. */
 static int k_sums(const void *ctx, int c128, unsigned log2_block, int from_input)
