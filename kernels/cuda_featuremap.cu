@@ -1219,6 +1219,31 @@ __device__ __forceinline__ double iq4_cross5(const double *c, unsigned n, unsign
  * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
  * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
  * warps) per SM instead of 5 for complex128. */
+/* The sums over the tile's high bits (qm_iqp_edge's e_k for lanes k < 10, qm_iqp_group's W_h for
+ * lane 31; a 10-qubit state has none) from the list kb[0..h) of the set bits l >= 10 of x0,
+ * increasing: the same terms in the same order as those loops (which skip the clear bits), with
+ * the loads of four terms issued before their additions instead of one dependent load per bit and
+ * pair tested. Round 3 spent most of a big state's fused pass here (lane 31's W_h: up to 190 pairs
+ * at 30 qubits, each a branch and an L1 load in the chain). */
+/* s + t_0 + t_1 + ... + t_(cnt-1), left to right, t_i = c[index(i)]: four loads issued before
+ * their additions. */
+template <typename F>
+__device__ __forceinline__ double iq4_chain(double s, const double *c, unsigned cnt, F index)
+{
+    unsigned i = 0;
+    for (; i + 4 <= cnt; i += 4) {
+        const double a = c[index(i)], b = c[index(i + 1)], d = c[index(i + 2)],
+                     f = c[index(i + 3)];
+        s = s + a;
+        s = s + b;
+        s = s + d;
+        s = s + f;
+    }
+    for (; i < cnt; ++i)
+        s = s + c[index(i)];
+    return s;
+}
+
 template <typename V, int MINB, bool B10>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
 iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -1228,6 +1253,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     __shared__ double2 tts[QM_IQ4_WARPS][32];
     __shared__ double cfs[QM_IQ4_WARPS][64];
     __shared__ double eks[QM_IQ4_WARPS][14]; /* e_0..e_9, W_h at 10, unit(W_h) at 11, 12 */
+    __shared__ unsigned char kbs[QM_IQ4_WARPS][64]; /* the set bits >= 10 of the tile's x0 */
     /* lane y's own entries, kept while the warp stays in one state (shared memory, not
      * registers: the 32 slots of the stages need them) */
     __shared__ double2 vls[QM_IQ4_WARPS][B10 ? 1 : 5][32]; /* V_l[y] = unit(C_l[y]) */
@@ -1272,11 +1298,33 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             c = cf;
         }
         fetch(tile + stride); /* in flight while this tile is built */
-        /* (1) the sums: e_k (lanes 0..9), W_h (lane 31); on a new state W_a[y], W_b[y], V_l[y] */
+        /* (1) the sums: e_k (lanes 0..9), W_h (lane 31), over the list kb of the set bits l >= 10
+         * of x0 (lane y places bits 10 + y and 42 + y), the same terms in the same order as
+         * qm_iqp_edge and qm_iqp_group (they skip the clear bits); on a new state W_a[y], W_b[y],
+         * V_l[y] */
+        unsigned char *kb = kbs[warp];
+        const uint64_t hb = x0 >> 10;
+        const unsigned h = (unsigned)__popcll(hb);
+        if (!B10) {
+#pragma unroll
+            for (unsigned q = 0; q < 2; ++q) {
+                const unsigned p = y + 32 * q;
+                if (p < 54 && ((hb >> p) & 1u))
+                    kb[__popcll(hb & (((uint64_t)1 << p) - 1))] = (unsigned char)(10 + p);
+            }
+            __syncwarp();
+        }
         if (y < 10)
-            e[y] = pairs ? qm_iqp_edge(c, qubits, y, x0) : 0.0;
+            e[y] = pairs ? iq4_chain(0.0, c, h,
+                                     [&](unsigned i) { return qm_iqp_pair(qubits, y, kb[i]); })
+                         : 0.0;
         else if (y == 31) { /* W_h and its unit number, once for the 32 T entries */
-            const double wh = qm_iqp_group(c, qubits, pairs, 10, qubits, x0);
+            double wh = iq4_chain(0.0, c, h, [&](unsigned i) { return (unsigned)kb[i]; });
+            if (pairs)
+                for (unsigned i = 0; i + 1 < h; ++i)
+                    wh = iq4_chain(wh, c, h - 1 - i, [&](unsigned j) {
+                        return qm_iqp_pair(qubits, kb[i], kb[i + 1 + j]);
+                    });
             qm_iqp_unit(wh, &e[11], &e[12]);
         }
         if (fresh && !B10) {
