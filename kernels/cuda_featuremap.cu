@@ -166,6 +166,21 @@ uint64_t l2_bytes()
 
 #define QM_PD_THREADS 256
 
+/* Slots g and g + 1 (global indices; slot g - g0 of `state`) of a complex64 range [g0, g1) from
+ * v = (re, im) of both: one 16-byte store when both lie in the range, else the one that does. */
+__device__ __forceinline__ void store_pair_f32(void *state, uint64_t g, uint64_t g0, uint64_t g1,
+                                               const float (&v)[4])
+{
+    const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
+    if (in0 && in1)
+        *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+    else if (in0)
+        ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
+    else if (in1)
+        ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+}
+
+
 /* The amplitudes of one tile (global indices [first, first + 2^10)) that lie in [g0, g1), from the
  * tile's state's A = ab[0..31], B = ab[32..63] and the tile's hi. MODE 0: complex128, thread t
  * writes j = t + 256u (u < 4); 1: complex64, one amplitude per lane, the same j; 2: complex64,
@@ -212,13 +227,7 @@ __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, 
                 v[2 * e + 1] = (float)im;
             }
             const uint64_t g = first + j;
-            const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
-            if (in0 && in1)
-                *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
-            else if (in0)
-                ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
-            else if (in1)
-                ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+            store_pair_f32(state, g, g0, g1, v);
         }
     }
 }
@@ -392,19 +401,13 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
                 product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j), scale);
             const double2 a1 =
                 product_amp3<UNIT, !LTAB>(h, product_lo3<LTAB, true>(tab, j + 1), scale);
-            const float4 v = make_float4((float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y);
+            const float v[4] = {(float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y};
             const uint64_t g = first + j;
             if (inside) {
-                *(float4 *)((float2 *)state + (g - g0)) = v;
+                *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
                 continue;
             }
-            const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
-            if (in0 && in1)
-                *(float4 *)((float2 *)state + (g - g0)) = v;
-            else if (in0)
-                ((float2 *)state)[g - g0] = make_float2(v.x, v.y);
-            else if (in1)
-                ((float2 *)state)[g + 1 - g0] = make_float2(v.z, v.w);
+            store_pair_f32(state, g, g0, g1, v);
         }
     }
 }
@@ -725,13 +728,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                     __stcs((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
                     continue;
                 }
-                const bool in0 = g >= g0 && g < g1, in1 = g + 1 >= g0 && g + 1 < g1;
-                if (in0 && in1)
-                    *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
-                else if (in0)
-                    ((float2 *)state)[g - g0] = make_float2(v[0], v[1]);
-                else if (in1)
-                    ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
+                store_pair_f32(state, g, g0, g1, v);
             }
         }
     }
