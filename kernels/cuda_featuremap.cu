@@ -790,6 +790,31 @@ template <> __device__ __forceinline__ float2 make_slot<float2>(double re, doubl
     return make_float2((float)re, (float)im);
 }
 
+/* Stages 0..9 of a tile of 1024 slots that one warp holds in buf at padded slots x + (x >> 5)
+ * (rounds 1 and 4; after a __syncwarp): lane o loads slots j + 32 o (stages 0..4 in registers:
+ * bit b of j is bit b of x), stores them back, and after a __syncwarp lane y loads slots y + 32 j
+ * (stages 5..9), writing the tile to out from registers, 32 consecutive slots per store. */
+template <typename V>
+__device__ __forceinline__ void warp_tile_stages(V *buf, V *out, unsigned lane)
+{
+    V v[32];
+#pragma unroll
+    for (unsigned j = 0; j < 32; ++j) /* x = j + 32 lane */
+        v[j] = buf[j + 33 * lane];
+    reg_stages(v, 5);
+#pragma unroll
+    for (unsigned j = 0; j < 32; ++j)
+        buf[j + 33 * lane] = v[j];
+    __syncwarp();
+#pragma unroll
+    for (unsigned j = 0; j < 32; ++j) /* x = lane + 32 j */
+        v[j] = buf[lane + 33 * j];
+    reg_stages(v, 5);
+#pragma unroll
+    for (unsigned j = 0; j < 32; ++j)
+        out[lane + 32 * j] = v[j];
+}
+
 /* phi of slot x = y + 32 s of a tile (round 1's order, qm_math.h): wa = W_a[y], ea = E_a[y],
  * cl[l] = C_l[y], wh = W_h, Wb and Eb the tables; X sums the C_l of the set bits of s. */
 __device__ __forceinline__ double iqp_tile_phi(double wa, double ea, double wh, const double (&cl)[5],
@@ -855,23 +880,7 @@ iqp_fused_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsig
             buf[lane + 33 * s] = make_slot<V>(re, im);
         }
         __syncwarp();
-        V v[32];
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j) /* x = j + 32 lane */
-            v[j] = buf[j + 33 * lane];
-        reg_stages(v, 5);
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            buf[j + 33 * lane] = v[j];
-        __syncwarp();
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j) /* x = lane + 32 j */
-            v[j] = buf[lane + 33 * j];
-        reg_stages(v, 5);
-        V *out = state + (t << 10);
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            out[lane + 32 * j] = v[j];
+        warp_tile_stages(buf, state + (t << 10), lane);
     }
 }
 
@@ -1378,25 +1387,8 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             }
         }
         __syncwarp();
-        /* (4) stages 0..4 on lane o's slots j + 32 o, stages 5..9 on lane y's y + 32 j, written
-         * from registers: 32 consecutive slots per store instruction */
-        V v[32];
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            v[j] = buf[j + 33 * y];
-        reg_stages(v, 5);
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            buf[j + 33 * y] = v[j];
-        __syncwarp();
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            v[j] = buf[y + 33 * j];
-        reg_stages(v, 5);
-        V *out = state + (tile << 10);
-#pragma unroll
-        for (unsigned j = 0; j < 32; ++j)
-            out[y + 32 * j] = v[j];
+        /* (4) the stages, the tile written */
+        warp_tile_stages(buf, state + (tile << 10), y);
         __syncwarp(); /* buf, Tt and e are written again by the next tile */
     }
 }
