@@ -1193,6 +1193,22 @@ __host__ __device__ constexpr unsigned iq4_top(unsigned s)
 {
     return s >= 16 ? 4 : s >= 8 ? 3 : s >= 4 ? 2 : s >= 2 ? 1 : 0;
 }
+/* The phase loop's order, checked when this file compiles: i -> iq4_rev5(i) visits every s < 32
+ * once, s = 0 first, and every s > 0 after its parent (s without its top bit). */
+constexpr bool iq4_order_ok()
+{
+    bool seen[32] = {};
+    for (unsigned i = 0; i < 32; ++i) {
+        const unsigned s = iq4_rev5(i);
+        if (s >= 32 || seen[s] || (i == 0) != (s == 0))
+            return false;
+        if (s && ((s >> iq4_top(s)) != 1u || !seen[s ^ (1u << iq4_top(s))]))
+            return false;
+        seen[s] = true;
+    }
+    return true;
+}
+static_assert(iq4_order_ok(), "round 4's phase order must form every P after its parent");
 
 /* qm_iqp_group(c, n, pairs, g0, g0 + 5, bits << g0) and qm_iqp_cross(c, n, 0, 5, l, bits) with the
  * loops unrolled: every term is added, a +0 where the bits leave it out, which gives the same bits
