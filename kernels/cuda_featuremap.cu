@@ -1282,9 +1282,10 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     __shared__ double wabs[QM_IQ4_WARPS][2][B10 ? 1 : 32]; /* W_a[y], W_b[y] */
     /* scale a power of two (every IQP state's 2^-n): U * scale is exact, and so are the products
      * by it, so multiplying U once gives join's bits (no component comes near the subnormals:
-     * they are products of at most 8 cosines and sines) */
+     * they are products of at most 8 cosines and sines, and the scale's exponent is kept within
+     * +-900) */
     int sexp = 0;
-    const bool fold = frexp(scale, &sexp) == 0.5;
+    const bool fold = frexp(scale, &sexp) == 0.5 && sexp > -900 && sexp < 900;
     const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
     V *buf = bufs[warp];
     double2 *Tt = tts[warp];
