@@ -3,6 +3,7 @@
  * the writer's separate sync, the I/O fault hook and its step count, the --out-dir stage / swap /
  * remove, the checks before any work, and the sweep of dead runs' temporaries. Label unit. */
 #include "io.h"
+#include "io_internal.h" /* qm_io_step_take: a pool thread's steps, taken by hand */
 #include "testlib.h"
 
 #include <errno.h>
@@ -177,6 +178,28 @@ static void test_pool(void)
             CHECK(!exists(t));
         }
         qm_out_pool_destroy(pool);
+    }
+    /* the pool's threads in the order that made test_pool fail once in CI (session 11): chunk 1's
+     * write fails first, chunk 0's starts after it. Chunk 0 still writes (its own step, no fault)
+     * and so does not report a failure of its own, numbered before chunk 1's; the file stays
+     * uncommittable */
+    {
+        qm_npy_writer *w2 = NULL;
+        qm_io_fault_set(5, ENOSPC); /* create, header, reserve, then the steps below: 4, 5 */
+        CHECK_OK(qm_npy_writer_open(p, QM_DTYPE_COMPLEX128, 1, shape, &w2, &st));
+        CHECK_OK(qm_npy_writer_reserve(w2, &st));
+        const long s0 = qm_io_step_take(), s1 = qm_io_step_take();
+        CHECK(s1 == s0 + 1);
+        CHECK(qm_npy_writer_write_at(w2, CH, want + 2 * CH, CH, s1, &st) == QM_E_OUTPUT);
+        CHECK_ERR(st, QM_E_OUTPUT, "pool.npy: No space left on device after 240 B of 62.62 KiB");
+        qm_status_clear(&st);
+        CHECK(qm_npy_writer_write_at(w2, 0, want, CH, s0, &st) == QM_OK);
+        CHECK(qm_npy_writer_write(w2, want, 1, &st) == QM_E_IO);
+        CHECK_ERR(st, QM_E_IO, "pool.npy: not written: an earlier write to");
+        CHECK(qm_npy_writer_sync(w2, &st) == QM_E_IO);
+        qm_npy_writer_abort(w2);
+        CHECK(!exists(t));
+        qm_io_fault_set(0, 0);
     }
     /* the reservation itself fails on a full device: E-OUTPUT naming the bytes */
     qm_npy_writer *w = NULL;

@@ -363,8 +363,8 @@ qm_code qm_npy_writer_open(const char *path, qm_dtype dtype, int ndim, const uin
  * written so far (qm_npy_writer_write_at at that count; one caller at a time). E-BOUNDS when this
  * would write more elements than the shape holds; E-OUTPUT when the write stops at the file-size
  * limit (EFBIG: naming the bytes written, the file's size and the limit) or on a full device;
- * E-IO for any other write failure. On failure the writer must still be committed (which then
- * fails) or aborted. */
+ * E-IO for any other write failure, and for an append after a failed one. On failure the writer
+ * must still be committed (which then fails) or aborted. */
 qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_elems,
                             qm_status *st);
 /* Reserve the file's final size on its device (Linux fallocate: blocks reserved, nothing written;
@@ -378,7 +378,9 @@ qm_code qm_npy_writer_reserve(qm_npy_writer *writer, qm_status *st);
  * offset (after qm_npy_writer_reserve, in place). Thread-safe for disjoint ranges: io_pool.c's threads call it. `step` is the
  * I/O fault hook's step number, taken by whoever ordered the write (qm_out_pool_submit), so the
  * K-th step is the same write whatever the thread timing. Errors as qm_npy_writer_write;
- * E-BOUNDS for a range outside the shape. */
+ * E-BOUNDS for a range outside the shape, E-ARG after sync. A write after another one failed
+ * still writes its range (and fails only for its own reason): the failure a caller reports is
+ * then the failed write's, whichever thread got there first; the writer can only be aborted. */
 qm_code qm_npy_writer_write_at(qm_npy_writer *writer, uint64_t elem_off, const void *data,
                                uint64_t n_elems, long step, qm_status *st);
 /* Check that every element was written (E-ARG "wrote N of M elements" otherwise), fsync and close

@@ -464,8 +464,12 @@ qm_code qm_npy_writer_write_at(qm_npy_writer *writer, uint64_t elem_off, const v
         return QM_OK;
     if (!data)
         return qm_fail(st, QM_E_ARG, "%s: npy writer: data must not be NULL", writer->path);
-    if (writer->fd < 0 || atomic_load(&writer->write_failed))
-        return qm_fail(st, QM_E_ARG, "%s: npy writer: already synced or failed", writer->path);
+    /* A write that comes after another's failure still writes its own bytes: the file can only
+     * be aborted now (sync refuses), and refusing here would let a pool thread that started this
+     * write a moment late report "failed" for a chunk numbered before the one that did fail
+     * (io_pool.c reports the lowest-numbered failure, whatever the thread timing). */
+    if (writer->fd < 0)
+        return qm_fail(st, QM_E_ARG, "%s: npy writer: already synced", writer->path);
     const uint64_t es = qm_dtype_size(writer->dtype);
     const size_t bytes = (size_t)(n_elems * es);
     const uint64_t at = writer->head_bytes + elem_off * es;
@@ -494,6 +498,9 @@ qm_code qm_npy_writer_write(qm_npy_writer *writer, const void *data, uint64_t n_
                        (unsigned long long)writer->n_total, (unsigned long long)done);
     if (n_elems == 0)
         return QM_OK;
+    if (atomic_load(&writer->write_failed)) /* appending after a hole: the file is lost anyway */
+        return qm_fail(st, QM_E_IO, "%s: not written: an earlier write to %s failed",
+                       writer->path, writer->tmp);
     return qm_npy_writer_write_at(writer, done, data, n_elems, qm_io_step_take(), st);
 }
 
