@@ -987,9 +987,9 @@ void BM_BatchShape(benchmark::State &state)
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 3 round 3 (opt-in), 2
-// round 1, 1 round 0}; BM_ProductPhase: the same with phase's scale (round 3 skips the scale's
-// multiplications only when it is 1), rounds 2 and 3
+// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 4 round 4 (the default;
+// its own kernel for 10-qubit batches), 3 round 3, 2 round 1, 1 round 0}; BM_ProductPhase: the
+// same with phase's scale (rounds 3 and 4 skip the scale's multiplications only when it is 1)
 BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 // issue 17 item 2: {qubits, batch, complex128, kernels: 0 current, 3 round 3, op: 0 state_sumsq
@@ -998,7 +998,7 @@ BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 3}})->ArgsProduc
 BENCHMARK(BM_NormCheck)->ArgsProduct({{28, 30}, {1}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 3}, {0, 1}})->ArgsProduct({{28}, {1}, {1, 0}, {0, 3}, {2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 BENCHMARK(BM_Iqp)->ArgsProduct({{30}, {1}, {1, 0}, {0, 4, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // where IQP's time goes: {qubits, batch, complex128, pass, kernels}; pass 0 the fused phase +
-// stages 0..9 (bound: 1 fill; rounds 2, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
+// stages 0..9 (bound: 1 fill; rounds 2, 4, 3 and 1), pass p >= 1 the wht pass of bits [10p, 10p + 10)
 // (bound: 1 copy; the same kernel in rounds 1 and 2)
 BENCHMARK(BM_IqpPass)->ArgsProduct({{30}, {1}, {1, 0}, {0}, {0, 4, 3, 2}})->ArgsProduct({{30}, {1}, {1, 0}, {1, 2}, {0}})->ArgsProduct({{10}, {65536}, {1, 0}, {0}, {0, 4, 3, 2}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
 // round 3's wht passes against round 2's (issue 16 item 2): {qubits, complex128, w_max, row_bytes};

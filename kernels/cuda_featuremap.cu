@@ -180,7 +180,6 @@ __device__ __forceinline__ void store_pair_f32(void *state, uint64_t g, uint64_t
         ((float2 *)state)[g + 1 - g0] = make_float2(v[2], v[3]);
 }
 
-
 /* The amplitudes of one tile (global indices [first, first + 2^10)) that lie in [g0, g1), from the
  * tile's state's A = ab[0..31], B = ab[32..63] and the tile's hi. MODE 0: complex128, thread t
  * writes j = t + 256u (u < 4); 1: complex64, one amplitude per lane, the same j; 2: complex64,
@@ -602,26 +601,16 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
 }
 
-/* qm_product_amp(1, 0, lr, li, scale): UNIT (scale 1) skips the products by the scale, which
- * change no bit. */
-template <bool UNIT>
-__device__ __forceinline__ void pd4_amp(double lr, double li, double scale, double *re, double *im)
-{
-    double r, m;
-    qm_cmul(1.0, 0.0, lr, li, &r, &m);
-    *re = UNIT ? r : scale * r;
-    *im = UNIT ? m : scale * m;
-}
-
-/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no block barrier. Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's
- * 256 threads at two barriers per group of 4 states while 64 of them build each state's tables.
+/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no block barrier.
+ * Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's 256
+ * threads at two barriers per group of 4 states while 64 of them build each state's tables.
  * Here lane y builds A[y] (qubits 0..4 of index y) and B[y] (qubits 5..9 of index 32 y) in
  * registers, from factors loaded one state ahead (the loads of state k + 1 are in flight while
  * state k is written), and the warp writes its state in 32 store instructions of 32 consecutive
  * slots (512 bytes complex128), B[m] read from the warp's 1 KiB of shared memory as a broadcast
  * (one load per 32 slots; a shuffle of a double2 was four, and Nsight Compute's run 3 of session
  * 11 showed the shuffles' MIO queue stalling the warps): amplitude y + 32 m = scale * ((1, 0) *
- * (A[y] * B[m])), qm_product_amp's bits as in rounds 2 and 3. Complex64 pairs (MODE 2): lane y
+ * (A[y] * B[m])), qm_product_amp's bits (product_amp3, as round 3). Complex64 pairs (MODE 2): lane y
  * writes slots 2y', 2y' + 1 (y' = y + 32 m', m' < 16) as one float4, so it builds A[2y mod 32] and
  * A[2y mod 32 + 1]; their B is B[2 m' + (y >= 16)]. Warps take states grid-stride (consecutive
  * warps, consecutive states). A range that starts or ends inside a state writes only its slots. */
@@ -699,16 +688,16 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
 #pragma unroll 8
             for (unsigned m = 0; m < 32; ++m) {
                 const double2 b = B[m]; /* one address for the warp: a broadcast */
-                double lr, li, re, im;
-                qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lr, &li);
-                pd4_amp<UNIT>(lr, li, scale, &re, &im);
+                double2 lo;
+                qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lo.x, &lo.y);
+                const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
                 const uint64_t g = first + y + 32 * m;
                 if (!inside && (g < g0 || g >= g1))
                     continue;
                 if (MODE == 0) /* streaming stores: the states are not read again here */
-                    __stcs((double2 *)state + (g - g0), make_double2(re, im));
+                    __stcs((double2 *)state + (g - g0), a);
                 else
-                    __stcs((float2 *)state + (g - g0), make_float2((float)re, (float)im));
+                    __stcs((float2 *)state + (g - g0), make_float2((float)a.x, (float)a.y));
             }
         } else {
 #pragma unroll 4
@@ -717,11 +706,11 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 float v[4];
 #pragma unroll
                 for (int w = 0; w < 2; ++w) {
-                    double lr, li, re, im;
-                    qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lr, &li);
-                    pd4_amp<UNIT>(lr, li, scale, &re, &im);
-                    v[2 * w] = (float)re;
-                    v[2 * w + 1] = (float)im;
+                    double2 lo;
+                    qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lo.x, &lo.y);
+                    const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
+                    v[2 * w] = (float)a.x;
+                    v[2 * w + 1] = (float)a.y;
                 }
                 const uint64_t g = first + 2 * (y + 32 * m);
                 if (inside) {
@@ -1178,9 +1167,10 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
 // 32 double2). Shared slot of tile slot x: x + (x >> 5) (one pad slot per 32: the phase stores
 // and the last reads are consecutive slots; the stage-0..4 accesses of lane o at j + 33 o are
 // 528 (complex64: 264) bytes apart, 16 (8) mod 128, so a wavefront's lanes hit distinct banks).
-// Shared memory per warp 16.5 KiB + 4.1 KiB complex128 (8.25 + 4.1 complex64); two warps per
-// block, no barrier but __syncwarp. Registers: 32 slots per lane during the stages (166 complex128,
-// 116 complex64, no spills): 10 (16) warps per SM.
+// Shared memory per warp 16.5 KiB + 4.2 KiB complex128 (8.25 + 4.2 complex64; 10-qubit states
+// 1.2 KiB less); two warps per block, no barrier but __syncwarp. Registers: 32 slots per lane
+// during the stages (168 complex128, 128 / 121 complex64, spills of at most 64 bytes): 10 warps
+// per SM complex128 (12 for 10-qubit states), 16 complex64.
 
 #define QM_IQ4_WARPS 2
 
@@ -1237,18 +1227,8 @@ __device__ __forceinline__ double iq4_cross5(const double *c, unsigned n, unsign
     return s;
 }
 
-/* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 55 coefficients):
- * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
- * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
- * warps) per SM instead of 5 for complex128. */
-/* The sums over the tile's high bits (qm_iqp_edge's e_k for lanes k < 10, qm_iqp_group's W_h for
- * lane 31; a 10-qubit state has none) from the list kb[0..h) of the set bits l >= 10 of x0,
- * increasing: the same terms in the same order as those loops (which skip the clear bits), with
- * the loads of four terms issued before their additions instead of one dependent load per bit and
- * pair tested. Round 3 spent most of a big state's fused pass here (lane 31's W_h: up to 190 pairs
- * at 30 qubits, each a branch and an L1 load in the chain). */
 /* s + t_0 + t_1 + ... + t_(cnt-1), left to right, t_i = c[index(i)]: four loads issued before
- * their additions. */
+ * their additions (the high-bit sums of round 4's step (1)). */
 template <typename F>
 __device__ __forceinline__ double iq4_chain(double s, const double *c, unsigned cnt, F index)
 {
@@ -1266,6 +1246,10 @@ __device__ __forceinline__ double iq4_chain(double s, const double *c, unsigned 
     return s;
 }
 
+/* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 55 coefficients):
+ * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
+ * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
+ * warps) per SM instead of 5 for complex128. */
 template <typename V, int MINB, bool B10>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
 iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -1295,7 +1279,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
     const uint64_t stride = (uint64_t)gridDim.x * QM_IQ4_WARPS;
     uint64_t tile = (uint64_t)blockIdx.x * QM_IQ4_WARPS + warp;
-    uint64_t have = UINT64_MAX; /* the state whose W_a, W_b and V_l the registers hold */
+    uint64_t have = UINT64_MAX; /* the state whose W_a, W_b and V_l wabs and vls hold */
     double c0 = 0.0, c1 = 0.0;
     double2(*vl)[32] = vls[warp];
     double *wa = wabs[warp][0], *wb = wabs[warp][1];
@@ -1323,8 +1307,9 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         fetch(tile + stride); /* in flight while this tile is built */
         /* (1) the sums: e_k (lanes 0..9), W_h (lane 31), over the list kb of the set bits l >= 10
          * of x0 (lane y places bits 10 + y and 42 + y), the same terms in the same order as
-         * qm_iqp_edge and qm_iqp_group (they skip the clear bits); on a new state W_a[y], W_b[y],
-         * V_l[y] */
+         * qm_iqp_edge and qm_iqp_group, which skip the clear bits (round 3 spent most of a big
+         * state's fused pass in those loops: lane 31's W_h is up to 190 pairs at 30 qubits, each
+         * a branch and a dependent load); on a new state W_a[y], W_b[y], V_l[y] */
         unsigned char *kb = kbs[warp];
         const uint64_t hb = x0 >> 10;
         const unsigned h = (unsigned)__popcll(hb);
@@ -1609,8 +1594,8 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
 {
     const uint64_t tiles = n >> 10;
     if (round == 4) {
-        /* 41 / 25 KiB of shared memory and 168 / 128 registers per block of 2 warps (10-qubit
-         * states: 35 / 19 KiB) */
+        /* 42 / 25 KiB of shared memory and 168 / 128 registers per block of 2 warps (10-qubit
+         * states: 36 / 19 KiB) */
         constexpr int minb = sizeof(V) == 16 ? 5 : 8, minb10 = sizeof(V) == 16 ? 6 : 8;
         auto k = qubits == 10 ? iqp_fused4_kernel<V, minb10, true> : iqp_fused4_kernel<V, minb, false>;
         const unsigned grid =
@@ -1644,6 +1629,13 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
     return (int)cudaGetLastError();
 }
 
+/* Whether a complex64 range's pairs of slots (even global index first) are 16-byte aligned: they
+ * are when global index 0 would be. */
+bool pair_stores(const void *state, int c128, uint64_t g0)
+{
+    return !c128 && ((uintptr_t)state & 7) == 0 && ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+}
+
 /* A grid-stride product kernel over `tiles` tiles, as many blocks as are resident. */
 template <typename K>
 int product_launch(K kernel, uint64_t tiles, cudaStream_t s, void *state, uint64_t n, uint64_t g0,
@@ -1671,8 +1663,7 @@ extern "C" int qm_cuda_product_digits(void *state, int c128, uint64_t n, uint64_
     }
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
     /* pairs of complex64 slots are 16-byte aligned when global index 0 would be */
-    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
-                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    const bool pairs = pair_stores(state, c128, g0);
     const int mode = c128 ? 0 : pairs ? 2 : 1;
     if (round1)
         return product_launch(mode == 0   ? product_digits_kernel<0>
@@ -1706,8 +1697,7 @@ extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_
         return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
                                       stream);
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
-    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
-                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    const bool pairs = pair_stores(state, c128, g0);
     const int mode = c128 ? 0 : pairs ? 2 : 1;
     const bool unit = scale == 1.0;
     if (qubits == QM_PRODUCT_LO_BITS) {
@@ -1744,8 +1734,7 @@ extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_
         return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
                                       stream);
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
-    const bool pairs = !c128 && ((uintptr_t)state & 7) == 0 &&
-                       ((((uintptr_t)state >> 3) ^ g0) & 1) == 0;
+    const bool pairs = pair_stores(state, c128, g0);
     const bool unit = scale == 1.0;
     void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
         c128    ? (unit ? product_batch10_r4_kernel<0, true> : product_batch10_r4_kernel<0, false>)

@@ -30,8 +30,8 @@ int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_t g0, unsig
                            uint64_t first_state, const double *table, double scale, void *stream);
 
 /* The product op's round 4 (QM_CUDA_KERNELS=round4): the same contract and bits; batches of
- * 10-qubit states one warp per state (no shared memory, no barrier), every other qubit count on
- * round 2's kernels. */
+ * 10-qubit states one warp per state (no block barrier), every other qubit count on round 2's
+ * kernels. */
 int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                            uint64_t first_state, const double *table, double scale, void *stream);
 
