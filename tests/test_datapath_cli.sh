@@ -65,6 +65,9 @@ npy('s15.npy', '<f8', '(32768,)', [1.0] * 32768, 'd')                    # 2^15:
 npy('big.npy', '<f8', '(5242880,)', [], 'd')                              # 40 MiB: the header only,
 with open('big.npy', 'r+b') as f:                                         # the values a hole
     f.truncate(128 + 5242880 * 8)
+with open('big24.npy', 'wb') as f:                                        # 128 MiB, a hole too
+    f.write(open('big.npy', 'rb').read(128).replace(b'(5242880,)', b'(16777216,)'))
+    f.truncate(128 + 16777216 * 8)
 open('c.csv', 'w').write('1,2,3\n4,5,6\n')                               # 12 B of text
 PY
 
@@ -117,6 +120,17 @@ ok = math.isclose(e['read'], 41943040 / 1e6, rel_tol=1e-12) and \
      math.isclose(e['staging'], 1e-3 + 41943040 / 2e9 + $CB / 5, rel_tol=1e-9)
 sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces (a 40 MiB ring), 7 launches; ingest = the ring page-locked + read + one piece of the copies"
 else bad "40 MiB ingest: $(head -c 400 out)"; fi
+# 128 MiB of float64 -> one 2^24 state, read from the page cache at 100 GB/s, copied at 1 GB/s: 16
+# ring pieces, 16 H2D copies + 4 stash kernels. The copies are the slower side, and the reader
+# runs at most 7 pieces ahead of them: the read as encode measures it (the span of the background
+# reads) ends one piece after the copies of the first 16 - 8 pieces, copies x 8 / 16 + read / 16;
+# ingest = the ring (8 slots) page-locked + the copies + one piece of the read; staging = ingest - read
+sed 's/cached_read: 4 MB\/s/cached_read: 100 GB\/s/' ds.yaml > fast.yaml
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario fast.yaml --input big24.npy --json
+CC="(134217728 / 1e9 + 20 * $L)"
+RC="(134217728 / 100e9)"
+jcheck "plan --input of 128 MiB with copies slower than the read: read = copies x 8 / 16 + read / 16 (the reader held 7 pieces ahead of the copies), ingest = ring + copies + read / 16" \
+    "eq(e['read'], $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], P(67108864) + $CC + $RC / 16) and math.isclose(e['staging'], P(67108864) + $CC - $CC * 8 / 16, rel_tol=1e-9)"
 WB="(16384 / 1e9 + 2 * $L + 8 * P(2097152))" # the read-back: link time + one chunk's D2H and
 # sync, after its 8 page-locked staging buffers of 2 MiB
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --json

@@ -741,7 +741,17 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                                      page_lock_s(t, fused * 8.0);
                     setup = s > setup ? s : setup;
                 }
-                ingest = setup + overlapped(read, copies, max_over(w.chunks, D)); /* ring pieces */
+                const double pieces = max_over(w.chunks, D); /* ring pieces */
+                ingest = setup + overlapped(read, copies, pieces);
+                /* read as encode measures it (the span of the background reads): the reader runs
+                 * at most SLOTS - 1 pieces ahead of the copies, so when the copies are slower the
+                 * last read starts only after the copies of all but the last SLOTS pieces */
+                if (pieces > QM_INGEST_SLOTS) {
+                    const double held = copies * (pieces - QM_INGEST_SLOTS) / pieces + read / pieces;
+                    if (held > read)
+                        read = held;
+                    p->io_s[QM_IO_READ] = read;
+                }
                 staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
             }
