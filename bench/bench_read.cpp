@@ -11,6 +11,9 @@
 //                    qm_materialize_amplitude over every device of the backend, the reader's
 //                    threads as QM_READ_THREADS says), bytes = the file's data bytes; its rate /
 //                    min(read ceiling, H2D ceiling) is printed after the runs;
+//   BM_FileToStateKept  the same with one encode cache kept across the encodes (reuse.h), as a C
+//                    API context or a Python process has it: ring, staging and state buffers made
+//                    once (the one-shot BM_FileToState page-locks its ring on every encode);
 //   BM_MemToState    the same pipeline from the values already in page-locked host memory (no
 //                    read): what file -> state would reach if reading were free.
 // Two files: one state of 2^QM_BENCH_READ_LOG2 float64 values (default 28: 2 GiB) and a batch of
@@ -41,6 +44,7 @@ extern "C" {
 #include "io.h"
 #include "materialize_internal.h"
 #include "pipeline.h"
+#include "reuse.h"
 #include "sim.h"
 }
 
@@ -251,7 +255,12 @@ void BM_ReaderChunks(benchmark::State &state)
 // the whole file -> normalized state(s): ingest + norm + encode, the file read by the reader; with
 // `from_memory`, the file's values first loaded into page-locked host memory (not timed) and
 // encoded from there: the same pipeline without the read, to show what the read costs
-void file_to_state(benchmark::State &state, const std::string &path, unsigned q, bool from_memory = false)
+// With `keep`, the encodes share one encode cache (reuse.h), as the encodes of one C API context or
+// one Python process do: the page-locked ring, the device staging and the state buffers are made by
+// the warm-up encode and used again by every timed one. Without it each encode makes its own, as a
+// one-shot `qmesh encode` does (the ring's page-locking is then on every encode's critical path).
+void file_to_state(benchmark::State &state, const std::string &path, unsigned q, bool from_memory = false,
+                   bool keep = false)
 {
     qm_hal *h = backend();
     const int D = qm_hal_device_count(h);
@@ -288,6 +297,14 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q,
     qm_materialize_times tm{}, sum{};
     qm_materialize_opts opts{};
     opts.times = &tm;
+    qm_reuse *reuse = nullptr;
+    if (keep && qm_reuse_create(h, &reuse, &st) != QM_OK) {
+        state.SkipWithError(st.msg);
+        qm_hal_host_free(h, mem);
+        qm_input_close(&f);
+        return;
+    }
+    opts.reuse = reuse;
     auto once = [&]() {
         qm_state *s = nullptr;
         const qm_code rc = qm_materialize_amplitude(h, q, QM_DTYPE_COMPLEX128, sh.data(), D, &in, &opts, &s, &st);
@@ -312,6 +329,7 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q,
     state.counters["ingest_ms"] = 1e3 * sum.ingest / it; // the phases of one run, as materialize times them
     state.counters["norm_ms"] = 1e3 * sum.local_norm / it;
     state.counters["encode_ms"] = 1e3 * sum.encode / it;
+    qm_reuse_destroy(reuse);
     qm_hal_host_free(h, mem);
     qm_input_close(&f);
 }
@@ -324,6 +342,16 @@ void BM_FileToState(benchmark::State &state)
 void BM_FileToStateBatch(benchmark::State &state)
 {
     file_to_state(state, batch_file(), 10);
+}
+
+void BM_FileToStateKept(benchmark::State &state)
+{
+    file_to_state(state, big_file(), (unsigned)env_u64("QM_BENCH_READ_LOG2", 28), false, true);
+}
+
+void BM_FileToStateBatchKept(benchmark::State &state)
+{
+    file_to_state(state, batch_file(), 10, false, true);
 }
 
 void BM_MemToState(benchmark::State &state)
@@ -381,6 +409,8 @@ BENCHMARK(BM_ReaderChunks)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchm
 BENCHMARK(BM_H2DCeiling)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_FileToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_FileToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_FileToStateKept)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_FileToStateBatchKept)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_MemToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_MemToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
