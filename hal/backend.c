@@ -136,3 +136,11 @@ void qm_backend_warmup_join(qm_backend_warmup *w, double *start_s, double *wait_
     if (wait_s)
         *wait_s = waited;
 }
+
+void qm_backend_host_prepare(qm_backend_kind kind, const uint64_t *bytes, int n)
+{
+    for (int k = 0; kind == QM_BACKEND_CUDA && k < n; ++k)
+        qm_hal_cuda_host_prepare(bytes[k]);
+}
+
+void qm_backend_host_release(void) { qm_hal_cuda_host_release(); }

@@ -84,4 +84,12 @@ qm_code qm_backend_warmup_start(qm_backend_kind kind, int gpu, qm_backend_warmup
                                 qm_status *st);
 void qm_backend_warmup_join(qm_backend_warmup *warmup, double *start_s, double *wait_s);
 
+/* While the start-up runs, the caller's thread can make ready the host memory of the page-locked
+ * buffers it will ask the backend for (bytes[0..n)): for CUDA, memory on huge pages touched now
+ * (qm_hal_cuda_host_prepare), so that making each buffer page-locked later only registers it;
+ * nothing for the simulator. Release frees what no allocation took (call it after the buffers
+ * are made, and on every path after a prepare). Neither can fail. */
+void qm_backend_host_prepare(qm_backend_kind kind, const uint64_t *bytes, int n);
+void qm_backend_host_release(void);
+
 #endif

@@ -5,6 +5,7 @@
  * message); an encode on the simulator reports zeros. No timing is asserted beyond signs (the
  * sanitizer build checks that nothing leaks). */
 #include "backend.h"
+#include "cuda_backend.h"
 #include "encode.h"
 #include "testlib.h"
 
@@ -77,6 +78,54 @@ int main(void)
     CHECK(r.seconds_backend_start == 0 && r.seconds_backend_wait == 0);
     CHECK(r.norm_max_error < 1e-15);
     qm_encode_result_fini(&r);
+    /* prepared staging */
+    const uint64_t MiB = (uint64_t)1 << 20;
+    const uint64_t sizes[3] = {64 * MiB, 3 * MiB, 0};
+    uint64_t bytes = 1;
+    qm_backend_host_prepare(QM_BACKEND_SIM, sizes, 3);
+    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+    qm_backend_host_prepare(QM_BACKEND_CUDA, sizes, 3); /* 0 bytes: nothing */
+#if QM_TEST_CUDA_BUILT
+    CHECK(qm_hal_cuda_host_spares(&bytes) == 2 && bytes == 68 * MiB); /* 3 MiB -> 4 MiB */
+#else
+    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0); /* no CUDA backend: nothing */
+#endif
+    qm_backend_host_release();
+    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+    if (qm_backend_cuda_count() > 0) {
+        qm_hal *h = NULL;
+        const qm_backend_desc d = {.kind = QM_BACKEND_CUDA, .cuda_devices = 1};
+        CHECK_OK(qm_backend_open(&d, &h, &st));
+        const uint64_t two[2] = {64 * MiB, 2 * MiB};
+        qm_backend_host_prepare(QM_BACKEND_CUDA, two, 2);
+        void *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(qm_hal_host_alloc(h, MiB, &a, &st)); /* 2 MiB rounded: takes the 2 MiB spare */
+        CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 64 * MiB);
+        CHECK_OK(qm_hal_host_alloc(h, 20 * MiB, &b, &st)); /* 64 MiB is over twice 20: new memory */
+        CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 64 * MiB);
+        CHECK_OK(qm_hal_host_alloc(h, 40 * MiB, &c, &st)); /* 64 MiB is at most twice 40: taken */
+        CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+        CHECK(qm_hal_host_is_pinned(h, a) && qm_hal_host_is_pinned(h, b) && qm_hal_host_is_pinned(h, c));
+        /* the taken spare works as staging: 40 MiB there and back */
+        qm_hal_buf *dev = NULL;
+        CHECK_OK(qm_hal_buf_alloc(h, 0, 40 * MiB, &dev, &st));
+        for (uint64_t i = 0; i < 40 * MiB; ++i)
+            ((unsigned char *)c)[i] = (unsigned char)(i * 7 + 3);
+        CHECK_OK(qm_hal_copy_h2d(h, dev, 0, c, 40 * MiB, NULL, &st));
+        memset(b, 0, 20 * MiB);
+        CHECK_OK(qm_hal_copy_d2h(h, b, dev, 20 * MiB, 20 * MiB, NULL, &st));
+        CHECK(memcmp(b, (unsigned char *)c + 20 * MiB, 20 * MiB) == 0);
+        qm_hal_buf_free(h, dev);
+        qm_hal_host_free(h, a);
+        qm_hal_host_free(h, b);
+        qm_hal_host_free(h, c);
+        qm_hal_destroy(h);
+        /* an encode prepares its staging while CUDA starts, and leaves no spare behind */
+        CHECK_OK(run(in, QM_BACKEND_CUDA, &r, &st));
+        CHECK(r.norm_max_error < 1e-15);
+        CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+        qm_encode_result_fini(&r);
+    }
     unlink(in);
     return qm_test_end("test_backend_warmup");
 }

@@ -761,7 +761,8 @@ static void test_probe(void)
                            "64 MiB each way (after one untimed), per direction; defaults.launch = "
                            "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
                            "and cudaStreamSynchronize; defaults.page_lock = the line through the "
-                           "median times of making 2 MiB and 64 MiB page-locked (huge pages, "
+                           "median times of making 2 MiB and 64 MiB page-locked (huge pages "
+                           "touched first, as encode prepares them while CUDA starts; "
                            "cudaHostRegister)") != NULL);
         CHECK(back->page_lock_s == 2.5e-3 && back->page_lock_bw_bytes_per_s == 12e9);
         CHECK(back->launch_s == 12e-6);

@@ -12,8 +12,9 @@
  * untimed ones (what every launch-and-wait of the pipeline pays; a memset stands in for an empty
  * kernel, which plain C cannot launch). The probe allocates 64 MiB page-locked and 64 MiB on the
  * device and frees both. Then, once for the host (page_lock_probe), the cost of making and
- * freeing a page-locked buffer the way the CUDA backend makes and frees its staging (2 MiB-aligned
- * memory advised to use huge pages, registered with cudaHostRegister; cudaHostUnregister, free):
+ * freeing a page-locked buffer the way `qmesh encode --backend cuda` makes and frees its staging
+ * (2 MiB-aligned memory advised to use huge pages and touched while the CUDA context is made, not
+ * timed; registered with cudaHostRegister; cudaHostUnregister, free):
  * the median of 3 of 2 MiB and of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 -
  * 2 MiB / rate. sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
@@ -111,18 +112,20 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
     return QM_OK;
 }
 
-/* One page-locked buffer of `bytes` made and freed as hal/cuda makes and frees its staging
- * (host_register and c_host_free: 2 MiB-aligned memory advised to use huge pages, registered,
- * nothing written first, since registering faults the pages in; then unregistered and freed):
- * the seconds of both, since every staging buffer of an encode is freed inside the phase that
- * made it. */
+/* One page-locked buffer of `bytes` made and freed as `qmesh encode --backend cuda` makes and
+ * frees its staging: from memory prepared while the CUDA context was made (2 MiB-aligned, advised
+ * to use huge pages, touched: qm_hal_cuda_host_prepare; not timed, as the encode does it off its
+ * critical path), registered, then unregistered and freed (c_host_free): the seconds of these,
+ * since every staging buffer of an encode is freed inside the phase that made it. */
 static cudaError_t page_lock_once(size_t bytes, double *secs)
 {
-    const double t0 = qm_clock_now_s();
     void *b = aligned_alloc((size_t)2 << 20, bytes);
     if (!b)
         return cudaErrorMemoryAllocation;
     (void)madvise(b, bytes, MADV_HUGEPAGE);
+    for (size_t at = 0; at < bytes; at += 4096)
+        ((volatile char *)b)[at] = 0;
+    const double t0 = qm_clock_now_s();
     cudaError_t e = cudaHostRegister(b, bytes, cudaHostRegisterPortable);
     if (e == cudaSuccess)
         e = cudaHostUnregister(b);

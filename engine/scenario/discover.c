@@ -723,7 +723,7 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
                  "copies of %zu MiB each way (after one untimed), per direction; defaults.launch = "
                  "the slowest GPU's mean of %d round trips of a 4-byte cudaMemsetAsync and "
                  "cudaStreamSynchronize; defaults.page_lock = the line through the median times "
-                 "of making 2 MiB and 64 MiB page-locked (huge pages, cudaHostRegister)",
+                 "of making 2 MiB and 64 MiB page-locked (huge pages touched first, as encode prepares them while CUDA starts; cudaHostRegister)",
                  QM_DISCOVER_PROBE_REPS, QM_DISCOVER_PROBE_BYTES >> 20, QM_DISCOVER_LAUNCH_REPS);
         if (!add_source(t, line))
             goto nomem;

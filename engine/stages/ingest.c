@@ -460,6 +460,13 @@ static qm_code slot_bytes_get(uint64_t *out, qm_status *st)
     return QM_OK;
 }
 
+uint64_t qm_ingest_ring_bytes_max(void)
+{
+    uint64_t slot;
+    qm_status ignored;
+    return QM_INGEST_SLOTS * (slot_bytes_get(&slot, &ignored) == QM_OK ? slot : QM_INGEST_SLOT_BYTES);
+}
+
 qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int n, qm_status *st)
 {
     ingest g = {.r = r, .is = qm_dtype_size(r->in->dtype)};

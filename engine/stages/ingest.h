@@ -27,6 +27,11 @@
 #define QM_INGEST_SLOTS 8
 #define QM_INGEST_SLOT_BYTES ((uint64_t)8 << 20)
 
+/* The ring's bytes when the input has at least that many: QM_INGEST_SLOTS slots of
+ * QM_INGEST_SLOT_BYTES, or of the environment's QM_INGEST_SLOT_BYTES when it is valid (what
+ * qm_ingest_run will page-lock; a smaller input gets a smaller ring). Cannot fail. */
+uint64_t qm_ingest_ring_bytes_max(void);
+
 typedef struct qm_ingest_shard {
     qm_hal_buf *state;          /* the shard's state buffer (slots [slot_start, slot_end)) */
     int device;

@@ -694,18 +694,103 @@ typedef struct host_block {
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
 static host_block *host_blocks;
 
+/* Spares: memory made ready for page-locking ahead of time (qm_hal_cuda_host_prepare), on 2 MiB
+ * pages and touched, not yet registered. Measured on the H200 host (bench/results
+ * 2026-12-04-s12-h200-run2-pagelock.txt): of the 11-15 ms that page-locking 64 MiB of new memory
+ * takes, all but 1.4-2.2 ms is the page faults (the kernel zeroing the pages); registering memory
+ * already touched is the rest. `qmesh encode --backend cuda` prepares its staging while the CUDA
+ * context is created, when its thread would otherwise wait. */
+typedef struct host_spare {
+    void *p;
+    size_t bytes;
+    struct host_spare *next;
+} host_spare;
+
+static host_spare *host_spares;
+
+/* A spare of at least `whole` bytes and at most twice that (no large waste), unlinked; its bytes
+ * in *bytes. NULL when none fits. */
+static void *spare_take(size_t whole, size_t *bytes)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&host_mu);
+    for (host_spare **at = &host_spares; *at; at = &(*at)->next)
+        if ((*at)->bytes >= whole && (*at)->bytes / 2 <= whole) {
+            host_spare *sp = *at;
+            *at = sp->next;
+            p = sp->p;
+            *bytes = sp->bytes;
+            free(sp);
+            break;
+        }
+    pthread_mutex_unlock(&host_mu);
+    return p;
+}
+
+void qm_hal_cuda_host_prepare(uint64_t bytes)
+{
+    if (bytes == 0 || bytes > SIZE_MAX - QM_HOST_PAGE)
+        return;
+    const size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
+    host_spare *sp = malloc(sizeof *sp);
+    void *b = sp ? aligned_alloc(QM_HOST_PAGE, whole) : NULL;
+    if (!b) {
+        free(sp);
+        return; /* only a head start: the allocation will make its own memory */
+    }
+    (void)madvise(b, whole, MADV_HUGEPAGE);
+    for (size_t at = 0; at < whole; at += 4096) /* one write per page faults every page in */
+        ((volatile char *)b)[at] = 0;
+    *sp = (host_spare){.p = b, .bytes = whole};
+    pthread_mutex_lock(&host_mu);
+    sp->next = host_spares;
+    host_spares = sp;
+    pthread_mutex_unlock(&host_mu);
+}
+
+int qm_hal_cuda_host_spares(uint64_t *bytes)
+{
+    int n = 0;
+    uint64_t b = 0;
+    pthread_mutex_lock(&host_mu);
+    for (const host_spare *sp = host_spares; sp; sp = sp->next, ++n)
+        b += sp->bytes;
+    pthread_mutex_unlock(&host_mu);
+    if (bytes)
+        *bytes = b;
+    return n;
+}
+
+void qm_hal_cuda_host_release(void)
+{
+    pthread_mutex_lock(&host_mu);
+    host_spare *sp = host_spares;
+    host_spares = NULL;
+    pthread_mutex_unlock(&host_mu);
+    while (sp) {
+        host_spare *next = sp->next;
+        free(sp->p);
+        free(sp);
+        sp = next;
+    }
+}
+
 static void *host_register(uint64_t bytes)
 {
     if (bytes > SIZE_MAX - QM_HOST_PAGE)
         return NULL;
-    const size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
+    size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
     host_block *blk = malloc(sizeof *blk);
-    void *b = blk ? aligned_alloc(QM_HOST_PAGE, whole) : NULL;
+    void *b = blk ? spare_take(whole, &whole) : NULL;
+    if (blk && !b) {
+        b = aligned_alloc(QM_HOST_PAGE, whole);
+        if (b)
+            (void)madvise(b, whole, MADV_HUGEPAGE);
+    }
     if (!b) {
         free(blk);
         return NULL;
     }
-    (void)madvise(b, whole, MADV_HUGEPAGE);
     if (cudaHostRegister(b, whole, cudaHostRegisterPortable) != cudaSuccess) {
         (void)cudaGetLastError();
         free(b);

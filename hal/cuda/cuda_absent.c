@@ -30,3 +30,14 @@ qm_code qm_hal_cuda_start(int gpu, qm_status *st)
     (void)gpu;
     return qm_hal_cuda_open(NULL, st);
 }
+
+void qm_hal_cuda_host_prepare(uint64_t bytes) { (void)bytes; }
+
+void qm_hal_cuda_host_release(void) {}
+
+int qm_hal_cuda_host_spares(uint64_t *bytes)
+{
+    if (bytes)
+        *bytes = 0;
+    return 0;
+}

@@ -27,5 +27,16 @@ int qm_cuda_device_count(void);
  * current device is left at gpu. E-UNSUPPORTED without a GPU (or in a build without CUDA), E-BACKEND
  * naming the CUDA error. The backend factory runs it on a thread of its own (qm_backend_warmup). */
 qm_code qm_hal_cuda_start(int gpu, qm_status *st);
+/* Host memory for a page-locked buffer of `bytes` made ready ahead of time, e.g. while the
+ * start-up runs on another thread: 2 MiB-aligned, advised to use huge pages and touched (the page
+ * faults that are most of the cost of page-locking new memory), kept as a spare. The next
+ * page-locked allocation (qm_hal_host_alloc on any CUDA backend of the process) whose size rounds
+ * up to at least half the spare and at most the spare takes it and only registers it. Needs no
+ * GPU and no context; thread-safe; cannot fail (memory that cannot be had is simply not
+ * prepared). Release frees the spares no allocation took; call it when the buffers are made. */
+void qm_hal_cuda_host_prepare(uint64_t bytes);
+void qm_hal_cuda_host_release(void);
+/* How many spares wait to be taken, and their bytes (NULL: not wanted). For tests. */
+int qm_hal_cuda_host_spares(uint64_t *bytes);
 
 #endif
