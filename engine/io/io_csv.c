@@ -1,6 +1,6 @@
 /* io_csv.c — CSV input, plain or gzip-compressed: a reader that parses rows in order in bounded
- * memory (qm_csv_open, qm_csv_read_rows, qm_csv_count_rows, qm_csv_rewind, qm_csv_close), and the
- * whole-file load (qm_csv_load) as a loop over it: one parser for both.
+ * memory (qm_csv_open, qm_csv_read_rows, qm_csv_skip_rows, qm_csv_count_rows, qm_csv_rewind,
+ * qm_csv_close), and the whole-file load (qm_csv_load) as a loop over it: one parser for both.
  *
  * In: a path and options (header: auto/yes/no; a column to drop by header name or 0-based index;
  * an optional limit on the text). Out: rows of F doubles (rows = samples, columns = features) in
@@ -731,6 +731,41 @@ qm_code qm_csv_read_rows(qm_csv_reader *r, uint64_t max_rows, double *out, uint6
     }
     r->info.rows_read += n;
     *n_read = n;
+    return rc == QM_OK ? QM_OK : reader_failed(r, rc, &why, st);
+}
+
+qm_code qm_csv_skip_rows(qm_csv_reader *r, uint64_t max_rows, uint64_t *n_skipped,
+                         qm_status *st)
+{
+    if (n_skipped)
+        *n_skipped = 0;
+    if (!r || !n_skipped)
+        return qm_fail(st, QM_E_ARG, "csv skip: reader and n_skipped must not be NULL");
+    if (r->failed != QM_OK) {
+        if (st)
+            *st = r->fail_st;
+        return r->failed;
+    }
+    qm_status why;
+    qm_status_clear(&why);
+    qm_code rc = QM_OK;
+    uint64_t n = 0;
+    if (max_rows > 0) {
+        r->at_start = 0;
+        if (r->first_pending) { /* the first row, already split: nothing to find */
+            r->first_pending = 0;
+            n++;
+        }
+    }
+    while (n < max_rows) { /* the line ends only, as the count finds them: no field is looked at */
+        csv_line ln;
+        int got = 0;
+        if ((rc = next_line(r, &ln, &got, &why)) != QM_OK || !got)
+            break;
+        n++;
+    }
+    r->info.rows_read += n;
+    *n_skipped = n;
     return rc == QM_OK ? QM_OK : reader_failed(r, rc, &why, st);
 }
 
