@@ -1,11 +1,17 @@
 /* test_csv_reader.c — the chunked CSV reader of engine/io/io_csv.c (qm_csv_open, read_rows,
  * count_rows, rewind, close, info) against qm_csv_load and against the values the files were
- * written from, for chunk sizes (QM_CSV_CHUNK_BYTES) 1, 2, 3, 7, 64, 4096 and the default.
+ * written from, for chunk sizes (QM_CSV_CHUNK_BYTES) 1, 2, 3, 7, 64, 4096 and the default; and
+ * qm_input_open's reader of a CSV file (pipeline.c) by element ranges.
  *  - generated files: a header row, CRLF line ends, no final newline, blanks around fields, a
  *    byte-order mark, trailing blank lines, a dropped label column (by name and by index), rows of
  *    12 KB (longer than most chunks), NaN/Inf/subnormal text, gzip (one member, and two members
  *    split inside a row); every value compared bit for bit, read in pieces of 1, 2, 5 and 13 rows,
- *    after a count and after a rewind;
+ *    after a count and after a rewind; half the rows skipped (qm_csv_skip_rows), the rest read;
+ *    through qm_input_open: ranges cut inside rows, three parts read in turns, backwards, single
+ *    elements;
+ *  - skipped rows are not parsed: bad rows before the rows read are not reported, a blank line
+ *    skipped over is; qm_input_open's read reports a bad row with the load's message exactly,
+ *    qm_input_open_stream's with the element range in front;
  *  - errors with their exact text, the same at every chunk size: a bad value, a ragged row, an
  *    empty field, a blank line, an out-of-range number in a late row (the rows before it read,
  *    the failure sticky until a rewind), a header with no data (at the count), empty files,
@@ -16,6 +22,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "io.h"
+#include "ingest.h"
+#include "pipeline.h"
 #include "testlib.h"
 
 #include <math.h>
@@ -184,6 +192,54 @@ static int same_values(const double *a, const double *b, uint64_t n)
     return n == 0 || memcmp(a, b, (size_t)n * sizeof *a) == 0;
 }
 
+/* The same file through qm_input_open's reader (pipeline.c), by element ranges that start and end
+ * inside rows, interleaved (three readers of three parts, in turns, as ingest deals chunks to
+ * shards), backwards, and one element at a time. */
+static void check_ranges(const gen *g, const char *path, const qm_csv_options *o)
+{
+    qm_status st;
+    qm_input_file f;
+    const qm_code rc = qm_input_open(path, o, NULL, &f, &st);
+    CHECK(rc == QM_OK);
+    if (rc != QM_OK) {
+        printf("%s: qm_input_open: %s\n", g->name, st.msg);
+        return;
+    }
+    const uint64_t n = g->rows * g->feats;
+    CHECK(f.in.batch == g->rows && f.in.n == g->feats && f.in.data == NULL && f.in.read &&
+          f.in.read_placed && f.in.read_in_order && f.ndim == 2);
+    double *buf = calloc(n + 1, sizeof *buf);
+    /* three parts cut inside rows, read in turns in pieces of 5 elements */
+    const uint64_t cut[4] = {0, n / 3, 2 * n / 3 + (n > 2), n};
+    uint64_t at[3] = {cut[0], cut[1], cut[2]};
+    for (bool more = true; more;) {
+        more = false;
+        for (int p = 0; p < 3; ++p) {
+            const uint64_t c = cut[p + 1] - at[p] < 5 ? cut[p + 1] - at[p] : 5;
+            if (c == 0)
+                continue;
+            CHECK(qm_input_read(&f.in, at[p], c, buf + at[p], &st) == QM_OK);
+            at[p] += c;
+            more = true;
+        }
+    }
+    CHECK(same_values(buf, g->v, n));
+    /* backwards: the last half-row first, then everything, then single elements */
+    memset(buf, 0, (size_t)n * sizeof *buf);
+    const uint64_t h = n - (g->feats + 1) / 2;
+    CHECK(qm_input_read(&f.in, h, n - h, buf + h, &st) == QM_OK);
+    CHECK(qm_input_read(&f.in, 0, h, buf, &st) == QM_OK);
+    CHECK(same_values(buf, g->v, n));
+    for (uint64_t e = n; e-- > 0;) {
+        double x = -1;
+        CHECK(qm_input_read(&f.in, e, 1, &x, &st) == QM_OK && same_values(&x, g->v + e, 1));
+        if (e > 40)
+            e -= e / 3; /* a sample of the elements: every one of the last 40 */
+    }
+    free(buf);
+    qm_input_close(&f);
+}
+
 /* One file at one chunk size: load and reader against the expected values. */
 static void check_gen(const gen *g, const char *path, const char *chunk)
 {
@@ -255,8 +311,18 @@ static void check_gen(const gen *g, const char *path, const char *chunk)
     CHECK(same_values(buf, g->v, g->rows * g->feats));
     CHECK(qm_csv_rewind(r, &st) == QM_OK);
     CHECK(qm_csv_read_rows(r, g->rows, NULL, &got, &st) == QM_OK && got == g->rows);
+    /* skipped rows are passed (line ends only), then the rows after them read as before */
+    const uint64_t k = g->rows / 2;
+    CHECK(qm_csv_rewind(r, &st) == QM_OK);
+    CHECK(qm_csv_skip_rows(r, k, &got, &st) == QM_OK && got == k && info->rows_read == k);
+    CHECK(qm_csv_read_rows(r, g->rows, buf, &got, &st) == QM_OK && got == g->rows - k);
+    CHECK(same_values(buf, g->v + k * g->feats, (g->rows - k) * g->feats));
+    CHECK(qm_csv_skip_rows(r, 3, &got, &st) == QM_OK && got == 0 && info->rows_read == g->rows);
+    CHECK(qm_csv_rewind(r, &st) == QM_OK);
+    CHECK(qm_csv_skip_rows(r, g->rows + 5, &got, &st) == QM_OK && got == g->rows);
     free(buf);
     qm_csv_close(r);
+    check_ranges(g, path, &o);
 }
 
 static void test_generated(void)
@@ -489,6 +555,77 @@ static void test_errors(void)
     free(t.s);
 }
 
+/* ---- skipping, and the reader of qm_input_open ------------------------------------------------ */
+
+/* Rows skipped are not parsed: a bad value, a ragged row and an empty field before the rows read
+ * are not reported; a blank line skipped over is (by the next read, as the load reports it). A read
+ * through qm_input_open that starts after the bad rows succeeds, one that covers them fails with
+ * the load's message exactly (no element range in front); qm_input_open_stream's read puts the
+ * range in front. At every chunk size. */
+static void test_skip(void)
+{
+    char p[128];
+    at(p, sizeof p, "s.csv");
+    static const char body[] = "a,b,c\n1,2,3\n4,x7,6\n7,8\n9,,1\n10,11,12\n13,14,15\n";
+    qm_test_write_file(p, TXT(body));
+    char want[256];
+    snprintf(want, sizeof want, "%s: row 3, column 2 ('b'): 'x7' is not a number", p);
+    for (size_t k = 0; k < N_CHUNKS; ++k) {
+        set_chunk(k_chunks[k]);
+        qm_status st;
+        qm_csv_reader *r = NULL;
+        CHECK(qm_csv_open(p, NULL, &r, &st) == QM_OK && r);
+        if (!r)
+            continue;
+        uint64_t got = 0;
+        double v[6] = {0};
+        CHECK(qm_csv_skip_rows(r, 4, &got, &st) == QM_OK && got == 4);
+        CHECK(qm_csv_read_rows(r, 5, v, &got, &st) == QM_OK && got == 2);
+        CHECK(v[0] == 10 && v[2] == 12 && v[3] == 13 && v[5] == 15);
+        CHECK(qm_csv_rewind(r, &st) == QM_OK);
+        CHECK(qm_csv_skip_rows(r, 1, &got, &st) == QM_OK && got == 1);
+        CHECK(qm_csv_read_rows(r, 1, v, &got, &st) == QM_E_INPUT && got == 0);
+        CHECK_STR(st.msg, want);
+        CHECK(qm_csv_skip_rows(r, 1, &got, &st) == QM_E_INPUT && got == 0); /* sticky */
+        CHECK_STR(st.msg, want);
+        qm_csv_close(r);
+
+        qm_input_file f;
+        CHECK(qm_input_open(p, NULL, NULL, &f, &st) == QM_OK && f.in.batch == 6 && f.in.n == 3);
+        CHECK(qm_input_read(&f.in, 13, 5, v, &st) == QM_OK && v[0] == 11 && v[4] == 15);
+        CHECK(qm_input_read(&f.in, 4, 3, v, &st) == QM_E_INPUT);
+        CHECK_STR(st.msg, want);
+        qm_input_close(&f);
+        CHECK(qm_input_open_stream(p, NULL, NULL, &f, &st) == QM_OK);
+        CHECK(qm_input_read(&f.in, 3, 6, v, &st) == QM_E_INPUT);
+        char pre[300];
+        snprintf(pre, sizeof pre, "encode: reading input [3, 9): %s", want);
+        CHECK_STR(st.msg, pre);
+        qm_input_close(&f);
+    }
+    /* a blank line skipped over: the next read reports it */
+    qm_test_write_file(p, TXT("1,2\n3,4\n\n5,6\n7,8\n"));
+    for (size_t k = 0; k < N_CHUNKS; ++k) {
+        set_chunk(k_chunks[k]);
+        qm_status st;
+        qm_csv_reader *r = NULL;
+        uint64_t got = 0;
+        double v[2];
+        CHECK(qm_csv_open(p, NULL, &r, &st) == QM_OK);
+        CHECK(qm_csv_skip_rows(r, 3, &got, &st) == QM_OK && got == 3);
+        CHECK(qm_csv_read_rows(r, 1, v, &got, &st) == QM_E_INPUT && got == 0);
+        snprintf(want, sizeof want, "%s: row 3 is empty (blank lines are allowed only at the end "
+                 "of the file)", p);
+        CHECK_STR(st.msg, want);
+        qm_csv_close(r);
+    }
+    unsetenv("QM_CSV_CHUNK_BYTES");
+    qm_status st;
+    uint64_t got = 9;
+    CHECK(qm_csv_skip_rows(NULL, 1, &got, &st) == QM_E_ARG && got == 0);
+    unlink(p);
+}
+
 /* ---- QM_CSV_CHUNK_BYTES ------------------------------------------------------------------------ */
 
 static void test_chunk_env(void)
@@ -545,6 +682,7 @@ int main(void)
     unsetenv("QM_CSV_CHUNK_BYTES");
     test_generated();
     test_errors();
+    test_skip();
     test_chunk_env();
     rmdir(g_dir);
     return qm_test_end("test_csv_reader");

@@ -3,6 +3,9 @@
 #  - a Fortran-order float32 (300, 37) .npy with --drop-column 5 on 2 and 4 ranks (each rank reads
 #    only its own rows, transposing column segments and skipping the column) writes the same bytes
 #    as one process encoding the C-order file without that column;
+#  - a CSV file with a label column, plain and gzip, on 1 and 2 ranks (each rank parsing only its
+#    own rows) writes the one process's bytes; a bad value in rank 0's or rank 1's rows: one line
+#    with the rank that read it, the file line and column, no output;
 #  - one rank given a FIFO as input (MPMD): the job ends with the coded error, no hang.
 # Every mpiexec runs under `timeout`; 124 means it hung.
 set -u
@@ -30,6 +33,50 @@ for np in 2 4; do
   run $MPI -np $np "$QMESH" encode --input "$T/f.npy" --drop-column 5 --scenario "$S" --out "$T/r$np.npy" > "$T/log" 2>&1
   if cmp -s "$T/r1.npy" "$T/r$np.npy"; then ok "Fortran order + --drop-column 5, $np ranks: same bytes"
   else bad "Fortran order + --drop-column 5, $np ranks"; cat "$T/log"; fi
+done
+
+# a CSV file (issue 17 item 6): every rank reads it through the chunked reader, from its own first
+# row (the rows before it skipped, not parsed): 2 ranks write the same bytes as 1 rank and as one
+# process, plain and gzip, at QM_CSV_CHUNK_BYTES 7 and the default; a bad value in rank 1's rows or
+# in rank 0's: one error line naming the file line and column, no output
+python3 - "$T" <<'PY'
+import gzip, sys
+t = sys.argv[1]
+B, F = 300, 36
+rows = ['label,' + ','.join('x%d' % c for c in range(F))]
+rows += ['%s,' % ('ab'[r % 2]) + ','.join('%.17g' % ((r * 37 + c) % 997 + 1.5) for c in range(F))
+         for r in range(B)]
+open(t + '/c.csv', 'w').write('\n'.join(rows) + '\n')
+open(t + '/c.csv.gz', 'wb').write(gzip.compress(open(t + '/c.csv', 'rb').read()))
+for name, r in (('late', 281), ('early', 12)):
+    l = list(rows)
+    f = l[r].split(','); f[4] = 'q9'; l[r] = ','.join(f)
+    open(t + '/bad-%s.csv' % name, 'w').write('\n'.join(l) + '\n')
+PY
+run "$QMESH" encode --input "$T/c.csv" --drop-column label --scenario "$S" --out "$T/c1.npy" > "$T/log" 2>&1 || { bad "CSV reference"; cat "$T/log"; }
+for chunk in 7 ""; do
+  for f in c.csv c.csv.gz; do
+    for np in 1 2; do
+      rm -f "$T/cm.npy"
+      run env QM_CSV_CHUNK_BYTES=$chunk $MPI -np $np "$QMESH" encode --input "$T/$f" --drop-column label \
+          --scenario "$S" --out "$T/cm.npy" > "$T/log" 2>&1
+      if [ -s "$T/c1.npy" ] && cmp -s "$T/c1.npy" "$T/cm.npy"; then ok "CSV $f, chunk '${chunk:-default}', $np ranks: the one process's bytes"
+      else bad "CSV $f, chunk '${chunk:-default}', $np ranks"; cat "$T/log"; fi
+    done
+  done
+done
+# the verdict names the rank that failed: rank 1 for row 282 (rank 0 skipped it, unparsed)
+for c in "late 282 1" "early 13 0"; do
+  set -- $c
+  rm -f "$T"/bad-out.npy*
+  run $MPI -np 2 "$QMESH" encode --input "$T/bad-$1.csv" --drop-column label --scenario "$S" \
+      --out "$T/bad-out.npy" > "$T/log" 2>&1
+  rc=$?
+  want="error[E-INPUT]: rank $3: $T/bad-$1.csv: row $2, column 5 ('x3'): 'q9' is not a number"
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c 'error\[' "$T/log")" -eq 1 ] && \
+     [ "$(grep 'error\[' "$T/log")" = "$want" ] && [ -z "$(ls -A "$T" | grep bad-out)" ]; then
+    ok "CSV: a bad value in rank $3's rows (row $2), 2 ranks: one line naming it, no output"
+  else bad "CSV: a bad value in rank $3's rows (rc $rc; want '$want')"; cat "$T/log"; fi
 done
 
 mkfifo "$T/fifo"

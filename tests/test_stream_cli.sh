@@ -24,6 +24,11 @@
 #    output kept (prefetch 0 and 2); a NaN: the one-shot run's line; a bad QM_CSV_CHUNK_BYTES;
 #    the peak RSS of a 28 MB CSV streamed in small batches within 16 MiB of a 2-batch file's
 #    (skipped when QM_TEST_SANITIZE names sanitizers);
+#  - the one-shot encode of a CSV file (the same reader, by ranges): the same bytes as the .npy
+#    encode of its values at QM_CSV_CHUNK_BYTES 1, 7 and the default (built-in mesh, 8 devices,
+#    --chunk-bytes 1KiB; gzip, a dropped column, angle, basis); a bad value or a short row late in
+#    the file: the whole-file load's line, no output, the previous output kept; its peak RSS on
+#    the 28 MB CSV within 8 MiB of the .npy encode's;
 #  - usage errors (exit 2, the exact line): --batch-size 0 / x, --prefetch without --batch-size,
 #    --prefetch 65, --batch-size with --phantom.
 set -u
@@ -134,6 +139,38 @@ SIZES="2 7"; PF=1
 identical "CSV angle" --input b.csv --drop-column label --encoding angle
 unset QM_CSV_CHUNK_BYTES
 
+# the one-shot encode reads a CSV file through the same reader, by ranges (issue 17 item 6): the
+# same bytes as the .npy encode of the same values at QM_CSV_CHUNK_BYTES 1, 7 and the default, on
+# the built-in mesh (4 devices), an 8-device scenario, and with --chunk-bytes 1KiB (every shard
+# read in several pieces, ranges cut inside rows); gzip, a dropped column, angle and basis
+python3 - <<'PY'
+import math
+from npy_write import npy
+npy('a_ref.npy', '<f8', '(19, 8)', [math.cos(0.7 * i) for i in range(19 * 8)], 'd')
+rows = [[math.sin(0.3 * (r * 6 + c)) * 10 ** (c % 5 - 2) for c in range(6)] for r in range(53)]
+npy('b_ref.npy', '<f8', '(53, 6)', [float('%.17g' % v) for r in rows for v in r], 'd')
+npy('bas_ref.npy', '<f8', '(11,)', [float(i * 5 % 8) for i in range(11)], 'd')
+PY
+for chunk in 1 7 ""; do
+  export QM_CSV_CHUNK_BYTES=$chunk
+  failed=""
+  for mesh in "" "--scenario $DGX" "--chunk-bytes 1KiB"; do
+    for c in "a.csv a_ref.npy" "b.csv b_ref.npy --drop-column label" "b.csv.gz b_ref.npy --drop-column 2" \
+             "b.csv b_ref.npy --drop-column label --encoding angle" "bas.csv bas_ref.npy --encoding basis"; do
+      set -- $c; csv=$1; ref=$2; shift 2
+      drop=(); [ "${1:-}" = --drop-column ] && { drop=("$1" "$2"); shift 2; }
+      rm -f c.npy n.npy
+      run "one-shot $csv" "$QMESH" encode --input "$csv" "${drop[@]}" "$@" $mesh --out c.npy; rc1=$rc
+      run "one-shot $ref" "$QMESH" encode --input "$ref" "$@" $mesh --out n.npy
+      if [ $rc1 -ne 0 ] || [ $rc -ne 0 ] || ! cmp -s c.npy n.npy; then failed="$failed [$csv $* $mesh: rc $rc1/$rc]"; head -2 err; fi
+    done
+  done
+  [ -z "$failed" ] && no_tmp && ok "one-shot CSV, chunk '${chunk:-default}': the same bytes as the .npy of its values (5 files x 3 meshes)" \
+    || bad "one-shot CSV, chunk '${chunk:-default}':$failed"
+done
+unset QM_CSV_CHUNK_BYTES
+rm -f c.npy n.npy
+
 # a bad CSV row in a late batch: found when that batch is read (elements [a, b) of the batch),
 # one line, nothing at the output path, no temporary, the previous output kept
 "$QMESH" encode --input a.csv --out prev.npy 2>/dev/null >/dev/null
@@ -158,6 +195,35 @@ csv_bad "CSV: a non-number in batch 5 of 7 (samples 15..17)" bad.csv \
   "error[E-INPUT]: encode: reading input [120, 144): bad.csv: row 18, column 3 ('c2'): 'x7' is not a number"
 csv_bad "CSV: a short row in batch 5 of 7" ragged.csv \
   "error[E-INPUT]: encode: reading input [120, 144): ragged.csv: row 19 has 7 fields, expected 8 (as in row 1)"
+# the one-shot encode meets the bad row while it reads (no longer before the plan): the line the
+# whole-file load gave (no element range), exit 1, nothing at the output path or left behind, the
+# previous output kept; at chunk 5 and the default, on the built-in mesh and 8 devices
+oneshot_bad() { # NAME FILE LINE ARGS...
+  local name=$1 file=$2 want=$3; shift 3
+  local chunk mesh got n failed=""
+  for chunk in 5 ""; do
+    for mesh in "" "--scenario $DGX"; do
+      rm -rf bad.npy odb
+      run "$name" env QM_CSV_CHUNK_BYTES=$chunk "$QMESH" encode --input "$file" $mesh --out bad.npy "$@"
+      local rc1=$rc; got=$(grep '^error' err); n=$(grep -c '^error' err)
+      run "$name over prev" env QM_CSV_CHUNK_BYTES=$chunk "$QMESH" encode --input "$file" $mesh --out prev.npy "$@"
+      local rc2=$rc got2; got2=$(grep '^error' err)
+      run "$name out-dir" env QM_CSV_CHUNK_BYTES=$chunk "$QMESH" encode --input "$file" $mesh --out-dir odb "$@"
+      if ! { [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ] && [ $rc -eq 1 ] && [ "$n" -eq 1 ] && [ "$got" = "$want" ] && \
+             [ "$got2" = "$want" ] && [ ! -e bad.npy ] && [ ! -e odb ] && cmp -s prev.npy prev.ref && no_tmp; }; then
+        failed="$failed [chunk '${chunk:-default}' $mesh: rc $rc1/$rc2/$rc, '$got']"
+      fi
+    done
+  done
+  [ -z "$failed" ] && ok "$name, one-shot: exit 1, '$want', no output, previous output kept, no temporary" \
+    || bad "$name, one-shot (want '$want'):$failed"
+}
+oneshot_bad "CSV: a non-number in row 18 of 20" bad.csv \
+  "error[E-INPUT]: bad.csv: row 18, column 3 ('c2'): 'x7' is not a number"
+oneshot_bad "CSV: a short row in row 19 of 20" ragged.csv \
+  "error[E-INPUT]: ragged.csv: row 19 has 7 fields, expected 8 (as in row 1)"
+oneshot_bad "CSV: a non-number in row 18 (angle)" bad.csv \
+  "error[E-INPUT]: bad.csv: row 18, column 3 ('c2'): 'x7' is not a number" --encoding angle
 # NaN passes the parser (as in the one-shot run) and is named by the encoder by its sample
 run "CSV NaN one-shot" "$QMESH" encode --input nan.csv --out bad.npy
 one_line=$(grep '^error' err)
@@ -188,6 +254,27 @@ with open('small.csv', 'w') as f:
 PY
   # the peak RSS in KiB of a streamed encode of $1 into $2
   peak() { /usr/bin/time -f %M -o "$T/rss" "$QMESH" encode --input "$1" --batch-size 2048 --prefetch 2 > "$T/out" 2> "$T/err" && cp "$T/rss" "$2"; }
+  # the one-shot encode of the same file holds the reader's window, not the file's values: its
+  # peak RSS within 8 MiB of the one-shot encode of the same values from .npy (read by ranges).
+  # Chunks of 1 MiB, staging of 1 MiB and ring slots of 64 KiB keep the fixed buffers small;
+  # the whole-file load held 24 MiB more (measured 19 MB over the .npy run before issue 17 item 6)
+  python3 - <<'PY'
+import array, struct
+v = array.array('d', (float(x) for line in open('big.csv') for x in line.split(',')))
+h = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 32), }"
+h += ' ' * (64 - (10 + len(h) + 1) % 64) + '\n'
+with open('big_ref.npy', 'wb') as f:
+    f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(h)) + h.encode())
+    v.tofile(f)
+PY
+  once() { QM_CSV_CHUNK_BYTES=1048576 QM_INGEST_SLOT_BYTES=65536 /usr/bin/time -f %M -o "$T/rss" \
+           "$QMESH" encode --input "$1" --chunk-bytes 1MiB > "$T/out" 2> "$T/err" && cp "$T/rss" "$2"; }
+  once big.csv rss.csv; rc_c=$?; csv=$(cat rss.csv 2>/dev/null || echo 0)
+  once big_ref.npy rss.npy; rc_n=$?; npyk=$(cat rss.npy 2>/dev/null || echo 0)
+  if [ $rc_c -eq 0 ] && [ $rc_n -eq 0 ] && [ "$npyk" -gt 0 ] && [ $((csv - npyk)) -lt 8192 ]; then
+    ok "one-shot CSV memory: peak RSS $((csv >> 10)) MiB, $(( (csv - npyk) >> 10 )) MiB over the .npy encode of its values"
+  else bad "one-shot CSV memory: rc $rc_c/$rc_n, peak RSS $csv KiB against $npyk KiB from .npy"; cat "$T/err"; fi
+  rm -f big_ref.npy rss.csv rss.npy
   peak small.csv rss.small; rc_s=$?; small=$(cat rss.small 2>/dev/null || echo 0)
   peak big.csv rss.big; rc_b=$?; big=$(cat rss.big 2>/dev/null || echo 0)
   size=$(stat -c %s big.csv)

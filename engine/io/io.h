@@ -325,6 +325,15 @@ qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader *
  * is sticky: every later read returns it, until qm_csv_rewind. */
 qm_code qm_csv_read_rows(qm_csv_reader *reader, uint64_t max_rows, double *out, uint64_t *n_read,
                          qm_status *st);
+/* Pass over up to max_rows data rows without parsing them: only their line ends are found
+ * (blank lines skipped as qm_csv_count_rows skips them), so a skipped row is never checked (its
+ * fields are neither counted nor parsed: a bad value there is reported by a reader that reads
+ * it; a blank line passed over before more rows is reported by the next qm_csv_read_rows, as a
+ * read would report it). *n_skipped rows were passed, fewer only at the end of the text;
+ * rows_read counts them. Errors: the source's (E-IO, a damaged gzip stream, text over the limit), sticky as
+ * qm_csv_read_rows's; a failure kept from an earlier read is returned again. */
+qm_code qm_csv_skip_rows(qm_csv_reader *reader, uint64_t max_rows, uint64_t *n_skipped,
+                         qm_status *st);
 /* Count the data rows of the whole file in one pass over its lines (non-blank lines after the
  * header; the values are not parsed, so a bad value is found when its row is read), then go back
  * to the first data row (as qm_csv_rewind). info's n_rows and rows_known are set. E-INPUT

@@ -1,6 +1,6 @@
 /* io_csv.c — CSV input, plain or gzip-compressed: a reader that parses rows in order in bounded
- * memory (qm_csv_open, qm_csv_read_rows, qm_csv_count_rows, qm_csv_rewind, qm_csv_close), and the
- * whole-file load (qm_csv_load) as a loop over it: one parser for both.
+ * memory (qm_csv_open, qm_csv_read_rows, qm_csv_skip_rows, qm_csv_count_rows, qm_csv_rewind,
+ * qm_csv_close), and the whole-file load (qm_csv_load) as a loop over it: one parser for both.
  *
  * In: a path and options (header: auto/yes/no; a column to drop by header name or 0-based index;
  * an optional limit on the text). Out: rows of F doubles (rows = samples, columns = features) in
@@ -692,13 +692,16 @@ fail:
     return rc;
 }
 
-qm_code qm_csv_read_rows(qm_csv_reader *r, uint64_t max_rows, double *out, uint64_t *n_read,
-                         qm_status *st)
+/* Up to max_rows data rows: parsed and checked (into out, or only checked when out is NULL) when
+ * `parse`, else passed by their line ends only (the blank-line rule is the read's). */
+static qm_code take_rows(qm_csv_reader *r, uint64_t max_rows, double *out, int parse,
+                         uint64_t *n_done, qm_status *st)
 {
-    if (n_read)
-        *n_read = 0;
-    if (!r || !n_read)
-        return qm_fail(st, QM_E_ARG, "csv read: reader and n_read must not be NULL");
+    if (n_done)
+        *n_done = 0;
+    if (!r || !n_done)
+        return qm_fail(st, QM_E_ARG, "csv %s: reader and %s must not be NULL",
+                       parse ? "read" : "skip", parse ? "n_read" : "n_skipped");
     if (r->failed != QM_OK) {
         if (st)
             *st = r->fail_st;
@@ -719,19 +722,31 @@ qm_code qm_csv_read_rows(qm_csv_reader *r, uint64_t max_rows, double *out, uint6
             int got = 0;
             if ((rc = next_line(r, &ln, &got, &why)) != QM_OK || !got)
                 break;
-            if (r->blank_no) {
+            if (parse && r->blank_no) {
                 rc = qm_fail(&why, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed "
                              "only at the end of the file)", r->path, r->blank_no);
                 break;
             }
         }
-        if ((rc = parse_row(r, &ln, is_first, out ? out + n * F : NULL, &why)) != QM_OK)
+        if (parse && (rc = parse_row(r, &ln, is_first, out ? out + n * F : NULL, &why)) != QM_OK)
             break;
         n++;
     }
     r->info.rows_read += n;
-    *n_read = n;
+    *n_done = n;
     return rc == QM_OK ? QM_OK : reader_failed(r, rc, &why, st);
+}
+
+qm_code qm_csv_read_rows(qm_csv_reader *r, uint64_t max_rows, double *out, uint64_t *n_read,
+                         qm_status *st)
+{
+    return take_rows(r, max_rows, out, 1, n_read, st);
+}
+
+qm_code qm_csv_skip_rows(qm_csv_reader *r, uint64_t max_rows, uint64_t *n_skipped,
+                         qm_status *st)
+{
+    return take_rows(r, max_rows, NULL, 0, n_skipped, st);
 }
 
 qm_code qm_csv_rewind(qm_csv_reader *r, qm_status *st)

@@ -2,8 +2,8 @@
 /* encode.c — `qmesh encode` as a library call (see encode.h): read → plan → check outputs →
  * materialize → write temporaries → norm check → vote → commit.
  *
- * Steps: sniff and open the input (npy: header only, values read per shard on demand; CSV: read
- * whole); build the request (qubits and dtype defaults from the input); load the scenario, graph,
+ * Steps: sniff and open the input (npy: header only, values read per shard on demand; CSV: rows
+ * counted, values parsed per shard on demand, each rank from its own first row); build the request (qubits and dtype defaults from the input); load the scenario, graph,
  * mesh; plan (an infeasible plan stops here, before any device memory); check every output path
  * (E-OUTPUT) after removing temporaries of dead runs; open the backend; stream the input into the
  * shards (materialize.c); read the state back in chunks into the temporaries (--out: a file rank 0
@@ -906,7 +906,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
              !qm_encoding_is_iqp(job->request.encoding))
         rc = qm_fail(st, QM_E_UNSUPPORTED, "encode: the %s encoding cannot be encoded by this "
                      "version", qm_encoding_name(job->request.encoding));
-    /* input: the header (npy) or the whole file (CSV); every rank opens the file itself */
+    /* input: the header (npy) or the rows counted (CSV); every rank opens the file itself */
     qm_amp_input in = {0};
     qm_request req = job ? job->request : (qm_request){0};
     const double t_open = qm_clock_now_s();

@@ -111,7 +111,7 @@ typedef struct qm_encode_result {
     double seconds_backend_start, seconds_backend_wait;
     qm_materialize_times phases; /* materialize's phases on this rank */
     /* the data path measured on this rank (docs/planner.md "Data path"): read = opening the input
-     * (a CSV file is parsed whole there) + the seconds inside the input's reader; staging = the
+     * (a CSV file's rows counted there) + the seconds inside the input's reader; staging = the
      * ingest's seconds outside the reader; write = read-back, output and commit (seconds_output
      * less the norm check, which runs on the devices) when an output was asked for, else -1 */
     double read_open_s, read_s, staging_s, write_s;
@@ -144,7 +144,8 @@ qm_code qm_encode_basis_shape(qm_amp_input *in, int *ndim, qm_status *st);
 void qm_encode_job_init(qm_encode_job *job);
 /* The job's input opened as encode opens it (job->input, csv, dataset; `stream`: as a stream
  * reads it, qm_input_open_stream: a CSV file's rows counted and read batch by batch, else
- * qm_input_open: a CSV file loaded whole) and the request encode derives from it: qubits when not
+ * qm_input_open: a CSV file's rows counted and read by ranges) and the request encode derives
+ * from it: qubits when not
  * given (amplitude: the fewest that hold the values; basis: the largest index; the feature maps:
  * from the value count), dtype from the input when not given, batch and features from the
  * input's shape (basis: one index per sample). *in and *ndim are the input as encoded. E-INPUT,

@@ -5,6 +5,7 @@
  * members (topology, graph, mesh, plan, layout, backend) and states.
  * Must not: open a backend or allocate device memory for a plan that does not fit.
  */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "pipeline.h"
 #include "status_internal.h"
 
@@ -308,40 +309,185 @@ static qm_code open_hdf5(const char *path, const qm_csv_options *csv, const char
     return rc;
 }
 
-/* A CSV reader's rows [first / F, (first + count) / F) into dst, in order: a read before the
- * reader's position starts the file over, one after it skips (parsing) the rows between. */
-static qm_code csv_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+/* ---- a CSV file read by ranges ----------------------------------------------------------------
+ * A CSV file has no index: a row's place is known only by reading the text before it. Ranges of
+ * elements (row-major, F per row) are read through a few readers of the file (cursors), each
+ * going forward from where it stands: a read goes to the cursor that stands at its first row (or
+ * holds that row, for a read that starts inside it), so a reader of several interleaved ranges
+ * (ingest deals its chunks to the shards in turn) keeps one cursor per range instead of starting
+ * the file over at every turn. A cursor is moved forward by qm_csv_skip_rows (line ends only, no
+ * value parsed), so a rank whose rows start late in the file parses only its own rows. */
+#define CSV_CURSORS 8
+
+typedef struct csv_cursor {
+    qm_csv_reader *r; /* NULL: not opened yet */
+    double *row;      /* the last row read into it whole (F values), for reads inside a row */
+    uint64_t row_at;  /* that row's index; UINT64_MAX: none */
+    uint64_t used;    /* the read that used it last (0: none yet) */
+} csv_cursor;
+
+struct qm_csv_cursors {
+    char *path, *drop;
+    qm_csv_options opt;
+    uint64_t F, rows, reads;
+    csv_cursor c[CSV_CURSORS]; /* c[0]: the reader that counted the rows */
+};
+
+static void csv_cursors_close(qm_csv_cursors *cs)
 {
-    qm_csv_reader *r = ctx;
-    const qm_csv_reader_info *info = qm_csv_reader_info_get(r);
-    const uint64_t F = info->n_features, row = first / F, rows = count / F;
-    if (first % F || count % F)
-        return qm_fail(st, QM_E_INTERNAL, "%s: a CSV read of elements [%llu, %llu) does not cover "
-                       "whole rows of %llu values", info->path, (unsigned long long)first,
-                       (unsigned long long)(first + count), (unsigned long long)F);
-    qm_code rc = row < info->rows_read ? qm_csv_rewind(r, st) : QM_OK;
-    uint64_t got = 0;
-    while (rc == QM_OK && info->rows_read < row &&
-           (rc = qm_csv_read_rows(r, row - info->rows_read, NULL, &got, st)) == QM_OK && got > 0)
-        ;
-    if (rc == QM_OK && info->rows_read == row)
-        rc = qm_csv_read_rows(r, rows, dst, &got, st);
-    if (rc == QM_OK && info->rows_read < row + rows)
-        rc = qm_fail(st, QM_E_INPUT, "%s: the file ends after data row %llu, but %llu data rows "
-                     "were counted when it was opened (has it changed?)", info->path,
-                     (unsigned long long)info->rows_read, (unsigned long long)info->n_rows);
+    if (!cs)
+        return;
+    for (int i = 0; i < CSV_CURSORS; ++i) {
+        qm_csv_close(cs->c[i].r);
+        free(cs->c[i].row);
+    }
+    free(cs->path);
+    free(cs->drop);
+    free(cs);
+}
+
+/* The file is shorter than it was when its rows were counted. */
+static qm_code csv_ends_early(const qm_csv_cursors *cs, const csv_cursor *c, qm_status *st)
+{
+    return qm_fail(st, QM_E_INPUT, "%s: the file ends after data row %llu, but %llu data rows "
+                   "were counted when it was opened (has it changed?)", cs->path,
+                   (unsigned long long)qm_csv_reader_info_get(c->r)->rows_read,
+                   (unsigned long long)cs->rows);
+}
+
+/* Cursor c at data row `row`: started over when it stands past it, then moved forward (the rows
+ * between are skipped, not parsed). */
+static qm_code csv_cursor_goto(const qm_csv_cursors *cs, csv_cursor *c, uint64_t row,
+                               qm_status *st)
+{
+    const qm_csv_reader_info *info = qm_csv_reader_info_get(c->r);
+    qm_code rc = info->rows_read > row ? qm_csv_rewind(c->r, st) : QM_OK;
+    uint64_t got = 1;
+    while (rc == QM_OK && info->rows_read < row && got > 0)
+        rc = qm_csv_skip_rows(c->r, row - info->rows_read, &got, st);
+    return rc == QM_OK && info->rows_read < row ? csv_ends_early(cs, c, st) : rc;
+}
+
+/* The cursor for a read of elements [first, end): one that stands at its first row or holds
+ * that row (nothing to skip), else one not used yet or at the end of the file, else a new one,
+ * else the nearest one behind the row, else the least recently used (started over). */
+static qm_code csv_cursor_pick(qm_csv_cursors *cs, uint64_t first, uint64_t end, csv_cursor **out,
+                               qm_status *st)
+{
+    const uint64_t r0 = first / cs->F;
+    csv_cursor *spare = NULL, *behind = NULL, *lru = NULL, *empty = NULL;
+    uint64_t gap = UINT64_MAX;
+    for (int i = 0; i < CSV_CURSORS; ++i) {
+        csv_cursor *c = &cs->c[i];
+        if (!c->r) {
+            empty = empty ? empty : c;
+            continue;
+        }
+        const uint64_t at = qm_csv_reader_info_get(c->r)->rows_read;
+        /* the row this cursor must stand at to go on: past r0 when it holds r0 already */
+        const bool holds = c->row_at == r0;
+        const uint64_t need = holds ? r0 + 1 : r0;
+        if ((holds && end <= need * cs->F) || at == need) {
+            *out = c;
+            return QM_OK;
+        }
+        if (!spare && (c->used == 0 || at == cs->rows))
+            spare = c;
+        if (at < need && need - at < gap) {
+            gap = need - at;
+            behind = c;
+        }
+        if (!lru || c->used < lru->used)
+            lru = c;
+    }
+    csv_cursor *c = spare ? spare : empty ? empty : behind ? behind : lru;
+    if (c->r) {
+        *out = c;
+        return QM_OK;
+    }
+    qm_code rc = qm_csv_open(cs->path, &cs->opt, &c->r, st);
+    if (rc == QM_OK && qm_csv_reader_info_get(c->r)->n_features != cs->F)
+        rc = qm_fail(st, QM_E_INPUT, "%s: rows of %llu values now, of %llu when the file was "
+                     "opened (has it changed?)", cs->path,
+                     (unsigned long long)qm_csv_reader_info_get(c->r)->n_features,
+                     (unsigned long long)cs->F);
+    if (rc != QM_OK) {
+        qm_csv_close(c->r);
+        c->r = NULL;
+    }
+    *out = c;
     return rc;
 }
 
-static qm_code open_csv_reader(const char *path, const qm_csv_options *csv, qm_input_file *f,
-                               qm_status *st)
+/* Elements [first, first + count) of the file (row-major, F per row) into dst. Whole rows are
+ * parsed straight into dst; a row that the range starts or ends inside is parsed into its
+ * cursor's row buffer and copied from there (the next read that starts inside it finds it). */
+static qm_code csv_read_cb(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
 {
-    uint64_t rows = 0;
-    qm_code rc = qm_csv_open(path, csv, &f->csv_reader, st);
-    if (rc == QM_OK && (rc = qm_csv_count_rows(f->csv_reader, &rows, st)) == QM_OK)
-        f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64,
-                               .n = qm_csv_reader_info_get(f->csv_reader)->n_features,
-                               .batch = rows, .read = csv_read_cb, .read_ctx = f->csv_reader};
+    qm_csv_cursors *cs = ctx;
+    const uint64_t F = cs->F, end = first + count;
+    double *out = dst;
+    if (count == 0)
+        return QM_OK;
+    csv_cursor *c = NULL;
+    qm_code rc = csv_cursor_pick(cs, first, end, &c, st);
+    if (rc == QM_OK)
+        c->used = ++cs->reads;
+    for (uint64_t pos = first; rc == QM_OK && pos < end;) {
+        const uint64_t row = pos / F, off = pos % F;
+        uint64_t n = end - pos < F - off ? end - pos : F - off, got = 0;
+        if (c->row_at != row) {
+            if ((rc = csv_cursor_goto(cs, c, row, st)) != QM_OK)
+                break;
+            if (off == 0 && n == F) { /* whole rows: parsed in place */
+                const uint64_t k = (end - pos) / F;
+                if ((rc = qm_csv_read_rows(c->r, k, out, &got, st)) == QM_OK && got < k)
+                    rc = csv_ends_early(cs, c, st);
+                out += k * F;
+                pos += k * F;
+                continue;
+            }
+            if (!c->row && !(c->row = malloc((size_t)F * sizeof *c->row))) {
+                rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate a row of %llu values",
+                             cs->path, (unsigned long long)F);
+                break;
+            }
+            c->row_at = UINT64_MAX;
+            if ((rc = qm_csv_read_rows(c->r, 1, c->row, &got, st)) == QM_OK && got < 1)
+                rc = csv_ends_early(cs, c, st);
+            if (rc != QM_OK)
+                break;
+            c->row_at = row;
+        }
+        memcpy(out, c->row + off, (size_t)n * sizeof *out);
+        out += n;
+        pos += n;
+    }
+    return rc;
+}
+
+/* A CSV file through cursors: the first opened and its rows counted (the values not parsed). */
+static qm_code open_csv_reader(const char *path, const qm_csv_options *csv, bool stream,
+                               qm_input_file *f, qm_status *st)
+{
+    qm_csv_cursors *cs = calloc(1, sizeof *cs);
+    if (!cs || !(cs->path = strdup(path)) ||
+        (csv->drop_column && !(cs->drop = strdup(csv->drop_column)))) {
+        csv_cursors_close(cs);
+        return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate a CSV reader", path);
+    }
+    f->csv_cursors = cs;
+    cs->opt = *csv;
+    cs->opt.drop_column = cs->drop;
+    for (int i = 0; i < CSV_CURSORS; ++i)
+        cs->c[i].row_at = UINT64_MAX;
+    qm_code rc = qm_csv_open(path, &cs->opt, &cs->c[0].r, st);
+    if (rc == QM_OK && (rc = qm_csv_count_rows(cs->c[0].r, &cs->rows, st)) == QM_OK) {
+        cs->F = qm_csv_reader_info_get(cs->c[0].r)->n_features;
+        f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .n = cs->F, .batch = cs->rows,
+                               .read = csv_read_cb, .read_ctx = cs, .read_placed = !stream,
+                               .read_in_order = true};
+    }
     return rc;
 }
 
@@ -362,14 +508,9 @@ static qm_code input_open(const char *path, const qm_csv_options *csv, const cha
         rc = open_npy(path, csv, f, st);
     } else if (rc == QM_OK && f->format == QM_INPUT_HDF5) {
         rc = open_hdf5(path, csv, dataset, f, st);
-    } else if (rc == QM_OK && stream) {
-        rc = open_csv_reader(path, csv, f, st);
-        f->ndim = 2; /* a CSV file is a table: rows are samples */
     } else if (rc == QM_OK) {
-        if ((rc = qm_csv_load(path, csv, &f->csv, st)) == QM_OK)
-            f->in = (qm_amp_input){.dtype = QM_DTYPE_FLOAT64, .data = f->csv.values,
-                                   .n = f->csv.n_features, .batch = f->csv.n_samples};
-        f->ndim = 2;
+        rc = open_csv_reader(path, csv, stream, f, st);
+        f->ndim = 2; /* a CSV file is a table: rows are samples */
     }
     return rc;
 }
@@ -392,7 +533,6 @@ void qm_input_close(qm_input_file *f)
         return;
     qm_npy_close(f->npy);
     qm_hdf5_close(f->hdf5);
-    qm_csv_data_fini(&f->csv);
-    qm_csv_close(f->csv_reader);
+    csv_cursors_close(f->csv_cursors);
     memset(f, 0, sizeof *f);
 }

@@ -98,30 +98,40 @@ void qm_pipeline_close_backend(qm_pipeline *p);
 qm_code qm_pipeline_materialize(const qm_pipeline *p, const qm_amp_input *in,
                                 const qm_materialize_opts *opts, qm_state **out, qm_status *st);
 
+/* A CSV file read by ranges through a few readers of it (pipeline.c). */
+typedef struct qm_csv_cursors qm_csv_cursors;
+
 /* An input file opened for materialize: a .npy file (header only: values are read per shard on
  * demand), an HDF5 dataset (`dataset`, or NULL for the file's only one; metadata only, values read
- * per shard through hyperslabs) or a CSV file (plain or gzip: read whole). The CSV options apply
- * to CSV files; on a .npy or HDF5 input --drop-column takes a 0-based index and --header only
- * auto; `dataset` on anything but HDF5 is E-ARG. */
+ * per shard through hyperslabs) or a CSV file (plain or gzip: its rows counted when it is opened,
+ * one pass over the text with no value parsed; values parsed when their rows are read, in bounded
+ * memory, never held whole). The CSV options apply to CSV files; on a .npy or HDF5 input
+ * --drop-column takes a 0-based index and --header only auto; `dataset` on anything but HDF5 is
+ * E-ARG. */
 typedef struct qm_input_file {
     qm_input_format format;
     qm_npy_reader *npy;
     qm_hdf5_reader *hdf5;
-    qm_csv_data csv;
-    qm_csv_reader *csv_reader; /* a CSV file opened by qm_input_open_stream */
-    qm_amp_input in;           /* what materialize reads (points into this object) */
-    int ndim;                  /* 1 or 2 (a CSV file is a table: 2) */
+    qm_csv_cursors *csv_cursors; /* a CSV file */
+    qm_amp_input in;             /* what materialize reads (points into this object) */
+    int ndim;                    /* 1 or 2 (a CSV file is a table: 2) */
 } qm_input_file;
 
+/* A CSV file: `in.read` reads any range of elements (row-major, F per row) through up to 8
+ * readers of the file, each going forward from where it stands: a read goes to the one standing at
+ * its first row (a reader of interleaved ranges, such as ingest's chunks dealt to the shards in
+ * turn, keeps one per range); a read that starts before every reader starts one over (the basis
+ * encoding's scan for the largest index, then the encode). Rows before a read's first row are
+ * skipped (qm_csv_skip_rows: line ends found, no value parsed), so a rank whose range starts late
+ * in the file parses only its own rows. A bad value is found when its row is read: E-INPUT naming
+ * the file line and column, as qm_csv_load words it (in.read_placed: no element range is put in
+ * front of it); the file shrinking below the count is E-INPUT too. Only `in.read`'s one caller at
+ * a time. */
 qm_code qm_input_open(const char *path, const qm_csv_options *csv, const char *dataset,
                       qm_input_file *out, qm_status *st);
 /* The same for a stream (docs/api.md "Streams"): read in order, batch after batch, in bounded
- * memory. .npy and HDF5 as qm_input_open; a CSV file through a qm_csv_reader: its rows counted
- * (one pass over the text, values not parsed) for the shape, then `in.read` parses the rows asked
- * for, in order (a read that starts before the rows already read, such as the stream's first
- * batch after the basis encoding's scan, starts the file over; reads must cover whole rows).
- * A bad value is found when its rows are read (E-INPUT naming the file line and column; the file
- * shrinking below the count is E-INPUT too). */
+ * memory. .npy, HDF5 and CSV as qm_input_open, but a CSV read error is prefixed with the batch's
+ * element range (in.read_placed false: "encode: reading input [a, b): f.csv: row 42, ..."). */
 qm_code qm_input_open_stream(const char *path, const qm_csv_options *csv, const char *dataset,
                              qm_input_file *out, qm_status *st);
 void qm_input_close(qm_input_file *f); /* NULL and a zeroed object are no-ops */

@@ -144,10 +144,13 @@ static double product_scale(qm_encoding enc, unsigned qubits)
 }
 
 /* One shard: read its samples, build their factors, launch the op on its own stream. The
- * table's device buffer is returned in *table (freed by the caller after the stream drained). */
+ * table's device buffer is returned in *table (freed by the caller after the stream drained);
+ * *read_failed tells a failure in reading or checking its samples (whose message needs no shard
+ * in front: it names the sample, or the file's line and column). */
 static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsigned local_bits,
                             qm_dtype dt, const qm_amp_input *in, qm_state_shard *sh,
-                            qm_hal_stream *s, qm_hal_buf **table, qm_status *st)
+                            qm_hal_stream *s, qm_hal_buf **table, bool *read_failed,
+                            qm_status *st)
 {
     const uint64_t F = in->n;
     const uint64_t s0 = sh->start >> qubits, s1 = (sh->end - 1) >> qubits, count = s1 - s0 + 1;
@@ -165,7 +168,7 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsig
                    : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu samples",
                              (unsigned long long)count);
     if (rc == QM_OK)
-        rc = read_samples(in, enc, qubits, F, s0, count, x, idx, st);
+        *read_failed = (rc = read_samples(in, enc, qubits, F, s0, count, x, idx, st)) != QM_OK;
     if (rc == QM_OK &&
         (rc = qm_hal_host_alloc(hal, (size_t)(count * per) * sizeof *f, (void **)&f, st)) == QM_OK) {
         if (iqp) /* the coefficients are the values */
@@ -263,6 +266,7 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
     for (int i = 0; rc == QM_OK && i < n_shards; ++i) {
         qm_state_shard *sh = &state->shards[i];
         const qm_shard_spec *s = &shards[i];
+        bool read_failed = false;
         *sh = (qm_state_shard){.rank = s->rank, .device = s->device, .start = s->start,
                                .end = s->end};
         rc = qm_hal_buf_alloc(hal, s->device, (s->end - s->start) * qm_dtype_size(out_dtype),
@@ -271,8 +275,8 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
             rc = qm_hal_stream_create(hal, s->device, &streams[i], st);
         if (rc == QM_OK)
             rc = encode_shard(hal, enc, qubits, local_bits, out_dtype, in, sh, streams[i],
-                              &tables[i], st);
-        if (rc != QM_OK && st->msg[0] && strncmp(st->msg, "encode: ", 8) != 0)
+                              &tables[i], &read_failed, st);
+        if (rc != QM_OK && !read_failed && st->msg[0] && strncmp(st->msg, "encode: ", 8) != 0)
             qm_status_prefix(st, "encode: shard %d", i);
     }
     for (int i = 0; streams && i < n_shards; ++i) {

@@ -41,9 +41,10 @@ qm_code qm_input_read(const qm_amp_input *in, uint64_t first, uint64_t count, vo
     const size_t is = qm_dtype_size(in->dtype);
     if (in->read) {
         qm_code rc = in->read(in->read_ctx, first, count, dst, st);
-        return rc == QM_OK ? rc : qm_status_prefix(st, "encode: reading input [%llu, %llu)",
-                                                   (unsigned long long)first,
-                                                   (unsigned long long)(first + count));
+        if (rc == QM_OK || in->read_placed)
+            return rc;
+        return qm_status_prefix(st, "encode: reading input [%llu, %llu)",
+                                (unsigned long long)first, (unsigned long long)(first + count));
     }
     memcpy(dst, (const char *)in->data + first * is, (size_t)(count * is));
     return QM_OK;
@@ -99,6 +100,7 @@ typedef struct ingest {
     int slot_pipe[QM_INGEST_SLOTS]; /* the pipe whose copy stream last copied from the slot, or -1 */
     piece *pieces;
     uint64_t n_pieces, next_submit;
+    bool read_failed;          /* the input's read failed (its message needs no shard in front) */
 } ingest;
 
 /* The shard's input elements [*lo, *hi) (empty for a shard with no slots to ingest). */
@@ -301,7 +303,9 @@ static qm_code ring_fill(ingest *g, uint64_t r, qm_status *st)
         return rc;
     }
     pc->submitted = false;
-    return qm_input_read(in, pc->pos, pc->count, slot_of(g, r), st);
+    rc = qm_input_read(in, pc->pos, pc->count, slot_of(g, r), st);
+    g->read_failed = rc != QM_OK;
+    return rc;
 }
 
 /* Waits for every background read still in flight (after a failure: the ring is freed next). */
@@ -388,8 +392,10 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
     return QM_OK;
 }
 
-/* The chunks of every shard, dealt round-robin so that every device has work in flight, and (not
- * in place) their ring pieces. */
+/* The chunks of every shard, dealt round-robin so that every device has work in flight, or, for
+ * an input read best in order (qm_amp_input.read_in_order: a CSV file, which has no index), shard
+ * after shard in input order, so that the reads go forward through the file; and (not in place)
+ * their ring pieces. */
 static qm_code list_chunks(ingest *g, const qm_ingest_shard *shards, int n, chunk **out,
                            uint64_t *n_out, qm_status *st)
 {
@@ -405,9 +411,15 @@ static qm_code list_chunks(ingest *g, const qm_ingest_shard *shards, int n, chun
         }
         for (int i = 0; i < n; ++i)
             shard_input(g->r, &shards[i], &cur[i], &end[i]);
+        const bool in_order = g->r->in->read_in_order;
         for (bool more = true; more;) {
             more = false;
-            for (int i = 0; i < n; ++i) {
+            for (int j = 0; j < n; ++j) {
+                int i = j;
+                if (in_order) /* the unfinished shard whose input comes first */
+                    for (int m = 0; m < n; ++m)
+                        if (cur[m] < end[m] && (cur[i] >= end[i] || cur[m] < cur[i]))
+                            i = m;
                 if (cur[i] >= end[i])
                     continue;
                 const uint64_t max = shards[i].fused ? g->chunk_states * F : g->chunk_elems;
@@ -424,6 +436,8 @@ static qm_code list_chunks(ingest *g, const qm_ingest_shard *shards, int n, chun
                 ++k;
                 cur[i] += c;
                 more = true;
+                if (in_order)
+                    break;
             }
         }
         free(cur);
@@ -537,7 +551,7 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
     for (uint64_t k = 0; rc == QM_OK && k < n_chunks; ++k) {
         const int i = chunks[k].shard;
         if ((rc = enqueue_chunk(&g, &shards[i], &chunks[k], &next_piece, st)) != QM_OK &&
-            strncmp(st->msg, "encode", 6) != 0)
+            !g.read_failed && strncmp(st->msg, "encode", 6) != 0)
             qm_status_prefix(st, "encode: shard %d", i);
     }
     ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */

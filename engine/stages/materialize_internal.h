@@ -46,6 +46,14 @@ typedef struct qm_amp_input {
      * by sample (also for a one-row batch). 0 and false for a whole input. */
     uint64_t first_sample;
     bool part_of_stream;
+    /* `read`'s failures say where they are themselves (a CSV file opened by qm_input_open: the
+     * file, its line and column, as the whole-file load reported them): qm_input_read and ingest
+     * pass them on without the element range or the shard in front. */
+    bool read_placed;
+    /* `read` costs least going forward through the input (a CSV file, which has no index: a
+     * read behind the last one starts the file over): ingest reads the shards one after the
+     * other in input order instead of dealing their chunks round-robin. */
+    bool read_in_order;
 } qm_amp_input;
 
 struct qm_comm;
