@@ -732,8 +732,9 @@ static void test_storage(void)
 
 /* The copy and launch probe's figures (cuda_discover.c measures them on a CUDA machine): each
  * GPU's host link takes the measured pinned H2D (NUMA -> GPU) and D2H (GPU -> NUMA) rates, per
- * direction, defaults.launch the slowest GPU's round trip, a sources line says so; unmeasured
- * (0) figures keep the PCIe line rate and the 10 us default. */
+ * direction, defaults.launch the slowest GPU's round trip, defaults.efficiency.hbm the device copy
+ * rate over the computed HBM bandwidth, sources lines say so; unmeasured (0) figures keep the
+ * PCIe line rate, the 10 us default and an efficiency of 1. */
 static void test_probe(void)
 {
     qm_discover_facts *f = malloc(sizeof *f);
@@ -748,6 +749,7 @@ static void test_probe(void)
     f->gpus[0].launch_s = 12e-6;
     f->page_lock_s = 2.5e-3;
     f->page_lock_bw_bytes_per_s = 12e9;
+    f->gpus[0].hbm_copy_bw_bytes_per_s = 0.75 * f->gpus[0].hbm_bw_bytes_per_s;
     f->sources |= QM_DISCOVER_SRC_PROBE;
     qm_topology *t = NULL;
     CHECK_OK(qm_discover_build(f, &t, &st));
@@ -766,6 +768,13 @@ static void test_probe(void)
                            "cudaHostRegister)") != NULL);
         CHECK(back->page_lock_s == 2.5e-3 && back->page_lock_bw_bytes_per_s == 12e9);
         CHECK(back->launch_s == 12e-6);
+        /* the device copy rate: 75% of the computed HBM bandwidth */
+        CHECK(strstr(text, "sys: 1, net: 1, hbm: 0.75}") != NULL);
+        CHECK(back->hbm_efficiency == 0.75);
+        CHECK(strstr(text, "measured: defaults.efficiency.hbm = the lowest over GPUs of the device "
+                           "copy rate (cudaMemcpyAsync device to device, 8 copies of 512 MiB after "
+                           "one untimed, bytes read + written / time) over the HBM bandwidth "
+                           "computed from the clock") != NULL);
         CHECK(back->links[0].bw_ab_bytes_per_s == 50e9 && back->links[0].bw_ba_bytes_per_s == 48e9);
     }
     free(text);
@@ -776,6 +785,9 @@ static void test_probe(void)
     CHECK_OK(qm_discover_build(f, &t, &st));
     if (t) {
         CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
+        CHECK(t->hbm_efficiency == 1.0); /* no device copy measured: as stated */
+        for (int i = 0; i < t->n_sources; ++i)
+            CHECK(strstr(t->sources[i], "efficiency.hbm") == NULL);
         CHECK(t->links[0].bw_ab_bytes_per_s == t->links[0].bw_ba_bytes_per_s &&
               t->links[0].bw_ab_bytes_per_s == qm_discover_pcie_bw(16.0, 16));
     }

@@ -348,10 +348,15 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
     }
     for (int i = 0; rc == QM_OK && (f->sources & QM_DISCOVER_SRC_PROBE) && i < f->n_gpus; ++i) {
         const qm_discover_gpu *g = &f->gpus[i];
-        char h[32], d[32];
+        char h[32], d[32], m[64] = "";
+        if (g->hbm_copy_bw_bytes_per_s > 0) {
+            char c[32];
+            snprintf(m, sizeof m, ", device copy %s",
+                     qm_units_format_bandwidth(g->hbm_copy_bw_bytes_per_s, c, sizeof c));
+        }
         fprintf(stderr, "qmesh: n0.g%d: pinned host->device %s, device->host %s, launch round trip "
-                "%.2f us\n", i, qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
-                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6);
+                "%.2f us%s\n", i, qm_units_format_bandwidth(g->h2d_bw_bytes_per_s, h, sizeof h),
+                qm_units_format_bandwidth(g->d2h_bw_bytes_per_s, d, sizeof d), g->launch_s * 1e6, m);
     }
     if (rc == QM_OK && f->page_lock_bw_bytes_per_s > 0) {
         char b[32];

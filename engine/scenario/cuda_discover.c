@@ -16,7 +16,9 @@
  * (2 MiB-aligned memory advised to use huge pages and touched while the CUDA context is made, not
  * timed; registered with cudaHostRegister; cudaHostUnregister, free):
  * the median of 3 of 2 MiB and of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 -
- * 2 MiB / rate. sysfs facts are the caller's next step.
+ * 2 MiB / rate. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB between two
+ * device buffers, read + write bytes / time), which the dump turns into defaults.efficiency.hbm.
+ * sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
  * and the error name, and the sticky error is cleared.
@@ -110,6 +112,60 @@ static qm_code probe_device(int d, qm_discover_gpu *g, qm_status *st)
         return disc_err(st, failed, op, d);
     }
     return QM_OK;
+}
+
+/* The device copy probe of device d: QM_DISCOVER_HBM_REPS cudaMemcpyAsync of
+ * QM_DISCOVER_HBM_BYTES between two buffers of the device, timed with CUDA events after one
+ * untimed copy; the rate counts the bytes read and written (2 x the copy). This is the HBM rate
+ * a pass that reads and writes reaches, against the one computed from the clock and the bus
+ * width. A device without 2 x QM_DISCOVER_HBM_BYTES free is not measured (0: the efficiency stays
+ * as stated); other CUDA errors are the dump's error. */
+#define QM_DISCOVER_HBM_BYTES ((size_t)512 << 20)
+#define QM_DISCOVER_HBM_REPS 8
+static qm_code probe_hbm(int d, qm_discover_gpu *g, qm_status *st)
+{
+    void *a = NULL, *b = NULL;
+    cudaStream_t s = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    const char *op = "cudaSetDevice";
+    g->hbm_copy_bw_bytes_per_s = 0;
+    cudaError_t e = cudaSetDevice(d);
+    if (e == cudaSuccess && (cudaMalloc(&a, QM_DISCOVER_HBM_BYTES) != cudaSuccess ||
+                             cudaMalloc(&b, QM_DISCOVER_HBM_BYTES) != cudaSuccess)) {
+        (void)cudaGetLastError(); /* too little free memory: not measured */
+        (void)cudaFree(a);
+        (void)cudaFree(b);
+        return QM_OK;
+    }
+    if (e == cudaSuccess && (e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+        op = "cudaStreamCreateWithFlags";
+    for (int k = 0; k < 2 && e == cudaSuccess; ++k)
+        if ((e = cudaEventCreate(&ev[k])) != cudaSuccess)
+            op = "cudaEventCreate";
+    float ms = 0;
+    if (e == cudaSuccess) {
+        op = "cudaMemcpyAsync (the device copy probe)";
+        if ((e = cudaMemsetAsync(a, 1, QM_DISCOVER_HBM_BYTES, s)) == cudaSuccess &&
+            (e = cudaMemcpyAsync(b, a, QM_DISCOVER_HBM_BYTES, cudaMemcpyDeviceToDevice, s)) == cudaSuccess)
+            e = cudaEventRecord(ev[0], s);
+        for (int r = 0; r < QM_DISCOVER_HBM_REPS && e == cudaSuccess; ++r)
+            e = cudaMemcpyAsync(r & 1 ? a : b, r & 1 ? b : a, QM_DISCOVER_HBM_BYTES,
+                                cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess && (e = cudaEventRecord(ev[1], s)) == cudaSuccess &&
+            (e = cudaEventSynchronize(ev[1])) == cudaSuccess)
+            e = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+    }
+    if (e == cudaSuccess)
+        g->hbm_copy_bw_bytes_per_s = 2.0 * (double)QM_DISCOVER_HBM_BYTES * QM_DISCOVER_HBM_REPS /
+                                     ((ms > 1e-6f ? ms : 1e-6f) * 1e-3);
+    for (int k = 0; k < 2; ++k)
+        if (ev[k])
+            (void)cudaEventDestroy(ev[k]);
+    if (s)
+        (void)cudaStreamDestroy(s);
+    (void)cudaFree(a);
+    (void)cudaFree(b);
+    return e == cudaSuccess ? QM_OK : disc_err(st, e, op, d);
 }
 
 /* One page-locked buffer of `bytes` made and freed as `qmesh encode --backend cuda` makes and
@@ -232,7 +288,8 @@ qm_code qm_cuda_discover_facts(qm_discover_facts *f, qm_status *st)
         }
     }
     for (int d = 0; d < f->n_gpus && rc == QM_OK; ++d)
-        rc = probe_device(d, &f->gpus[d], st);
+        if ((rc = probe_device(d, &f->gpus[d], st)) == QM_OK)
+            rc = probe_hbm(d, &f->gpus[d], st);
     if (rc == QM_OK) { /* page-locking is the host's: measured once, with device 0 current */
         const cudaError_t e0 = cudaSetDevice(0);
         rc = e0 == cudaSuccess ? page_lock_probe(f, st) : disc_err(st, e0, "cudaSetDevice", 0);

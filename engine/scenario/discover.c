@@ -629,6 +629,20 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
             slowest = f->gpus[i].launch_s;
     if (slowest > 0)
         t->launch_s = slowest;
+    /* defaults.efficiency.hbm: the lowest of the GPUs' measured device copy rate over the rate
+     * computed from the memory clock and bus width (a pass that reads and writes reaches that
+     * share of the computed figure; every phase waits for the slowest GPU) */
+    double eff = 0;
+    for (int i = 0; i < ng; ++i) {
+        const qm_discover_gpu *g = &f->gpus[i];
+        if (g->hbm_copy_bw_bytes_per_s > 0 && g->hbm_bw_bytes_per_s > 0) {
+            double e = g->hbm_copy_bw_bytes_per_s / g->hbm_bw_bytes_per_s;
+            e = e > 1 ? 1 : e;
+            eff = eff == 0 || e < eff ? e : eff;
+        }
+    }
+    if (eff > 0)
+        t->hbm_efficiency = eff;
     if (f->page_lock_bw_bytes_per_s > 0) { /* defaults.page_lock: the host's, measured */
         t->page_lock_s = f->page_lock_s;
         t->page_lock_bw_bytes_per_s = f->page_lock_bw_bytes_per_s;
@@ -728,6 +742,11 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         if (!add_source(t, line))
             goto nomem;
     }
+    if (eff > 0 && !add_source(t, "measured: defaults.efficiency.hbm = the lowest over GPUs of "
+                                  "the device copy rate (cudaMemcpyAsync device to device, 8 "
+                                  "copies of 512 MiB after one untimed, bytes read + written / "
+                                  "time) over the HBM bandwidth computed from the clock"))
+        goto nomem;
     if ((f->sources & QM_DISCOVER_SRC_SYSFS_PCI) &&
         !add_source(t, "/sys/bus/pci/devices/<bus id>/numa_node, current_link_speed, "
                        "current_link_width, max_link_speed, max_link_width (GPU and upstream port)"))

@@ -78,6 +78,7 @@ typedef struct qm_discover_gpu {
     double h2d_bw_bytes_per_s;     /* pinned host -> device, cudaMemcpyAsync */
     double d2h_bw_bytes_per_s;     /* device -> pinned host */
     double launch_s;               /* one 4-byte cudaMemsetAsync + cudaStreamSynchronize */
+    double hbm_copy_bw_bytes_per_s; /* device -> device copies, read + write bytes / time */
 } qm_discover_gpu;
 
 /* A host's storage rates for the data path (`storage: {read, write}`), and how they were found. */
