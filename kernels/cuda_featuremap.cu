@@ -231,6 +231,60 @@ __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, 
     }
 }
 
+/* Round 4's product_tile_store for states of more than 10 qubits: the same amplitudes, bit for bit
+ * (the same products in the same order), with the thread's entries of A in registers. A thread's
+ * slots j of every tile have the same j & 31 (MODE 0, 1: t & 31; MODE 2: 2t & 31 and 2t + 1 & 31),
+ * so its A entries are fixed for the whole state (ar, loaded when the tables are built) and only B
+ * comes from shared memory, once per pair in MODE 2 (j and j + 1 share j >> 5): 2 shared loads per
+ * thread and tile instead of 8. On complex64 the shared loads were the most traffic per byte
+ * written (32 bytes of loads per 8 bytes stored). */
+template <int MODE>
+__device__ __forceinline__ void product_tile_store_areg(void *state, uint64_t first, uint64_t g0,
+                                                        uint64_t g1, const double2 *ab,
+                                                        const double2 (&ar)[2], double2 h,
+                                                        double scale)
+{
+    if (MODE != 2) {
+        double2 amp[4];
+        uint64_t slot[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const unsigned j = threadIdx.x + QM_PD_THREADS * u;
+            const double2 b = ab[32 + (j >> 5)];
+            double lr, li;
+            qm_cmul(ar[0].x, ar[0].y, b.x, b.y, &lr, &li);
+            qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
+            const uint64_t g = first + j;
+            slot[u] = g >= g0 && g < g1 ? g - g0 : UINT64_MAX;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            if (slot[u] == UINT64_MAX)
+                continue;
+            if (MODE == 0)
+                ((double2 *)state)[slot[u]] = amp[u];
+            else
+                ((float2 *)state)[slot[u]] = make_float2((float)amp[u].x, (float)amp[u].y);
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
+            const double2 b = ab[32 + (j >> 5)];
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                double lr, li, re, im;
+                qm_cmul(ar[e].x, ar[e].y, b.x, b.y, &lr, &li);
+                qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
+                v[2 * e] = (float)re;
+                v[2 * e + 1] = (float)im;
+            }
+            store_pair_f32(state, first + j, g0, g1, v);
+        }
+    }
+}
+
 /* Entry e (< 64) of a state's A (e < 32: qubits 0..4 of index e) or B (qubits 5..9 of index
  * (e - 32) << 5), as qm_product_lo forms them. */
 __device__ __forceinline__ double2 product_ab_entry(const double *f, unsigned e)
@@ -463,11 +517,12 @@ __device__ __forceinline__ double2 product_tile_hi(const double2 *t1, uint64_t v
  * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
  * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
  * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
-template <int MODE, bool R3, bool UNIT>
+template <int MODE, bool R3, bool UNIT, bool AREG = false>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4)
 product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                       uint64_t first_state, const double *table, double scale)
 {
+    double2 ar[2]; /* AREG (round 4): the thread's entries of A (product_tile_store_areg) */
     __shared__ double2 ab[64];
     __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
     __shared__ double2 lt[R3 ? 1u << QM_PRODUCT_LO_BITS : 1]; /* round 3's lo table */
@@ -498,12 +553,18 @@ product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                         product_lo3<false, false>(ab, j);
                 __syncthreads();
             }
+            if (AREG) {
+                ar[0] = ab[MODE == 2 ? (2 * threadIdx.x) & 31u : threadIdx.x & 31u];
+                ar[1] = ab[(2 * threadIdx.x + 1) & 31u];
+            }
             have = s;
             up_have = UINT64_MAX;
         }
         const double2 h = product_tile_hi(t1, vmask, f, qubits, first, up_have, ur, ui);
         if (R3)
             product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
+        else if (AREG)
+            product_tile_store_areg<MODE>(state, first, g0, g1, ab, ar, h, scale);
         else
             product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
     }
@@ -1730,11 +1791,16 @@ extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_
                                       double scale, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (n == 0 || qubits != QM_PRODUCT_LO_BITS)
+    if (n == 0 || qubits < QM_PRODUCT_LO_BITS)
         return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
                                       stream);
     const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
     const bool pairs = pair_stores(state, c128, g0);
+    if (qubits > QM_PRODUCT_LO_BITS) /* round 2's kernel with A in registers */
+        return product_launch(c128    ? product_states_kernel<0, false, false, true>
+                              : pairs ? product_states_kernel<2, false, false, true>
+                                      : product_states_kernel<1, false, false, true>,
+                              tiles, s, state, n, g0, qubits, first_state, table, scale);
     const bool unit = scale == 1.0;
     void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
         c128    ? (unit ? product_batch10_r4_kernel<0, true> : product_batch10_r4_kernel<0, false>)

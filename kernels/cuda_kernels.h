@@ -83,8 +83,9 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
  * at most 8 stages on rows of 256 contiguous bytes (cuda_featuremap.cu's qm_cuda_wht_passes3; a
  * 2^30 state: 3 passes of 7, 7, 6 stages after the fused one). */
 #define QM_CUDA_KERNELS_ROUND3 3
-/* Round 4 (QM_CUDA_KERNELS=round4): round 3 with two kernels of its own (cuda_featuremap.cu):
- * batches of 10-qubit product states one warp per state, and IQP's fused phase + stages 0..9 one
+/* Round 4 (QM_CUDA_KERNELS=round4): round 3 with kernels of its own (cuda_featuremap.cu):
+ * batches of 10-qubit product states one warp per state, product states of more than 10 qubits
+ * on round 2's kernel with each thread's A entries in registers, and IQP's fused phase + stages 0..9 one
  * warp per tile with two shared-memory transposes instead of round 3's five round trips (round 3's
  * phases: the same bits); every other op as round 3 (qm_cuda_kernels_r3). */
 #define QM_CUDA_KERNELS_ROUND4 4
@@ -94,7 +95,7 @@ static inline int qm_cuda_kernels_r3(int kernels)
 }
 /* The CUDA backend's default (QM_CUDA_KERNELS unset), never passed to a launcher: each op on the
  * generation measured fastest for it (hal/cuda/cuda.c's k_product, k_iqp, k_sums): products and
- * IQP on round 4 (round 2's products but for 10-qubit batches; IQP's fused pass, round 3's phases
+ * IQP on round 4 (round 2's products below 10 qubits; IQP's fused pass, round 3's phases
  * and wht passes), sums of squares on round 3 for blocks of up to 2^10 and complex128 states,
  * round 2 otherwise. QM_CUDA_KERNELS=round2 runs everything on round 2. */
 #define QM_CUDA_KERNELS_DEFAULT (-1)
