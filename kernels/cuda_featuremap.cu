@@ -183,11 +183,17 @@ __device__ __forceinline__ void store_pair_f32(void *state, uint64_t g, uint64_t
 /* The amplitudes of one tile (global indices [first, first + 2^10)) that lie in [g0, g1), from the
  * tile's state's A = ab[0..31], B = ab[32..63] and the tile's hi. MODE 0: complex128, thread t
  * writes j = t + 256u (u < 4); 1: complex64, one amplitude per lane, the same j; 2: complex64,
- * 16-byte aligned pairs j = 2p, 2p + 1 for p = t + 256u (u < 2), one float4 per pair. */
-template <int MODE>
+ * 16-byte aligned pairs j = 2p, 2p + 1 for p = t + 256u (u < 2), one float4 per pair (j and j + 1
+ * share B[j >> 5], j being even). AREG (round 4, states of more than 10 qubits): the thread's A
+ * entries come from registers, ar[0] (MODE 0, 1: A[t mod 32]) and ar[1] (MODE 2: A[2t mod 32],
+ * A[2t + 1 mod 32]), loaded once per state: a thread's slots have the same index mod 32 in every
+ * tile, so only B is read from shared memory, 2 loads per thread and tile instead of 8 (for
+ * complex64 the loads were 32 bytes of shared memory per 8 bytes stored). The same values, so the
+ * same bits. */
+template <int MODE, bool AREG = false>
 __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, uint64_t g0,
                                                    uint64_t g1, const double2 *ab, double2 h,
-                                                   double scale)
+                                                   double scale, const double2 *ar = nullptr)
 {
     if (MODE != 2) {
         double2 amp[4];
@@ -195,7 +201,7 @@ __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, 
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const unsigned j = threadIdx.x + QM_PD_THREADS * u;
-            const double2 a = ab[j & 31u], b = ab[32 + (j >> 5)];
+            const double2 a = AREG ? ar[0] : ab[j & 31u], b = ab[32 + (j >> 5)];
             double lr, li;
             qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
             qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
@@ -215,10 +221,11 @@ __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, 
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
             const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
+            const double2 b = ab[32 + (j >> 5)];
             float v[4];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const double2 a = ab[(j + e) & 31u], b = ab[32 + ((j + e) >> 5)];
+                const double2 a = AREG ? ar[e] : ab[(j + e) & 31u];
                 double lr, li, re, im;
                 qm_cmul(a.x, a.y, b.x, b.y, &lr, &li);
                 qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
@@ -227,60 +234,6 @@ __device__ __forceinline__ void product_tile_store(void *state, uint64_t first, 
             }
             const uint64_t g = first + j;
             store_pair_f32(state, g, g0, g1, v);
-        }
-    }
-}
-
-/* Round 4's product_tile_store for states of more than 10 qubits: the same amplitudes, bit for bit
- * (the same products in the same order), with the thread's entries of A in registers. A thread's
- * slots j of every tile have the same j & 31 (MODE 0, 1: t & 31; MODE 2: 2t & 31 and 2t + 1 & 31),
- * so its A entries are fixed for the whole state (ar, loaded when the tables are built) and only B
- * comes from shared memory, once per pair in MODE 2 (j and j + 1 share j >> 5): 2 shared loads per
- * thread and tile instead of 8. On complex64 the shared loads were the most traffic per byte
- * written (32 bytes of loads per 8 bytes stored). */
-template <int MODE>
-__device__ __forceinline__ void product_tile_store_areg(void *state, uint64_t first, uint64_t g0,
-                                                        uint64_t g1, const double2 *ab,
-                                                        const double2 (&ar)[2], double2 h,
-                                                        double scale)
-{
-    if (MODE != 2) {
-        double2 amp[4];
-        uint64_t slot[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const unsigned j = threadIdx.x + QM_PD_THREADS * u;
-            const double2 b = ab[32 + (j >> 5)];
-            double lr, li;
-            qm_cmul(ar[0].x, ar[0].y, b.x, b.y, &lr, &li);
-            qm_product_amp(h.x, h.y, lr, li, scale, &amp[u].x, &amp[u].y);
-            const uint64_t g = first + j;
-            slot[u] = g >= g0 && g < g1 ? g - g0 : UINT64_MAX;
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            if (slot[u] == UINT64_MAX)
-                continue;
-            if (MODE == 0)
-                ((double2 *)state)[slot[u]] = amp[u];
-            else
-                ((float2 *)state)[slot[u]] = make_float2((float)amp[u].x, (float)amp[u].y);
-        }
-    } else {
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const unsigned j = 2 * (threadIdx.x + QM_PD_THREADS * u);
-            const double2 b = ab[32 + (j >> 5)];
-            float v[4];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                double lr, li, re, im;
-                qm_cmul(ar[e].x, ar[e].y, b.x, b.y, &lr, &li);
-                qm_product_amp(h.x, h.y, lr, li, scale, &re, &im);
-                v[2 * e] = (float)re;
-                v[2 * e + 1] = (float)im;
-            }
-            store_pair_f32(state, first + j, g0, g1, v);
         }
     }
 }
@@ -522,7 +475,7 @@ __global__ void __launch_bounds__(QM_PD_THREADS, 4)
 product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                       uint64_t first_state, const double *table, double scale)
 {
-    double2 ar[2]; /* AREG (round 4): the thread's entries of A (product_tile_store_areg) */
+    double2 ar[2]; /* AREG (round 4): the thread's entries of A (product_tile_store) */
     __shared__ double2 ab[64];
     __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
     __shared__ double2 lt[R3 ? 1u << QM_PRODUCT_LO_BITS : 1]; /* round 3's lo table */
@@ -563,10 +516,8 @@ product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
         const double2 h = product_tile_hi(t1, vmask, f, qubits, first, up_have, ur, ui);
         if (R3)
             product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
-        else if (AREG)
-            product_tile_store_areg<MODE>(state, first, g0, g1, ab, ar, h, scale);
         else
-            product_tile_store<MODE>(state, first, g0, g1, ab, h, scale);
+            product_tile_store<MODE, AREG>(state, first, g0, g1, ab, h, scale, ar);
     }
 }
 
