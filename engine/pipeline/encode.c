@@ -850,8 +850,8 @@ static qm_code timed_read_int(void *ctx, uint64_t first, uint64_t count, uint64_
 
 /* While the CUDA context is made (hundreds of ms, the thread would only wait), the host memory of
  * the page-locked buffers this rank will make next is made ready (qm_backend_host_prepare): the
- * ingest's ring when this rank reads at least a ring's worth of a file, the norm's sums (amplitude:
- * one per state, or per block of a larger state), and the output's staging with --out (rank 0) or --out-dir. On the H200
+ * amplitude encoding's ingest ring when this rank reads at least a ring's worth of a file and its
+ * norm's sums (one per state, or per block of a larger state), and the output's staging with --out (rank 0) or --out-dir. On the H200
  * host this takes 64 MiB of page-locking from 11-15 ms to 1.4-2.2 ms. */
 static void prepare_staging(const qm_encode_job *job, const qm_amp_input *in, const qm_request *req,
                             int R, int me)
@@ -860,9 +860,10 @@ static void prepare_staging(const qm_encode_job *job, const qm_amp_input *in, co
     int n = 0;
     const uint64_t ring = qm_ingest_ring_bytes_max();
     const uint64_t input = (in->batch ? in->batch : 1) * in->n * qm_dtype_size(in->dtype);
-    if (input / (uint64_t)R >= ring) /* a file's values reach the devices through the ring */
+    const bool amplitude = req->encoding == QM_ENCODING_AMPLITUDE;
+    if (amplitude && input / (uint64_t)R >= ring) /* the values reach the devices through it */
         bytes[n++] = ring;
-    if (req->encoding == QM_ENCODING_AMPLITUDE && req->qubits < 64) {
+    if (amplitude && req->qubits < 64) {
         /* one sum per state, or per block of 2^QM_HAL_RED_LOG2_BLOCK slots of larger states */
         const uint64_t N = (uint64_t)1 << req->qubits;
         const uint64_t per = N >> QM_HAL_RED_LOG2_BLOCK ? N >> QM_HAL_RED_LOG2_BLOCK : 1;
