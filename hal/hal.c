@@ -8,8 +8,11 @@
  * Thread-safety: accounting is updated without locks; a caller that drives devices from several
  * threads must give each device to one thread (the materializer does).
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "hal_impl.h"
 #include "status_internal.h"
+
+#include <sys/mman.h>
 #include "qm_math.h"
 #include "qm_passes.h"
 
@@ -446,6 +449,20 @@ qm_code qm_hal_event_sync(qm_hal *hal, qm_hal_event *ev, qm_status *st)
 
 /* ---- host staging memory ---------------------------------------------------------------------- */
 
+void *qm_hal_big_alloc(size_t bytes)
+{
+    const size_t page = (size_t)2 << 20;
+    if (bytes < page)
+        return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (bytes > SIZE_MAX - page)
+        return NULL;
+    const size_t whole = (bytes + page - 1) / page * page;
+    void *p = aligned_alloc(page, whole);
+    if (p)
+        (void)madvise(p, whole, MADV_HUGEPAGE);
+    return p;
+}
+
 qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st)
 {
     if (out)
@@ -461,7 +478,7 @@ qm_code qm_hal_host_alloc(qm_hal *hal, uint64_t bytes, void **out, qm_status *st
         qm_code rc = host_alloc(hal->ctx, bytes, out, st);
         if (rc != QM_OK)
             return qm_status_prefix(st, "host_alloc of %llu bytes", (unsigned long long)bytes);
-    } else if (!(*out = malloc((size_t)bytes))) {
+    } else if (!(*out = qm_hal_big_alloc((size_t)bytes))) {
         return qm_fail(st, QM_E_NOMEM, "host_alloc: out of host memory for %llu bytes",
                        (unsigned long long)bytes);
     }

@@ -134,6 +134,13 @@ bool qm_hal_op_is_amplitude(qm_hal_op op);
 /* Create the wrapper object around a backend. On failure, ops->destroy(ctx) has been called. The
  * table must outlive the object (a static table, or one kept in ctx). */
 qm_code qm_hal_create(const qm_hal_ops *ops, void *ctx, qm_hal **out, qm_status *st);
+/* Host memory for a large buffer of a backend: from 2 MiB up, 2 MiB-aligned (the size rounded up
+ * to whole 2 MiB) and advised to use transparent huge pages (MADV_HUGEPAGE), so that touching it
+ * takes one page fault per 2 MiB instead of one per 4 KiB; smaller, 64-byte aligned. The pages
+ * are not touched here (the first writer places them). Freed with free(); NULL when out of
+ * memory. */
+void *qm_hal_big_alloc(size_t bytes);
+
 /* For shims that wrap another HAL object: its ops table and backend context. */
 const qm_hal_ops *qm_hal_ops_get(const qm_hal *hal);
 void *qm_hal_ctx(const qm_hal *hal);

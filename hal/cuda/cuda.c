@@ -8,7 +8,6 @@
  * the device it works on).
  * Known wart: the kernels are the first straightforward versions (see cuda_kernels.cu).
  */
-#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "cuda_backend.h"
 #include "cuda_kernels.h"
 #include "hal_impl.h"
@@ -17,7 +16,6 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -733,12 +731,11 @@ void qm_hal_cuda_host_prepare(uint64_t bytes)
         return;
     const size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
     host_spare *sp = malloc(sizeof *sp);
-    void *b = sp ? aligned_alloc(QM_HOST_PAGE, whole) : NULL;
+    void *b = sp ? qm_hal_big_alloc(whole) : NULL; /* 2 MiB-aligned, huge pages advised */
     if (!b) {
         free(sp);
         return; /* only a head start: the allocation will make its own memory */
     }
-    (void)madvise(b, whole, MADV_HUGEPAGE);
     for (size_t at = 0; at < whole; at += 4096) /* one write per page faults every page in */
         ((volatile char *)b)[at] = 0;
     *sp = (host_spare){.p = b, .bytes = whole};
@@ -782,11 +779,8 @@ static void *host_register(uint64_t bytes)
     size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
     host_block *blk = malloc(sizeof *blk);
     void *b = blk ? spare_take(whole, &whole) : NULL;
-    if (blk && !b) {
-        b = aligned_alloc(QM_HOST_PAGE, whole);
-        if (b)
-            (void)madvise(b, whole, MADV_HUGEPAGE);
-    }
+    if (blk && !b)
+        b = qm_hal_big_alloc(whole); /* 2 MiB-aligned, huge pages advised */
     if (!b) {
         free(blk);
         return NULL;

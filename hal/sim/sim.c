@@ -2,8 +2,9 @@
  *
  * In: a device description (and QM_SIM_POISON, read once by qm_hal_sim_create when the description
  * leaves poisoning to the environment). Out: a qm_hal whose devices are host memory (materialized)
- * or counters (phantom). New buffers are not written unless poisoned: aligned_alloc maps large
- * blocks lazily, so a state's pages are first touched by the kernel threads that write it.
+ * or counters (phantom). New buffers are not written unless poisoned: qm_hal_big_alloc maps large
+ * blocks lazily, on huge pages where the kernel allows (one fault per 2 MiB), so a state's pages
+ * are first touched by the kernel threads that write it.
  * Must not: be called except through the hal.c wrappers (they check every range first).
  * Thread-safety: devices are independent; link counters are per link and per direction.
  */
@@ -89,7 +90,7 @@ static qm_code sim_buf_alloc(void *ctx, int dev, uint64_t bytes, void **ptr, voi
         }
     }
     if (!p)
-        p = aligned_alloc(64, size);
+        p = qm_hal_big_alloc(size);
     if (!p)
         return qm_fail(st, QM_E_NOMEM, "out of host memory for %llu simulated device bytes",
                        (unsigned long long)bytes);
