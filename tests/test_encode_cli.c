@@ -344,8 +344,22 @@ static void test_iqp_cli(const char *angles)
     write_file(in, "0.1,0.2,0.3,0.4\n", 16);
     rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp", qmesh, in);
     CHECK(rc == 1);
-    CHECK_STR(last, "error[E-INPUT]: encode: 4 values per sample make no iqp state (it takes "
-                    "n + n(n-1)/2 values for n qubits)\n");
+    CHECK_STR(last, "error[E-INPUT]: encode: 4 values per sample make no iqp state (n qubits "
+                    "take n + n(n-1)/2 values: 3 for 2, 6 for 3)\n");
+    {
+        /* one value per qubit: 70 values would be 70 qubits */
+        char wide[70 * 2 + 1];
+        for (int k = 0; k < 70; ++k) {
+            wide[2 * k] = '1';
+            wide[2 * k + 1] = k + 1 < 70 ? ',' : '\n';
+        }
+        write_file(in, wide, sizeof wide - 1);
+        rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding angle", qmesh, in);
+        CHECK(rc == 1);
+        CHECK_STR(last, "error[E-QUBITS]: encode: the angle encoding takes one value per qubit: 70 "
+                        "values per sample would make 70 qubits; at most 63\n");
+        write_file(in, "0.1,0.2,0.3,0.4\n", 16);
+    }
     rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp --qubits 3", qmesh,
                  angles);
     CHECK(rc == 1);

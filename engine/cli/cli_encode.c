@@ -465,5 +465,6 @@ static const qm_cli_flag encode_flags[] = {
 
 const qm_cli_command qm_cli_cmd_encode = {
     .name = "encode",
-    .summary = "amplitude-encode .npy or CSV data into a state sharded over the mesh's devices",
+    .summary = "encode .npy, HDF5 or CSV data (amplitude, angle, basis, phase, iqp, iqp-z) into "
+               "a state sharded over the mesh's devices",
     .flags = encode_flags, .json_members = encode_json, .run = run_encode};

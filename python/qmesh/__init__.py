@@ -112,8 +112,15 @@ def _qubits_for(features, encoding="amplitude"):
         for n in range(1, 64):
             if n + n * (n - 1) // 2 == f:
                 return n
-        _fail("E-INPUT", "plan: %d values per sample make no iqp state (it takes n + n(n-1)/2 "
-              "values for n qubits)" % f)
+        n = 1
+        while n < 63 and (n + 1) + (n + 1) * n // 2 < f:
+            n += 1
+        lo, hi = n + n * (n - 1) // 2, (n + 1) + (n + 1) * n // 2
+        if n < 63 and f > lo:
+            _fail("E-INPUT", "plan: %d values per sample make no iqp state (n qubits take "
+                  "n + n(n-1)/2 values: %d for %d, %d for %d)" % (f, lo, n, hi, n + 1))
+        _fail("E-INPUT", "plan: %d values per sample make no iqp state (n qubits take "
+              "n + n(n-1)/2 values: at most %d, for 63)" % (f, lo))
     return max(1, (f - 1).bit_length())
 
 

@@ -47,8 +47,9 @@ def test_request_errors(cli):
     raises("E-RANK", p.stderr.strip().splitlines()[-1], qmesh.plan, qubits=3, ranks=5)
     raises("E-ARG", "error[E-ARG]: backend: unknown backend 'tpu'; use auto, sim or cuda",
            qmesh.encode, [1, 2], backend="tpu")
-    raises("E-INPUT", "error[E-INPUT]: plan: 4 values per sample make no iqp state (it takes "
-           "n + n(n-1)/2 values for n qubits)", qmesh.encode, [[1, 2, 3, 4]], encoding="iqp")
+    raises("E-INPUT", "error[E-INPUT]: plan: 4 values per sample make no iqp state (n qubits "
+           "take n + n(n-1)/2 values: 3 for 2, 6 for 3)", qmesh.encode, [[1, 2, 3, 4]],
+           encoding="iqp")
     raises("E-ARG", "error[E-ARG]: plan: unknown encoding 'fourier'; use one of amplitude, angle, "
            "basis, phase, iqp, iqp-z", qmesh.encode, [1, 2], encoding="fourier")
     raises("E-INPUT", "error[E-INPUT]: encode: sample 1: basis index 2.5 is not a non-negative "
