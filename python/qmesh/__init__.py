@@ -373,6 +373,9 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
         if data.dim() not in (1, 2):
             _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows "
                   "are a batch)" % data.dim())
+        if data.numel() == 0:
+            _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode"
+                  % (tuple(data.shape),))
         if data.is_cuda:  # the encode reads it on the library's own streams
             torch.cuda.current_stream(data.device).synchronize()
         if encoding == "basis":  # the indices are needed on the host to size the state
@@ -391,13 +394,19 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
         if dev in (2, 13) and encoding != "basis":  # kDLCUDA, kDLCUDAManaged (CuPy, JAX)
             return _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding)
     import numpy as np
-    a = np.asarray(data)
+    try:
+        a = np.asarray(data)
+    except ValueError:  # ragged nested lists
+        _fail("E-INPUT", "encode: the input is not a rectangular array of numbers (rows of "
+              "different lengths)")
     if encoding == "basis" and a.dtype.kind in "iu" and a.ndim in (1, 2) and a.size:
         qubits = _basis_int_qubits(np, a, qubits)  # exact: before any float64 conversion
     a = _float_array(np, a)
     if a.ndim not in (1, 2):
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
               "a batch)" % a.ndim)
+    if a.size == 0:
+        _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
     ndim = a.ndim
     if encoding == "basis":
@@ -482,6 +491,8 @@ def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", pref
     if a.ndim not in (1, 2):
         _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
               "a batch)" % a.ndim)
+    if a.size == 0:
+        _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
     ndim = a.ndim
     if encoding == "basis":  # one index per sample: a 1-D array of B indices is B samples

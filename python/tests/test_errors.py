@@ -31,6 +31,12 @@ def test_input_errors():
     raises("E-DTYPE", "error[E-DTYPE]: encode: input dtype must be real numeric (float32 and "
            "float64 are used as they are, other integer and float types become float64; got "
            "complex128)", qmesh.encode, np.ones(4, np.complex128))
+    raises("E-INPUT", "error[E-INPUT]: encode: empty input (shape (0,)): nothing to encode",
+           qmesh.encode, [])
+    raises("E-INPUT", "error[E-INPUT]: encode: empty input (shape (3, 0)): nothing to encode",
+           qmesh.encode, np.zeros((3, 0)))
+    raises("E-INPUT", "error[E-INPUT]: encode: the input is not a rectangular array of numbers "
+           "(rows of different lengths)", qmesh.encode, [[1, 2], [3]])
 
 
 def test_request_errors(cli):
