@@ -4,7 +4,8 @@
  * qm_input_open's reader of a CSV file (pipeline.c) by element ranges.
  *  - generated files: a header row, CRLF line ends, no final newline, blanks around fields, a
  *    byte-order mark, trailing blank lines, a dropped label column (by name and by index), rows of
- *    12 KB (longer than most chunks), NaN/Inf/subnormal text, gzip (one member, and two members
+ *    12 KB (longer than most chunks), NaN/Inf/subnormal text, quoted fields (names with a comma
+ *    and "", a label dropped by its quoted name, numbers in quotes), gzip (one member, and two members
  *    split inside a row); every value compared bit for bit, read in pieces of 1, 2, 5 and 13 rows,
  *    after a count and after a rewind; half the rows skipped (qm_csv_skip_rows), the rest read;
  *    through qm_input_open: ranges cut inside rows, three parts read in turns, backwards, single
@@ -13,7 +14,8 @@
  *    skipped over is; qm_input_open's read reports a bad row with the load's message exactly,
  *    qm_input_open_stream's with the element range in front;
  *  - errors with their exact text, the same at every chunk size: a bad value, a ragged row, an
- *    empty field, a blank line, an out-of-range number in a late row (the rows before it read,
+ *    empty field, a quote not closed on its line, text after a closing quote, a lone quote
+ *    inside quotes, a blank line, an out-of-range number in a late row (the rows before it read,
  *    the failure sticky until a rewind), a header with no data (at the count), empty files,
  *    UTF-16, a drop column not found, gzip cut short, damaged (inside, or its CRC) or followed
  *    by garbage, a bad row before the damaged part of a gzip stream (text order), the text limit;
@@ -327,7 +329,7 @@ static void check_gen(const gen *g, const char *path, const char *chunk)
 
 static void test_generated(void)
 {
-    gen g[9];
+    gen g[10];
     memset(g, 0, sizeof g);
     int n = 0;
     /* 0: a header, LF, a final newline */
@@ -381,7 +383,29 @@ static void test_generated(void)
     g[n].v = calloc(1, sizeof(double));
     g[n].v[0] = 5;
     n++;
-    /* 7: gzip, one member: file 2's text; 8: two members split inside a row: file 1's text */
+    /* 7: quoted fields (RFC 4180): quoted names with a comma and a "" inside, the label column
+     * dropped by its quoted name, quoted numbers with blanks inside and outside the quotes */
+    g[n].name = "quoted fields";
+    put(&g[n].t, "\"x, 1\",\"the \"\"label\"\"\" , y\r\n");
+    g[n].rows = 3;
+    g[n].cols = 3;
+    g[n].feats = 2;
+    g[n].dropped = 1;
+    g[n].has_header = 1;
+    g[n].drop = "the \"label\"";
+    g[n].v = calloc(6, sizeof(double));
+    for (int r = 0; r < 3; ++r) {
+        if (r == 1) /* blanks around and inside the quotes; a label with a comma and quotes */
+            put(&g[n].t, " \" %.17g \" ,\"a,\"\"b\"\"\",%.17g\r\n", value((uint64_t)(2 * r)),
+                value((uint64_t)(2 * r + 1)));
+        else
+            put(&g[n].t, "\"%.17g\",c%d,\"%.17g\"\r\n", value((uint64_t)(2 * r)), r,
+                value((uint64_t)(2 * r + 1)));
+        expect(&g[n], (uint64_t)r, 0, value((uint64_t)(2 * r)));
+        expect(&g[n], (uint64_t)r, 1, value((uint64_t)(2 * r + 1)));
+    }
+    n++;
+    /* 8: gzip, one member: file 2's text; 9: two members split inside a row: file 1's text */
     gzip_of(&g[n++], &g[2], "gzip: BOM, drop 'label'", 1);
     gzip_of(&g[n++], &g[1], "gzip, two members, CRLF", 2);
     char p[128];
@@ -488,6 +512,13 @@ static void test_errors(void)
                  "row 3 has 1 fields, expected 2 (as in row 1)", NULL, 2, 0);
     expect_error("an empty field", TXT("1,2\n3,\n"), A, NULL, QM_E_INPUT,
                  "row 2, column 2: empty field", NULL, 1, 0);
+    expect_error("a quote not closed on its line", TXT("a,b\n1,2\n\"3,4\n"), A, NULL, QM_E_INPUT,
+                 "row 3, column 1: the quoted field is not closed on its line (a quoted field may "
+                 "not span lines)", NULL, 1, 0);
+    expect_error("text after a closing quote", TXT("a,b\n\"1\"x,2\n"), A, NULL, QM_E_INPUT,
+                 "row 2, column 1 ('a'): '\"1\"x' is not a number", NULL, 0, 0);
+    expect_error("a lone quote inside quotes", TXT("a,b\n\"1\",2\n\"1\"2\",3\n"), A, NULL,
+                 QM_E_INPUT, "row 3, column 1 ('a'): '\"1\"2\"' is not a number", NULL, 1, 0);
     expect_error("a blank line", TXT("1,2\n\n3,4\n"), A, NULL, QM_E_INPUT,
                  "row 2 is empty (blank lines are allowed only at the end of the file)", NULL, 1,
                  0);

@@ -351,37 +351,111 @@ static const char *printable(const char *s, char *buf, size_t buf_bytes)
     return buf;
 }
 
-/* Split the line [s, e) at commas, trimming blanks, NUL-terminating each field in place (the byte
- * after a field is a blank, a comma, '\r', '\n' or the spare byte, so writing there is safe).
- * Stores up to max_fields field starts in fields (when not NULL); returns the field count. */
+/* The end of the field that starts at f in [f, e): the comma after it, or e. A field whose first
+ * non-blank character is '"' is quoted (RFC 4180): commas up to its closing quote are its text,
+ * "" inside it is one quote; a quote that is not closed on the line runs the field to e. */
+static char *field_end(char *f, char *e)
+{
+    char *p = f;
+    while (p < e && is_blank(*p))
+        p++;
+    if (p < e && *p == '"') {
+        for (++p; p < e; ++p)
+            if (*p == '"') {
+                if (p + 1 < e && p[1] == '"')
+                    ++p; /* an escaped quote */
+                else
+                    break;
+            }
+        if (p == e)
+            return e;
+        f = p + 1;
+    }
+    char *c = memchr(f, ',', (size_t)(e - f));
+    return c ? c : e;
+}
+
+/* The field [a, b) without the blanks around it, unquoted in place when it is one quoted string
+ * ("..." with "" for a quote inside; blanks inside the quotes trimmed too), NUL-terminated (the
+ * byte at b is a blank, a comma, '\r', '\n' or the spare byte, so writing there is safe). A
+ * field with a stray or unclosed quote is kept as it is (it is then not a number). */
+static char *field_text(char *a, char *b)
+{
+    while (a < b && is_blank(*a))
+        a++;
+    while (b > a && is_blank(b[-1]))
+        b--;
+    int quoted = b - a >= 2 && *a == '"' && b[-1] == '"';
+    for (char *p = a + 1; quoted && p < b - 1; ++p) /* every quote inside is one of a pair */
+        if (*p == '"' && !(p + 1 < b - 1 && *++p == '"'))
+            quoted = 0;
+    if (!quoted) {
+        *b = '\0';
+        return a;
+    }
+    char *w = a;
+    for (char *p = a + 1; p < b - 1; ++p) {
+        if (*p == '"')
+            ++p; /* "" -> " */
+        *w++ = *p;
+    }
+    char *t = a;
+    while (t < w && is_blank(*t))
+        t++;
+    while (w > t && is_blank(w[-1]))
+        w--;
+    *w = '\0';
+    return t;
+}
+
+/* Split the line [s, e) into its fields (field_end), each trimmed, unquoted and NUL-terminated in
+ * place (field_text). Stores up to max_fields field starts in fields (when not NULL); returns the
+ * field count. */
 static size_t split_line(char *s, char *e, char **fields, size_t max_fields)
 {
     size_t n = 0;
     char *f = s;
     for (;;) {
-        char *c = memchr(f, ',', (size_t)(e - f));
-        char *fe = c ? c : e;
-        char *a = f, *b = fe;
-        while (a < b && is_blank(*a))
-            a++;
-        while (b > a && is_blank(b[-1]))
-            b--;
-        *b = '\0';
+        char *fe = field_end(f, e);
+        char *t = field_text(f, fe);
         if (fields && n < max_fields)
-            fields[n] = a;
+            fields[n] = t;
         n++;
-        if (!c)
+        if (fe == e)
             break;
-        f = c + 1;
+        f = fe + 1;
     }
     return n;
 }
 
-/* Count the fields of [s, e) without touching it. */
-static size_t count_fields(const char *s, const char *e)
+/* The 1-based column of the first field of [s, e) whose opening quote is not closed on the line,
+ * or 0 (field_end runs such a field to the end of the line). */
+static size_t open_quote_column(char *s, char *e)
+{
+    size_t c = 1;
+    for (char *f = s;; ++c) {
+        char *fe = field_end(f, e);
+        char *p = f;
+        while (p < fe && is_blank(*p))
+            p++;
+        if (fe == e && p < e && *p == '"') {
+            size_t quotes = 0;
+            for (char *q = p; q < e; ++q)
+                quotes += *q == '"';
+            if (quotes % 2)
+                return c;
+        }
+        if (fe == e)
+            return 0;
+        f = fe + 1;
+    }
+}
+
+/* Count the fields of [s, e) without changing it. */
+static size_t count_fields(char *s, char *e)
 {
     size_t n = 1;
-    for (const char *c = s; (c = memchr(c, ',', (size_t)(e - c))) != NULL; ++c)
+    for (char *f = field_end(s, e); f < e; f = field_end(f + 1, e))
         n++;
     return n;
 }
@@ -564,16 +638,21 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
 {
     const size_t ncols = (size_t)r->info.n_columns;
     const size_t nf = is_first ? ncols : count_fields(ln->s, ln->e);
-    if (nf != ncols)
+    if (nf != ncols) {
+        const size_t oq = open_quote_column(ln->s, ln->e);
+        if (oq)
+            return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu: the quoted field is not "
+                           "closed on its line (a quoted field may not span lines)", r->path,
+                           ln->no, oq);
         return qm_fail(st, QM_E_INPUT, "%s: row %ld has %zu fields, expected %zu (as in row %ld)",
                        r->path, ln->no, nf, ncols, r->first_no);
+    }
     char *f = ln->s;
     for (size_t c = 0; c < ncols; ++c) {
         char *field = r->names[c];
         if (!is_first) {
-            char *comma = memchr(f, ',', (size_t)(ln->e - f));
-            char *fe = comma ? comma : ln->e;
-            split_line(f, fe, &field, 1);
+            char *fe = field_end(f, ln->e);
+            field = field_text(f, fe);
             f = fe + 1;
         }
         if ((long)c == r->info.dropped_column)
