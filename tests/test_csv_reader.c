@@ -110,6 +110,7 @@ typedef struct gen {
     uint64_t rows, feats, cols;
     int has_header;
     long dropped;
+    char delim;           /* the options' delimiter (0: the default, ',') */
 } gen;
 
 /* a value exact through "%.17g" and strtod, distinct per element, of varied magnitude */
@@ -121,6 +122,33 @@ static double value(uint64_t i)
 static void expect(gen *g, uint64_t r, uint64_t c, double x)
 {
     g->v[r * g->feats + c] = x;
+}
+
+/* A file of `rows` rows of two features after `header` (a header row), with a dropped column at
+ * `dropped` (-1: none; then two columns) named `drop`, read with delimiter `delim` (0: ','). */
+static void two_features(gen *g, const char *name, const char *header, uint64_t rows, long dropped,
+                         const char *drop, char delim)
+{
+    g->name = name;
+    put(&g->t, "%s", header);
+    g->rows = rows;
+    g->feats = 2;
+    g->cols = dropped >= 0 ? 3 : 2;
+    g->dropped = dropped;
+    g->has_header = 1;
+    g->drop = drop;
+    g->delim = delim;
+    g->v = calloc(2 * rows, sizeof(double));
+}
+
+/* Row r of a two_features file holds value(2 r + k) and value(2 r + k + 1): both expected; the
+ * first returned (the second is value(2 r + k + 1)). */
+static double expect_pair(gen *g, int r, uint64_t k)
+{
+    const uint64_t i = 2 * (uint64_t)r + k;
+    expect(g, (uint64_t)r, 0, value(i));
+    expect(g, (uint64_t)r, 1, value(i + 1));
+    return value(i);
 }
 
 /* rows x cols numeric rows; `label` >= 0: that column holds text labels (dropped); line ends
@@ -251,6 +279,8 @@ static void check_gen(const gen *g, const char *path, const char *chunk)
     qm_csv_options_init(&o);
     o.header = g->header;
     o.drop_column = g->drop;
+    if (g->delim)
+        o.delimiter = g->delim;
     /* the whole load */
     qm_csv_data d;
     const qm_code lrc = qm_csv_load(path, &o, &d, &st);
@@ -329,7 +359,7 @@ static void check_gen(const gen *g, const char *path, const char *chunk)
 
 static void test_generated(void)
 {
-    gen g[10];
+    gen g[12];
     memset(g, 0, sizeof g);
     int n = 0;
     /* 0: a header, LF, a final newline */
@@ -385,27 +415,29 @@ static void test_generated(void)
     n++;
     /* 7: quoted fields (RFC 4180): quoted names with a comma and a "" inside, the label column
      * dropped by its quoted name, quoted numbers with blanks inside and outside the quotes */
-    g[n].name = "quoted fields";
-    put(&g[n].t, "\"x, 1\",\"the \"\"label\"\"\" , y\r\n");
-    g[n].rows = 3;
-    g[n].cols = 3;
-    g[n].feats = 2;
-    g[n].dropped = 1;
-    g[n].has_header = 1;
-    g[n].drop = "the \"label\"";
-    g[n].v = calloc(6, sizeof(double));
+    two_features(&g[n], "quoted fields", "\"x, 1\",\"the \"\"label\"\"\" , y\r\n", 3, 1,
+                 "the \"label\"", 0);
     for (int r = 0; r < 3; ++r) {
         if (r == 1) /* blanks around and inside the quotes; a label with a comma and quotes */
-            put(&g[n].t, " \" %.17g \" ,\"a,\"\"b\"\"\",%.17g\r\n", value((uint64_t)(2 * r)),
-                value((uint64_t)(2 * r + 1)));
+            put(&g[n].t, " \" %.17g \" ,\"a,\"\"b\"\"\",%.17g\r\n", expect_pair(&g[n], r, 0),
+                value(2 * (uint64_t)r + 1));
         else
-            put(&g[n].t, "\"%.17g\",c%d,\"%.17g\"\r\n", value((uint64_t)(2 * r)), r,
-                value((uint64_t)(2 * r + 1)));
-        expect(&g[n], (uint64_t)r, 0, value((uint64_t)(2 * r)));
-        expect(&g[n], (uint64_t)r, 1, value((uint64_t)(2 * r + 1)));
+            put(&g[n].t, "\"%.17g\",c%d,\"%.17g\"\r\n", expect_pair(&g[n], r, 0), r,
+                value(2 * (uint64_t)r + 1));
     }
     n++;
-    /* 8: gzip, one member: file 2's text; 9: two members split inside a row: file 1's text */
+    /* 8: tab-separated: spaces around fields ignored, a tab inside a quoted label kept, commas
+     * are text; 9: semicolon-separated, a quoted name holding a semicolon */
+    two_features(&g[n], "tabs", "x\t\"l,\tab\"\t y \n", 2, 1, "l,\tab", '\t');
+    for (int r = 0; r < 2; ++r)
+        put(&g[n].t, " %.17g\t\"a\tb\"\t%.17g \n", expect_pair(&g[n], r, 0),
+            value(2 * (uint64_t)r + 1));
+    n++;
+    two_features(&g[n], "semicolons", "\"a;1\"; b\n", 2, -1, NULL, ';');
+    for (int r = 0; r < 2; ++r)
+        put(&g[n].t, "%.17g ; \"%.17g\"\n", expect_pair(&g[n], r, 7), value(2 * (uint64_t)r + 8));
+    n++;
+    /* 10: gzip, one member: file 2's text; 11: two members split inside a row: file 1's text */
     gzip_of(&g[n++], &g[2], "gzip: BOM, drop 'label'", 1);
     gzip_of(&g[n++], &g[1], "gzip, two members, CRLF", 2);
     char p[128];
@@ -519,6 +551,9 @@ static void test_errors(void)
                  "row 2, column 1 ('a'): '\"1\"x' is not a number", NULL, 0, 0);
     expect_error("a lone quote inside quotes", TXT("a,b\n\"1\",2\n\"1\"2\",3\n"), A, NULL,
                  QM_E_INPUT, "row 3, column 1 ('a'): '\"1\"2\"' is not a number", NULL, 1, 0);
+    expect_error("a tab-separated file read with commas", TXT("a\tb\n1\t2\n"), A, NULL, QM_E_INPUT,
+                 "row 2, column 1 ('a?b'): '1?2' is not a number (the fields look separated by a "
+                 "tab, not ',': --delimiter tab)", NULL, 0, 0);
     expect_error("a blank line", TXT("1,2\n\n3,4\n"), A, NULL, QM_E_INPUT,
                  "row 2 is empty (blank lines are allowed only at the end of the file)", NULL, 1,
                  0);

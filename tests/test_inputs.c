@@ -633,6 +633,41 @@ static void test_cli_npy(const char *srcdir)
                       "row)"));
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --header auto --out %s", qmesh, c, o3);
     CHECK(rc == 0);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter tab", qmesh, c);
+    CHECK(rc == 1 && strstr(out, "error[E-ARG]: ") &&
+          strstr(out, "c.npy: --delimiter applies to CSV input only (a .npy file has no fields to "
+                      "separate)"));
+
+    /* the same values comma-, tab- and semicolon-separated (quoted, blanks around) give the same
+     * bytes; plan --input reads the shape with the same flags */
+    char t1[128], t2[128], t3[128];
+    at(t1, sizeof t1, "v.csv");
+    at(t2, sizeof t2, "v.tsv");
+    at(t3, sizeof t3, "v.ssv");
+    qm_test_write_file(t1, "a,b,c\n0.5,2,-1\n3,\"4\",1e-3\n", 26);
+    qm_test_write_file(t2, "a\tb\tc\n0.5\t 2 \t-1\n3\t\"4\"\t1e-3\n", 28);
+    qm_test_write_file(t3, "a;\"b\";c\n0.5;2;-1\n3;4;1e-3\n", 26);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, t1, o1);
+    CHECK(rc == 0 && strstr(out, "v.csv: 2 samples x 3 features"));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter tab --out %s", qmesh, t2, o2);
+    CHECK(rc == 0 && qm_test_same_file(o1, o2));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter ';' --out %s", qmesh, t3, o3);
+    CHECK(rc == 0 && qm_test_same_file(o1, o3));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, t2, o2);
+    CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
+          strstr(out, "v.tsv: row 2, column 1 ('a?b?c'): '0.5? 2 ?-1' is not a number (the fields "
+                      "look separated by a tab, not ',': --delimiter tab)"));
+    rc = qm_test_runf(out, sizeof out, "%s plan --input %s --delimiter semicolon --json", qmesh, t3);
+    CHECK(rc == 0 && strstr(out, "\"features\": 3"));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter ab", qmesh, t3);
+    CHECK(rc == 2 && strstr(out, "error[E-ARG]: encode: --delimiter takes comma, tab, semicolon "
+                                 "or one character other than a quote or a space (got 'ab')"));
+    rc = qm_test_runf(out, sizeof out, "%s plan --qubits 3 --delimiter tab", qmesh);
+    CHECK(rc == 2 && strstr(out, "error[E-ARG]: plan: --delimiter says how to read --input FILE; "
+                                 "give the file"));
+    unlink(t1);
+    unlink(t2);
+    unlink(t3);
 
     /* the BOM file: 2 samples */
     char b[128];

@@ -272,7 +272,6 @@ static int run_encode(const qm_cli_args *args)
     job.scenario = qm_cli_arg(args, "--scenario");
     job.out = qm_cli_arg(args, "--out");
     job.out_dir = qm_cli_arg(args, "--out-dir");
-    job.csv.drop_column = qm_cli_arg(args, "--drop-column");
     job.dataset = qm_cli_arg(args, "--dataset");
     job.force = qm_cli_arg(args, "--force") != NULL;
     job.dtype_given = qm_cli_arg(args, "--dtype") != NULL;
@@ -285,16 +284,9 @@ static int run_encode(const qm_cli_args *args)
         else
             return qm_cli_usage_error("encode", "unknown backend '%s'; use sim or cuda", v);
     }
-    if ((v = qm_cli_arg(args, "--header"))) {
-        if (strcmp(v, "auto") == 0)
-            job.csv.header = QM_CSV_HEADER_AUTO;
-        else if (strcmp(v, "yes") == 0)
-            job.csv.header = QM_CSV_HEADER_YES;
-        else if (strcmp(v, "no") == 0)
-            job.csv.header = QM_CSV_HEADER_NO;
-        else
-            return qm_cli_usage_error("encode", "--header takes auto, yes or no (got '%s')", v);
-    }
+    const int csv_usage = qm_cli_csv_options(args, "encode", &job.csv);
+    if (csv_usage != 0)
+        return csv_usage;
     if ((v = qm_cli_arg(args, "--read-threads"))) {
         char *end = NULL;
         errno = 0;
@@ -449,9 +441,7 @@ static const qm_cli_flag encode_flags[] = {
     {"--out", "FILE.npy", "write the whole state as one complex .npy"},
     {"--out-dir", "DIR", "write one .npy per shard and manifest.json into DIR"},
     {"--force", NULL, "with --out-dir: replace a non-empty directory that is not a qmesh output"},
-    {"--drop-column", "NAME|INDEX", "leave out one input column (CSV: a header name or an index; "
-                                    ".npy, HDF5: an index)"},
-    {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default auto)"},
+    QM_CLI_CSV_FLAGS,
     {"--chunk-bytes", "SIZE", "host staging size per read or write step (e.g. 64MiB)"},
     {"--batch-size", "B", "stream the input in batches of B samples (read ahead while encoding); "
                           "the output is the one-shot encode's"},

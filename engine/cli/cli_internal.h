@@ -107,6 +107,19 @@ qm_code qm_cli_load_scenario(const char *path, struct qm_pipeline *out, qm_statu
  * --gather, --ranks, --encoding: those of a->cmd's table that were given) into *r. */
 qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st);
 
+/* The input-reading flags shared by plan and encode, for their flag tables, and their parser:
+ * --drop-column, --header and --delimiter (those given) into *csv (initialized by the caller).
+ * Returns 0, or after printing the usage error of `cmd` its exit status (2). */
+#define QM_CLI_CSV_FLAGS                                                                          \
+    {"--drop-column", "NAME|INDEX", "leave out one input column (CSV: a header name or an index; " \
+                                    ".npy, HDF5: an index)"},                                     \
+    {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default "    \
+                                "auto)"},                                                         \
+    {"--delimiter", "comma|tab|semicolon|C", "CSV only: the field delimiter (default comma; a "   \
+                                             "field may be quoted, \"...\")"}
+struct qm_csv_options;
+int qm_cli_csv_options(const qm_cli_args *a, const char *cmd, struct qm_csv_options *csv);
+
 /* `plan --phantom` / `encode --phantom` (cli_phantom.c): plan the request on the scenario, account
  * every shard on a phantom mesh, print the plan and the bytes reserved per device (--json: the plan
  * object with a "phantom" member); returns the exit status. */

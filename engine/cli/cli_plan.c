@@ -123,6 +123,42 @@ qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st)
     return QM_OK;
 }
 
+int qm_cli_csv_options(const qm_cli_args *a, const char *cmd, qm_csv_options *csv)
+{
+    const char *v;
+    if ((v = qm_cli_arg(a, "--drop-column")))
+        csv->drop_column = v;
+    if ((v = qm_cli_arg(a, "--header"))) {
+        if (strcmp(v, "auto") == 0)
+            csv->header = QM_CSV_HEADER_AUTO;
+        else if (strcmp(v, "yes") == 0)
+            csv->header = QM_CSV_HEADER_YES;
+        else if (strcmp(v, "no") == 0)
+            csv->header = QM_CSV_HEADER_NO;
+        else
+            return qm_cli_usage_error(cmd, "--header takes auto, yes or no (got '%s')", v);
+    }
+    if ((v = qm_cli_arg(a, "--delimiter"))) {
+        /* a name, one character, or the two characters \t as a shell passes them unquoted */
+        static const struct { const char *name; char c; } names[] = {
+            {"comma", ','}, {"tab", '\t'}, {"\\t", '\t'}, {"semicolon", ';'}};
+        bool known = false;
+        for (size_t k = 0; k < sizeof names / sizeof names[0] && !known; ++k)
+            if (strcmp(v, names[k].name) == 0) {
+                csv->delimiter = names[k].c;
+                known = true;
+            }
+        if (!known && strlen(v) == 1 && !strchr("\" \r\n", v[0])) {
+            csv->delimiter = v[0];
+            known = true;
+        }
+        if (!known)
+            return qm_cli_usage_error(cmd, "--delimiter takes comma, tab, semicolon or one "
+                                      "character other than a quote or a space (got '%s')", v);
+    }
+    return 0;
+}
+
 static const qm_cli_flag plan_flags[] = {
     {"--scenario", "FILE", "the scenario (qmesh/1 YAML) to plan on; default: the built-in mesh"},
     {"--qubits", "N", "qubits of each state (required, unless --max): 2^N amplitudes"},
@@ -137,6 +173,7 @@ static const qm_cli_flag plan_flags[] = {
                         "batch, features and dtype as encode infers them, and the plan estimates "
                         "read and staging"},
     {"--dataset", "NAME", "HDF5 input: the dataset (default: the file's only dataset)"},
+    QM_CLI_CSV_FLAGS,
     {"--out", "FILE.npy", "estimate the write of one gathered .npy (nothing is written)"},
     {"--out-dir", "DIR", "estimate the write of one .npy per shard (nothing is written)"},
     {"--max", NULL, "no plan: the largest state (or batch) that fits, per dtype and policy"},
@@ -192,6 +229,7 @@ static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_reque
     qm_encode_job_init(&job);
     job.input = qm_cli_arg(a, "--input");
     job.dataset = qm_cli_arg(a, "--dataset");
+    (void)qm_cli_csv_options(a, "plan", &job.csv); /* checked by run_plan */
     job.out = qm_cli_arg(a, "--out");
     job.out_dir = qm_cli_arg(a, "--out-dir");
     job.request = *r;
@@ -252,6 +290,18 @@ static int run_plan(const qm_cli_args *a)
     if (qm_cli_arg(a, "--dataset") && !qm_cli_arg(a, "--input"))
         return qm_cli_usage_error("plan", "%s", "--dataset names a dataset of --input FILE; give "
                                   "the file");
+    {
+        static const char *const csv_flags[] = {"--drop-column", "--header", "--delimiter"};
+        for (size_t k = 0; k < sizeof csv_flags / sizeof *csv_flags; ++k)
+            if (qm_cli_arg(a, csv_flags[k]) && !qm_cli_arg(a, "--input"))
+                return qm_cli_usage_error("plan", "%s says how to read --input FILE; give the "
+                                          "file", csv_flags[k]);
+        qm_csv_options csv;
+        qm_csv_options_init(&csv);
+        const int usage = qm_cli_csv_options(a, "plan", &csv);
+        if (usage != 0)
+            return usage;
+    }
     if (qm_cli_arg(a, "--phantom") &&
         (qm_cli_arg(a, "--input") || qm_cli_arg(a, "--out") || qm_cli_arg(a, "--out-dir")))
         return qm_cli_usage_error("plan", "%s", "--phantom accounts device memory only and takes "

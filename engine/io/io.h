@@ -243,6 +243,10 @@ typedef struct qm_csv_options {
      * QM_CSV_MAX_TEXT_BYTES; qm_csv_open: 0 is no limit (the reader holds a chunk, not the text).
      * A larger file is E-INPUT naming the limit (convert it to .npy, which is read by ranges). */
     uint64_t max_text_bytes;
+    /* The field delimiter: ',' (qm_csv_options_init; 0 is ',' too), ';', '\t' or any other byte
+     * but '"', '\r', '\n' and a space. Blanks around fields (spaces; tabs unless the delimiter is
+     * a tab) are ignored. */
+    char delimiter;
 } qm_csv_options;
 
 /* The default limit on a CSV file's text: 16 GiB. */

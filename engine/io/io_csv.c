@@ -27,7 +27,8 @@
  * the chunks cut it, or read by ranges: a row's place in the file is known only by reading what
  * comes before it, so rows are read in order and qm_csv_rewind starts over.
  * A UTF-8 byte-order mark is skipped, so it cannot turn the first data row into a header.
- * Quoting is not supported: a field is the text between commas (blank space around it ignored).
+ * Fields: the text between delimiters (',' unless the options say otherwise), blanks around it
+ * ignored; a field quoted as RFC 4180 writes it may hold delimiters and "" (one quote), on one line.
  * strtod follows LC_NUMERIC; qmesh never calls setlocale, so the decimal point is '.'.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -54,6 +55,7 @@ void qm_csv_options_init(qm_csv_options *opt)
     opt->header = QM_CSV_HEADER_AUTO;
     opt->drop_column = NULL;
     opt->max_text_bytes = 0;
+    opt->delimiter = ',';
 }
 
 void qm_csv_data_fini(qm_csv_data *data)
@@ -97,6 +99,7 @@ struct qm_csv_reader {
     size_t chunk;
     uint64_t max_text;           /* the most text bytes read (0: no limit) */
     qm_csv_header header_opt;
+    char delim;                  /* the field delimiter: ',' (default), ';', '\t', ... */
     char *drop_opt;              /* a copy of options.drop_column, or NULL */
     /* gzip: the inflate state and its input chunk */
     z_stream z;
@@ -309,6 +312,12 @@ static int is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
+/* A blank around a field: a space, or a tab unless the tab is the delimiter. */
+static int is_pad(char c, char d)
+{
+    return c == ' ' || (c == '\t' && d != '\t');
+}
+
 /* The next non-blank line (*got 0 at the end of the text). A blank line followed by a non-blank
  * one is an error the caller reports (through blank_no, the first blank line's number). */
 static qm_code next_line(qm_csv_reader *r, csv_line *out, int *got, qm_status *st)
@@ -351,13 +360,13 @@ static const char *printable(const char *s, char *buf, size_t buf_bytes)
     return buf;
 }
 
-/* The end of the field that starts at f in [f, e): the comma after it, or e. A field whose first
- * non-blank character is '"' is quoted (RFC 4180): commas up to its closing quote are its text,
+/* The end of the field that starts at f in [f, e): the delimiter d after it, or e. A field whose
+ * first non-blank character is '"' is quoted (RFC 4180): delimiters up to its closing quote are its text,
  * "" inside it is one quote; a quote that is not closed on the line runs the field to e. */
-static char *field_end(char *f, char *e)
+static char *field_end(char *f, char *e, char d)
 {
     char *p = f;
-    while (p < e && is_blank(*p))
+    while (p < e && is_pad(*p, d))
         p++;
     if (p < e && *p == '"') {
         for (++p; p < e; ++p)
@@ -371,7 +380,7 @@ static char *field_end(char *f, char *e)
             return e;
         f = p + 1;
     }
-    char *c = memchr(f, ',', (size_t)(e - f));
+    char *c = memchr(f, d, (size_t)(e - f));
     return c ? c : e;
 }
 
@@ -379,11 +388,11 @@ static char *field_end(char *f, char *e)
  * ("..." with "" for a quote inside; blanks inside the quotes trimmed too), NUL-terminated (the
  * byte at b is a blank, a comma, '\r', '\n' or the spare byte, so writing there is safe). A
  * field with a stray or unclosed quote is kept as it is (it is then not a number). */
-static char *field_text(char *a, char *b)
+static char *field_text(char *a, char *b, char d)
 {
-    while (a < b && is_blank(*a))
+    while (a < b && is_pad(*a, d))
         a++;
-    while (b > a && is_blank(b[-1]))
+    while (b > a && is_pad(b[-1], d))
         b--;
     int quoted = b - a >= 2 && *a == '"' && b[-1] == '"';
     for (char *p = a + 1; quoted && p < b - 1; ++p) /* every quote inside is one of a pair */
@@ -400,9 +409,9 @@ static char *field_text(char *a, char *b)
         *w++ = *p;
     }
     char *t = a;
-    while (t < w && is_blank(*t))
+    while (t < w && is_pad(*t, d))
         t++;
-    while (w > t && is_blank(w[-1]))
+    while (w > t && is_pad(w[-1], d))
         w--;
     *w = '\0';
     return t;
@@ -411,13 +420,13 @@ static char *field_text(char *a, char *b)
 /* Split the line [s, e) into its fields (field_end), each trimmed, unquoted and NUL-terminated in
  * place (field_text). Stores up to max_fields field starts in fields (when not NULL); returns the
  * field count. */
-static size_t split_line(char *s, char *e, char **fields, size_t max_fields)
+static size_t split_line(char *s, char *e, char d, char **fields, size_t max_fields)
 {
     size_t n = 0;
     char *f = s;
     for (;;) {
-        char *fe = field_end(f, e);
-        char *t = field_text(f, fe);
+        char *fe = field_end(f, e, d);
+        char *t = field_text(f, fe, d);
         if (fields && n < max_fields)
             fields[n] = t;
         n++;
@@ -430,13 +439,13 @@ static size_t split_line(char *s, char *e, char **fields, size_t max_fields)
 
 /* The 1-based column of the first field of [s, e) whose opening quote is not closed on the line,
  * or 0 (field_end runs such a field to the end of the line). */
-static size_t open_quote_column(char *s, char *e)
+static size_t open_quote_column(char *s, char *e, char d)
 {
     size_t c = 1;
     for (char *f = s;; ++c) {
-        char *fe = field_end(f, e);
+        char *fe = field_end(f, e, d);
         char *p = f;
-        while (p < fe && is_blank(*p))
+        while (p < fe && is_pad(*p, d))
             p++;
         if (fe == e && p < e && *p == '"') {
             size_t quotes = 0;
@@ -452,10 +461,10 @@ static size_t open_quote_column(char *s, char *e)
 }
 
 /* Count the fields of [s, e) without changing it. */
-static size_t count_fields(char *s, char *e)
+static size_t count_fields(char *s, char *e, char d)
 {
     size_t n = 1;
-    for (char *f = field_end(s, e); f < e; f = field_end(f + 1, e))
+    for (char *f = field_end(s, e, d); f < e; f = field_end(f + 1, e, d))
         n++;
     return n;
 }
@@ -553,7 +562,7 @@ static qm_code begin(qm_csv_reader *r, csv_line *first, qm_status *st)
 static qm_code first_row(qm_csv_reader *r, const csv_line *first, qm_status *st)
 {
     const size_t len = (size_t)(first->e - first->s);
-    const size_t ncols = count_fields(first->s, first->e);
+    const size_t ncols = count_fields(first->s, first->e, r->delim);
     r->first_no = first->no;
     r->first_text = malloc(len + 1);
     r->names = malloc(ncols * sizeof *r->names);
@@ -561,7 +570,7 @@ static qm_code first_row(qm_csv_reader *r, const csv_line *first, qm_status *st)
         return qm_fail(st, QM_E_NOMEM, "%s: cannot allocate %zu column names", r->path, ncols);
     memcpy(r->first_text, first->s, len);
     r->first_text[len] = '\0';
-    split_line(r->first_text, r->first_text + len, r->names, ncols);
+    split_line(r->first_text, r->first_text + len, r->delim, r->names, ncols);
     char **names = r->names;
     const char *drop_opt = r->drop_opt;
     size_t drop_idx = 0;
@@ -637,9 +646,9 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
                          qm_status *st)
 {
     const size_t ncols = (size_t)r->info.n_columns;
-    const size_t nf = is_first ? ncols : count_fields(ln->s, ln->e);
+    const size_t nf = is_first ? ncols : count_fields(ln->s, ln->e, r->delim);
     if (nf != ncols) {
-        const size_t oq = open_quote_column(ln->s, ln->e);
+        const size_t oq = open_quote_column(ln->s, ln->e, r->delim);
         if (oq)
             return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu: the quoted field is not "
                            "closed on its line (a quoted field may not span lines)", r->path,
@@ -651,8 +660,8 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
     for (size_t c = 0; c < ncols; ++c) {
         char *field = r->names[c];
         if (!is_first) {
-            char *fe = field_end(f, ln->e);
-            field = field_text(f, fe);
+            char *fe = field_end(f, ln->e, r->delim);
+            field = field_text(f, fe, r->delim);
             f = fe + 1;
         }
         if ((long)c == r->info.dropped_column)
@@ -660,15 +669,26 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
         double v = 0.0;
         const num_result nr = parse_number(field, &v);
         if (nr != NUM_OK) {
-            char pt[48], pc[48], col[80] = "";
+            char pt[48], pc[48], col[80] = "", hint[96] = "";
             if (r->info.has_header)
                 snprintf(col, sizeof col, " ('%s')", printable(r->names[c], pc, sizeof pc));
-            return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s", r->path, ln->no,
+            /* one field holding another common delimiter: the file is likely separated by it */
+            const char *other = nr != NUM_BAD ? NULL
+                                : r->delim != '\t' && strchr(field, '\t') ? "tab"
+                                : r->delim != ';' && strchr(field, ';')    ? "semicolon"
+                                                                           : NULL;
+            if (other) {
+                const char d[2] = {r->delim, '\0'};
+                snprintf(hint, sizeof hint, " (the fields look separated by a %s, not '%s': "
+                         "--delimiter %s)", other, r->delim == '\t' ? "\\t" : d, other);
+            }
+            return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s%s", r->path, ln->no,
                            c + 1, col, nr == NUM_EMPTY ? "empty field" : "'",
                            nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
                            nr == NUM_EMPTY ? ""
                            : nr == NUM_RANGE ? "' is out of range for float64"
-                                             : "' is not a number");
+                                             : "' is not a number",
+                           hint);
         }
         if (dst)
             *dst++ = v;
@@ -705,6 +725,11 @@ qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader *
         qm_csv_options_init(&defaults);
         opt = &defaults;
     }
+    const char dl = opt->delimiter;
+    if (dl == '"' || dl == '\r' || dl == '\n' || dl == ' ')
+        return qm_fail(st, QM_E_ARG, "%s: the CSV delimiter cannot be %s (it must be a byte other "
+                       "than a quote, a line end or a space)", path,
+                       dl == '"' ? "'\"'" : dl == ' ' ? "a space" : "a line end");
     if (opt->header != QM_CSV_HEADER_AUTO && opt->header != QM_CSV_HEADER_YES &&
         opt->header != QM_CSV_HEADER_NO)
         return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,
@@ -720,6 +745,7 @@ qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader *
     r->chunk = (size_t)chunk;
     r->max_text = opt->max_text_bytes;
     r->header_opt = opt->header;
+    r->delim = opt->delimiter ? opt->delimiter : ',';
     r->info.dropped_column = -1;
     r->info.chunk_bytes = chunk;
     r->path = strdup(path);

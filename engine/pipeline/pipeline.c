@@ -251,6 +251,9 @@ static qm_code array_csv_flags(const char *path, const char *kind, const qm_csv_
     if (csv->header != QM_CSV_HEADER_AUTO)
         return qm_fail(st, QM_E_ARG, "%s: --header %s applies to CSV input only (a %s has no "
                        "header row)", path, csv->header == QM_CSV_HEADER_YES ? "yes" : "no", kind);
+    if (csv->delimiter && csv->delimiter != ',')
+        return qm_fail(st, QM_E_ARG, "%s: --delimiter applies to CSV input only (a %s has no "
+                       "fields to separate)", path, kind);
     const char *d = csv->drop_column;
     if (!d)
         return QM_OK;
