@@ -291,6 +291,25 @@ unsigned qm_encoding_qubits(qm_encoding e, uint64_t f)
     return 0;
 }
 
+void qm_encoding_fit_phrase(qm_encoding e, uint64_t f, char *buf, size_t n)
+{
+    if (e != QM_ENCODING_IQP) {
+        snprintf(buf, n, "one value per qubit: at most 63");
+        return;
+    }
+    unsigned q = 1;
+    while (q < 63 && qm_encoding_features(e, q + 1) < f)
+        ++q;
+    const uint64_t lo = qm_encoding_features(e, q);
+    if (q < 63 && f > lo)
+        snprintf(buf, n, "n qubits take n + n(n-1)/2 values: %llu for %u, %llu for %u",
+                 (unsigned long long)lo, q, (unsigned long long)qm_encoding_features(e, q + 1),
+                 q + 1);
+    else
+        snprintf(buf, n, "n qubits take n + n(n-1)/2 values: at most %llu, for 63",
+                 (unsigned long long)lo);
+}
+
 /* Levenshtein distance, or 3 when it is more than 2 (all "did you mean" needs). */
 static int edit_distance(const char *a, const char *b)
 {

@@ -33,6 +33,12 @@ qm_code qm_status_prefix(qm_status *st, const char *fmt, ...) QM_PRINTF(2, 3);
  * (keys, names) and the command line (commands, flags). */
 bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *hint);
 
+/* What would fit when `features` values per sample make no state of encoding e
+ * (qm_encoding_qubits gave 0), as a phrase into buf: iqp "n qubits take n + n(n-1)/2 values: 10
+ * for 4, 15 for 5" (the counts around it) or "...: at most 2016, for 63"; angle, phase, iqp-z
+ * "one value per qubit: at most 63". Cannot fail. */
+void qm_encoding_fit_phrase(qm_encoding e, uint64_t features, char *buf, size_t n);
+
 /* Seconds on the monotonic clock (for measured phase times; only differences mean anything).
  * Cannot fail. */
 double qm_clock_now_s(void);

@@ -360,6 +360,16 @@ static void test_iqp_cli(const char *angles)
                         "values per sample would make 70 qubits; at most 63\n");
         write_file(in, "0.1,0.2,0.3,0.4\n", 16);
     }
+    /* the planner's check names the counts around a count that fits no iqp state */
+    rc = run_err(out, sizeof out, &last, "%s plan --encoding iqp --qubits 4 --features 14", qmesh);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: request: the iqp encoding of 4 qubits takes 10 values per "
+                    "sample, got 14; no qubit count takes 14 values (n qubits take n + n(n-1)/2 "
+                    "values: 10 for 4, 15 for 5)\n");
+    rc = run_err(out, sizeof out, &last, "%s plan --encoding basis --qubits 3 --features 2", qmesh);
+    CHECK(rc == 1);
+    CHECK_STR(last, "error[E-INPUT]: request: the basis encoding of 3 qubits takes 1 value per "
+                    "sample, got 2; basis takes one index per sample\n");
     rc = run_err(out, sizeof out, &last, "%s encode --input %s --encoding iqp --qubits 3", qmesh,
                  angles);
     CHECK(rc == 1);

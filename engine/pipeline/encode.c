@@ -703,26 +703,18 @@ static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status 
 }
 
 /* The error for a feature count that no qubit count takes (qm_encoding_qubits gave 0): one value
- * per qubit beyond 63 qubits (E-QUBITS), or an iqp count between two triangular counts, naming
- * the nearest ones (E-INPUT). */
+ * per qubit beyond 63 qubits (E-QUBITS), or an iqp count between two triangular counts (E-INPUT),
+ * with what would fit (qm_encoding_fit_phrase). */
 static qm_code no_state_for(qm_encoding enc, uint64_t f, qm_status *st)
 {
+    char fit[96];
+    qm_encoding_fit_phrase(enc, f, fit, sizeof fit);
     if (enc != QM_ENCODING_IQP)
         return qm_fail(st, QM_E_QUBITS, "encode: the %s encoding takes one value per qubit: %llu "
                        "values per sample would make %llu qubits; at most 63",
                        qm_encoding_name(enc), (unsigned long long)f, (unsigned long long)f);
-    unsigned n = 1;
-    while (n < 63 && qm_encoding_features(enc, n + 1) < f)
-        ++n;
-    const uint64_t lo = qm_encoding_features(enc, n), hi = qm_encoding_features(enc, n + 1);
-    if (f > lo && n < 63)
-        return qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no iqp state (n "
-                       "qubits take n + n(n-1)/2 values: %llu for %u, %llu for %u)",
-                       (unsigned long long)f, (unsigned long long)lo, n, (unsigned long long)hi,
-                       n + 1);
-    return qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no iqp state (n qubits "
-                   "take n + n(n-1)/2 values: at most %llu, for 63)", (unsigned long long)f,
-                   (unsigned long long)lo);
+    return qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no iqp state (%s)",
+                   (unsigned long long)f, fit);
 }
 
 qm_code qm_encode_request_complete(qm_request *req, bool qubits_given, const qm_amp_input *in,

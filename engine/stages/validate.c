@@ -51,18 +51,21 @@ qm_code qm_request_validate(const qm_request *r, int scenario_ranks, qm_status *
     const uint64_t want = qm_encoding_features(r->encoding, r->qubits);
     if (r->encoding != QM_ENCODING_AMPLITUDE && r->features != 0 && r->features != want) {
         const unsigned fit = qm_encoding_qubits(r->encoding, r->features);
-        char hint[96] = "";
+        char hint[192] = "", phrase[96];
         if (r->encoding == QM_ENCODING_BASIS)
             snprintf(hint, sizeof hint, "; basis takes one index per sample");
         else if (fit)
             snprintf(hint, sizeof hint, "; %llu values make %u qubits",
                      (unsigned long long)r->features, fit);
-        else
-            snprintf(hint, sizeof hint, "; no qubit count takes %llu values",
-                     (unsigned long long)r->features);
-        return qm_fail(st, QM_E_INPUT, "request: the %s encoding of %u qubits takes %llu values per "
-                       "sample, got %llu%s", qm_encoding_name(r->encoding), r->qubits,
-                       (unsigned long long)want, (unsigned long long)r->features, hint);
+        else {
+            qm_encoding_fit_phrase(r->encoding, r->features, phrase, sizeof phrase);
+            snprintf(hint, sizeof hint, "; no qubit count takes %llu values (%s)",
+                     (unsigned long long)r->features, phrase);
+        }
+        return qm_fail(st, QM_E_INPUT, "request: the %s encoding of %u qubits takes %llu value%s "
+                       "per sample, got %llu%s", qm_encoding_name(r->encoding), r->qubits,
+                       (unsigned long long)want, want == 1 ? "" : "s",
+                       (unsigned long long)r->features, hint);
     }
     if (r->features > n_amps)
         return qm_fail(st, QM_E_INPUT, "request: %llu features exceed the state vector size %llu "
