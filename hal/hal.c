@@ -11,8 +11,6 @@
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "hal_impl.h"
 #include "status_internal.h"
-
-#include <sys/mman.h>
 #include "qm_math.h"
 #include "qm_passes.h"
 
@@ -21,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* An optional member is called only when the backend was written against an ABI that has it (its
  * table may predate the member): OPS(hal, member, since) is NULL otherwise, and the wrapper takes

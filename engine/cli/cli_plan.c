@@ -220,16 +220,17 @@ static int plan_max(const qm_cli_args *a, const qm_request *r, qm_pipeline *pl)
 }
 
 /* --input, --dataset, --out, --out-dir: the request encode would make from the file (qubits,
- * dtype, batch, features: qm_encode_input_open, the header only for .npy and HDF5) into *r, and
- * the data path the cost model estimates (staging on devices unless --backend sim). */
-static qm_code plan_datapath(const qm_cli_args *a, const char *backend, qm_request *r,
-                             qm_datapath *dp, qm_status *st)
+ * dtype, batch, features: qm_encode_input_open, the header only for .npy and HDF5; a CSV file
+ * read with `csv`) into *r, and the data path the cost model estimates (staging on devices unless
+ * --backend sim). */
+static qm_code plan_datapath(const qm_cli_args *a, const char *backend, const qm_csv_options *csv,
+                             qm_request *r, qm_datapath *dp, qm_status *st)
 {
     qm_encode_job job;
     qm_encode_job_init(&job);
     job.input = qm_cli_arg(a, "--input");
     job.dataset = qm_cli_arg(a, "--dataset");
-    (void)qm_cli_csv_options(a, "plan", &job.csv); /* checked by run_plan */
+    job.csv = *csv;
     job.out = qm_cli_arg(a, "--out");
     job.out_dir = qm_cli_arg(a, "--out-dir");
     job.request = *r;
@@ -290,18 +291,16 @@ static int run_plan(const qm_cli_args *a)
     if (qm_cli_arg(a, "--dataset") && !qm_cli_arg(a, "--input"))
         return qm_cli_usage_error("plan", "%s", "--dataset names a dataset of --input FILE; give "
                                   "the file");
-    {
-        static const char *const csv_flags[] = {"--drop-column", "--header", "--delimiter"};
-        for (size_t k = 0; k < sizeof csv_flags / sizeof *csv_flags; ++k)
-            if (qm_cli_arg(a, csv_flags[k]) && !qm_cli_arg(a, "--input"))
-                return qm_cli_usage_error("plan", "%s says how to read --input FILE; give the "
-                                          "file", csv_flags[k]);
-        qm_csv_options csv;
-        qm_csv_options_init(&csv);
-        const int usage = qm_cli_csv_options(a, "plan", &csv);
-        if (usage != 0)
-            return usage;
-    }
+    static const char *const csv_flags[] = {"--drop-column", "--header", "--delimiter"};
+    for (size_t k = 0; k < sizeof csv_flags / sizeof *csv_flags; ++k)
+        if (qm_cli_arg(a, csv_flags[k]) && !qm_cli_arg(a, "--input"))
+            return qm_cli_usage_error("plan", "%s says how to read --input FILE; give the file",
+                                      csv_flags[k]);
+    qm_csv_options csv;
+    qm_csv_options_init(&csv);
+    const int csv_usage = qm_cli_csv_options(a, "plan", &csv);
+    if (csv_usage != 0)
+        return csv_usage;
     if (qm_cli_arg(a, "--phantom") &&
         (qm_cli_arg(a, "--input") || qm_cli_arg(a, "--out") || qm_cli_arg(a, "--out-dir")))
         return qm_cli_usage_error("plan", "%s", "--phantom accounts device memory only and takes "
@@ -335,7 +334,7 @@ static int run_plan(const qm_cli_args *a)
         exit_code = plan_max(a, &r, &pl);
         goto done;
     }
-    if (plan_datapath(a, backend, &r, &pl.datapath, &st) != QM_OK) {
+    if (plan_datapath(a, backend, &csv, &r, &pl.datapath, &st) != QM_OK) {
         exit_code = qm_cli_error(&st);
         goto done;
     }

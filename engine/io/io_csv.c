@@ -361,9 +361,10 @@ static const char *printable(const char *s, char *buf, size_t buf_bytes)
 }
 
 /* The end of the field that starts at f in [f, e): the delimiter d after it, or e. A field whose
- * first non-blank character is '"' is quoted (RFC 4180): delimiters up to its closing quote are its text,
- * "" inside it is one quote; a quote that is not closed on the line runs the field to e. */
-static char *field_end(char *f, char *e, char d)
+ * first non-blank character is '"' is quoted (RFC 4180): delimiters up to its closing quote are
+ * its text, "" inside it is one quote; a quote that is not closed on the line runs the field to e
+ * and sets *open (when not NULL; else it is left as it was). */
+static char *field_end(char *f, char *e, char d, int *open)
 {
     char *p = f;
     while (p < e && is_pad(*p, d))
@@ -376,8 +377,11 @@ static char *field_end(char *f, char *e, char d)
                 else
                     break;
             }
-        if (p == e)
+        if (p == e) {
+            if (open)
+                *open = 1;
             return e;
+        }
         f = p + 1;
     }
     char *c = memchr(f, d, (size_t)(e - f));
@@ -386,7 +390,7 @@ static char *field_end(char *f, char *e, char d)
 
 /* The field [a, b) without the blanks around it, unquoted in place when it is one quoted string
  * ("..." with "" for a quote inside; blanks inside the quotes trimmed too), NUL-terminated (the
- * byte at b is a blank, a comma, '\r', '\n' or the spare byte, so writing there is safe). A
+ * byte at b is a blank, the delimiter, '\r', '\n' or the spare byte, so writing there is safe). A
  * field with a stray or unclosed quote is kept as it is (it is then not a number). */
 static char *field_text(char *a, char *b, char d)
 {
@@ -425,7 +429,7 @@ static size_t split_line(char *s, char *e, char d, char **fields, size_t max_fie
     size_t n = 0;
     char *f = s;
     for (;;) {
-        char *fe = field_end(f, e, d);
+        char *fe = field_end(f, e, d, NULL);
         char *t = field_text(f, fe, d);
         if (fields && n < max_fields)
             fields[n] = t;
@@ -443,17 +447,10 @@ static size_t open_quote_column(char *s, char *e, char d)
 {
     size_t c = 1;
     for (char *f = s;; ++c) {
-        char *fe = field_end(f, e, d);
-        char *p = f;
-        while (p < fe && is_pad(*p, d))
-            p++;
-        if (fe == e && p < e && *p == '"') {
-            size_t quotes = 0;
-            for (char *q = p; q < e; ++q)
-                quotes += *q == '"';
-            if (quotes % 2)
-                return c;
-        }
+        int open = 0;
+        char *fe = field_end(f, e, d, &open);
+        if (open)
+            return c;
         if (fe == e)
             return 0;
         f = fe + 1;
@@ -464,7 +461,7 @@ static size_t open_quote_column(char *s, char *e, char d)
 static size_t count_fields(char *s, char *e, char d)
 {
     size_t n = 1;
-    for (char *f = field_end(s, e, d); f < e; f = field_end(f + 1, e, d))
+    for (char *f = field_end(s, e, d, NULL); f < e; f = field_end(f + 1, e, d, NULL))
         n++;
     return n;
 }
@@ -660,7 +657,7 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
     for (size_t c = 0; c < ncols; ++c) {
         char *field = r->names[c];
         if (!is_first) {
-            char *fe = field_end(f, ln->e, r->delim);
+            char *fe = field_end(f, ln->e, r->delim, NULL);
             field = field_text(f, fe, r->delim);
             f = fe + 1;
         }

@@ -707,12 +707,12 @@ static qm_code basis_qubits(const qm_amp_input *in, unsigned *qubits, qm_status 
  * with what would fit (qm_encoding_fit_phrase). */
 static qm_code no_state_for(qm_encoding enc, uint64_t f, qm_status *st)
 {
-    char fit[96];
-    qm_encoding_fit_phrase(enc, f, fit, sizeof fit);
     if (enc != QM_ENCODING_IQP)
         return qm_fail(st, QM_E_QUBITS, "encode: the %s encoding takes one value per qubit: %llu "
                        "values per sample would make %llu qubits; at most 63",
                        qm_encoding_name(enc), (unsigned long long)f, (unsigned long long)f);
+    char fit[96];
+    qm_encoding_fit_phrase(enc, f, fit, sizeof fit);
     return qm_fail(st, QM_E_INPUT, "encode: %llu values per sample make no iqp state (%s)",
                    (unsigned long long)f, fit);
 }
