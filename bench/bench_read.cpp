@@ -17,6 +17,11 @@
 //   BM_FileToStateKept  the same with one encode cache kept across the encodes (reuse.h), as a C
 //                    API context or a Python process has it: ring, staging and state buffers made
 //                    once (the one-shot BM_FileToState page-locks its ring on every encode);
+//   BM_FileToStateContext  the first encode of a public C API context, as a program runs it:
+//                    qm_context_create and qm_context_open (not timed: the backend's start-up,
+//                    during which a CUDA context makes its staging memory ready), then
+//                    qm_context_encode_file (timed), on the scenario QM_BENCH_SCENARIO (default
+//                    the built-in one) with the backend QM_BENCH_BACKEND;
 //   BM_MemToState    the same pipeline from the values already in page-locked host memory (no
 //                    read): what file -> state would reach if reading were free.
 // Two files: one state of 2^QM_BENCH_READ_LOG2 float64 values (default 28: 2 GiB) and a batch of
@@ -48,6 +53,7 @@ extern "C" {
 #include "io.h"
 #include "materialize_internal.h"
 #include "pipeline.h"
+#include "qmesh.h"
 #include "reuse.h"
 #include "sim.h"
 }
@@ -352,6 +358,61 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q,
     qm_input_close(&f);
 }
 
+// A new context per iteration: create and open it (not timed), encode the file (timed), destroy
+// the state and the context (not timed).
+void context_first(benchmark::State &state, const std::string &path, unsigned q)
+{
+    const char *kind = std::getenv("QM_BENCH_BACKEND");
+    const qm_backend_kind bk = kind && std::strcmp(kind, "cuda") == 0 ? QM_BACKEND_CUDA : QM_BACKEND_SIM;
+    const char *scen = std::getenv("QM_BENCH_SCENARIO");
+    qm_scenario *sc = nullptr;
+    qm_status st;
+    uint64_t rows = 0, features = 0;
+    if (qm_scenario_open(scen && *scen ? scen : nullptr, &sc, &st) != QM_OK ||
+        qm_input_file_shape(path.c_str(), &rows, &features, nullptr, nullptr, &st) != QM_OK) {
+        state.SkipWithError(st.msg);
+        qm_scenario_destroy(sc);
+        return;
+    }
+    qm_request r;
+    qm_request_init(&r);
+    r.qubits = q;
+    r.dtype = QM_DTYPE_COMPLEX128;
+    r.batch = rows;
+    r.features = features;
+    bool ok = true;
+    for (auto _ : state) {
+        state.PauseTiming();
+        qm_context *ctx = nullptr;
+        qm_state *s = nullptr;
+        ok = qm_context_create(sc, &r, &ctx, &st) == QM_OK && qm_context_open(ctx, bk, &st) == QM_OK;
+        state.ResumeTiming();
+        ok = ok && qm_context_encode_file(ctx, path.c_str(), &s, &st) == QM_OK;
+        state.PauseTiming();
+        qm_state_destroy(s);
+        qm_context_destroy(ctx);
+        state.ResumeTiming();
+        if (!ok)
+            break;
+    }
+    if (!ok)
+        state.SkipWithError(st.msg);
+    struct stat sb;
+    const double bytes = stat(path.c_str(), &sb) == 0 ? (double)sb.st_size - 128 : 0; // the .npy header
+    state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)bytes);
+    qm_scenario_destroy(sc);
+}
+
+void BM_FileToStateContext(benchmark::State &state)
+{
+    context_first(state, big_file(), (unsigned)env_u64("QM_BENCH_READ_LOG2", 28));
+}
+
+void BM_FileToStateBatchContext(benchmark::State &state)
+{
+    context_first(state, batch_file(), 10);
+}
+
 void BM_FileToState(benchmark::State &state)
 {
     file_to_state(state, big_file(), (unsigned)env_u64("QM_BENCH_READ_LOG2", 28));
@@ -441,6 +502,8 @@ BENCHMARK(BM_FileToStatePrepared)->Unit(benchmark::kMillisecond)->UseRealTime()-
 BENCHMARK(BM_FileToStateBatchPrepared)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_FileToStateKept)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_FileToStateBatchKept)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_FileToStateContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_FileToStateBatchContext)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_MemToState)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_MemToStateBatch)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 

@@ -7,8 +7,10 @@
 #include "backend.h"
 #include "cuda_backend.h"
 #include "encode.h"
+#include "qmesh.h"
 #include "testlib.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,37 @@ int main(void)
         CHECK(r.norm_max_error < 1e-15);
         CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
         qm_encode_result_fini(&r);
+    }
+    /* a C API context prepares its first encode's staging while CUDA starts (here the norm's
+     * one sum: a 2 MiB block; a 4-value input makes no ring), and its first encode leaves none */
+    {
+        qm_scenario *sc = NULL;
+        CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+        qm_request rq;
+        qm_request_init(&rq);
+        rq.qubits = 2;
+        rq.dtype = QM_DTYPE_COMPLEX128;
+        rq.features = 4;
+        qm_context *ctx = NULL;
+        CHECK_OK(qm_context_create(sc, &rq, &ctx, &st));
+        if (qm_backend_cuda_count() == 0) {
+            CHECK(qm_context_open(ctx, QM_BACKEND_CUDA, &st) == QM_E_UNSUPPORTED);
+            CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0); /* released on failure */
+        } else {
+            CHECK_OK(qm_context_open(ctx, QM_BACKEND_CUDA, &st));
+            CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 2 * MiB);
+            const double x[4] = {3, 4, 0, 0};
+            const qm_host_data hd = {QM_DTYPE_FLOAT64, x, 1, 4};
+            qm_state *s1 = NULL;
+            CHECK_OK(qm_context_encode(ctx, &hd, &s1, &st));
+            CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+            double amp[8] = {0};
+            CHECK_OK(qm_state_read(s1, 0, 4, QM_DTYPE_COMPLEX128, amp, &st));
+            CHECK(fabs(amp[0] - 0.6) < 1e-15 && fabs(amp[2] - 0.8) < 1e-15 && amp[4] == 0 && amp[1] == 0);
+            qm_state_destroy(s1);
+        }
+        qm_context_destroy(ctx);
+        qm_scenario_destroy(sc);
     }
     unlink(in);
     return qm_test_end("test_backend_warmup");

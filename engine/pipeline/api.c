@@ -34,7 +34,17 @@ struct qm_context {
     qm_pipeline pl;            /* borrows scenario->topology */
     qm_reuse *reuse;           /* encode memory kept between encodes (reuse.h): from the first
                                   encode to the last release; NULL before */
+    bool prepared;             /* CUDA: host staging made ready at open, not yet taken by the
+                                  first encode (qm_backend_host_prepare) */
 };
+
+/* What the first encode's page-locked buffers did not take of the staging prepared at open. */
+static void context_unprepare(qm_context *ctx)
+{
+    if (ctx->prepared)
+        qm_backend_host_release();
+    ctx->prepared = false;
+}
 
 /* ---- scenarios ---------------------------------------------------------------------------------- */
 
@@ -99,6 +109,7 @@ static void context_release(void *c)
     if (atomic_fetch_sub(&ctx->refs, 1) != 1)
         return;
     qm_reuse_destroy(ctx->reuse); /* every state is gone (each held a reference): before the backend */
+    context_unprepare(ctx);
     qm_pipeline_fini(&ctx->pl);
     qm_scenario_destroy(ctx->scenario);
     free(ctx);
@@ -304,9 +315,25 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
             return rc;
         }
     }
+    /* CUDA: the runtime and the first GPU's context start on a thread of their own (hundreds of
+     * ms) while this one makes ready the host memory of the first encode's page-locked buffers, as
+     * `qmesh encode` does (its ring: 11-15 ms of page faults for 64 MiB, 1.4-2.2 ms to register
+     * once touched, on the H200 host); the first encode takes it, and gives back what it left */
+    qm_backend_warmup *warmup = NULL;
+    if (backend == QM_BACKEND_CUDA && qm_backend_warmup_start(QM_BACKEND_CUDA, 0, &warmup, NULL) == QM_OK) {
+        const qm_request *r = &ctx->pl.request;
+        uint64_t bytes[2];
+        /* the input's size as float64, the larger dtype: the ring is made only when a file fills it */
+        const int n = qm_pipeline_staging_bytes(r, r->batch * r->features * sizeof(double), 1, bytes);
+        qm_backend_host_prepare(QM_BACKEND_CUDA, bytes, n);
+        ctx->prepared = n > 0;
+    }
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
+    qm_backend_warmup_join(warmup, NULL, NULL);
     if (rc == QM_OK)
         rc = qm_pipeline_open_backend(&ctx->pl, &(qm_backend_desc){.kind = backend}, st);
+    if (rc != QM_OK)
+        context_unprepare(ctx);
     return rc;
 }
 
@@ -337,6 +364,7 @@ static qm_code encode(qm_context *ctx, const qm_amp_input *in_given,
     qm_materialize_opts o = opts ? *opts : (qm_materialize_opts){0};
     o.reuse = ctx->reuse;
     qm_code rc = qm_pipeline_materialize(&ctx->pl, in, &o, out, st);
+    context_unprepare(ctx); /* its buffers are made (kept by the cache): the rest goes */
     if (rc == QM_OK) { /* the state keeps the context (and its backend) alive */
         context_retain(ctx);
         (*out)->owner_retain = context_retain;

@@ -863,25 +863,15 @@ static qm_code timed_read_int(void *ctx, uint64_t first, uint64_t count, uint64_
 
 /* While the CUDA context is made (hundreds of ms, the thread would only wait), the host memory of
  * the page-locked buffers this rank will make next is made ready (qm_backend_host_prepare): the
- * amplitude encoding's ingest ring when this rank reads at least a ring's worth of a file and its
- * norm's sums (one per state, or per block of a larger state), and the output's staging with --out (rank 0) or --out-dir. On the H200
- * host this takes 64 MiB of page-locking from 11-15 ms to 1.4-2.2 ms. */
+ * ingest's ring and the norm's sums (qm_pipeline_staging_bytes), and the output's staging with
+ * --out (rank 0) or --out-dir. On the H200 host this takes 64 MiB of page-locking from 11-15 ms to
+ * 1.4-2.2 ms. */
 static void prepare_staging(const qm_encode_job *job, const qm_amp_input *in, const qm_request *req,
                             int R, int me)
 {
     uint64_t bytes[2 + QM_OUT_BUFS];
-    int n = 0;
-    const uint64_t ring = qm_ingest_ring_bytes_max();
     const uint64_t input = (in->batch ? in->batch : 1) * in->n * qm_dtype_size(in->dtype);
-    const bool amplitude = req->encoding == QM_ENCODING_AMPLITUDE;
-    if (amplitude && input / (uint64_t)R >= ring) /* the values reach the devices through it */
-        bytes[n++] = ring;
-    if (amplitude && req->qubits < 64) {
-        /* one sum per state, or per block of 2^QM_HAL_RED_LOG2_BLOCK slots of larger states */
-        const uint64_t N = (uint64_t)1 << req->qubits;
-        const uint64_t per = N >> QM_HAL_RED_LOG2_BLOCK ? N >> QM_HAL_RED_LOG2_BLOCK : 1;
-        bytes[n++] = 8 * (in->batch ? in->batch : 1) * per / (uint64_t)R;
-    }
+    int n = qm_pipeline_staging_bytes(req, input, R, bytes);
     if ((job->out && me == 0) || job->out_dir)
         for (int k = 0; k < QM_OUT_BUFS; ++k)
             bytes[n++] = QM_OUT_CHUNK_AMPS * qm_dtype_size(req->dtype);

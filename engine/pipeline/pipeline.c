@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "pipeline.h"
+#include "ingest.h"
 #include "status_internal.h"
 
 #include <stdlib.h>
@@ -139,6 +140,23 @@ qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm
     p->hal = NULL;
     return qm_mesh_open_backend(p->mesh, p->layout->world_size > 1 ? p->layout->rank : -1, base,
                                 &p->hal, st);
+}
+
+int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int ranks,
+                              uint64_t bytes[2])
+{
+    int n = 0;
+    const uint64_t R = ranks > 0 ? (uint64_t)ranks : 1, ring = qm_ingest_ring_bytes_max();
+    if (req->encoding != QM_ENCODING_AMPLITUDE) /* the feature maps read their samples on the host */
+        return 0;
+    if (input_bytes / R >= ring) /* a file's values reach the devices through the ring */
+        bytes[n++] = ring;
+    if (req->qubits < 64) {
+        const uint64_t N = (uint64_t)1 << req->qubits;
+        const uint64_t per = N >> QM_HAL_RED_LOG2_BLOCK ? N >> QM_HAL_RED_LOG2_BLOCK : 1;
+        bytes[n++] = 8 * (req->batch ? req->batch : 1) * per / R;
+    }
+    return n;
 }
 
 qm_code qm_pipeline_devices_backend(qm_backend_kind kind, qm_hal **out, qm_status *st)

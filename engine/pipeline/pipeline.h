@@ -77,6 +77,15 @@ qm_code qm_pipeline_layout(qm_pipeline *p, int rank, int world, qm_status *st);
  * the CUDA first GPU and a fault shim (NULL: a materialized simulator). */
 qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm_status *st);
 
+/* The page-locked host buffers an encode of `req` makes first on each of `ranks` ranks, whose
+ * memory a caller can have made ready while the CUDA context starts (qm_backend_host_prepare):
+ * for the amplitude encoding, the ingest's ring when a rank's share of `input_bytes` (the input
+ * file's data) fills it, and the norm's sums (one double per state, or per block of
+ * 2^QM_HAL_RED_LOG2_BLOCK slots of a larger state). Writes at most 2 sizes to bytes[]; returns
+ * how many. Cannot fail. */
+int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int ranks,
+                              uint64_t bytes[2]);
+
 /* The devices `qmesh devices` and qm_devices_list show: the visible CUDA GPUs (kind CUDA, or AUTO
  * when there is at least one GPU), else the built-in default scenario's mesh as a phantom
  * simulated backend (capacities and ids, no memory taken). The caller destroys *out. */
