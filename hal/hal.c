@@ -735,8 +735,9 @@ static qm_code check_period(uint64_t period, uint64_t valid, const char *op, qm_
 /* The input elements that global slots [g_lo, g_hi) read must lie in the input buffer, whose
  * element 0 is input element in_first. */
 static qm_code check_input_slots(const qm_hal *hal, const qm_hal_buf *in, qm_dtype dt,
-                                 uint64_t in_first, uint64_t g_lo, uint64_t g_hi, uint64_t period,
-                                 uint64_t period_valid, const char *op, qm_status *st)
+                                 uint64_t in_first, uint64_t in_off, uint64_t g_lo, uint64_t g_hi,
+                                 uint64_t period, uint64_t period_valid, const char *op,
+                                 qm_status *st)
 {
     if (!is_input_dtype(dt))
         return qm_fail(st, QM_E_DTYPE, "%s: input dtype must be float32 or float64 (got %s)", op,
@@ -752,7 +753,10 @@ static qm_code check_input_slots(const qm_hal *hal, const qm_hal_buf *in, qm_dty
                        "the buffer's first element %llu", op, (unsigned long long)g_lo,
                        (unsigned long long)g_hi, (unsigned long long)e_lo,
                        (unsigned long long)in_first);
-    return check_elems(hal, in, dt, e_lo - in_first, e_hi - e_lo, op, "input", st);
+    if (e_lo - in_first > UINT64_MAX - in_off)
+        return qm_fail(st, QM_E_BOUNDS, "%s: input element %llu lies past the buffer", op,
+                       (unsigned long long)e_lo);
+    return check_elems(hal, in, dt, in_off + (e_lo - in_first), e_hi - e_lo, op, "input", st);
 }
 
 qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, qm_status *st)
@@ -788,6 +792,12 @@ qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, 
                      NULL, s, st);
 }
 
+/* The input pointer a sumsq backend reads: past a->in_off elements (NULL: the stash). */
+static const void *sumsq_input(const qm_hal_sumsq_args *a)
+{
+    return a->input ? (const char *)a->input->ptr + a->in_off * qm_dtype_size(a->in_dtype) : NULL;
+}
+
 /* The checks shared by both forms of sumsq; *dev is the device of the input (or the state). */
 static qm_code sumsq_check(qm_hal *hal, const qm_hal_sumsq_args *a, int *dev, qm_status *st)
 {
@@ -806,7 +816,7 @@ static qm_code sumsq_check(qm_hal *hal, const qm_hal_sumsq_args *a, int *dev, qm
                        "align with global index %llu", (unsigned long long)bs,
                        (unsigned long long)a->period, (unsigned long long)a->g0);
     if (a->input) {
-        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->g0,
+        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->in_off, a->g0,
                                a->g0 + (a->n_blocks << a->log2_block), a->period, a->period_valid,
                                "sumsq", st);
         *dev = a->input->dev;
@@ -826,8 +836,10 @@ qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st
     qm_code rc = sumsq_check(hal, a, &dev, st);
     if (rc != QM_OK)
         return rc;
-    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ, "sumsq", a,
-                     a->input ? NULL : ptr_of(a->state), ptr_of(a->input), NULL, NULL, st);
+    qm_hal_sumsq_args b = *a;
+    b.in_off = 0;
+    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ, "sumsq", &b,
+                     a->input ? NULL : ptr_of(a->state), sumsq_input(a), NULL, NULL, st);
 }
 
 qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, uint64_t out_off,
@@ -846,8 +858,10 @@ qm_code qm_hal_sumsq(qm_hal *hal, const qm_hal_sumsq_args *a, qm_hal_buf *out, u
         return qm_fail(st, QM_E_ARG, "sumsq: %llu sums from double %llu do not fit a buffer of "
                        "%llu bytes", (unsigned long long)a->n_blocks,
                        (unsigned long long)out_off, (unsigned long long)out->bytes);
-    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ_DEV, "sumsq", a,
-                     a->input ? NULL : ptr_of(a->state), ptr_of(a->input),
+    qm_hal_sumsq_args b = *a;
+    b.in_off = 0;
+    return launch_op(hal, dev, QM_HAL_OP_AMP_SUMSQ_DEV, "sumsq", &b,
+                     a->input ? NULL : ptr_of(a->state), sumsq_input(a),
                      (double *)out->ptr + out_off, s, st);
 }
 
@@ -935,7 +949,7 @@ qm_code qm_hal_amp_scale(qm_hal *hal, const qm_hal_amp_scale_args *a, qm_hal_str
                        (unsigned long long)a->first_state,
                        (unsigned long long)(a->first_state + a->n_coeffs - 1));
     if (a->input) {
-        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, a->g0, a->g0 + a->n,
+        rc = check_input_slots(hal, a->input, a->in_dtype, a->in_first, 0, a->g0, a->g0 + a->n,
                                a->period, a->period_valid, "amp_scale", st);
         if (rc == QM_OK && a->input->dev != a->state->dev)
             rc = qm_fail(st, QM_E_ARG, "amp_scale: input on %s but state on %s",

@@ -96,7 +96,8 @@ qm_code qm_hal_stash(qm_hal *hal, const qm_hal_stash_args *a, qm_hal_stream *s, 
  * (scale * x)^2 over its data slots (padding counts as +0) goes to out_sums[j] (host array).
  * Blocks never straddle states (2^log2_block divides period; g0 is block-aligned). The values are
  * the stash in `state`, or, when `input` is set, read in place from an input buffer whose element
- * 0 is input element in_first (then `state` is not read). Blocking. */
+ * in_off is input element in_first (then `state` is not read: e.g. a staging buffer holding a
+ * chunk of the input at in_off). Blocking. */
 typedef struct qm_hal_sumsq_args {
     const qm_hal_buf *state;
     qm_dtype state_dtype;
@@ -110,6 +111,8 @@ typedef struct qm_hal_sumsq_args {
     const qm_hal_buf *input; /* NULL: the stash */
     qm_dtype in_dtype;
     uint64_t in_first;
+    uint64_t in_off;       /* elements of `input` before input element in_first (backends see
+                              the input pointer already past them, and in_off 0) */
 } qm_hal_sumsq_args;
 qm_code qm_hal_sumsq_sync(qm_hal *hal, const qm_hal_sumsq_args *a, qm_status *st);
 /* The same enqueued on s, the block sums going to doubles [out_off, out_off + n_blocks) of the

@@ -14,8 +14,10 @@
 #    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
 #    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
 #    has local_norm 0 and encode 0 (no stream, no pass over its states), a batch's local_norm and
-#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns); a 2^15 state (not fused) has local_norm = its bytes
-#    / HBM + 3 launches (sumsq, D2H, sync), encode = 2 x bytes / HBM + 2 launches; write (--out:
+#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns); a 2^15 state (not fused,
+#    whole 2^14-slot blocks: its block sums taken from the staging inside the ingest, a sumsq per
+#    chunk reading the chunk's bytes at HBM rate) has local_norm = 2 launches (D2H, sync) + its
+#    block sums page-locked, encode = 2 x bytes / HBM + 2 launches; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
 #    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
 #    on the simulator the file write alone; nothing written; a host's own storage over the
@@ -105,8 +107,8 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
 jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after the read; no launches" \
     "eq(e['staging'], 8000 / 4e6) and eq(e['ingest'], 8000 / 1e6 + 8000 / 4e6) and eq(e['local_norm'], 16384 / 1e12) and eq(e['encode'], 2 * 16384 / 1e12)"
 run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
-jcheck "plan --input of a 2^15 state (not fused): local_norm = bytes / HBM + 3 launches + its 2 block sums page-locked, encode = 2 x bytes / HBM + 2, the chunk's 2 launches in the copies after the ring" \
-    "eq(e['local_norm'], 524288 / 1e12 + 3 * $L + P(16)) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], P(8388608) + (262144 / 1e9 + 2 * $L))"
+jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = 2 launches + its 2 block sums page-locked, encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
+    "eq(e['local_norm'], 2 * $L + P(16)) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], P(8388608) + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
 # 40 MiB of float64 -> one 2^23 state (not fused): chunks of 32 MiB and 8 MiB, copied in ring
 # pieces of 8 MiB (4 + 1): 5 H2D copies + 2 stash kernels; the read (41.9 s) is the slower side
 # and the copies overlap it piece by piece: ingest = read + one piece of the copies (copies / 5)
@@ -121,13 +123,14 @@ ok = math.isclose(e['read'], 41943040 / 1e6, rel_tol=1e-12) and \
 sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces (a 40 MiB ring), 7 launches; ingest = the ring page-locked + read + one piece of the copies"
 else bad "40 MiB ingest: $(head -c 400 out)"; fi
 # 128 MiB of float64 -> one 2^24 state, read from the page cache at 100 GB/s, copied at 1 GB/s: 16
-# ring pieces, 16 H2D copies + 4 stash kernels. The copies are the slower side, and the reader
+# ring pieces, 16 H2D copies + 4 stash kernels + 4 sumsq kernels (whole blocks: the block sums
+# from the staging, reading the 128 MiB at HBM rate). The copies are the slower side, and the reader
 # runs at most 7 pieces ahead of them: the read as encode measures it (the span of the background
 # reads) ends one piece after the copies of the first 16 - 8 pieces, copies x 8 / 16 + read / 16;
 # ingest = the ring (8 slots) page-locked + the copies + one piece of the read; staging = ingest - read
 sed 's/cached_read: 4 MB\/s/cached_read: 100 GB\/s/' ds.yaml > fast.yaml
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario fast.yaml --input big24.npy --json
-CC="(134217728 / 1e9 + 20 * $L)"
+CC="(134217728 / 1e9 + (24 * $L + 134217728 / 1e12))"
 RC="(134217728 / 100e9)"
 jcheck "plan --input of 128 MiB with copies slower than the read: read = copies x 8 / 16 + read / 16 (the reader held 7 pieces ahead of the copies), ingest = ring + copies + read / 16" \
     "eq(e['read'], $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], P(67108864) + $CC + $RC / 16) and math.isclose(e['staging'], P(67108864) + $CC - $CC * 8 / 16, rel_tol=1e-9)"

@@ -3,6 +3,7 @@
  * input with its message, state reads. (The reference system's encoding behaviours, items 16-20
  * and 23-25 of test_conformance_encode.c, in their first form.) */
 #include "fault.h" /* qm_hal_fault_fired */
+#include "ingest.h" /* qm_ingest_sums_in_staging */
 #include "materialize_internal.h"
 #include "sim_fixtures.h"
 #include "testlib.h"
@@ -531,6 +532,59 @@ static void test_device_input(void)
     qm_hal_destroy(shim);
 }
 
+/* A large state read through a reader, its chunks whole 2^14-slot blocks: each chunk's block sums
+ * are taken from the staging as it is stashed (qm_ingest_sums_in_staging), so the norm reads no
+ * stash. Counted on a fault shim's kernel launches: 2 shards x 2 chunks x (stash + sumsq) + 2
+ * scales = 10, where summing the stash would be 2 x 2 stashes + 2 sumsq + 2 scales = 8. The state
+ * is bit-identical to the one from host memory read in place (mapped: sums over the input); a
+ * failing sumsq in the ingest leaves nothing allocated. */
+static void test_sums_in_staging(void)
+{
+    qm_status st;
+    const unsigned q = 16;
+    const uint64_t N = (uint64_t)1 << q;
+    double *x = malloc(N * sizeof *x);
+    for (uint64_t i = 0; i < N; ++i)
+        x[i] = sin((double)i * 0.31) * (double)(1 + i % 5);
+    qm_shard_spec two[2];
+    equal_layout(q, 2, two);
+    qm_amp_input mem = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = N};
+    counting_reader cr = {.x = x};
+    qm_amp_input rin = {.dtype = QM_DTYPE_FLOAT64, .n = N, .read = count_read, .read_ctx = &cr};
+    const qm_materialize_opts block = {.chunk_bytes = ((uint64_t)1 << 14) * sizeof(double)};
+    const qm_materialize_opts odd = {.chunk_bytes = 7 * sizeof(double)}; /* not whole blocks */
+    CHECK(qm_ingest_sums_in_staging(N, N, 0, N / 2, block.chunk_bytes, 8));
+    CHECK(!qm_ingest_sums_in_staging(N, N, 0, N / 2, odd.chunk_bytes, 8));
+    CHECK(!qm_ingest_sums_in_staging(N, N - 1, 0, N / 2, block.chunk_bytes, 8)); /* padding */
+    CHECK(!qm_ingest_sums_in_staging(N, N, 4096, N / 2, block.chunk_bytes, 8)); /* mid-block */
+    qm_hal *shim = NULL;
+    const qm_backend_fault count = {.points = QM_BACKEND_FAULT_LAUNCH, .fail_at = 0,
+                                    .code = QM_E_BACKEND};
+    CHECK_OK(fixture_mesh_fault(2, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &count, &shim, &st));
+    qm_state *ref = NULL, *staged = NULL, *chunky = NULL, *failed = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, two, 2, &mem, NULL, &ref, &st));
+    qm_hal_fault_rearm(shim, 0);
+    CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &rin, &block, &staged,
+                                      &st));
+    CHECK_EQ_U64(qm_hal_fault_calls(shim), 10);
+    CHECK_EQ_U64(cr.values, N);
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, two, 2, &rin, &odd, &chunky,
+                                      &st));
+    double *a = ref ? read_all(ref, N) : NULL, *b = staged ? read_all(staged, N) : NULL,
+           *c = chunky ? read_all(chunky, N) : NULL;
+    CHECK(a && b && c && memcmp(a, b, N * 16) == 0 && memcmp(a, c, N * 16) == 0);
+    /* launch 2 is the first chunk's sumsq, in the ingest */
+    qm_hal_fault_rearm(shim, 2);
+    CHECK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &rin, &block, &failed,
+                                   &st) == QM_E_BACKEND);
+    CHECK(qm_hal_fault_fired(shim) && failed == NULL);
+    CHECK_STR(st.msg, "encode: shard 0: sumsq on d0: injected fault: kernel launch (counted call 2)");
+    free(a), free(b), free(c), free(x);
+    qm_state_destroy(ref), qm_state_destroy(staged), qm_state_destroy(chunky);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(shim), 0);
+    qm_hal_destroy(shim);
+}
+
 int main(int argc, char **argv)
 {
     qm_status st;
@@ -551,6 +605,7 @@ int main(int argc, char **argv)
     test_replicated();
     test_batch_and_chunks();
     test_device_input();
+    test_sums_in_staging();
     test_streamed_stores();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);

@@ -533,6 +533,8 @@ typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
     double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
     bool any_fused, all_fused;
+    bool norm_in_ingest; /* every shard's sums are made inside the ingest: fused, or block sums
+                            taken from the staging (qm_ingest_sums_in_staging) */
 } dev_work;
 
 static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath *dp, dev_work *w)
@@ -544,7 +546,7 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
     if (chunk_states == 0)
         chunk_states = 1;
     w->any_fused = false;
-    w->all_fused = p->n_shards > 0;
+    w->all_fused = w->norm_in_ingest = p->n_shards > 0;
     for (int i = 0; i < p->n_shards; ++i) {
         const qm_plan_shard *s = &p->shards[i];
         const int d = s->device;
@@ -570,10 +572,20 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
         w->chunks[d] += pieces;
         w->launches[d] += pieces + (double)(full + (rest ? 1 : 0));
         double runs = 0;
-        for (uint64_t pos = s->start; pos < s->end;) {
-            const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
-            runs += 1;
-            pos = qm_tree_run_end(&r);
+        if (qm_ingest_sums_in_staging(p->n_amps, p->request.features, s->start, s->end,
+                                      QM_STAGING_CHUNK_BYTES, (size_t)is)) {
+            /* a sumsq per chunk over the staged values, inside the ingest */
+            w->launches[d] += (double)(full + (rest ? 1 : 0));
+            const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
+            if (bw > 0)
+                w->fused_s[d] += (double)(s->input_elems * is) / bw;
+        } else {
+            w->norm_in_ingest = false;
+            for (uint64_t pos = s->start; pos < s->end;) {
+                const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
+                runs += 1;
+                pos = qm_tree_run_end(&r);
+            }
         }
         w->norm_l[d] += runs + 2;
         w->norm_blocks[d] += (double)qm_tree_range_blocks(p->request.qubits, s->start, s->end);
@@ -662,7 +674,7 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     uint64_t *out = in + D;
     double *tmp = work + 5 * D;
     dev_work w = {work,         work + D,     work + 2 * D, work + 3 * D, work + 4 * D,
-                  work + 6 * D, work + 7 * D, false,        false};
+                  work + 6 * D, work + 7 * D, false,        false,        false};
     device_bytes(p, dp, in, out);
     device_work(mesh, p, dp, &w);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
@@ -675,7 +687,7 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
             goto done;
         }
-        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.all_fused, pieces_s, tmp, D);
+        add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.norm_in_ingest, pieces_s, tmp, D);
         add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
         /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])

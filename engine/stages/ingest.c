@@ -385,6 +385,18 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
                                .in_first = pos, .n = c};
         if ((rc = qm_hal_stash(hal, &a, p->comp, st)) != QM_OK)
             return rc;
+        if (s->block_sums) { /* element pos is global slot pos: whole blocks from the staging */
+            const unsigned lb = QM_HAL_RED_LOG2_BLOCK;
+            const qm_hal_sumsq_args b = {.state = s->state, .state_dtype = r->state_dtype,
+                                         .off = pos - s->slot_start, .g0 = pos,
+                                         .period = r->period, .period_valid = r->period_valid,
+                                         .log2_block = lb, .n_blocks = c >> lb, .scale = 1.0,
+                                         .input = p->staging, .in_dtype = r->in->dtype,
+                                         .in_first = pos, .in_off = half_off / g->is};
+            if ((rc = qm_hal_sumsq(hal, &b, s->block_sums, (pos - s->slot_start) >> lb, p->comp,
+                                   st)) != QM_OK)
+                return rc;
+        }
     }
     if ((rc = qm_hal_event_record(hal, p->freed[h], p->comp, st)) != QM_OK)
         return rc;
@@ -472,6 +484,15 @@ static qm_code slot_bytes_get(uint64_t *out, qm_status *st)
                        "in [4096, 1073741824]", v);
     *out = n;
     return QM_OK;
+}
+
+bool qm_ingest_sums_in_staging(uint64_t period, uint64_t period_valid, uint64_t start,
+                               uint64_t end, uint64_t chunk_bytes, size_t elem_bytes)
+{
+    const uint64_t bs = (uint64_t)1 << QM_HAL_RED_LOG2_BLOCK;
+    const uint64_t chunk_elems = elem_bytes ? chunk_bytes / elem_bytes : 0;
+    return period == period_valid && period % bs == 0 && start % bs == 0 && end % bs == 0 &&
+           end > start && chunk_elems > 0 && chunk_elems % bs == 0;
 }
 
 uint64_t qm_ingest_ring_bytes_max(void)

@@ -8,7 +8,9 @@
  * engines copy the filled ones).
  * Per chunk the compute stream either stashes the values in their slots (qm_hal_stash), or, for a
  * shard of whole small states (`fused`), encodes them in one pass (qm_hal_amp_batch), the states'
- * sums of squares landing in the half's tail and then in host memory.
+ * sums of squares landing in the half's tail and then in host memory; a stashed chunk of a large
+ * state may also have its block sums taken from the staging (qm_ingest_sums_in_staging), so the
+ * norm reads no stash.
  * Pipes live as long as their owner: a run's own (closed before it returns) or a context's kept set
  * (qm_ingest_req.pipes: opened at the first run that needs them, grown, closed with the set).
  * Must not: read input outside a shard's own range; return before every enqueued copy and kernel
@@ -38,7 +40,17 @@ typedef struct qm_ingest_shard {
     uint64_t slot_start, slot_end;
     bool fused;                 /* whole states, period <= 2^QM_HAL_RED_LOG2_BLOCK: amp_batch */
     double *sums;               /* fused: one sum per state of the shard (host, page-locked) */
+    qm_hal_buf *block_sums;     /* not fused, not NULL: each chunk's block sums (blocks of
+                                   2^QM_HAL_RED_LOG2_BLOCK slots, shard order) are taken from the
+                                   staging right after its stash (qm_ingest_sums_in_staging) */
 } qm_ingest_shard;
+
+/* Whether a shard of slots [start, end) can have its block sums taken chunk by chunk from the
+ * staging (qm_ingest_shard.block_sums), so that the norm needs no pass over the stash: every
+ * value has its own slot (period_valid == period: input element = global slot), the states and
+ * the shard's ends are whole blocks, and so is a chunk of chunk_bytes of elem_bytes values. */
+bool qm_ingest_sums_in_staging(uint64_t period, uint64_t period_valid, uint64_t start,
+                               uint64_t end, uint64_t chunk_bytes, size_t elem_bytes);
 
 /* Pipes kept between runs (one per device: streams, events, device staging; and the page-locked
  * host ring they share), owned by a context's reuse cache (reuse.h). Not thread-safe: one run at

@@ -64,7 +64,9 @@ typedef struct enc {
     bool distributed;          /* pieces and scans are exchanged between ranks */
     qm_hal_buf **mapped;       /* per shard: its input read in place (NULL: stashed) */
     uint64_t *mapped_first;    /* per shard: the input element of mapped[i]'s element 0 */
-    qm_ingest_shard *ing;      /* per shard: what the ingest step needs (fused: sums land here) */
+    qm_ingest_shard *ing;      /* per shard: what the ingest step needs (fused: sums land here;
+                                  ing[i].block_sums: the block sums taken in the ingest, which
+                                  sum_shards then only copies back, and frees) */
     double *fused_sums;        /* page-locked: the sums of every fused shard's states */
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
@@ -262,10 +264,17 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         const uint64_t nb = first[i + 1] - first[i];
         if (nb == 0)
             continue;
-        rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i, nb * sizeof(double), &part[i], st);
+        /* the ingest took them from the staging already: only the copy back is left */
+        const bool taken = e->ing[i].block_sums != NULL;
+        if (taken) {
+            part[i] = e->ing[i].block_sums;
+            e->ing[i].block_sums = NULL; /* freed below with the others */
+        } else {
+            rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i, nb * sizeof(double), &part[i], st);
+        }
         if (rc == QM_OK)
             rc = shard_stream(e, i, &str[i], st);
-        for (uint64_t pos = s->start, at = 0; rc == QM_OK && pos < s->end;) {
+        for (uint64_t pos = s->start, at = 0; rc == QM_OK && !taken && pos < s->end;) {
             const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
             const qm_hal_sumsq_args a = run_args(e, i, &r, 1.0);
             rc = qm_hal_sumsq(hal, &a, part[i], at, str[i], st);
@@ -611,6 +620,17 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                 e.ing[i].sums = e.fused_sums + at;
                 at += (int)((shards[i].end - shards[i].start) / e.N);
             }
+    /* a large state's block sums from the staging, chunk by chunk as it is stashed: the norm then
+     * reads no stash (the same sums: the same canonical tree over the same values) */
+    for (int i = 0; rc == QM_OK && i < e.n_norm; ++i)
+        if (!e.ing[i].fused && e.ing[i].slot_end > e.ing[i].slot_start &&
+            qm_ingest_sums_in_staging(e.N, e.F, shards[i].start, shards[i].end, chunk_bytes, is) &&
+            qm_hal_supports_op(hal, QM_HAL_OP_AMP_SUMSQ_DEV) &&
+            (rc = shard_scratch(&e, QM_REUSE_DEV_BLOCK_SUMS, i,
+                                ((shards[i].end - shards[i].start) >> QM_HAL_RED_LOG2_BLOCK) *
+                                    sizeof(double),
+                                &e.ing[i].block_sums, st)) != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
     if (rc == QM_OK) {
         /* device input that a shard could not read in place comes through the reader only */
         qm_amp_input through = *in;
@@ -684,6 +704,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
 done:
     for (int i = 0; e.mapped && i < n_shards; ++i)
         qm_hal_buf_free(hal, e.mapped[i]);
+    for (int i = 0; e.ing && !e.reuse && i < n_shards; ++i) /* not handed to sum_shards (a failure) */
+        qm_hal_buf_free(hal, e.ing[i].block_sums);
     free(e.mapped);
     free(e.mapped_first);
     free(e.ing);
