@@ -627,15 +627,17 @@ static double page_lock_s(const qm_topology *t, double bytes)
 }
 
 /* The most, over ranks, of the page-locking time of one buffer of per_dev[d] x unit bytes summed
- * over the rank's devices (each rank makes its own). */
-static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, double unit)
+ * over the rank's devices (each rank makes its own); a buffer of at most plain_max bytes is plain
+ * host memory instead (nothing to page-lock). */
+static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, double unit,
+                               double plain_max)
 {
     double worst = 0;
     for (int r = 0; r < mesh->n_ranks; ++r) {
         double sum = 0;
         for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d)
             sum += per_dev[d];
-        const double t = page_lock_s(mesh->topo, sum * unit);
+        const double t = sum * unit <= plain_max ? 0 : page_lock_s(mesh->topo, sum * unit);
         worst = t > worst ? t : worst;
     }
     return worst;
@@ -689,9 +691,11 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         }
         add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.norm_in_ingest, pieces_s, tmp, D);
         add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
-        /* local_norm's page-locked buffer of every stashed shard's block sums, per rank */
+        /* local_norm's buffer of every stashed shard's block sums, per rank: page-locked when
+         * larger than QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
-            p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_page_lock_s(mesh, w.norm_blocks, 8.0);
+            p->estimates_s[QM_PHASE_LOCAL_NORM] +=
+                rank_page_lock_s(mesh, w.norm_blocks, 8.0, (double)QM_BLOCK_SUMS_PAGEABLE_MAX);
     }
     double rd, wr;
     if (dp->input) {

@@ -255,10 +255,17 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         first[i + 1] = first[i] + (e->ing[i].fused ? 0
                                                    : qm_tree_range_blocks(e->qubits, e->shards[i].start,
                                                                           e->shards[i].end));
-    if (rc == QM_OK && first[n] > 0)
-        rc = e->reuse ? qm_reuse_host(e->reuse, QM_REUSE_HOST_BLOCK_SUMS, first[n] * sizeof(double),
-                                      (void **)&host, st)
-                      : qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+    /* a context's kept page-locked buffer; else plain memory for a few sums (plan.h) */
+    const bool plain = !e->reuse && first && first[n] * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
+    if (rc == QM_OK && first[n] > 0) {
+        if (plain && !(host = malloc(first[n] * sizeof(double))))
+            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu block sums",
+                         (unsigned long long)first[n]);
+        else if (!plain)
+            rc = e->reuse ? qm_reuse_host(e->reuse, QM_REUSE_HOST_BLOCK_SUMS,
+                                          first[n] * sizeof(double), (void **)&host, st)
+                          : qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
+    }
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
@@ -308,7 +315,9 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
-    if (!e->reuse)
+    if (plain)
+        free(host);
+    else if (!e->reuse)
         qm_hal_host_free(hal, host);
     free(first);
     free(part);
