@@ -305,6 +305,12 @@ static void test_submit(void)
     const int threads[] = {1, 3, 8};
     for (int ti = 0; v && w && ti < 3; ++ti) {
         CHECK(qm_npy_reader_set_threads(r, threads[ti], &st) == QM_OK);
+        /* prepared: the workers run before the first read (none for one thread), and a reader
+         * told the file is resident reads the same bytes without read-ahead advice */
+        if (ti == 0)
+            CHECK(qm_npy_reader_workers(r) == 0);
+        qm_npy_reader_prepare(r, ti == 1);
+        CHECK(qm_npy_reader_workers(r) == (ti == 0 ? 0 : threads[ti]));
         for (int round = 0; round < 3; ++round) {
             memset(v, 0xA5, n * sizeof *v);
             qm_npy_read_ticket *tk[8] = {0};

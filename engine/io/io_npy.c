@@ -580,6 +580,7 @@ struct qm_npy_reader {
     uint64_t block_bytes;/* file bytes of one piece, and buffer bound of reads that are not one pread */
     int threads;         /* threads of one ranged read */
     struct npy_pool *pool; /* the reader's worker threads, started by the first parallel read */
+    bool resident;       /* the file is in the page cache (qm_npy_reader_prepare): no read-ahead advice */
     char path[];         /* for messages */
 };
 
@@ -1291,7 +1292,7 @@ static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count
     pthread_mutex_init(&j->mu, NULL);
     /* the next bytes of a sequential reader into the page cache while these are read */
     const uint64_t span = count * fi;
-    if (!r->transposed && span >= ((uint64_t)1 << 20))
+    if (!r->transposed && !r->resident && span >= ((uint64_t)1 << 20))
         (void)posix_fadvise(r->fd, (off_t)(in->data_offset + (first + count) * fi), (off_t)span,
                             POSIX_FADV_WILLNEED);
     uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
@@ -1334,6 +1335,40 @@ struct qm_npy_read_ticket {
     npy_job job;
     npy_pool *pool;          /* the pool it is queued in; NULL: it ran in qm_npy_read_submit */
 };
+
+void qm_npy_reader_prepare(qm_npy_reader *r, bool resident)
+{
+    if (!r)
+        return;
+    r->resident = resident;
+    if (r->threads <= 1)
+        return;
+    pthread_mutex_lock(&pool_init_mu); /* as job_init starts the pool */
+    if (!r->pool)
+        r->pool = pool_create();
+    npy_pool *p = r->pool;
+    pthread_mutex_unlock(&pool_init_mu);
+    if (p) { /* every worker a submitted read may use (the submitter does not work on it) */
+        pthread_mutex_lock(&p->mu);
+        pool_grow(p, r->threads);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+int qm_npy_reader_workers(qm_npy_reader *r)
+{
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&pool_init_mu);
+    npy_pool *p = r->pool;
+    pthread_mutex_unlock(&pool_init_mu);
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    const int n = p->n;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
 
 qm_code qm_npy_read_submit(qm_npy_reader *reader, uint64_t first_elem, uint64_t count, void *dst,
                            qm_npy_read_ticket **out, qm_status *st)

@@ -932,6 +932,10 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = host_budget(job, R, &r->pipeline.host_budget, st);
     if (rc == QM_OK)
         rc = qm_encode_datapath(job, &file, &in, r->input_ndim, &req, &r->pipeline.datapath, st);
+    /* the .npy reader's threads start now, while the CUDA context starts, and a file found whole
+     * in the page cache is read without read-ahead advice (qm_npy_reader_prepare) */
+    if (rc == QM_OK && file.npy)
+        qm_npy_reader_prepare(file.npy, r->pipeline.datapath.input_resident >= 1.0);
     if (rc == QM_OK)
         rc = qm_pipeline_plan(&r->pipeline, &req, st); /* infeasible: nothing allocated */
     if (rc == QM_OK && R > 1 && r->pipeline.mesh->n_ranks != R)
