@@ -1268,6 +1268,18 @@ static void run_job(npy_pool *p, npy_job *j, int nt)
 /* Set up job j for [first, first + count) into dst (exact: 64-bit integers); the thread count it
  * wants, and in *pool the reader's pool when more than one thread is wanted (started by the first
  * such read, and read under the same lock: NULL otherwise, or when it cannot be made). */
+/* The reader's pool, started by whoever asks first: two first reads at once start one pool, and
+ * the lock also publishes it. */
+static npy_pool *reader_pool(qm_npy_reader *r)
+{
+    pthread_mutex_lock(&pool_init_mu);
+    if (!r->pool)
+        r->pool = pool_create();
+    npy_pool *p = r->pool;
+    pthread_mutex_unlock(&pool_init_mu);
+    return p;
+}
+
 static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count, void *dst,
                     bool exact, npy_pool **pool)
 {
@@ -1298,13 +1310,8 @@ static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count
     uint64_t nt = (uint64_t)(r->threads > 0 ? r->threads : 1);
     nt = nt < j->n_pieces ? nt : j->n_pieces;
     *pool = NULL;
-    if (nt > 1) { /* two first reads at once start one pool; the lock also publishes it */
-        pthread_mutex_lock(&pool_init_mu);
-        if (!r->pool)
-            r->pool = pool_create();
-        *pool = r->pool;
-        pthread_mutex_unlock(&pool_init_mu);
-    }
+    if (nt > 1)
+        *pool = reader_pool(r);
     return (int)nt;
 }
 
@@ -1343,11 +1350,7 @@ void qm_npy_reader_prepare(qm_npy_reader *r, bool resident)
     r->resident = resident;
     if (r->threads <= 1)
         return;
-    pthread_mutex_lock(&pool_init_mu); /* as job_init starts the pool */
-    if (!r->pool)
-        r->pool = pool_create();
-    npy_pool *p = r->pool;
-    pthread_mutex_unlock(&pool_init_mu);
+    npy_pool *p = reader_pool(r);
     if (p) { /* every worker a submitted read may use (the submitter does not work on it) */
         pthread_mutex_lock(&p->mu);
         pool_grow(p, r->threads);
