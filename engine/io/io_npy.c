@@ -714,7 +714,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     if ((rc = qm_npy_header_parse(path, head, got, got < want ? got : size, &info, st)) != QM_OK)
         goto done;
     const size_t plen = strlen(path);
-    r = malloc(sizeof *r + plen + 1);
+    r = calloc(1, sizeof *r + plen + 1); /* every field not set below starts zero / false */
     if (!r) {
         rc = qm_fail(st, QM_E_NOMEM, "%s: cannot allocate the .npy reader", path);
         goto done;
@@ -723,6 +723,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     r->fd = fd;
     r->dfd = -1;
     r->pool = NULL;
+    r->resident = false;
     r->info = info;
     r->rows = info.n_samples;
     r->cols = info.shape[info.ndim == 2 ? 1 : 0];
