@@ -570,6 +570,78 @@ static void test_concurrent_reads(void)
     qm_npy_close(r);
 }
 
+/* One pool shared by two readers of two files (a C API context's): the pool's threads run before
+ * either reads, both readers' background reads are in flight at once and read exactly, the pool
+ * outlives a closed reader, and a reader whose prepare started threads of its own stops them
+ * when it takes the pool. */
+static void test_shared_pool(void)
+{
+    char p1[128], p2[128];
+    const dt *t = &k_types[1]; /* <f8 */
+    write_npy(p1, sizeof p1, "sh1.npy", t, 1000, 37, 0);
+    write_npy(p2, sizeof p2, "sh2.npy", t, 500, 20, 0);
+    qm_read_pool *pool = qm_read_pool_create(5);
+    CHECK(pool != NULL);
+    qm_status st;
+    qm_npy_reader *a = NULL, *b = NULL;
+    CHECK(qm_npy_open(p1, &a, &st) == QM_OK);
+    CHECK(qm_npy_open(p2, &b, &st) == QM_OK);
+    if (!pool || !a || !b) {
+        qm_npy_close(a);
+        qm_npy_close(b);
+        qm_read_pool_destroy(pool);
+        return;
+    }
+    CHECK(qm_npy_reader_set_threads(a, 4, &st) == QM_OK);
+    CHECK(qm_npy_reader_set_threads(b, 3, &st) == QM_OK);
+    CHECK(qm_npy_reader_set_block_bytes(a, 4096, &st) == QM_OK);
+    CHECK(qm_npy_reader_set_block_bytes(b, 4096, &st) == QM_OK);
+    qm_npy_reader_prepare(b, false); /* b's own 3 threads, replaced by the pool's below */
+    CHECK(qm_npy_reader_workers(b) == 3);
+    qm_npy_reader_use_pool(a, pool);
+    qm_npy_reader_use_pool(b, pool);
+    CHECK(qm_npy_reader_workers(a) == 5);
+    CHECK(qm_npy_reader_workers(b) == 5);
+    const uint64_t na = 37000, nb = 10000;
+    double *va = malloc(na * sizeof *va), *vb = malloc(nb * sizeof *vb);
+    CHECK(va && vb);
+    for (int round = 0; va && vb && round < 5; ++round) {
+        memset(va, 0xA5, na * sizeof *va);
+        memset(vb, 0xA5, nb * sizeof *vb);
+        qm_npy_read_ticket *ta[4] = {0}, *tb[4] = {0};
+        for (uint64_t k = 0; k < 4; ++k) {
+            CHECK(qm_npy_read_submit(a, k * 9250, 9250, va + k * 9250, &ta[k], &st) == QM_OK);
+            CHECK(qm_npy_read_submit(b, k * 2500, 2500, vb + k * 2500, &tb[k], &st) == QM_OK);
+        }
+        for (uint64_t k = 0; k < 4; ++k) {
+            CHECK(qm_npy_read_wait(a, ta[k], &st) == QM_OK);
+            CHECK(qm_npy_read_wait(b, tb[k], &st) == QM_OK);
+        }
+        uint64_t bad = UINT64_MAX;
+        for (uint64_t e = 0; e < na && bad == UINT64_MAX; ++e)
+            if (va[e] != value_of(t, e))
+                bad = e;
+        for (uint64_t e = 0; e < nb && bad == UINT64_MAX; ++e)
+            if (vb[e] != value_of(t, e))
+                bad = na + e;
+        if (bad != UINT64_MAX) {
+            qm_test_fail(__FILE__, __LINE__, "shared pool, round %d: element %llu of the two files "
+                         "differs", round, (unsigned long long)bad);
+            break;
+        }
+        qm_test_checks++;
+    }
+    qm_npy_close(b); /* the pool runs on for a */
+    CHECK(qm_npy_reader_workers(a) == 5);
+    if (va)
+        CHECK(check_range(a, t, 37, -1, 77, 30000, (unsigned char *)va, NULL) == 0);
+    qm_npy_close(a);
+    qm_read_pool_destroy(pool);
+    qm_read_pool_destroy(NULL);
+    free(va);
+    free(vb);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/qm_test_npy_read.XXXXXX");
@@ -586,6 +658,7 @@ int main(void)
     test_threads_and_direct();
     test_concurrent_reads();
     test_submit();
+    test_shared_pool();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

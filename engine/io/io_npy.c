@@ -579,7 +579,9 @@ struct qm_npy_reader {
     int transposed;      /* Fortran order with rows > 1 and cols > 1 (else the bytes are C order) */
     uint64_t block_bytes;/* file bytes of one piece, and buffer bound of reads that are not one pread */
     int threads;         /* threads of one ranged read */
-    struct npy_pool *pool; /* the reader's worker threads, started by the first parallel read */
+    struct qm_read_pool *pool; /* the worker threads: the reader's own, started by the first
+                                  parallel read (or prepare), or a shared one (use_pool) */
+    bool own_pool;       /* pool is the reader's own (closed with it) */
     bool resident;       /* the file is in the page cache (qm_npy_reader_prepare): no read-ahead advice */
     char path[];         /* for messages */
 };
@@ -723,6 +725,7 @@ qm_code qm_npy_open(const char *path, qm_npy_reader **out, qm_status *st)
     r->fd = fd;
     r->dfd = -1;
     r->pool = NULL;
+    r->own_pool = true;
     r->resident = false;
     r->info = info;
     r->rows = info.n_samples;
@@ -1091,7 +1094,7 @@ static bool job_has_pieces(npy_job *j)
  * soon as the pieces of the current one are all taken (not finished): a caller that submits reads
  * ahead (qm_npy_read_submit) keeps every worker busy across read boundaries, with no join per read.
  * A synchronous read (qm_npy_read_range) is a job its caller also works on, then waits for. */
-typedef struct npy_pool {
+typedef struct qm_read_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     pthread_t tid[QM_NPY_MAX_THREADS];
@@ -1274,7 +1277,7 @@ static void run_job(npy_pool *p, npy_job *j, int nt)
 static npy_pool *reader_pool(qm_npy_reader *r)
 {
     pthread_mutex_lock(&pool_init_mu);
-    if (!r->pool)
+    if (!r->pool && r->own_pool)
         r->pool = pool_create();
     npy_pool *p = r->pool;
     pthread_mutex_unlock(&pool_init_mu);
@@ -1357,6 +1360,31 @@ void qm_npy_reader_prepare(qm_npy_reader *r, bool resident)
         pool_grow(p, r->threads);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+qm_read_pool *qm_read_pool_create(int threads)
+{
+    npy_pool *p = pool_create();
+    if (p && threads > 0) {
+        pthread_mutex_lock(&p->mu);
+        pool_grow(p, threads < QM_NPY_MAX_THREADS ? threads : QM_NPY_MAX_THREADS);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return p;
+}
+
+void qm_read_pool_destroy(qm_read_pool *pool) { pool_destroy(pool); }
+
+void qm_npy_reader_use_pool(qm_npy_reader *r, qm_read_pool *pool)
+{
+    if (!r || !pool)
+        return;
+    pthread_mutex_lock(&pool_init_mu);
+    npy_pool *own = r->own_pool ? r->pool : NULL; /* started by a prepare: no read uses it */
+    r->pool = pool;
+    r->own_pool = false;
+    pthread_mutex_unlock(&pool_init_mu);
+    pool_destroy(own);
 }
 
 int qm_npy_reader_workers(qm_npy_reader *r)
@@ -1562,7 +1590,8 @@ void qm_npy_close(qm_npy_reader *reader)
 {
     if (!reader)
         return;
-    pool_destroy(reader->pool);
+    if (reader->own_pool)
+        pool_destroy(reader->pool);
     if (reader->dfd >= 0)
         close(reader->dfd);
     close(reader->fd);

@@ -36,6 +36,8 @@ struct qm_context {
                                   encode to the last release; NULL before */
     bool prepared;             /* CUDA: host staging made ready at open, not yet taken by the
                                   first encode (qm_backend_host_prepare) */
+    qm_read_pool *read_pool;   /* the .npy readers' threads of every encode_file: started at
+                                  open, beside the backend's start; NULL before (or without) */
 };
 
 /* What the first encode's page-locked buffers did not take of the staging prepared at open. */
@@ -110,6 +112,7 @@ static void context_release(void *c)
         return;
     qm_reuse_destroy(ctx->reuse); /* every state is gone (each held a reference): before the backend */
     context_unprepare(ctx);
+    qm_read_pool_destroy(ctx->read_pool); /* no encode_file runs: every reader is closed */
     qm_pipeline_fini(&ctx->pl);
     qm_scenario_destroy(ctx->scenario);
     free(ctx);
@@ -328,6 +331,13 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
         qm_backend_host_prepare(QM_BACKEND_CUDA, bytes, n);
         ctx->prepared = n > 0;
     }
+    /* the file readers' threads, while the backend starts (a bad QM_READ_THREADS is reported by
+     * the encode that reads a file, as without a pool) */
+    int threads = 0;
+    qm_status tst;
+    if (!ctx->read_pool && qm_npy_default_threads("QM_READ_THREADS", &threads, &tst) == QM_OK &&
+        threads > 1)
+        ctx->read_pool = qm_read_pool_create(threads);
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     qm_backend_warmup_join(warmup, NULL, NULL);
     if (rc == QM_OK)
@@ -458,8 +468,10 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
     if (rc != QM_OK)
         return rc;
     qm_input_file f;
-    if ((rc = qm_input_open(path, NULL, NULL, &f, st)) == QM_OK)
+    if ((rc = qm_input_open(path, NULL, NULL, &f, st)) == QM_OK) {
+        qm_npy_reader_use_pool(f.npy, ctx->read_pool); /* a .npy file: the context's threads */
         rc = encode(ctx, &f.in, NULL, out, st);
+    }
     qm_input_close(&f);
     return rc;
 }
