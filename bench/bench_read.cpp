@@ -272,7 +272,8 @@ void BM_ReaderChunks(benchmark::State &state)
 // With `prepare`, before each encode (not timed) the host memory of its page-locked buffers is made
 // ready as `qmesh encode --backend cuda` does while the CUDA context is created
 // (qm_backend_host_prepare: the ring, the sums; the encode's own start-up is not part of this
-// benchmark either).
+// benchmark either), and the reader is prepared as `qmesh encode` prepares it when its plan finds
+// the file in the page cache (qm_npy_reader_prepare: threads started, no read-ahead advice).
 void file_to_state(benchmark::State &state, const std::string &path, unsigned q, bool from_memory = false,
                    bool keep = false, bool prepare = false)
 {
@@ -292,6 +293,8 @@ void file_to_state(benchmark::State &state, const std::string &path, unsigned q,
     qm_amp_input in = f.in;
     if (B == 1)
         in.batch = 0;
+    if (prepare) // the file was read once before the benchmarks: it is in the page cache
+        qm_npy_reader_prepare(f.npy, true);
     void *mem = nullptr;
     if (from_memory) {
         const uint64_t bytes = qm_npy_reader_info(f.npy)->data_bytes;
