@@ -15,11 +15,13 @@
 #if QM_HAVE_CUDA
 #include <cuda_runtime.h> /* --cuda: the device input is cudaMalloc'd memory */
 #endif
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ROWS 2
@@ -467,6 +469,81 @@ static void test_devices(void)
     CHECK_ERR(st, QM_E_ARG, "devices: out and count must not be NULL");
 }
 
+/* The threads of this process now (/proc/self/task), or once they are `expect` within 10 s: a
+ * joined thread can stay listed a moment after pthread_join returns, so a count taken right after
+ * a join waits for the expected value instead of depending on speed (a thread that never stops
+ * fails the check after the bound). */
+static int tasks_settled(int expect)
+{
+    int n = -1;
+    for (int i = 0; i < 2000; ++i) {
+        n = 0;
+        DIR *d = opendir("/proc/self/task");
+        if (!d)
+            return -1;
+        for (struct dirent *e; (e = readdir(d));)
+            n += e->d_name[0] != '.';
+        closedir(d);
+        if (n == expect || expect < 0)
+            return n;
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+    }
+    return n;
+}
+
+/* Every open context shares one pool of reader threads (QM_READ_THREADS of them), stopped with the
+ * last context holding it; a stream's contexts take none (its reader thread reads the batches). */
+static void test_read_pool(const qm_scenario *sc)
+{
+    qm_status st;
+    const qm_request r = request();
+    const int base = tasks_settled(-1);
+    setenv("QM_READ_THREADS", "1", 1); /* one thread reads: no pool */
+    qm_context *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(qm_context_create(sc, &r, &a, &st));
+    CHECK_OK(qm_context_open(a, QM_BACKEND_SIM, &st));
+    const int backend = tasks_settled(-1) - base; /* the backend's own threads, if any */
+    qm_context_destroy(a);
+    CHECK(tasks_settled(base) == base);
+    setenv("QM_READ_THREADS", "3", 1);
+    CHECK_OK(qm_context_create(sc, &r, &b, &st));
+    CHECK_OK(qm_context_open(b, QM_BACKEND_SIM, &st));
+    CHECK(tasks_settled(base + backend + 3) == base + backend + 3);
+    CHECK_OK(qm_context_create(sc, &r, &c, &st));
+    CHECK_OK(qm_context_open(c, QM_BACKEND_SIM, &st));
+    CHECK(tasks_settled(base + 2 * backend + 3) == base + 2 * backend + 3); /* the same pool */
+    qm_context_destroy(b);
+    CHECK(tasks_settled(base + backend + 3) == base + backend + 3); /* c still holds it */
+    char dir[] = "/tmp/qm_test_api_pool_XXXXXX", path[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/in.csv", dir);
+    const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
+    encode_file(c, path, csv, sizeof csv - 1); /* reads through the pool's context */
+    qm_context_destroy(c);
+    CHECK(tasks_settled(base) == base); /* the last holder stopped the pool */
+    /* a stream over a file: its reader thread beside its backend, whatever QM_READ_THREADS says */
+    qm_test_write_file(path, csv, sizeof csv - 1);
+    qm_stream_options o;
+    qm_stream_options_init(&o);
+    o.batch_size = 1;
+    o.prefetch = 1;
+    o.backend = QM_BACKEND_SIM;
+    qm_request sr = r;
+    sr.batch = 0;
+    qm_stream *sm = NULL;
+    CHECK_OK(qm_stream_open_file(sc, &sr, path, &o, &sm, &st));
+    CHECK(tasks_settled(base + backend + 1) == base + backend + 1);
+    qm_state *s1 = NULL;
+    CHECK_OK(qm_stream_next(sm, &s1, &st));
+    CHECK(s1 != NULL);
+    qm_stream_close(sm);
+    qm_state_destroy(s1);
+    CHECK(tasks_settled(base) == base);
+    unlink(path);
+    rmdir(dir);
+    unsetenv("QM_READ_THREADS");
+}
+
 static void test_threads(void)
 {
     qm_status st;
@@ -511,5 +588,8 @@ int main(int argc, char **argv)
     test_lifetime();
     test_devices();
     test_threads();
+    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    test_read_pool(sc);
+    qm_scenario_destroy(sc);
     return qm_test_end("test_api");
 }

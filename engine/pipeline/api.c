@@ -19,6 +19,7 @@
 #include "status_internal.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,43 @@ struct qm_context {
                                   encode to the last release; NULL before */
     bool prepared;             /* CUDA: host staging made ready at open, not yet taken by the
                                   first encode (qm_backend_host_prepare) */
-    qm_read_pool *read_pool;   /* the .npy readers' threads of every encode_file: started at
-                                  open, beside the backend's start; NULL before (or without) */
+    qm_read_pool *read_pool;   /* the .npy readers' threads of every encode_file: the process's
+                                  shared pool (shared_pool_take), taken at open beside the
+                                  backend's start; NULL before (or without) */
+    bool no_read_pool;         /* reads no file through encode_file (a stream's contexts) */
 };
+
+/* One pool of reader threads for every open context of the process (not one per context: a
+ * program or the Python package's cache may hold many contexts, and reads of different contexts
+ * share the cores anyway). Started by the first context open that wants it, with that open's
+ * QM_READ_THREADS or core count (a reader that wants more grows it); stopped when the last context
+ * holding it is released, so a process that closes every context keeps no idle thread. */
+static pthread_mutex_t shared_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static qm_read_pool *shared_pool;
+static int shared_pool_refs;
+
+static qm_read_pool *shared_pool_take(int threads)
+{
+    pthread_mutex_lock(&shared_pool_mu);
+    if (!shared_pool)
+        shared_pool = qm_read_pool_create(threads);
+    qm_read_pool *p = shared_pool;
+    shared_pool_refs += p != NULL;
+    pthread_mutex_unlock(&shared_pool_mu);
+    return p;
+}
+
+static void shared_pool_give(qm_read_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&shared_pool_mu);
+    qm_read_pool *stop = --shared_pool_refs == 0 ? shared_pool : NULL;
+    if (stop)
+        shared_pool = NULL;
+    pthread_mutex_unlock(&shared_pool_mu);
+    qm_read_pool_destroy(stop); /* joins its workers: outside the lock */
+}
 
 /* What the first encode's page-locked buffers did not take of the staging prepared at open. */
 static void context_unprepare(qm_context *ctx)
@@ -112,7 +147,7 @@ static void context_release(void *c)
         return;
     qm_reuse_destroy(ctx->reuse); /* every state is gone (each held a reference): before the backend */
     context_unprepare(ctx);
-    qm_read_pool_destroy(ctx->read_pool); /* no encode_file runs: every reader is closed */
+    shared_pool_give(ctx->read_pool); /* no encode_file of this context runs: its readers are closed */
     qm_pipeline_fini(&ctx->pl);
     qm_scenario_destroy(ctx->scenario);
     free(ctx);
@@ -335,9 +370,9 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
      * the encode that reads a file, as without a pool) */
     int threads = 0;
     qm_status tst;
-    if (!ctx->read_pool && qm_npy_default_threads("QM_READ_THREADS", &threads, &tst) == QM_OK &&
-        threads > 1)
-        ctx->read_pool = qm_read_pool_create(threads);
+    if (!ctx->read_pool && !ctx->no_read_pool &&
+        qm_npy_default_threads("QM_READ_THREADS", &threads, &tst) == QM_OK && threads > 1)
+        ctx->read_pool = shared_pool_take(threads);
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     qm_backend_warmup_join(warmup, NULL, NULL);
     if (rc == QM_OK)
@@ -507,6 +542,12 @@ qm_code qm_context_encode_input(qm_context *ctx, const qm_amp_input *in,
 }
 
 qm_hal *qm_context_hal(const qm_context *ctx) { return ctx ? ctx->pl.hal : NULL; }
+
+void qm_context_no_read_pool(qm_context *ctx)
+{
+    if (ctx)
+        ctx->no_read_pool = true;
+}
 
 qm_reuse_stats qm_context_reuse_stats(const qm_context *ctx)
 {

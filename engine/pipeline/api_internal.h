@@ -23,6 +23,10 @@ uint64_t qm_context_device_peak_bytes(const qm_context *ctx);
 /* The context's backend (NULL before qm_context_open): for host staging memory of the same kind
  * as the encode's (stream.c's batch buffers) and for counters in tests. Cannot fail. */
 qm_hal *qm_context_hal(const qm_context *ctx);
+/* Before qm_context_open: the context will read no file through qm_context_encode_file, so its
+ * open takes no share of the process's reader threads (a stream's contexts: the stream's reader
+ * thread reads each batch through its input's own reader). Cannot fail. */
+void qm_context_no_read_pool(qm_context *ctx);
 /* What the context's encode cache holds and reused (reuse.h; zeros before the first encode).
  * Cannot fail. */
 qm_reuse_stats qm_context_reuse_stats(const qm_context *ctx);

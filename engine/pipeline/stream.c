@@ -150,6 +150,7 @@ static qm_code plan_context(const qm_scenario *sc, const qm_request *req, uint64
     qm_request r = *req;
     r.batch = rows;
     qm_code rc = qm_context_create(sc, &r, out, st);
+    qm_context_no_read_pool(*out); /* the reader thread reads each batch (read_batch) */
     qm_plan_info info;
     if (rc == QM_OK && (rc = qm_context_plan_info(*out, &info, st)) == QM_OK && !info.feasible) {
         if (st)
