@@ -749,6 +749,7 @@ static void test_probe(void)
     f->gpus[0].launch_s = 12e-6;
     f->page_lock_s = 2.5e-3;
     f->page_lock_bw_bytes_per_s = 12e9;
+    f->staging_setup_s = 0.75e-3;
     f->gpus[0].hbm_copy_bw_bytes_per_s = 0.75 * f->gpus[0].hbm_bw_bytes_per_s;
     f->sources |= QM_DISCOVER_SRC_PROBE;
     qm_topology *t = NULL;
@@ -758,7 +759,14 @@ static void test_probe(void)
     if (back) {
         CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
                            "b_to_a: 48 GB/s}}\n") != NULL);
-        CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n") != NULL);
+        CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n"
+                           "  staging_setup: 750 us\n") != NULL);
+        CHECK(strstr(text, "measured: defaults.staging_setup = the median of 3 times, on the first "
+                           "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB "
+                           "on the device), copying 2 chunks of 32 MiB into it from page-locked "
+                           "memory, synchronizing and closing it, less the copies at the measured "
+                           "host link") != NULL);
+        CHECK(back->staging_setup_s == 0.75e-3);
         CHECK(strstr(text, "measured: each GPU's host link = pinned cudaMemcpyAsync, 8 copies of "
                            "64 MiB each way (after one untimed), per direction; defaults.launch = "
                            "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
@@ -785,6 +793,9 @@ static void test_probe(void)
     CHECK_OK(qm_discover_build(f, &t, &st));
     if (t) {
         CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
+        CHECK(t->staging_setup_s == 1e-3); /* not measured: the built-in figure */
+        for (int i = 0; i < t->n_sources; ++i)
+            CHECK(strstr(t->sources[i], "staging_setup") == NULL);
         CHECK(t->hbm_efficiency == 1.0); /* no device copy measured: as stated */
         for (int i = 0; i < t->n_sources; ++i)
             CHECK(strstr(t->sources[i], "efficiency.hbm") == NULL);

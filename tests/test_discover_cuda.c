@@ -86,6 +86,8 @@ int main(void)
     printf("page-locking: %.4g s + bytes / %.4g B/s\n", f->page_lock_s, f->page_lock_bw_bytes_per_s);
     CHECK(f->page_lock_s >= 0 && f->page_lock_s < 1.0);
     CHECK(f->page_lock_bw_bytes_per_s > 1e8);
+    printf("staging pipe opened, used and closed: %.4g s beyond its copies\n", f->staging_setup_s);
+    CHECK(f->staging_setup_s > 0 && f->staging_setup_s < 1.0);
     qm_hal_destroy(hal);
 
     qm_topology *t = NULL, *back = NULL;

@@ -363,6 +363,9 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
         fprintf(stderr, "qmesh: page-locking a host buffer: %.3f ms + bytes / %s\n",
                 f->page_lock_s * 1e3, qm_units_format_bandwidth(f->page_lock_bw_bytes_per_s, b, sizeof b));
     }
+    if (rc == QM_OK && f->staging_setup_s > 0)
+        fprintf(stderr, "qmesh: an encode's staging on a GPU opened, first used and closed: %.3f ms "
+                "beyond its copies\n", f->staging_setup_s * 1e3);
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);
     if (rc == QM_OK)

@@ -16,7 +16,11 @@
  * (2 MiB-aligned memory advised to use huge pages and touched while the CUDA context is made, not
  * timed; registered with cudaHostRegister; cudaHostUnregister, free):
  * the median of 3 of 2 MiB and of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 -
- * 2 MiB / rate. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB between two
+ * 2 MiB / rate. Then, on the first GPU (staging_probe), an encode's staging pipe opened, used and
+ * closed as ingest.c does it: 2 non-blocking streams, 4 + 8 events without timing and 2 x 32 MiB
+ * of device memory made, 2 chunks of 32 MiB copied into them from page-locked memory (made before,
+ * not timed) and synchronized, everything given back: the median of 3 such times less the two
+ * copies at the GPU's measured host->device rate (defaults.staging_setup). Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB between two
  * device buffers, read + write bytes / time), which the dump turns into defaults.efficiency.hbm.
  * sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
@@ -218,6 +222,66 @@ static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
     return QM_OK;
 }
 
+/* The staging probe's sizes, as an encode's (engine/stages: QM_STAGING_CHUNK_BYTES halves,
+ * QM_INGEST_SLOTS slot events beside the 4 chunk events). */
+#define STAGING_PROBE_CHUNK ((size_t)32 << 20)
+#define STAGING_PROBE_EVENTS 12
+
+/* One staging pipe opened, its two halves filled from src, closed: the seconds of all of it. */
+static cudaError_t staging_once(const char *src, double *secs)
+{
+    cudaStream_t s[2] = {NULL, NULL};
+    cudaEvent_t ev[STAGING_PROBE_EVENTS] = {NULL};
+    char *dst = NULL;
+    const double t0 = qm_clock_now_s();
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < 2 && e == cudaSuccess; ++k)
+        e = cudaStreamCreateWithFlags(&s[k], cudaStreamNonBlocking);
+    for (int k = 0; k < STAGING_PROBE_EVENTS && e == cudaSuccess; ++k)
+        e = cudaEventCreateWithFlags(&ev[k], cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&dst, 2 * STAGING_PROBE_CHUNK);
+    for (int h = 0; h < 2 && e == cudaSuccess; ++h)
+        if ((e = cudaMemcpyAsync(dst + h * STAGING_PROBE_CHUNK, src + h * STAGING_PROBE_CHUNK,
+                                 STAGING_PROBE_CHUNK, cudaMemcpyHostToDevice, s[0])) == cudaSuccess)
+            e = cudaEventRecord(ev[h], s[0]);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s[0]);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s[1]);
+    for (int k = 0; k < STAGING_PROBE_EVENTS; ++k)
+        if (ev[k])
+            (void)cudaEventDestroy(ev[k]);
+    for (int k = 0; k < 2; ++k)
+        if (s[k])
+            (void)cudaStreamDestroy(s[k]);
+    if (dst)
+        (void)cudaFree(dst);
+    *secs = qm_clock_now_s() - t0;
+    return e;
+}
+
+/* The staging probe (see the header comment) into f->staging_setup_s; device 0 is current. */
+static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
+{
+    char *src = NULL;
+    cudaError_t e = cudaMallocHost((void **)&src, 2 * STAGING_PROBE_CHUNK);
+    if (e != cudaSuccess)
+        return disc_err(st, e, "cudaMallocHost (64 MiB, the staging probe)", 0);
+    memset(src, 1, 2 * STAGING_PROBE_CHUNK);
+    double t[3];
+    for (int r = 0; r < 3 && e == cudaSuccess; ++r)
+        e = staging_once(src, &t[r]);
+    (void)cudaFreeHost(src);
+    if (e != cudaSuccess)
+        return disc_err(st, e, "the staging probe (streams, events, cudaMalloc, copies)", 0);
+    qsort(t, 3, sizeof t[0], cmp_double);
+    const double h2d = f->gpus[0].h2d_bw_bytes_per_s;
+    const double rest = t[1] - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
+    f->staging_setup_s = rest > 1e-6 ? rest : 1e-6; /* 0 would read as "not measured" */
+    return QM_OK;
+}
+
 static qm_code discover_device(int d, qm_discover_gpu *g, qm_status *st)
 {
     struct cudaDeviceProp p;
@@ -293,6 +357,8 @@ qm_code qm_cuda_discover_facts(qm_discover_facts *f, qm_status *st)
     if (rc == QM_OK) { /* page-locking is the host's: measured once, with device 0 current */
         const cudaError_t e0 = cudaSetDevice(0);
         rc = e0 == cudaSuccess ? page_lock_probe(f, st) : disc_err(st, e0, "cudaSetDevice", 0);
+        if (rc == QM_OK)
+            rc = staging_probe(f, st);
     }
     if (current >= 0 && cudaSetDevice(current) != cudaSuccess)
         (void)cudaGetLastError();

@@ -647,6 +647,8 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         t->page_lock_s = f->page_lock_s;
         t->page_lock_bw_bytes_per_s = f->page_lock_bw_bytes_per_s;
     }
+    if (f->staging_setup_s > 0) /* defaults.staging_setup: device 0's, measured */
+        t->staging_setup_s = f->staging_setup_s;
     for (int i = 0; i < ng; ++i) {
         for (int j = i + 1; j < ng; ++j) {
             int n = f->nvlinks[i][j] > f->nvlinks[j][i] ? f->nvlinks[i][j] : f->nvlinks[j][i];
@@ -742,6 +744,12 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
         if (!add_source(t, line))
             goto nomem;
     }
+    if (f->staging_setup_s > 0 &&
+        !add_source(t, "measured: defaults.staging_setup = the median of 3 times, on the first "
+                       "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB on "
+                       "the device), copying 2 chunks of 32 MiB into it from page-locked memory, "
+                       "synchronizing and closing it, less the copies at the measured host link"))
+        goto nomem;
     if (eff > 0 && !add_source(t, "measured: defaults.efficiency.hbm = the lowest over GPUs of "
                                   "the device copy rate (cudaMemcpyAsync device to device, 8 "
                                   "copies of 512 MiB after one untimed, bytes read + written / "

@@ -105,6 +105,9 @@ typedef struct qm_discover_facts {
     /* the page-locking probe (cuda_discover.c; 0: not measured): making a page-locked buffer of
      * B bytes as the CUDA backend does costs page_lock_s + B / page_lock_bw_bytes_per_s */
     double page_lock_s, page_lock_bw_bytes_per_s;
+    /* the staging-pipe probe (cuda_discover.c; 0: not measured): one device's encode staging
+     * opened, first used and closed, beyond its copies' bytes */
+    double staging_setup_s;
 } qm_discover_facts;
 
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at

@@ -172,6 +172,9 @@ typedef struct qm_topology {
     double page_lock_s;                       /* defaults.page_lock.buffer: per page-locked
                                                  buffer made (QM_DEFAULT_PAGE_LOCK_S) */
     double page_lock_bw_bytes_per_s;          /* defaults.page_lock.rate (QM_DEFAULT_PAGE_LOCK_BW) */
+    double staging_setup_s;                   /* defaults.staging_setup: one device's staging pipe
+                                                 of an encode opened and closed
+                                                 (QM_DEFAULT_STAGING_SETUP_S) */
     double host_copy_bw_bytes_per_s;          /* defaults.host_copy (QM_DEFAULT_HOST_COPY_BW) */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
@@ -214,6 +217,12 @@ void qm_topology_defaults_init(qm_topology *t);
  * 16 GB/s = 3.8 ms. topo dump measures both on a CUDA machine. */
 #define QM_DEFAULT_PAGE_LOCK_S 3.8e-3
 #define QM_DEFAULT_PAGE_LOCK_BW 16e9
+/* Opening and closing one device's staging pipe for an encode, beyond its bytes: two streams,
+ * the chunk and slot events and the device's two staging halves made, the first two chunks
+ * copied into them, then all of it synchronized and given back: 1 ms, the order the ingest
+ * traces of 2026-12-05 showed on the H100 host (pipes opened in 0.47-0.64 ms, closed beyond the
+ * ring's unregistering in about as much). topo dump measures it on a CUDA machine. */
+#define QM_DEFAULT_STAGING_SETUP_S 1e-3
 
 /* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);

@@ -117,11 +117,12 @@ static void load_defaults(ld *L, ynode *n)
 {
     static const fld spec[] = {{"reserve", false},   {"efficiency", false}, {"latency", false},
                                {"host_link", false}, {"storage", false},    {"host_copy", false},
-                               {"launch", false},    {"page_lock", false}};
-    ynode *v[8];
+                               {"launch", false},    {"page_lock", false},
+                               {"staging_setup", false}};
+    ynode *v[9];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 8, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 9, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
@@ -133,6 +134,8 @@ static void load_defaults(ld *L, ynode *n)
             qm_scn_get_bw(L, v[5], "host_copy", &t->host_copy_bw_bytes_per_s);
         if (v[6])
             qm_scn_get_time(L, v[6], "launch", &t->launch_s);
+        if (v[8])
+            qm_scn_get_time(L, v[8], "staging_setup", &t->staging_setup_s);
         if (v[7]) { /* page_lock: {buffer: TIME, rate: BW}, each optional */
             static const fld pl[] = {{"buffer", false}, {"rate", false}};
             ynode *e[2];

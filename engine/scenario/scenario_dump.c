@@ -401,7 +401,9 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_time(f, t->page_lock_s);
     fputs(", rate: ", f);
     put_bw(f, t->page_lock_bw_bytes_per_s);
-    fputs("}\n", f);
+    fputs("}\n  staging_setup: ", f);
+    put_time(f, t->staging_setup_s);
+    fputs("\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);
         for (int i = 0; i < t->n_device_types; ++i) {

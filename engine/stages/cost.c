@@ -743,18 +743,21 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
-                /* before the reads: per rank its page-locked ring (QM_INGEST_SLOTS slots of
-                 * QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its fused states' sums */
+                /* beside the reads: per rank its page-locked ring (QM_INGEST_SLOTS slots of
+                 * QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its fused states' sums, and
+                 * each of its devices' staging pipe opened, filled first, drained and closed
+                 * (defaults.staging_setup; the rank's thread opens them one after another) */
                 double setup = 0;
                 for (int r = 0; r < mesh->n_ranks; ++r) {
-                    double pieces = 0, fused = 0;
+                    double pieces = 0, fused = 0, pipes = 0;
                     for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d) {
                         pieces += w.chunks[d];
                         fused += w.fused_states[d];
+                        pipes += w.chunks[d] > 0;
                     }
                     const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
                     const double s = page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
-                                     page_lock_s(t, fused * 8.0);
+                                     page_lock_s(t, fused * 8.0) + pipes * t->staging_setup_s;
                     setup = s > setup ? s : setup;
                 }
                 const double pieces = max_over(w.chunks, D); /* ring pieces */
