@@ -8,8 +8,10 @@
 #include "status_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -355,4 +357,34 @@ double qm_clock_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+static bool trace_enabled;
+static double trace_origin;
+
+static void trace_init(void)
+{
+    const char *v = getenv("QM_TRACE");
+    trace_enabled = v && strcmp(v, "1") == 0;
+    trace_origin = qm_clock_now_s();
+}
+
+bool qm_trace_on(void)
+{
+    pthread_once(&trace_once, trace_init);
+    return trace_enabled;
+}
+
+void qm_trace(const char *fmt, ...)
+{
+    if (!qm_trace_on())
+        return;
+    const double t = (qm_clock_now_s() - trace_origin) * 1e3;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "qmesh trace: %10.3f ms %s\n", t, what);
 }

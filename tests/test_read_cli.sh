@@ -10,7 +10,9 @@
 #     QM_READ_DIRECT=1 are byte-identical (C and
 #     Fortran order, float32 and float64);
 #   - QM_FAULT_READ=K (EIO) and K:SHORT in some piece: exit 1, exactly one coded line, no output,
-#     no temporary; QM_READ_THREADS / QM_FAULT_READ / QM_READ_DIRECT with bad values are refused.
+#     no temporary; QM_READ_THREADS / QM_FAULT_READ / QM_READ_DIRECT with bad values are refused;
+#   - QM_TRACE=1 prints the encode's steps in their order (the same output bytes), and any other
+#     value prints none.
 # Every run under a 120 s watchdog that names the case.
 set -u
 QMESH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -157,6 +159,17 @@ run "bad direct" env QM_READ_DIRECT=yes "$QMESH" encode --input big_f8.npy --out
 expect_line "QM_READ_DIRECT=yes" 1 "error[E-ARG]: big_f8.npy: QM_READ_DIRECT is 'yes'; use 1 (O_DIRECT) or 0"
 run "bad fault" env QM_FAULT_READ=2:EBADF "$QMESH" encode --input big_f8.npy --out x.npy
 expect_line "QM_FAULT_READ=2:EBADF" 2 "error[E-ARG]: encode: QM_FAULT_READ takes K[:EIO|SHORT] with K >= 1 (got '2:EBADF'); run 'qmesh encode --help'"
+
+# ---- QM_TRACE=1: the encode's steps on stderr, in order; nothing without it ---------------------
+run "trace" env QM_TRACE=1 "$QMESH" encode --input amp_i4.npy --out t1.npy
+got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | tr '\n' '|')
+want="encode: planned and laid out; waiting for the backend's start|encode: backend started (0.000 ms, 0.000 ms of it waited for)|encode: backend open|encode: ingest starts (3 shards, 3 states)|encode: shards allocated|encode: sums allocated|ingest: ring of 25165824 bytes ready (3 chunks, 3 ring pieces)|ingest: 3 pipes open|ingest: chunk 0 enqueued|ingest: chunk 1 enqueued|ingest: chunk 2 enqueued|ingest: drained|ingest: closed|encode: ingest done|local_norm: 0 block sums in plain memory, sums enqueued|local_norm: copies enqueued|local_norm: drained|local_norm: pieces added|encode: local_norm done|encode: norm_allreduce done (0 slow states)|encode: amplitudes done|"
+[ $rc -eq 0 ] && [ "$got" = "$want" ] && cmp -s t1.npy a_i4.npy && ok "QM_TRACE=1: the steps in order, the same bytes" ||
+  bad "QM_TRACE=1: rc $rc, got '$got'"
+for v in "" 0 yes; do
+  run "no trace '$v'" env QM_TRACE="$v" "$QMESH" encode --input amp_i4.npy --out t2.npy
+  [ $rc -eq 0 ] && ! grep -q "qmesh trace" "$T/err" && ok "QM_TRACE='$v': no trace" || bad "QM_TRACE='$v': rc $rc"
+done
 
 echo "test_read_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -979,12 +979,17 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
         rc = qm_pipeline_layout(&r->pipeline, R > 1 ? me : -1, R, st);
     if (rc == QM_OK && warmup)
         prepare_staging(job, &in, &req, R, me);
+    qm_trace("encode: planned and laid out%s; waiting for the backend's start",
+             warmup ? ", staging prepared" : "");
     qm_backend_warmup_join(warmup, &r->seconds_backend_start, &r->seconds_backend_wait);
     warmup = NULL;
+    qm_trace("encode: backend started (%.3f ms, %.3f ms of it waited for)",
+             r->seconds_backend_start * 1e3, r->seconds_backend_wait * 1e3);
     if (rc == QM_OK) {
         const qm_backend_desc bd = {.kind = job->backend, .cuda_first_gpu = first_gpu};
         rc = qm_pipeline_open_backend(&r->pipeline, &bd, st);
     }
+    qm_trace("encode: backend open");
     sums = calloc((size_t)(in.batch ? in.batch : 1), sizeof *sums);
     buf = malloc((size_t)(QM_READBACK_AMPS * qm_dtype_size(req.dtype)));
     if (rc == QM_OK && (!sums || !buf))

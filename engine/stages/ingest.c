@@ -566,22 +566,30 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
         }
         g.ring = keep->ring;
     }
+    qm_trace("ingest: ring of %llu bytes ready (%llu chunks, %llu ring pieces)",
+             (unsigned long long)keep->ring_bytes, (unsigned long long)n_chunks,
+             (unsigned long long)g.n_pieces);
     for (int k = 0; rc == QM_OK && k < g.n_pipes; ++k)
         if (g.pipes[k].want > 0 && (rc = pipe_open(&g, &g.pipes[k], st)) != QM_OK)
             qm_status_prefix(st, "encode: staging on device %d", g.pipes[k].dev);
+    qm_trace("ingest: %d pipes open", g.n_pipes);
     for (uint64_t k = 0; rc == QM_OK && k < n_chunks; ++k) {
         const int i = chunks[k].shard;
         if ((rc = enqueue_chunk(&g, &shards[i], &chunks[k], &next_piece, st)) != QM_OK &&
             !g.read_failed && strncmp(st->msg, "encode", 6) != 0)
             qm_status_prefix(st, "encode: shard %d", i);
+        if (k < 2 || k % 8 == 7 || k + 1 == n_chunks)
+            qm_trace("ingest: chunk %llu enqueued", (unsigned long long)k);
     }
     ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */
     for (int k = 0; k < g.n_pipes; ++k)
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
+    qm_trace("ingest: drained");
     /* every pipe is idle now; kept ones stay open for the next run unless this one failed (a
      * backend error may have left a stream unusable: the next run opens new pipes) */
     if (keep == &own || rc != QM_OK)
         pipes_close(r->hal, keep);
+    qm_trace("ingest: closed");
     free(own.p);
     free(g.pieces);
     free(chunks);

@@ -291,6 +291,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
+    qm_trace("local_norm: %llu block sums in %s memory, sums enqueued", (unsigned long long)first[n],
+             plain ? "plain" : "page-locked");
     /* the sums back to page-locked host memory (asynchronous): every shard's kernels are enqueued
      * before the first copy, so the devices sum at once */
     for (int i = 0; rc == QM_OK && i < n; ++i)
@@ -298,7 +300,9 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             (rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
                                   (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
+    qm_trace("local_norm: copies enqueued");
     drain_all(e, str, part, n, &rc, st);
+    qm_trace("local_norm: drained");
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
@@ -315,6 +319,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
+    qm_trace("local_norm: pieces added");
     if (plain)
         free(host);
     else if (!e->reuse)
@@ -576,6 +581,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     }
 
     double t[5] = {seconds_now()}; /* phase boundaries */
+    qm_trace("encode: ingest starts (%d shards, %llu states)", n_shards, (unsigned long long)e.B);
     /* phase A (local): allocate every shard; input already in memory the device can read is read
      * in place, the rest is ingested through staging (whole small states fused: one pass) */
     uint64_t fused_states = 0;
@@ -619,6 +625,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (e.ing[i].fused)
             fused_states += (s->end - s->start) / e.N;
     }
+    qm_trace("encode: shards allocated");
     if (rc == QM_OK && fused_states > 0 &&
         (rc = e.reuse ? qm_reuse_host(e.reuse, QM_REUSE_HOST_FUSED_SUMS, fused_states * sizeof(double),
                                       (void **)&e.fused_sums, st)
@@ -640,6 +647,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                                     sizeof(double),
                                 &e.ing[i].block_sums, st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
+    qm_trace("encode: sums allocated");
     if (rc == QM_OK) {
         /* device input that a shard could not read in place comes through the reader only */
         qm_amp_input through = *in;
@@ -653,10 +661,12 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     if (rc == QM_OK)
         rc = batch_in_place(&e, st);
     t[1] = seconds_now();
+    qm_trace("encode: ingest done");
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
     if (rc == QM_OK)
         rc = sum_shards(&e, opts, st);
     t[2] = seconds_now();
+    qm_trace("encode: local_norm done");
     /* phase B (collective): every rank's piece sums, merged per state in index order */
     if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange(&e, st)) != QM_OK ||
         (rc = qm_tree_pieces_merge(&e.pieces, e.sums, st)) != QM_OK)
@@ -676,6 +686,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             goto done;
     }
     t[3] = seconds_now();
+    qm_trace("encode: norm_allreduce done (%llu slow states)", (unsigned long long)n_slow);
     /* phase D (local): amplitudes (fused shards already hold them, except for slow states), each
      * shard on its own stream so that the devices write at the same time; then drain them all. A
      * fused shard has nothing to do unless some state took the slow path (rare): then no stream
@@ -702,6 +713,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
     t[4] = seconds_now();
+    qm_trace("encode: amplitudes done");
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)
         e.state->norm = e.B == 1 ? sqrt(e.sums[0]) / e.scales[0] : 0.0; /* inf past DBL_MAX */
