@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define ROWS 2
@@ -519,10 +520,36 @@ static void test_read_pool(const qm_scenario *sc)
     snprintf(path, sizeof path, "%s/in.csv", dir);
     const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
     encode_file(c, path, csv, sizeof csv - 1); /* reads through the pool's context */
+    /* fork: the child has none of the pool's threads; its own context starts a pool of its own,
+     * the inherited one still encodes a file (with its reader's own threads) and is destroyed
+     * without waiting for the parent's threads */
+    fflush(NULL);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        int bad = tasks_settled(1) != 1;
+        qm_context *d = NULL;
+        bad |= qm_context_create(sc, &r, &d, &st) != QM_OK || qm_context_open(d, QM_BACKEND_SIM, &st) != QM_OK;
+        bad |= tasks_settled(1 + backend + 3) != 1 + backend + 3;
+        encode_file(c, path, csv, sizeof csv - 1);
+        encode_file(d, path, csv, sizeof csv - 1);
+        qm_context_destroy(d);
+        bad |= tasks_settled(1 + backend) != 1 + backend; /* c keeps its backend, no pool */
+        qm_context_destroy(c);
+        bad |= tasks_settled(1) != 1;
+        _exit(bad || qm_test_failures ? 1 : 0);
+    }
+    int status = -1;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(tasks_settled(base + backend + 3) == base + backend + 3); /* the parent's pool still runs */
+    encode_file(c, path, csv, sizeof csv - 1);
     qm_context_destroy(c);
     CHECK(tasks_settled(base) == base); /* the last holder stopped the pool */
-    /* a stream over a file: its reader thread beside its backend, whatever QM_READ_THREADS says */
-    qm_test_write_file(path, csv, sizeof csv - 1);
+    /* a stream over a file: its reader thread beside its backend, whatever QM_READ_THREADS says
+     * (5 batches of 1 sample, 2 buffers: the reader cannot finish before batches are taken) */
+    const char csv5[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n1,2,3,4,5\n1,2,3,4,5\n"
+                        "1,2,3,4,5\n";
+    qm_test_write_file(path, csv5, sizeof csv5 - 1);
     qm_stream_options o;
     qm_stream_options_init(&o);
     o.batch_size = 1;
@@ -532,7 +559,7 @@ static void test_read_pool(const qm_scenario *sc)
     sr.batch = 0;
     qm_stream *sm = NULL;
     CHECK_OK(qm_stream_open_file(sc, &sr, path, &o, &sm, &st));
-    CHECK(tasks_settled(base + backend + 1) == base + backend + 1);
+    CHECK(tasks_settled(base + backend + 1) == base + backend + 1); /* waits for a free buffer */
     qm_state *s1 = NULL;
     CHECK_OK(qm_stream_next(sm, &s1, &st));
     CHECK(s1 != NULL);
@@ -577,6 +604,7 @@ int main(int argc, char **argv)
         return qm_test_end("test_api --cuda");
     }
     CHECK_OK(qm_scenario_open(NULL, &sc, &st));
+    test_read_pool(sc); /* first: no thread of an earlier test can still be listed */
     CHECK_STR(qm_scenario_name(sc), "<built-in>");
     test_host_buffer(sc);
     test_device_buffer(sc);
@@ -588,8 +616,5 @@ int main(int argc, char **argv)
     test_lifetime();
     test_devices();
     test_threads();
-    CHECK_OK(qm_scenario_open(NULL, &sc, &st));
-    test_read_pool(sc);
-    qm_scenario_destroy(sc);
     return qm_test_end("test_api");
 }

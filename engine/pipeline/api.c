@@ -40,6 +40,7 @@ struct qm_context {
     qm_read_pool *read_pool;   /* the .npy readers' threads of every encode_file: the process's
                                   shared pool (shared_pool_take), taken at open beside the
                                   backend's start; NULL before (or without) */
+    unsigned read_pool_gen;    /* the process image read_pool belongs to (shared_pool_gen) */
     bool no_read_pool;         /* reads no file through encode_file (a stream's contexts) */
 };
 
@@ -47,30 +48,62 @@ struct qm_context {
  * program or the Python package's cache may hold many contexts, and reads of different contexts
  * share the cores anyway). Started by the first context open that wants it, with that open's
  * QM_READ_THREADS or core count (a reader that wants more grows it); stopped when the last context
- * holding it is released, so a process that closes every context keeps no idle thread. */
+ * holding it is released, so a process that closes every context keeps no idle thread.
+ * fork: the child has none of the pool's threads, so its own contexts start a pool of their own,
+ * and a context it inherited neither reads with the parent's pool nor gives it back (the
+ * generation, moved on in the child by pthread_atfork, tells them apart; the lock is held across
+ * the fork so the child never inherits it taken). */
 static pthread_mutex_t shared_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t shared_pool_once = PTHREAD_ONCE_INIT;
 static qm_read_pool *shared_pool;
 static int shared_pool_refs;
+static unsigned shared_pool_gen;
 
-static qm_read_pool *shared_pool_take(int threads)
+static void shared_pool_fork_prepare(void) { pthread_mutex_lock(&shared_pool_mu); }
+static void shared_pool_fork_parent(void) { pthread_mutex_unlock(&shared_pool_mu); }
+static void shared_pool_fork_child(void)
 {
+    shared_pool = NULL; /* its threads are the parent's: left alone */
+    shared_pool_refs = 0;
+    shared_pool_gen++;
+    pthread_mutex_unlock(&shared_pool_mu);
+}
+static void shared_pool_init(void)
+{
+    (void)pthread_atfork(shared_pool_fork_prepare, shared_pool_fork_parent, shared_pool_fork_child);
+}
+
+/* The process's pool for ctx (NULL when none can start). */
+static void shared_pool_take(qm_context *ctx, int threads)
+{
+    pthread_once(&shared_pool_once, shared_pool_init);
     pthread_mutex_lock(&shared_pool_mu);
     if (!shared_pool)
         shared_pool = qm_read_pool_create(threads);
-    qm_read_pool *p = shared_pool;
-    shared_pool_refs += p != NULL;
+    ctx->read_pool = shared_pool;
+    ctx->read_pool_gen = shared_pool_gen;
+    shared_pool_refs += shared_pool != NULL;
+    pthread_mutex_unlock(&shared_pool_mu);
+}
+
+/* ctx's pool if it belongs to this process image, else NULL (inherited across a fork). */
+static qm_read_pool *shared_pool_of(const qm_context *ctx)
+{
+    pthread_mutex_lock(&shared_pool_mu);
+    qm_read_pool *p = ctx->read_pool && ctx->read_pool_gen == shared_pool_gen ? ctx->read_pool : NULL;
     pthread_mutex_unlock(&shared_pool_mu);
     return p;
 }
 
-static void shared_pool_give(qm_read_pool *p)
+static void shared_pool_give(qm_context *ctx)
 {
-    if (!p)
-        return;
+    qm_read_pool *stop = NULL;
     pthread_mutex_lock(&shared_pool_mu);
-    qm_read_pool *stop = --shared_pool_refs == 0 ? shared_pool : NULL;
-    if (stop)
+    if (ctx->read_pool && ctx->read_pool_gen == shared_pool_gen && --shared_pool_refs == 0) {
+        stop = shared_pool;
         shared_pool = NULL;
+    }
+    ctx->read_pool = NULL;
     pthread_mutex_unlock(&shared_pool_mu);
     qm_read_pool_destroy(stop); /* joins its workers: outside the lock */
 }
@@ -147,7 +180,7 @@ static void context_release(void *c)
         return;
     qm_reuse_destroy(ctx->reuse); /* every state is gone (each held a reference): before the backend */
     context_unprepare(ctx);
-    shared_pool_give(ctx->read_pool); /* no encode_file of this context runs: its readers are closed */
+    shared_pool_give(ctx); /* no encode_file of this context runs: its readers are closed */
     qm_pipeline_fini(&ctx->pl);
     qm_scenario_destroy(ctx->scenario);
     free(ctx);
@@ -372,7 +405,7 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
     qm_status tst;
     if (!ctx->read_pool && !ctx->no_read_pool &&
         qm_npy_default_threads("QM_READ_THREADS", &threads, &tst) == QM_OK && threads > 1)
-        ctx->read_pool = shared_pool_take(threads);
+        shared_pool_take(ctx, threads);
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     qm_backend_warmup_join(warmup, NULL, NULL);
     if (rc == QM_OK)
@@ -504,7 +537,7 @@ qm_code qm_context_encode_file(qm_context *ctx, const char *path, qm_state **out
         return rc;
     qm_input_file f;
     if ((rc = qm_input_open(path, NULL, NULL, &f, st)) == QM_OK) {
-        qm_npy_reader_use_pool(f.npy, ctx->read_pool); /* a .npy file: the context's threads */
+        qm_npy_reader_use_pool(f.npy, shared_pool_of(ctx)); /* a .npy file: the process's threads */
         rc = encode(ctx, &f.in, NULL, out, st);
     }
     qm_input_close(&f);
