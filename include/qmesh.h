@@ -362,8 +362,9 @@ typedef struct qm_stream_options {
 /* batch_size 1024, prefetch 2, backend AUTO. Cannot fail. */
 void qm_stream_options_init(qm_stream_options *opts);
 
-/* Open a stream over a file (.npy, HDF5 with its only dataset, or CSV; a CSV file is parsed whole
- * when opened, a .npy or HDF5 file is read by batches). The request says qubits (0: from the
+/* Open a stream over a file (.npy, HDF5 with its only dataset, or CSV; every one is read batch by
+ * batch: a CSV file's rows are counted when it is opened and each batch's rows parsed when the
+ * batch is read). The request says qubits (0: from the
  * input, as `qmesh encode` does), dtype, policy, encoding, gather and ranks; its batch and features
  * are the stream's (batch: min(batch_size, samples); features: the input's). Both batch shapes
  * (batch_size, and the last, shorter batch when the samples are not a multiple of it) are planned
