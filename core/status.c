@@ -370,7 +370,7 @@ static void trace_init(void)
     trace_origin = qm_clock_now_s();
 }
 
-bool qm_trace_on(void)
+static bool trace_on(void)
 {
     pthread_once(&trace_once, trace_init);
     return trace_enabled;
@@ -378,7 +378,7 @@ bool qm_trace_on(void)
 
 void qm_trace(const char *fmt, ...)
 {
-    if (!qm_trace_on())
+    if (!trace_on())
         return;
     const double t = (qm_clock_now_s() - trace_origin) * 1e3;
     char what[256];

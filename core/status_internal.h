@@ -42,11 +42,10 @@ void qm_encoding_fit_phrase(qm_encoding e, uint64_t features, char *buf, size_t 
 /* Seconds on the monotonic clock (for measured phase times; only differences mean anything).
  * Cannot fail. */
 double qm_clock_now_s(void);
-/* QM_TRACE=1 (environment, read once): whether the encode's steps are traced. Cannot fail. */
-bool qm_trace_on(void);
-/* With QM_TRACE=1, one line on stderr: "qmesh trace: T ms WHAT" (T since the process first asked
- * whether to trace), written with one fprintf so lines of different threads do not mix; nothing
- * otherwise. For finding where an encode's time goes on a real machine (docs/planner.md). */
+/* With QM_TRACE=1 (environment, read once), one line on stderr: "qmesh trace: T ms WHAT" (T since
+ * the process's first qm_trace call), written with one fprintf so lines of different threads do
+ * not mix; nothing otherwise. For finding where an encode's time goes on a real machine
+ * (docs/planner.md). */
 void qm_trace(const char *fmt, ...) QM_PRINTF(1, 2);
 /* Attach a scenario location to st. */
 void qm_status_locate(qm_status *st, const char *file, int line, int col);

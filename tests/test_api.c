@@ -34,6 +34,8 @@
 static qm_backend_kind g_backend = QM_BACKEND_SIM;
 
 static const double rows[ROWS][FEATURES] = {{1, 2, 3, 4, 5}, {0.5, -1.5, 2.5, -3.5, 4.5}};
+/* rows as a CSV file with a header row */
+static const char rows_csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
 
 static void expected(double out[ROWS * AMPS * 2])
 {
@@ -212,8 +214,7 @@ static void test_files(const qm_scenario *sc)
     CHECK_OK(qm_context_open(ctx, QM_BACKEND_AUTO, &st));
     /* CSV with a header row */
     snprintf(path, sizeof path, "%s/in.csv", dir);
-    const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
-    encode_file(ctx, path, csv, sizeof csv - 1);
+    encode_file(ctx, path, rows_csv, sizeof rows_csv - 1);
     /* .npy, version 1.0, little-endian float64 (2, 5) */
     snprintf(path, sizeof path, "%s/in.npy", dir);
     char hdr[128];
@@ -518,8 +519,7 @@ static void test_read_pool(const qm_scenario *sc)
     char dir[] = "/tmp/qm_test_api_pool_XXXXXX", path[128];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/in.csv", dir);
-    const char csv[] = "a,b,c,d,e\n1,2,3,4,5\n0.5,-1.5,2.5,-3.5,4.5\n";
-    encode_file(c, path, csv, sizeof csv - 1); /* reads through the pool's context */
+    encode_file(c, path, rows_csv, sizeof rows_csv - 1); /* reads through the pool's context */
     /* fork: the child has none of the pool's threads; its own context starts a pool of its own,
      * the inherited one still encodes a file (with its reader's own threads) and is destroyed
      * without waiting for the parent's threads */
@@ -529,10 +529,11 @@ static void test_read_pool(const qm_scenario *sc)
     if (child == 0) {
         int bad = tasks_settled(1) != 1;
         qm_context *d = NULL;
-        bad |= qm_context_create(sc, &r, &d, &st) != QM_OK || qm_context_open(d, QM_BACKEND_SIM, &st) != QM_OK;
+        bad |= qm_context_create(sc, &r, &d, &st) != QM_OK ||
+               qm_context_open(d, QM_BACKEND_SIM, &st) != QM_OK;
         bad |= tasks_settled(1 + backend + 3) != 1 + backend + 3;
-        encode_file(c, path, csv, sizeof csv - 1);
-        encode_file(d, path, csv, sizeof csv - 1);
+        encode_file(c, path, rows_csv, sizeof rows_csv - 1);
+        encode_file(d, path, rows_csv, sizeof rows_csv - 1);
         qm_context_destroy(d);
         bad |= tasks_settled(1 + backend) != 1 + backend; /* c keeps its backend, no pool */
         qm_context_destroy(c);
@@ -542,7 +543,7 @@ static void test_read_pool(const qm_scenario *sc)
     int status = -1;
     CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(tasks_settled(base + backend + 3) == base + backend + 3); /* the parent's pool still runs */
-    encode_file(c, path, csv, sizeof csv - 1);
+    encode_file(c, path, rows_csv, sizeof rows_csv - 1);
     qm_context_destroy(c);
     CHECK(tasks_settled(base) == base); /* the last holder stopped the pool */
     /* a stream over a file: its reader thread beside its backend, whatever QM_READ_THREADS says

@@ -90,7 +90,7 @@ static void shared_pool_take(qm_context *ctx, int threads)
 static qm_read_pool *shared_pool_of(const qm_context *ctx)
 {
     pthread_mutex_lock(&shared_pool_mu);
-    qm_read_pool *p = ctx->read_pool && ctx->read_pool_gen == shared_pool_gen ? ctx->read_pool : NULL;
+    qm_read_pool *p = ctx->read_pool_gen == shared_pool_gen ? ctx->read_pool : NULL;
     pthread_mutex_unlock(&shared_pool_mu);
     return p;
 }

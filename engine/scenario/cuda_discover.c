@@ -20,8 +20,9 @@
  * closed as ingest.c does it: 2 non-blocking streams, 4 + 8 events without timing and 2 x 32 MiB
  * of device memory made, 2 chunks of 32 MiB copied into them from page-locked memory (made before,
  * not timed) and synchronized, everything given back: the median of 3 such times less the two
- * copies at the GPU's measured host->device rate (defaults.staging_setup). Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB between two
- * device buffers, read + write bytes / time), which the dump turns into defaults.efficiency.hbm.
+ * copies at the GPU's measured host->device rate (defaults.staging_setup). Per GPU also the
+ * device copy rate (probe_hbm: 8 copies of 512 MiB between two device buffers, read + write bytes
+ * / time), which the dump turns into defaults.efficiency.hbm.
  * sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device

@@ -291,8 +291,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    qm_trace("local_norm: %llu block sums in %s memory, sums enqueued", (unsigned long long)first[n],
-             plain ? "plain" : "page-locked");
+    qm_trace("local_norm: %llu block sums in %s memory, sums enqueued",
+             (unsigned long long)first[n], plain ? "plain" : "page-locked");
     /* the sums back to page-locked host memory (asynchronous): every shard's kernels are enqueued
      * before the first copy, so the devices sum at once */
     for (int i = 0; rc == QM_OK && i < n; ++i)
