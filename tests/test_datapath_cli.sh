@@ -15,7 +15,8 @@
 #    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
 #    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
 #    has local_norm 0 and encode 0 (no stream, no pass over its states), a batch's local_norm and
-#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns); a 2^15 state (not fused,
+#    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns built in; a scenario's
+#    defaults.host_batch instead when it states one); a 2^15 state (not fused,
 #    whole 2^14-slot blocks: its block sums taken from the staging inside the ingest, a sumsq per
 #    chunk reading the chunk's bytes at HBM rate) has local_norm = 2 launches (D2H, sync; its
 #    block sums, at most 1 MiB, go to plain memory), encode = 2 x bytes / HBM + 2 launches; write (--out:
@@ -202,6 +203,15 @@ done
 run "$QMESH" plan --scenario ds.yaml --input b.npy --json
 jcheck "b.npy: 64 x 5 float32 -> 3 qubits, complex64, batch 64; read 1280 B; the batch fused: one chunk of 3 launches; local_norm and norm_allreduce the host's 12 and 20 ns a state" \
     "r['qubits'] == 3 and r['dtype'] == 'complex64' and r['batch'] == 64 and r['features'] == 5 and eq(e['read'], 1280 / 1e6) and eq(e['staging'], P(8388608) + P(512) + $S + (1280 / 1e9 + 3 * $L + (1280 + 4096) / 1e12)) and eq(e['local_norm'], 64 * 12e-9) and eq(e['norm_allreduce'], 64 * 20e-9) and e['encode'] == 0"
+# the host's per-state work from the scenario (defaults.host_batch, as topo dump measures it)
+sed 's/^  staging_setup: 0.25 ms$/  staging_setup: 0.25 ms\n  host_batch: {pieces: 5 ns, coefficients: 7.5 ns}/' ds.yaml > hb.yaml
+run "$QMESH" plan --scenario hb.yaml --input b.npy --json
+jcheck "b.npy on a scenario with defaults.host_batch {pieces: 5 ns, coefficients: 7.5 ns}: local_norm 64 x 5 ns, norm_allreduce 64 x 7.5 ns" \
+    "eq(e['local_norm'], 64 * 5e-9) and eq(e['norm_allreduce'], 64 * 7.5e-9) and e['encode'] == 0"
+sed 's/^  staging_setup: 0.25 ms$/  staging_setup: 0.25 ms\n  host_batch: {pieces: 5 ns, coefs: 7.5 ns}/' ds.yaml > hbbad.yaml
+run "$QMESH" plan --scenario hbbad.yaml --input b.npy
+[ "$rc" = 1 ] && [ "$(wc -l < err)" = 1 ] && grep -qx "hbbad.yaml:11:30: error\[E-UNKNOWN-KEY\]: defaults.host_batch: unknown key 'coefs' in defaults.host_batch; allowed keys: pieces, coefficients" err \
+    && ok "defaults.host_batch with an unknown key: one E-UNKNOWN-KEY line naming it" || bad "host_batch bad key: rc $rc $(cat err)"
 
 # errors: one line, the code, exit 1; usage errors exit 2
 expect "plan --input of a missing file: E-IO" 1 \

@@ -17,12 +17,14 @@
 #include "cuda_backend.h"
 #include "cuda_discover.h"
 #include "discover.h"
+#include "materialize_internal.h"
 #include "mesh.h"
 #include "scenario_loader.h"
 #include "testlib.h"
 #include "topology.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,6 +752,8 @@ static void test_probe(void)
     f->page_lock_s = 2.5e-3;
     f->page_lock_bw_bytes_per_s = 12e9;
     f->staging_setup_s = 0.75e-3;
+    f->host_piece_s = 9e-9;
+    f->host_coeff_s = 15.5e-9;
     f->gpus[0].hbm_copy_bw_bytes_per_s = 0.75 * f->gpus[0].hbm_bw_bytes_per_s;
     f->sources |= QM_DISCOVER_SRC_PROBE;
     qm_topology *t = NULL;
@@ -760,7 +764,13 @@ static void test_probe(void)
         CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
                            "b_to_a: 48 GB/s}}\n") != NULL);
         CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n"
-                           "  staging_setup: 750 us\n") != NULL);
+                           "  staging_setup: 750 us\n  host_batch: {pieces: 9 ns, coefficients: "
+                           "15.5 ns}\n") != NULL);
+        CHECK(strstr(text, "measured: defaults.host_batch = the median of 3 runs of an encode's "
+                           "host work for 65536 states of 10 qubits, per state: pieces = "
+                           "local_norm's piece sums, coefficients = norm_allreduce's merge and 1 / "
+                           "sqrt (the encode's own functions, on freshly allocated arrays)") != NULL);
+        CHECK(fabs(back->host_piece_s - 9e-9) <= 1e-24 && fabs(back->host_coeff_s - 15.5e-9) <= 1e-24);
         CHECK(strstr(text, "measured: defaults.staging_setup = the median of 3 times, on the first "
                            "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB "
                            "on the device), copying 2 chunks of 32 MiB into it from page-locked "
@@ -794,8 +804,10 @@ static void test_probe(void)
     if (t) {
         CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
         CHECK(t->staging_setup_s == 1e-3); /* not measured: the built-in figure */
+        CHECK(t->host_piece_s == 12e-9 && t->host_coeff_s == 20e-9);
         for (int i = 0; i < t->n_sources; ++i)
-            CHECK(strstr(t->sources[i], "staging_setup") == NULL);
+            CHECK(strstr(t->sources[i], "staging_setup") == NULL &&
+                  strstr(t->sources[i], "host_batch") == NULL);
         CHECK(t->hbm_efficiency == 1.0); /* no device copy measured: as stated */
         for (int i = 0; i < t->n_sources; ++i)
             CHECK(strstr(t->sources[i], "efficiency.hbm") == NULL);
@@ -804,6 +816,22 @@ static void test_probe(void)
     }
     qm_topology_destroy(t);
     free(f);
+}
+
+/* The host probe behind defaults.host_batch (qm_materialize_host_probe): an encode's host work
+ * per state, which on any machine is well above 0 and below 10 us a state; its argument errors. */
+static void test_host_probe(void)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    double pieces = -1, coeffs = -1;
+    CHECK_OK(qm_materialize_host_probe(10, 4096, &pieces, &coeffs, &st));
+    printf("host probe: %.2f ns of piece sums, %.2f ns of merge and coefficient per state\n",
+           pieces * 1e9, coeffs * 1e9);
+    CHECK(pieces > 0 && pieces < 1e-5 && coeffs > 0 && coeffs < 1e-5);
+    CHECK(qm_materialize_host_probe(10, 0, &pieces, &coeffs, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "host probe: needs at least 1 state of 1 to 62 qubits (got 0 of 10)");
+    CHECK(qm_materialize_host_probe(0, 8, &pieces, &coeffs, &st) == QM_E_ARG);
 }
 
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
@@ -1000,6 +1028,7 @@ int main(int argc, char **argv)
     test_build_errors();
     test_storage();
     test_probe();
+    test_host_probe();
     if (argc > 1)
         test_cli(argv[1]);
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -22,6 +22,7 @@
 #include "cuda_discover.h"
 #include "discover.h"
 #include "io.h"
+#include "materialize_internal.h"
 #include "mesh.h"
 #include "plan_output.h"
 #include "scenario_loader.h"
@@ -30,6 +31,7 @@
 #include "units.h"
 
 #include <jansson.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,6 +368,16 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
     if (rc == QM_OK && f->staging_setup_s > 0)
         fprintf(stderr, "qmesh: an encode's staging on a GPU opened, first used and closed: %.3f ms "
                 "beyond its copies\n", f->staging_setup_s * 1e3);
+    /* defaults.host_batch, with the encode's own functions. A one-shot encode's per-state arrays
+     * (hundreds of KiB for a batch) are above glibc's initial mmap threshold (128 KiB), so they
+     * come as fresh pages, first touched in the phases; this process has freed large buffers by
+     * now (the probes), which raises the threshold and would hand the probe touched heap memory:
+     * fixing it at the initial figure keeps the probe's arrays fresh, as in an encode. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    if (rc == QM_OK && (rc = qm_materialize_host_probe(QM_DISCOVER_HOST_QUBITS, QM_DISCOVER_HOST_STATES,
+                                                       &f->host_piece_s, &f->host_coeff_s, st)) == QM_OK)
+        fprintf(stderr, "qmesh: the host's work per state of a batch: %.1f ns of piece sums, %.1f ns "
+                "of merge and coefficient\n", f->host_piece_s * 1e9, f->host_coeff_s * 1e9);
     if (rc == QM_OK)
         rc = qm_discover_build(f, out, st);
     if (rc == QM_OK)

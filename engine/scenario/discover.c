@@ -649,6 +649,10 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     }
     if (f->staging_setup_s > 0) /* defaults.staging_setup: device 0's, measured */
         t->staging_setup_s = f->staging_setup_s;
+    if (f->host_piece_s > 0 && f->host_coeff_s > 0) { /* defaults.host_batch: measured */
+        t->host_piece_s = f->host_piece_s;
+        t->host_coeff_s = f->host_coeff_s;
+    }
     for (int i = 0; i < ng; ++i) {
         for (int j = i + 1; j < ng; ++j) {
             int n = f->nvlinks[i][j] > f->nvlinks[j][i] ? f->nvlinks[i][j] : f->nvlinks[j][i];
@@ -750,6 +754,15 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
                        "the device), copying 2 chunks of 32 MiB into it from page-locked memory, "
                        "synchronizing and closing it, less the copies at the measured host link"))
         goto nomem;
+    if (f->host_piece_s > 0 && f->host_coeff_s > 0) {
+        snprintf(line, sizeof line, "measured: defaults.host_batch = the median of 3 runs of an "
+                 "encode's host work for %d states of %d qubits, per state: pieces = local_norm's "
+                 "piece sums, coefficients = norm_allreduce's merge and 1 / sqrt (the encode's own "
+                 "functions, on freshly allocated arrays)", QM_DISCOVER_HOST_STATES,
+                 QM_DISCOVER_HOST_QUBITS);
+        if (!add_source(t, line))
+            goto nomem;
+    }
     if (eff > 0 && !add_source(t, "measured: defaults.efficiency.hbm = the lowest over GPUs of "
                                   "the device copy rate (cudaMemcpyAsync device to device, 8 "
                                   "copies of 512 MiB after one untimed, bytes read + written / "

@@ -34,6 +34,9 @@
 /* Assumed figures, written into every discovered scenario's sources: the socket link per
  * direction, NCCL's Emerald Rapids figure (src/graph/topo.h ERP_QPI_BW). */
 #define QM_DISCOVER_SYS_BW_BYTES_PER_S 40e9
+/* The host probe's batch (defaults.host_batch): states of so many qubits */
+#define QM_DISCOVER_HOST_STATES 65536
+#define QM_DISCOVER_HOST_QUBITS 10
 
 /* What the facts say about NVLink. */
 typedef enum qm_discover_nvlink_state {
@@ -108,6 +111,9 @@ typedef struct qm_discover_facts {
     /* the staging-pipe probe (cuda_discover.c; 0: not measured): one device's encode staging
      * opened, first used and closed, beyond its copies' bytes */
     double staging_setup_s;
+    /* the host's work per state of an amplitude batch (qm_materialize_host_probe; 0: not
+     * measured): local_norm's piece sums, norm_allreduce's merge and coefficients */
+    double host_piece_s, host_coeff_s;
 } qm_discover_facts;
 
 /* The write and read rates of the file system holding `dir` (discover_storage.c): `bytes` (at

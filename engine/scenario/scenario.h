@@ -175,6 +175,12 @@ typedef struct qm_topology {
     double staging_setup_s;                   /* defaults.staging_setup: one device's staging pipe
                                                  of an encode opened and closed
                                                  (QM_DEFAULT_STAGING_SETUP_S) */
+    double host_piece_s;                      /* defaults.host_batch.pieces: an amplitude batch's
+                                                 piece sum of one state on the host, local_norm
+                                                 (QM_DEFAULT_HOST_PIECE_S) */
+    double host_coeff_s;                      /* defaults.host_batch.coefficients: its merge and
+                                                 coefficient per state, norm_allreduce
+                                                 (QM_DEFAULT_HOST_COEFF_S) */
     double host_copy_bw_bytes_per_s;          /* defaults.host_copy (QM_DEFAULT_HOST_COPY_BW) */
     int n_device_types;  qm_device_type *device_types;
     int n_hosts;         qm_host *hosts;
@@ -223,6 +229,10 @@ void qm_topology_defaults_init(qm_topology *t);
  * traces of 2026-12-05 showed on the H100 host (pipes opened in 0.47-0.64 ms, closed beyond the
  * ring's unregistering in about as much). topo dump measures it on a CUDA machine. */
 #define QM_DEFAULT_STAGING_SETUP_S 1e-3
+/* defaults.host_batch: the host's work per state of an amplitude batch, calibrated on an H200 host
+ * from a 65536 x 1024 float64 encode (docs/scenario-format.md; topo dump measures them) */
+#define QM_DEFAULT_HOST_PIECE_S 12e-9
+#define QM_DEFAULT_HOST_COEFF_S 20e-9
 
 /* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);

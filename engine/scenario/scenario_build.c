@@ -118,11 +118,11 @@ static void load_defaults(ld *L, ynode *n)
     static const fld spec[] = {{"reserve", false},   {"efficiency", false}, {"latency", false},
                                {"host_link", false}, {"storage", false},    {"host_copy", false},
                                {"launch", false},    {"page_lock", false},
-                               {"staging_setup", false}};
-    ynode *v[9];
+                               {"staging_setup", false}, {"host_batch", false}};
+    ynode *v[10];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 9, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 10, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
@@ -136,6 +136,18 @@ static void load_defaults(ld *L, ynode *n)
             qm_scn_get_time(L, v[6], "launch", &t->launch_s);
         if (v[8])
             qm_scn_get_time(L, v[8], "staging_setup", &t->staging_setup_s);
+        if (v[9]) { /* host_batch: {pieces: TIME, coefficients: TIME}, each optional */
+            static const fld hb[] = {{"pieces", false}, {"coefficients", false}};
+            ynode *e[2];
+            size_t o2 = qm_scn_path_key(L, "host_batch");
+            if (qm_scn_fields(L, v[9], hb, 2, e, "defaults.host_batch")) {
+                if (e[0])
+                    qm_scn_get_time(L, e[0], "pieces", &t->host_piece_s);
+                if (e[1])
+                    qm_scn_get_time(L, e[1], "coefficients", &t->host_coeff_s);
+            }
+            qm_scn_path_pop(L, o2);
+        }
         if (v[7]) { /* page_lock: {buffer: TIME, rate: BW}, each optional */
             static const fld pl[] = {{"buffer", false}, {"rate", false}};
             ynode *e[2];

@@ -403,7 +403,11 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->page_lock_bw_bytes_per_s);
     fputs("}\n  staging_setup: ", f);
     put_time(f, t->staging_setup_s);
-    fputs("\n", f);
+    fputs("\n  host_batch: {pieces: ", f);
+    put_time(f, t->host_piece_s);
+    fputs(", coefficients: ", f);
+    put_time(f, t->host_coeff_s);
+    fputs("}\n", f);
     if (t->n_device_types) {
         fputs("device_types:\n", f);
         for (int i = 0; i < t->n_device_types; ++i) {

@@ -97,6 +97,8 @@ void qm_topology_defaults_init(qm_topology *t)
     t->page_lock_s = QM_DEFAULT_PAGE_LOCK_S;
     t->page_lock_bw_bytes_per_s = QM_DEFAULT_PAGE_LOCK_BW;
     t->staging_setup_s = QM_DEFAULT_STAGING_SETUP_S;
+    t->host_piece_s = QM_DEFAULT_HOST_PIECE_S;
+    t->host_coeff_s = QM_DEFAULT_HOST_COEFF_S;
 }
 
 double qm_host_cached_read_bw(const qm_topology *t, int h)

@@ -72,6 +72,8 @@ static qm_code copy_topology(const qm_topology *s, vb *b)
     t->page_lock_s = s->page_lock_s;
     t->page_lock_bw_bytes_per_s = s->page_lock_bw_bytes_per_s;
     t->staging_setup_s = s->staging_setup_s;
+    t->host_piece_s = s->host_piece_s;
+    t->host_coeff_s = s->host_coeff_s;
     t->ranks_given = s->ranks_given;
     t->device_types = memdup(s->device_types, (size_t)s->n_device_types * sizeof *s->device_types);
     t->hosts = memdup(s->hosts, (size_t)s->n_hosts * sizeof *s->hosts);

@@ -17,9 +17,10 @@
  *    steps at the net latency, + 2(p-1)/p x bytes / ring bandwidth; across hosts the lower of that
  *    and a tree (6.6 us + 2 (devices per host - 1) intra steps + 2 ceil(log2 hosts) net steps
  *    + 2 bytes / bandwidth); 0 for one device and for replicated states; for batches (each
- *    sample's norm is local) the host's merge and coefficients, B x QM_COST_HOST_COEFF_S;
+ *    sample's norm is local) the host's merge and coefficients, B x defaults.host_batch.coefficients;
  *  - an amplitude batch's local_norm also has the host's piece sums: the most states of any
- *    rank x QM_COST_HOST_PIECE_S (both calibrated on an H200 host, below);
+ *    rank x defaults.host_batch.pieces (topo dump measures both with the encode's own functions:
+ *    qm_materialize_host_probe);
  *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
  *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
  *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
@@ -46,15 +47,6 @@
 #include <stdlib.h>
 
 #define QM_NCCL_BASE_LATENCY_S 6.6e-6
-/* The host's per-state work of an amplitude batch (docs/planner.md "Cost model"; materialize.c),
- * calibrated on the H200 host from a 65536 x 1024 float64 encode (session 9: local_norm 0.78 ms,
- * norm_allreduce 1.29 ms, with no device work left in either): local_norm forms one piece sum per
- * state of the rank's shards (tree_sum.c: about 12 ns a state, most of it the first touch of the
- * pieces' 24 bytes a state); norm_allreduce merges every state's pieces and computes its
- * coefficient (about 20 ns a state: the merge, 1 / sqrt, the first touch of the sums,
- * coefficients and scales). No scenario figure states host compute, so these are constants. */
-#define QM_COST_HOST_PIECE_S 12e-9
-#define QM_COST_HOST_COEFF_S 20e-9
 
 typedef struct link_loads {
     int n_links;
@@ -298,7 +290,7 @@ qm_code qm_gather_path(const qm_mesh *mesh, const qm_plan *p, int device, qm_top
     return rc;
 }
 
-/* local_norm's host work (QM_COST_HOST_PIECE_S per state): the most states any rank forms piece
+/* local_norm's host work (defaults.host_batch.pieces per state): the most states any rank forms piece
  * sums of (its shards' states; replicated: one copy per rank, as materialize.c sums only its
  * first shard); 0 but for an amplitude batch (one state's few pieces are not modelled); <0 when
  * out of host memory. */
@@ -317,7 +309,7 @@ static double host_pieces_s(const qm_mesh *mesh, const qm_plan *p)
                 continue;
             seen[r] = true;
             states[r] += (p->shards[i].end - p->shards[i].start) / p->n_amps;
-            const double t = (double)states[r] * QM_COST_HOST_PIECE_S;
+            const double t = (double)states[r] * mesh->topo->host_piece_s;
             worst = t > worst ? t : worst;
         }
     }
@@ -327,12 +319,13 @@ static double host_pieces_s(const qm_mesh *mesh, const qm_plan *p)
 }
 
 /* norm_allreduce's host work: every rank merges every state's pieces and computes its
- * coefficient (QM_COST_HOST_COEFF_S per state of the batch); 0 but for an amplitude batch. */
-static double host_coeffs_s(const qm_plan *p)
+ * coefficient (defaults.host_batch.coefficients per state of the batch); 0 but for an amplitude
+ * batch. */
+static double host_coeffs_s(const qm_mesh *mesh, const qm_plan *p)
 {
     if (p->request.encoding != QM_ENCODING_AMPLITUDE || p->request.batch <= 1)
         return 0;
-    return (double)p->request.batch * QM_COST_HOST_COEFF_S;
+    return (double)p->request.batch * mesh->topo->host_coeff_s;
 }
 
 qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
@@ -389,7 +382,7 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
     /* norm all-reduce */
     if (p->request.batch > 1 || p->policy == QM_POLICY_REPLICATED || n_holders <= 1 ||
         enc_kind != QM_ENCODING_AMPLITUDE) {
-        p->estimates_s[QM_PHASE_NORM_ALLREDUCE] = host_coeffs_s(p);
+        p->estimates_s[QM_PHASE_NORM_ALLREDUCE] = host_coeffs_s(mesh, p);
         p->estimate_set[QM_PHASE_NORM_ALLREDUCE] = true;
     } else {
         double t = qm_cost_allreduce_s(mesh, holders, n_holders, sizeof(double));

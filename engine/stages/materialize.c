@@ -525,6 +525,98 @@ static qm_code retry_state(enc *e, uint64_t sidx, qm_status *st)
     return QM_OK;
 }
 
+/* Phase C: every state's coefficient from its merged sum, 1 / sqrt(sum); a state whose sum is
+ * not fast (qm_hal_sum_is_fast) takes the slow path (retry_state), counted in *n_slow. */
+static qm_code coefficients(enc *e, uint64_t *n_slow, qm_status *st)
+{
+    for (uint64_t k = 0; k < e->B; ++k) {
+        const double sum = e->sums[k];
+        e->scales[k] = 1.0;
+        if (qm_hal_sum_is_fast(sum)) {
+            e->coeffs[k] = 1.0 / sqrt(sum);
+            continue;
+        }
+        e->slow[k] = 1;
+        ++*n_slow;
+        qm_code rc = retry_state(e, k, st);
+        if (rc != QM_OK)
+            return rc;
+    }
+    return QM_OK;
+}
+
+#define QM_HOST_PROBE_EVICT_BYTES (64 << 20)
+
+static double median3(const double v[3])
+{
+    const double lo = v[0] < v[1] ? v[0] : v[1], hi = v[0] < v[1] ? v[1] : v[0];
+    return v[2] < lo ? lo : v[2] > hi ? hi : v[2];
+}
+
+qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
+                                  double *coeffs_s, qm_status *st)
+{
+    double tp[3], tc[3];
+    if (states == 0 || qubits < 1 || qubits > 62)
+        return qm_fail(st, QM_E_ARG, "host probe: needs at least 1 state of 1 to 62 qubits (got "
+                       "%llu of %u)", (unsigned long long)states, qubits);
+    double *given = malloc((size_t)states * sizeof *given);
+    if (!given)
+        return qm_fail(st, QM_E_NOMEM, "host probe: out of host memory for %llu states",
+                       (unsigned long long)states);
+    /* the caches as an encode leaves them after its ingest: another QM_HOST_PROBE_EVICT_BYTES
+     * written since the sums came back */
+    char *evict = malloc(QM_HOST_PROBE_EVICT_BYTES);
+    if (!evict) {
+        free(given);
+        return qm_fail(st, QM_E_NOMEM, "host probe: out of host memory for %d MiB",
+                       QM_HOST_PROBE_EVICT_BYTES >> 20);
+    }
+    qm_code rc = QM_OK;
+    for (int r = 0; r < 3 && rc == QM_OK; ++r) {
+        for (uint64_t k = 0; k < states; ++k) /* the device's sums: every one fast */
+            given[k] = 1.0 + (double)(k & 1023) * 0x1p-20;
+        memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
+        enc e = {.qubits = qubits, .N = (uint64_t)1 << qubits, .B = states};
+        e.pieces.qubits = e.qubits;
+        /* allocated as encode does before its ingest, first touched in the phases */
+        e.sums = malloc((size_t)states * sizeof *e.sums);
+        e.coeffs = malloc((size_t)states * sizeof *e.coeffs);
+        e.scales = malloc((size_t)states * sizeof *e.scales);
+        e.slow = calloc((size_t)states, 1);
+        uint64_t n_slow = 0;
+        if (!e.sums || !e.coeffs || !e.scales || !e.slow)
+            rc = qm_fail(st, QM_E_NOMEM, "host probe: out of host memory for %llu states",
+                         (unsigned long long)states);
+        const double t0 = seconds_now();
+        if (rc == QM_OK) /* local_norm of a fused shard (sum_shards) */
+            rc = qm_tree_pieces_add_states(&e.pieces, 0, states, given, st);
+        const double t1 = seconds_now();
+        if (rc == QM_OK) /* norm_allreduce of one rank: the merge, then phase C */
+            rc = qm_tree_pieces_merge(&e.pieces, e.sums, st);
+        if (rc == QM_OK)
+            rc = coefficients(&e, &n_slow, st);
+        const double t2 = seconds_now();
+        if (rc == QM_OK && n_slow)
+            rc = qm_fail(st, QM_E_INTERNAL, "host probe: %llu of %llu sums not fast",
+                         (unsigned long long)n_slow, (unsigned long long)states);
+        tp[r] = (t1 - t0) / (double)states;
+        tc[r] = (t2 - t1) / (double)states;
+        qm_tree_pieces_fini(&e.pieces);
+        free(e.sums);
+        free(e.coeffs);
+        free(e.scales);
+        free(e.slow);
+    }
+    free(given);
+    free(evict);
+    if (rc != QM_OK)
+        return rc;
+    *pieces_s = median3(tp);
+    *coeffs_s = median3(tc);
+    return QM_OK;
+}
+
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
                                  const qm_materialize_opts *opts, qm_state **out, qm_status *ust)
@@ -673,18 +765,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         goto done;
     /* phase C: coefficients; the slow path is collective and every rank takes it alike */
     uint64_t n_slow = 0;
-    for (uint64_t k = 0; k < e.B; ++k) {
-        const double sum = e.sums[k];
-        e.scales[k] = 1.0;
-        if (qm_hal_sum_is_fast(sum)) {
-            e.coeffs[k] = 1.0 / sqrt(sum);
-            continue;
-        }
-        e.slow[k] = 1;
-        n_slow++;
-        if ((rc = retry_state(&e, k, st)) != QM_OK)
-            goto done;
-    }
+    if ((rc = coefficients(&e, &n_slow, st)) != QM_OK)
+        goto done;
     t[3] = seconds_now();
     qm_trace("encode: norm_allreduce done (%llu slow states)", (unsigned long long)n_slow);
     /* phase D (local): amplitudes (fused shards already hold them, except for slow states), each

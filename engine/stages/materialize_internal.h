@@ -135,6 +135,18 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
  * check (a partition of [0, total) in index order, or every shard the whole range; `part`: this
  * rank's contiguous part only), and the end of a stream (sync then destroy; the first error kept
  * in *rc / st; NULL is a no-op). */
+/* The host's work per state of an amplitude batch (the cost model's defaults.host_batch, measured
+ * by `qmesh topo dump`): local_norm's piece sums of a fused shard (qm_tree_pieces_add_states) and
+ * norm_allreduce's merge and coefficients (qm_tree_pieces_merge, phase C), run as an encode runs
+ * them on `states` states of `qubits` qubits whose sums came back from the devices,
+ * their per-state arrays freshly allocated (first touched in the phases, as in an encode: arrays
+ * above glibc's mmap threshold get fresh pages, which a one-shot process's are, so a caller that
+ * wants a fresh process's figure fixes the threshold first, as topo dump does) and the caches
+ * cleared by 64 MiB written (as the ingest leaves them); the median of 3 runs, seconds per state.
+ * E-ARG (no state, qubits outside 1..62), E-NOMEM. */
+qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
+                                  double *coeffs_s, qm_status *st);
+
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
                                    qm_status *st);
 qm_code qm_materialize_check_layout(uint64_t total, const qm_shard_spec *shards, int n_shards,
