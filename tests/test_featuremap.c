@@ -45,6 +45,15 @@ static void reference(qm_encoding enc, const double *x, unsigned q, uint64_t i, 
         m = c * sinl(phi);
         break;
     }
+    case QM_ENCODING_IQP_Z: /* prod_k (1 + (-1)^bit_k e^(i x_k)) / 2: the definition's sum over
+                               x taken one bit at a time (test_iqp checks the sum itself) */
+        for (unsigned k = 0; k < q; ++k) {
+            const long double sg = (i >> k) & 1 ? -1 : 1, fr = (1 + sg * cosl(x[k])) / 2,
+                              fi = sg * sinl(x[k]) / 2, t = r * fr - m * fi;
+            m = r * fi + m * fr;
+            r = t;
+        }
+        break;
     default:
         r = i == (uint64_t)x[0];
         break;
@@ -62,9 +71,10 @@ static double urand(uint64_t *s)
 /* Exhaustive against the definition for n = 1..10, batches of 3 samples, 1 and 4 devices. */
 static void test_definitions(void)
 {
-    const qm_encoding encs[] = {QM_ENCODING_ANGLE, QM_ENCODING_PHASE, QM_ENCODING_BASIS};
+    const qm_encoding encs[] = {QM_ENCODING_ANGLE, QM_ENCODING_PHASE, QM_ENCODING_BASIS,
+                                QM_ENCODING_IQP_Z};
     uint64_t seed = 0x243f6a8885a308d3ull;
-    for (int e = 0; e < 3; ++e)
+    for (int e = 0; e < 4; ++e)
         for (unsigned q = 1; q <= 10; ++q) {
             const uint64_t F = qm_encoding_features(encs[e], q), B = 3, N = (uint64_t)1 << q;
             double x[30];
@@ -110,9 +120,9 @@ static void test_definitions(void)
  * and a stride through the rest) against the definition, within the bound of n = 1..10. */
 static void test_definitions_wide(void)
 {
-    const qm_encoding encs[] = {QM_ENCODING_ANGLE, QM_ENCODING_PHASE};
+    const qm_encoding encs[] = {QM_ENCODING_ANGLE, QM_ENCODING_PHASE, QM_ENCODING_IQP_Z};
     uint64_t seed = 0x13198a2e03707344ull;
-    for (int e = 0; e < 2; ++e)
+    for (int e = 0; e < 3; ++e)
         for (unsigned q = 21; q <= 22; ++q) {
             const uint64_t N = (uint64_t)1 << q;
             double x[22];
@@ -179,6 +189,32 @@ static void test_layouts_and_edges(void)
         qm_state_destroy(s);
     }
     free(ref);
+    /* iqp-z: all-zero data gives |0..0> exactly; a state cut over 3 unequal shards (no
+     * transform: any layout) is the 1-device state's bytes */
+    {
+        double zero[6] = {0};
+        double *a = run(QM_ENCODING_IQP_Z, zero, 6, 1, 6, 2, QM_DTYPE_COMPLEX128, &st);
+        bool exact = a != NULL && a[0] == 1.0 && a[1] == 0.0;
+        for (int i = 2; a && i < 2 << 6; ++i)
+            exact = exact && a[i] == 0.0;
+        CHECK(exact);
+        free(a);
+        double v[12];
+        for (int i = 0; i < 12; ++i)
+            v[i] = (urand(&seed) - 0.5) * 9;
+        double *one = run(QM_ENCODING_IQP_Z, v, 12, 1, 12, 1, QM_DTYPE_COMPLEX128, &st);
+        qm_shard_spec sh[3] = {{0, 0, 0, 1000}, {0, 1, 1000, 1024}, {0, 2, 1024, 4096}};
+        qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = v, .n = 12, .batch = 1};
+        qm_state *s = NULL;
+        CHECK_OK(qm_materialize_featuremap(mesh8, QM_ENCODING_IQP_Z, 12, QM_DTYPE_COMPLEX128, sh, 3,
+                                           &in, NULL, &s, &st));
+        double *b = malloc((size_t)16 << 12);
+        CHECK(b && s && qm_state_read(s, 0, 1u << 12, QM_DTYPE_COMPLEX128, b, &st) == QM_OK);
+        CHECK(one && b && memcmp(one, b, (size_t)16 << 12) == 0);
+        free(b);
+        free(one);
+        qm_state_destroy(s);
+    }
     /* angle 0 everywhere: |0..0>; pi/2 everywhere: |1..1> (cos(pi/2) is 6.1e-17, not 0) */
     double z[5] = {0}, h[5];
     for (int i = 0; i < 5; ++i)

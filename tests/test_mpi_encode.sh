@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_mpi_encode.sh MPIEXEC QMESH SRCDIR -- `qmesh encode` under mpiexec (label mpi):
 #  - 1, 2, 3 and 4 ranks write the same bytes as the one-process run (single state; batch; one
-#    iqp-z state whose transform exchanges shards between ranks);
+#    iqp state whose transform exchanges shards between ranks, an iqp-z state);
 #  - --out-dir: every rank writes its shards, rank 0 the manifest;
 #  - a NaN on one rank's range: every rank fails, one message naming the index, no output file;
 #  - ranks given different arguments: every rank fails naming the ranks that differ;
@@ -38,16 +38,21 @@ for np in 3 4; do
   run $MPI -np $np "$QMESH" encode --input "$T/batch.npy" --scenario "$S" --out "$T/b$np.npy" > "$T/log" 2>&1
   if cmp -s "$T/refb.npy" "$T/b$np.npy"; then ok "batch, $np ranks: same bytes"; else bad "batch, $np ranks"; cat "$T/log"; fi
 done
-# iqp-z: one state of 18 qubits cut over every device (equal), its transform exchanging shards
-# between ranks (host copies and the communicator): the same bytes as one process
+# iqp: one state of 18 qubits (18 + 153 values) cut over every device (equal), its transform
+# exchanging shards between ranks (host copies and the communicator): the same bytes as one
+# process; iqp-z (a product state, no exchange) likewise
+python3 -c "print(','.join('%.17g' % (0.37 * (k % 23) - 2.9) for k in range(171)))" > "$T/iqp.csv"
 python3 -c "print(','.join('%.17g' % (0.37 * k - 2.9) for k in range(18)))" > "$T/iqpz.csv"
-run "$QMESH" encode --input "$T/iqpz.csv" --encoding iqp-z --policy equal --scenario "$S" \
-    --out "$T/refq.npy" > /dev/null 2>&1 || bad "reference iqp-z"
-for np in 2 4; do
-  run $MPI -np $np "$QMESH" encode --input "$T/iqpz.csv" --encoding iqp-z --policy equal \
-      --scenario "$S" --out "$T/q$np.npy" > "$T/log" 2>&1
-  if [ -s "$T/refq.npy" ] && cmp -s "$T/refq.npy" "$T/q$np.npy"; then ok "iqp-z state, $np ranks: same bytes"
-  else bad "iqp-z state, $np ranks"; cat "$T/log"; fi
+for e in iqp iqp-z; do
+  f=$T/${e/-/}.csv
+  run "$QMESH" encode --input "$f" --encoding $e --policy equal --scenario "$S" \
+      --out "$T/ref-$e.npy" > /dev/null 2>&1 || bad "reference $e"
+  for np in 2 4; do
+    run $MPI -np $np "$QMESH" encode --input "$f" --encoding $e --policy equal \
+        --scenario "$S" --out "$T/q-$e-$np.npy" > "$T/log" 2>&1
+    if [ -s "$T/ref-$e.npy" ] && cmp -s "$T/ref-$e.npy" "$T/q-$e-$np.npy"; then ok "$e state, $np ranks: same bytes"
+    else bad "$e state, $np ranks"; cat "$T/log"; fi
+  done
 done
 run $MPI -np 4 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out-dir "$T/dir" > "$T/log" 2>&1
 if [ -f "$T/dir/manifest.json" ] && [ "$(ls "$T/dir"/shard-*.npy | wc -l)" -eq 16 ] && \

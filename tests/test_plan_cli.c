@@ -283,12 +283,16 @@ static void test_iqp(void)
         const char *args;
         double passes, bytes;
     } on_device[] = {
-        {"hgx-h200.yaml --encoding iqp-z --qubits 31 --policy single --json", 7.0, 17179869184.0},
-        {"hgx-h200.yaml --encoding iqp-z --qubits 30 --policy single --json", 7.0, 8589934592.0},
-        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 5.0,
+        {"hgx-h200.yaml --encoding iqp --qubits 31 --policy single --json", 7.0, 17179869184.0},
+        {"hgx-h200.yaml --encoding iqp --qubits 30 --policy single --json", 7.0, 8589934592.0},
+        {"hgx-h200.yaml --encoding iqp --qubits 20 --batch 16 --policy single --json", 5.0,
          134217728.0},
-        {"hgx-h200.yaml --encoding iqp-z --qubits 18 --batch 16 --policy single --json", 3.0,
+        {"hgx-h200.yaml --encoding iqp --qubits 18 --batch 16 --policy single --json", 3.0,
          33554432.0},
+        /* iqp-z is a product state (docs/encodings.md): one write, as angle and phase */
+        {"hgx-h200.yaml --encoding iqp-z --qubits 30 --policy single --json", 1.0, 8589934592.0},
+        {"hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --policy single --json", 1.0,
+         134217728.0},
     };
     for (size_t k = 0; k < sizeof on_device / sizeof on_device[0]; ++k) {
         CHECK(run(out, sizeof out, on_device[k].args, 0) == 0);
@@ -306,9 +310,18 @@ static void test_iqp(void)
     CHECK_STR(out, "error[E-POLICY]: plan: weighted: the iqp transform needs equal power-of-two "
                    "shards, but shard 2 is [536870912, 671088640) (134217728 amplitudes, shard 0 "
                    "has 268435456); use --policy single\n");
-    rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp-z --qubits 20 --batch 16 --json", 0);
+    rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 20 --batch 16 --json", 0);
     CHECK(rc == 0);
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));
+    /* iqp-z needs no transform: any policy's layout, no scratch, no exchange */
+    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp-z --qubits 30 --policy weighted --json", 0);
+    CHECK(rc == 0);
+    CHECK(strstr(out, "\"feasible\": true") != NULL && strstr(out, "\"scratch_bytes\": 0") != NULL);
+    for (char d = '1'; d <= '9'; ++d) {
+        char key[32];
+        snprintf(key, sizeof key, "\"scratch_bytes\": %c", d);
+        CHECK(strstr(out, key) == NULL);
+    }
 }
 
 /* The plan JSON of `args` (exit 0 checked) in *o (the caller's to json_decref) and its

@@ -21,9 +21,9 @@
  *  - an amplitude batch's local_norm also has the host's piece sums: the most states of any
  *    rank x defaults.host_batch.pieces (topo dump measures both with the encode's own functions:
  *    qm_materialize_host_probe);
- *  - angle, basis, phase: no norm pass and no all-reduce (the states are normalized by
+ *  - angle, basis, phase, iqp-z (a product state: docs/encodings.md): no norm pass and no all-reduce (the states are normalized by
  *    construction); encode = max over devices of shard bytes / (HBM x efficiency) (one write);
- *  - iqp, iqp-z (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
+ *  - iqp (plan_iqp.c): no norm pass; encode = max over devices of shard bytes x passes /
  *    (HBM x efficiency), passes = the default iqp op's (qm_hal_iqp_passes: 1 for the phases with
  *    stages 0..9, + 2 per round-3 pass of the higher stages; 3 below 2^10 slots) + 4 per
  *    exchange; plus, when the state is cut, each exchange
@@ -341,10 +341,10 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         p->estimate_set[k] = false;
     }
     /* on-device passes over a shard at HBM bandwidth, by encoding: amplitude reads its stash for
-     * the norm, then reads and writes it; angle, basis, phase write once with no norm pass; iqp,
-     * iqp-z make the passes of iqp_passes with no norm pass */
+     * the norm, then reads and writes it; angle, basis, phase and iqp-z (product states) write
+     * once with no norm pass; iqp makes the passes of iqp_passes with no norm pass */
     const qm_encoding enc_kind = p->request.encoding;
-    const bool iqp = enc_kind == QM_ENCODING_IQP || enc_kind == QM_ENCODING_IQP_Z;
+    const bool iqp = enc_kind == QM_ENCODING_IQP;
     const double norm_passes = enc_kind == QM_ENCODING_AMPLITUDE ? 1.0 : 0.0;
     const double enc_passes = enc_kind == QM_ENCODING_AMPLITUDE ? 2.0 : iqp ? iqp_passes(p) : 1.0;
     double norm = 0, enc = 0;
@@ -411,7 +411,7 @@ qm_code qm_cost_estimate(const qm_mesh *mesh, qm_plan *p, qm_status *st)
         p->estimates_s[QM_PHASE_INGEST] = t;
         p->estimate_set[QM_PHASE_INGEST] = true;
     }
-    /* iqp, iqp-z cut over devices: the exchanges join the encode phase */
+    /* iqp cut over devices: the exchanges join the encode phase */
     if (qm_plan_iqp_exchanges(p) > 0 && p->estimate_set[QM_PHASE_ENCODE]) {
         const double tx = iqp_exchange_s(mesh, p, &L, st, &rc);
         if (rc != QM_OK)

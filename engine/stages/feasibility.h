@@ -25,7 +25,7 @@ qm_code qm_feasibility_host_check(const qm_mesh *mesh, qm_plan *p, qm_status *st
  * there beside the shard it already holds; fills p->gather. */
 qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
-/* The IQP encodings (plan_iqp.c; docs/planner.md, "IQP"). For a plan that cuts one iqp/iqp-z
+/* The IQP encodings (plan_iqp.c; docs/planner.md, "IQP"). For a plan that cuts one iqp
  * state over several shards: E-POLICY unless the shards are equal powers of two aligned to their
  * size (plan's error set, the message naming the shard; plan.c adds the hint; QM_OK for
  * anything else); the exchange scratch a device needs (one shard; 0 when nothing is cut); the

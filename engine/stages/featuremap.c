@@ -1,6 +1,6 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
-/* featuremap.c — the materialize stage of the feature-map encodings: angle, basis, phase (product
- * states) and iqp, iqp-z (a phase per index, then a Walsh-Hadamard transform: iqp.c).
+/* featuremap.c — the materialize stage of the feature-map encodings: angle, basis, phase, iqp-z
+ * (product states) and iqp (a phase per index, then a Walsh-Hadamard transform: iqp.c).
  *
  * In: a checked layout (the shards of this rank), the input (B samples of F values: angle and
  * phase F = n angles, basis F = 1 index), the encoding. Out: a state whose every amplitude is a
@@ -8,11 +8,13 @@
  *   angle  a(i) = prod_k (bit_k(i) ? sin x_k : cos x_k)
  *   basis  a(i) = [i == j]
  *   phase  a(i) = 2^(-n/2) exp(i sum_k x_k bit_k(i))
+ *   iqp-z  a(i) = prod_k (1 + (-1)^bit_k(i) exp(i x_k)) / 2  (2^-n sum_x exp(i sum_k x_k bit_k(x))
+ *          (-1)^popcount(x & i) factored: the sum over x is a product of sums over each bit)
  * Each shard reads only the samples its range touches (every value of each), checks them (NaN or
  * Inf, a basis index that is not an integer in [0, 2^n): E-INPUT naming the sample and the
  * value; the indices of an integer input are read and checked as 64-bit integers, never rounded
- * through float64), builds the per-qubit factors on the host — cos, sin of each angle, computed once here
- * for every backend — and hands them to the product op (hal_ops.h), which multiplies them in a
+ * through float64), builds the per-qubit factors on the host — cos, sin of each angle (iqp-z:
+ * of each half value), computed once here for every backend — and hands them to the product op (hal_ops.h), which multiplies them in a
  * fixed order; so the state is bit-identical on the simulator and CUDA, on any layout, any thread
  * and any rank count. These states are normalized by construction (to rounding): there is no norm
  * pass; the encode job's norm check still measures every state.
@@ -44,7 +46,8 @@ static double seconds_now(void)
 
 bool qm_encoding_is_product(qm_encoding e)
 {
-    return e == QM_ENCODING_ANGLE || e == QM_ENCODING_BASIS || e == QM_ENCODING_PHASE;
+    return e == QM_ENCODING_ANGLE || e == QM_ENCODING_BASIS || e == QM_ENCODING_PHASE ||
+           e == QM_ENCODING_IQP_Z;
 }
 
 /* The basis indices of samples [s0, s0 + count) of an integer input, exactly (read_int): each
@@ -125,6 +128,13 @@ static void sample_factors(qm_encoding enc, unsigned qubits, const double *x, ui
         case QM_ENCODING_PHASE:
             g[0] = 1.0, g[1] = 0.0, g[2] = cos(x[q]), g[3] = sin(x[q]);
             break;
+        case QM_ENCODING_IQP_Z: {
+            /* (1 + (-1)^b e^(i d)) / 2 = cos(d/2) e^(i d/2) for b = 0, -i sin(d/2) e^(i d/2) for
+             * b = 1: no cancellation near d = pi (1 + cos d would lose it) */
+            const double c = cos(0.5 * x[q]), s = sin(0.5 * x[q]);
+            g[0] = c * c, g[1] = c * s, g[2] = s * s, g[3] = -(s * c);
+            break;
+        }
         default: { /* basis */
             const bool one = (j >> q) & 1u;
             g[0] = one ? 0.0 : 1.0, g[1] = 0.0, g[2] = one ? 1.0 : 0.0, g[3] = 0.0;
@@ -154,7 +164,7 @@ static qm_code encode_shard(qm_hal *hal, qm_encoding enc, unsigned qubits, unsig
 {
     const uint64_t F = in->n;
     const uint64_t s0 = sh->start >> qubits, s1 = (sh->end - 1) >> qubits, count = s1 - s0 + 1;
-    const bool iqp = qm_encoding_is_iqp(enc);
+    const bool iqp = qm_encoding_is_iqp(enc); /* iqp-z is a product state (sample_factors) */
     const uint64_t per = iqp ? F : 4 * (uint64_t)qubits;
     if (count > SIZE_MAX / sizeof(double) / (per > F ? per : F))
         return qm_fail(st, QM_E_NOMEM, "encode: factor table of %llu samples overflows",

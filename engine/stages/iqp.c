@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool qm_encoding_is_iqp(qm_encoding e) { return e == QM_ENCODING_IQP || e == QM_ENCODING_IQP_Z; }
+bool qm_encoding_is_iqp(qm_encoding e) { return e == QM_ENCODING_IQP; }
 
 static bool is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
 

@@ -110,11 +110,13 @@ qm_code qm_materialize_featuremap(qm_hal *hal, qm_encoding enc, unsigned qubits,
                                   const qm_shard_spec *shards, int n_shards,
                                   const qm_amp_input *in, const qm_materialize_opts *opts,
                                   qm_state **out, qm_status *st);
-/* Whether featuremap.c encodes e (angle, basis, phase). Cannot fail. */
+/* Whether featuremap.c encodes e as a product state: angle, basis, phase, and iqp-z (whose sum
+ * over x factors into one sum per qubit). Cannot fail. */
 bool qm_encoding_is_product(qm_encoding e);
 
-/* The IQP encodings (iqp.c; featuremap.c encodes them too: phase vector, local WHT stages). */
-bool qm_encoding_is_iqp(qm_encoding e); /* iqp or iqp-z. Cannot fail. */
+/* The IQP encoding with ZZ terms (iqp.c; featuremap.c encodes it too: phase vector, local WHT
+ * stages): true for iqp only, iqp-z being a product state. Cannot fail. */
+bool qm_encoding_is_iqp(qm_encoding e);
 /* Whether the layout allows the transform, and how many low bits each shard transforms alone
  * (*local_bits: qubits when every shard holds whole states, else log2 of the shard size): a batch
  * needs whole states per shard; one state cut into parts needs equal power-of-two aligned shards

@@ -498,7 +498,7 @@ static qm_code layout_policy(const qm_mesh *mesh, qm_plan *p, qm_policy pol, qm_
     rc = qm_feasibility_check(mesh, p, st);
     if (rc == QM_OK) /* the simulator's devices live in host memory */
         rc = qm_feasibility_host_check(mesh, p, st);
-    /* iqp, iqp-z (plan_iqp.c): a layout the transform cannot use is refused, capacity or not */
+    /* iqp (plan_iqp.c): a layout the transform cannot use is refused, capacity or not */
     const qm_code irc = qm_plan_iqp_layout(p, st);
     return irc != QM_OK ? irc : rc;
 }

@@ -36,7 +36,7 @@ typedef struct qm_plan_shard {
 typedef struct qm_plan_device {
     uint64_t shard_bytes;     /* sum over its shards */
     uint64_t staging_bytes;
-    uint64_t scratch_bytes;   /* iqp/iqp-z cut over devices: one shard for the exchanges */
+    uint64_t scratch_bytes;   /* iqp cut over devices: one shard for the exchanges */
     uint64_t planned_bytes;   /* shard + staging + scratch */
     uint64_t usable_bytes;
     uint64_t input_bytes;     /* host input it receives */

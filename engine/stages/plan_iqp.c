@@ -1,5 +1,6 @@
-/* plan_iqp.c — what the IQP encodings (iqp, iqp-z) ask of a plan: the layout their distributed
- * Walsh-Hadamard transform can use, the exchange scratch, and the exchanges' cost.
+/* plan_iqp.c — what the IQP encoding with ZZ terms (iqp; iqp-z is a product state) asks of a
+ * plan: the layout its distributed Walsh-Hadamard transform can use, the exchange scratch, and
+ * the exchanges' cost.
  *
  * In: a laid-out plan (plan.c calls qm_plan_iqp_layout after every policy's layout; feasibility.c
  * adds qm_plan_iqp_scratch_bytes to each device; cost.c qm_plan_iqp_cost to the encode phase).
@@ -19,7 +20,7 @@
 
 static bool is_iqp(const qm_plan *p)
 {
-    return p->request.encoding == QM_ENCODING_IQP || p->request.encoding == QM_ENCODING_IQP_Z;
+    return p->request.encoding == QM_ENCODING_IQP; /* iqp-z is a product state: one write */
 }
 
 /* Whether the plan cuts one IQP state over several shards (the transform then exchanges). */

@@ -238,7 +238,7 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
         fputc('\n', f);
     }
     for (int i = 0; i < p->n_devices; ++i)
-        if (p->devices[i].scratch_bytes) { /* iqp, iqp-z cut over devices */
+        if (p->devices[i].scratch_bytes) { /* iqp cut over devices */
             fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
                     "exchanges (counted in headroom)\n",
                     qm_format_bytes(p->devices[i].scratch_bytes, a, sizeof a),
