@@ -60,3 +60,27 @@ def test_host_input_on_cuda_backend():
     s = qmesh.encode(x, backend="cuda")
     assert s.traffic()["h2d_bytes"] >= x.nbytes  # host rows do cross it
     assert s.to_numpy().tobytes() == qmesh.encode(x, backend="sim").to_numpy().tobytes()
+
+
+@pytest.mark.parametrize("encoding,features", [("angle", 12), ("phase", 12), ("iqp-z", 12),
+                                               ("iqp", 78), ("basis", 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_feature_maps_on_cuda_equal_simulator(encoding, features, dtype):
+    """Every feature map on the CUDA backend writes the simulator's bytes; iqp's phases are within
+    2 ulp per component of the simulator's (CUDA's cos/sin, docs/encodings.md): after the 12
+    stages of sums that is at most 2 eps from the phases plus an ulp of a partial sum per stage,
+    bounded here by (4 + 2 n) eps absolute."""
+    rng = np.random.default_rng(11)
+    if encoding == "basis":
+        x = rng.integers(0, 4096, size=(32, 1)).astype(dtype)
+    else:
+        x = (rng.standard_normal((32, features)) * 2).astype(dtype)
+    kw = {"qubits": 12} if encoding == "basis" else {}
+    sim = qmesh.encode(x, encoding=encoding, backend="sim", **kw).to_numpy()
+    got = qmesh.encode(x, encoding=encoding, backend="cuda", **kw).to_numpy()
+    assert got.shape == sim.shape == (32, 4096) and got.dtype == sim.dtype
+    if encoding == "iqp":
+        eps = np.finfo(np.float32 if got.dtype == np.complex64 else np.float64).eps
+        assert np.abs(got - sim).max() <= (4 + 2 * 12) * eps
+    else:
+        assert got.tobytes() == sim.tobytes()
