@@ -24,7 +24,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee $OUT/gpu.txt
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DQM_BUILD_BENCH=OFF -DQM_WERROR=ON -DQM_WITH_MPI=OFF -DPython3_EXECUTABLE="$(command -v python3)" > $OUT/configure.log 2>&1 || { tail -30 $OUT/configure.log; exit 1; }
-cmake --build build-gpu -j16 --target qmesh test_api test_discover_cuda test_backend_warmup test_stream_api test_npy_read qmesh_python > $OUT/build.log 2>&1 || { grep -E "error" -A3 $OUT/build.log | head -40; exit 1; }
+cmake --build build-gpu -j16 --target qmesh_cli test_api test_discover_cuda test_backend_warmup test_stream_api test_npy_read qmesh_python > $OUT/build.log 2>&1 || { grep -E "error" -A3 $OUT/build.log | head -40; exit 1; }
 echo "built at $((SECONDS-T0)) s"
 (cd build-gpu && ctest -j4 --output-on-failure -R "^(test_api|test_api_cuda|test_discover_cuda|test_backend_warmup|test_stream_api|test_npy_read|python_cuda|python_stream)$" ) > $OUT/ctest.log 2>&1
 tail -12 $OUT/ctest.log

@@ -476,7 +476,9 @@ static void test_threads_and_direct(void)
     CHECK(unsetenv("QM_READ_THREADS") == 0);
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     CHECK(qm_npy_open(p, &r, &st) == QM_OK);
-    CHECK_EQ_U64(qm_npy_reader_threads(r), cpus > 8 ? 8 : cpus < 1 ? 1 : cpus);
+    CHECK_EQ_U64(qm_npy_reader_threads(r), cpus > QM_NPY_DEFAULT_MAX_THREADS ? QM_NPY_DEFAULT_MAX_THREADS
+                                           : cpus < 1                        ? 1
+                                                                             : cpus);
     CHECK(qm_npy_reader_set_threads(r, 0, &st) == QM_E_ARG);
     CHECK_ERR(st, QM_E_ARG, "npy threads: 0 is not a thread count in [1, 64]");
     CHECK(qm_npy_reader_set_threads(r, 65, &st) == QM_E_ARG);
