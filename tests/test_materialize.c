@@ -585,6 +585,90 @@ static void test_sums_in_staging(void)
     qm_hal_destroy(shim);
 }
 
+/* Prepared per-state host arrays (opts.host, as `qmesh encode` makes them while CUDA starts):
+ * the same bytes as without; taken again by a later encode whose batch has no slow state (the
+ * earlier encode's slow-path mark must not carry over: same bytes as a fresh run); a batch larger
+ * than prepared makes its own; a state cut over 3 shards (many pieces: the prepared piece memory
+ * grows) the same bytes; nothing kept by the encode (the owner's fini frees it all). */
+static void test_prepared_host(void)
+{
+    qm_status st;
+    const unsigned q = 6;
+    const uint64_t B = 96, F = 50, N = 64, total = B * N;
+    double *x = malloc(B * F * sizeof *x), *y = malloc(B * F * sizeof *y);
+    for (uint64_t i = 0; i < B * F; ++i)
+        y[i] = x[i] = cos((double)i * 0.31) * (double)(1 + i % 5);
+    x[40 * F + 7] = 1e300; /* sample 40 of x takes the slow path; y has none */
+    qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = F, .batch = B};
+    qm_amp_input iny = in;
+    iny.data = y;
+    qm_shard_spec one[1] = {{0, 0, 0, total}};
+    qm_materialize_host h;
+    CHECK_OK(qm_materialize_host_prepare(&h, B, &st));
+    CHECK(h.states == B && h.pieces_cap == (int)B);
+    qm_materialize_opts with = {.host = &h};
+    qm_state *ref = NULL, *got = NULL, *refy = NULL, *goty = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &in, NULL, &ref, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &in, &with, &got, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &iny, NULL, &refy, &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &iny, &with, &goty, &st));
+    CHECK(h.states == B && h.pieces != NULL); /* given back */
+    double *a = malloc(total * 16), *b = malloc(total * 16);
+    if (ref && got && refy && goty && a && b) {
+        CHECK_OK(qm_state_read(ref, 0, total, QM_DTYPE_COMPLEX128, a, &st));
+        CHECK_OK(qm_state_read(got, 0, total, QM_DTYPE_COMPLEX128, b, &st));
+        CHECK(memcmp(a, b, total * 16) == 0);
+        CHECK_OK(qm_state_read(refy, 0, total, QM_DTYPE_COMPLEX128, a, &st));
+        CHECK_OK(qm_state_read(goty, 0, total, QM_DTYPE_COMPLEX128, b, &st));
+        CHECK(memcmp(a, b, total * 16) == 0);
+    }
+    qm_state_destroy(got);
+    qm_state_destroy(goty);
+    /* one 2^12 state over 3 unequal shards: 3 + more pieces than the 1 prepared state holds */
+    double v[3000];
+    for (int i = 0; i < 3000; ++i)
+        v[i] = sin(i * 0.9) + 0.25;
+    qm_amp_input one_state = {.dtype = QM_DTYPE_FLOAT64, .data = v, .n = 3000};
+    qm_shard_spec cut[3] = {{0, 0, 0, 1000}, {0, 1, 1000, 1024}, {0, 2, 1024, 4096}};
+    qm_materialize_host h1;
+    CHECK_OK(qm_materialize_host_prepare(&h1, 1, &st));
+    qm_materialize_opts w1 = {.host = &h1};
+    qm_state *c0 = NULL, *c1 = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, 12, QM_DTYPE_COMPLEX128, cut, 3, &one_state, NULL, &c0,
+                                      &st));
+    CHECK_OK(qm_materialize_amplitude(mesh8, 12, QM_DTYPE_COMPLEX128, cut, 3, &one_state, &w1, &c1,
+                                      &st));
+    CHECK(h1.pieces_cap > 1); /* grew in the encode, given back grown */
+    if (c0 && c1 && a && b) {
+        CHECK_OK(qm_state_read(c0, 0, 4096, QM_DTYPE_COMPLEX128, a, &st));
+        CHECK_OK(qm_state_read(c1, 0, 4096, QM_DTYPE_COMPLEX128, b, &st));
+        CHECK(memcmp(a, b, 4096 * 16) == 0);
+    }
+    /* more states than prepared: the encode makes its own arrays, h1 untouched */
+    const int cap1 = h1.pieces_cap;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, one, 1, &iny, &w1, &got, &st));
+    CHECK(h1.states == 1 && h1.pieces_cap == cap1);
+    if (got && refy && a && b) {
+        CHECK_OK(qm_state_read(refy, 0, total, QM_DTYPE_COMPLEX128, a, &st));
+        CHECK_OK(qm_state_read(got, 0, total, QM_DTYPE_COMPLEX128, b, &st));
+        CHECK(memcmp(a, b, total * 16) == 0);
+    }
+    qm_materialize_host h0;
+    CHECK(qm_materialize_host_prepare(&h0, 0, &st) == QM_E_ARG && h0.states == 0 && !h0.sums);
+    CHECK_STR(st.msg, "encode: host arrays for 0 states (1 to 2147483647)");
+    qm_state_destroy(got);
+    qm_state_destroy(ref);
+    qm_state_destroy(refy);
+    qm_state_destroy(c0);
+    qm_state_destroy(c1);
+    qm_materialize_host_fini(&h);
+    qm_materialize_host_fini(&h1);
+    free(a);
+    free(b);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     qm_status st;
@@ -606,6 +690,7 @@ int main(int argc, char **argv)
     test_batch_and_chunks();
     test_device_input();
     test_sums_in_staging();
+    test_prepared_host();
     test_streamed_stores();
     test_thread_counts(argv[0]);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);

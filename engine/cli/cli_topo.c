@@ -31,7 +31,6 @@
 #include "units.h"
 
 #include <jansson.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,12 +367,7 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
     if (rc == QM_OK && f->staging_setup_s > 0)
         fprintf(stderr, "qmesh: an encode's staging on a GPU opened, first used and closed: %.3f ms "
                 "beyond its copies\n", f->staging_setup_s * 1e3);
-    /* defaults.host_batch, with the encode's own functions. A one-shot encode's per-state arrays
-     * (hundreds of KiB for a batch) are above glibc's initial mmap threshold (128 KiB), so they
-     * come as fresh pages, first touched in the phases; this process has freed large buffers by
-     * now (the probes), which raises the threshold and would hand the probe touched heap memory:
-     * fixing it at the initial figure keeps the probe's arrays fresh, as in an encode. */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    /* defaults.host_batch, with the encode's own functions */
     if (rc == QM_OK && (rc = qm_materialize_host_probe(QM_DISCOVER_HOST_QUBITS, QM_DISCOVER_HOST_STATES,
                                                        &f->host_piece_s, &f->host_coeff_s, st)) == QM_OK)
         fprintf(stderr, "qmesh: the host's work per state of a batch: %.1f ns of piece sums, %.1f ns "

@@ -886,6 +886,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     double *sums = NULL;
     void *buf = NULL;
     qm_npy_writer *gathered = NULL; /* --out, rank 0 */
+    qm_materialize_host host = {0}; /* the per-state arrays, made while CUDA starts */
     char tmpdir[QM_TMPDIR_BYTES] = ""; /* --out-dir: the new content until the swap */
     qm_diags diags;
     qm_diags_init(&diags);
@@ -977,10 +978,16 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     /* this rank's shards on this rank's devices (one process simulates every rank) */
     if (rc == QM_OK)
         rc = qm_pipeline_layout(&r->pipeline, R > 1 ? me : -1, R, st);
-    if (rc == QM_OK && warmup)
+    if (rc == QM_OK && warmup) {
         prepare_staging(job, &in, &req, R, me);
+        /* an amplitude encode's per-state arrays, first touched now rather than in local_norm
+         * and norm_allreduce (not having them is no failure: the encode makes its own) */
+        qm_status ignored;
+        if (req.encoding == QM_ENCODING_AMPLITUDE)
+            (void)qm_materialize_host_prepare(&host, in.batch ? in.batch : 1, &ignored);
+    }
     qm_trace("encode: planned and laid out%s; waiting for the backend's start",
-             warmup ? ", staging prepared" : "");
+             warmup ? ", staging and host arrays prepared" : "");
     qm_backend_warmup_join(warmup, &r->seconds_backend_start, &r->seconds_backend_wait);
     warmup = NULL;
     qm_trace("encode: backend started (%.3f ms, %.3f ms of it waited for)",
@@ -1002,7 +1009,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     if ((rc = qm_comm_verdict(comm, rc, st)) != QM_OK)
         goto done;
     double t1 = qm_clock_now_s();
-    qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases};
+    qm_materialize_opts mo = {.chunk_bytes = job->chunk_bytes, .comm = comm, .times = &r->phases,
+                              .host = host.states ? &host : NULL};
     /* a progress line for work of more than a few seconds (about 1 GiB of input and state) */
     if (job->show_progress && me == 0 &&
         r->pipeline.plan->state_bytes + r->batch * r->features * qm_dtype_size(in.dtype) > ((uint64_t)1 << 30))
@@ -1098,6 +1106,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
 done:
     qm_backend_warmup_join(warmup, NULL, NULL); /* a run that stopped before the backend */
     qm_backend_host_release(); /* prepared staging that no buffer took */
+    qm_materialize_host_fini(&host);
     qm_npy_writer_abort(gathered);
     if (me == 0 && tmpdir[0])
         qm_out_dir_remove(tmpdir); /* a failed run: every rank has passed its last verdict */

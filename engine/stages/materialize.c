@@ -33,6 +33,7 @@
 #include "status_internal.h"
 #include "tree_sum.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,95 @@ typedef struct enc {
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
     struct qm_reuse *reuse;    /* the context's encode cache, or NULL */
+    qm_materialize_host *host; /* the caller's prepared per-state arrays (sums, coeffs, scales,
+                                  slow, the pieces' memory), or NULL: this encode's own */
 } enc;
+
+qm_code qm_materialize_host_prepare(qm_materialize_host *h, uint64_t states, qm_status *st)
+{
+    *h = (qm_materialize_host){0};
+    if (states == 0 || states > (uint64_t)INT_MAX)
+        return qm_fail(st, QM_E_ARG, "encode: host arrays for %llu states (1 to %d)",
+                       (unsigned long long)states, INT_MAX);
+    const size_t n = (size_t)states;
+    h->sums = malloc(n * sizeof *h->sums);
+    h->coeffs = malloc(n * sizeof *h->coeffs);
+    h->scales = malloc(n * sizeof *h->scales);
+    h->slow = malloc(n);
+    h->pieces = malloc(n * sizeof(qm_tree_piece));
+    if (!h->sums || !h->coeffs || !h->scales || !h->slow || !h->pieces) {
+        qm_materialize_host_fini(h);
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states' sums",
+                       (unsigned long long)states);
+    }
+    /* the first touch, here and not in the phases */
+    memset(h->sums, 0, n * sizeof *h->sums);
+    memset(h->coeffs, 0, n * sizeof *h->coeffs);
+    memset(h->scales, 0, n * sizeof *h->scales);
+    memset(h->slow, 0, n);
+    memset(h->pieces, 0, n * sizeof(qm_tree_piece));
+    h->states = states;
+    h->pieces_cap = (int)states;
+    return QM_OK;
+}
+
+void qm_materialize_host_fini(qm_materialize_host *h)
+{
+    if (!h)
+        return;
+    free(h->sums);
+    free(h->coeffs);
+    free(h->scales);
+    free(h->slow);
+    free(h->pieces);
+    *h = (qm_materialize_host){0};
+}
+
+/* The per-state arrays of e->B states: the caller's prepared ones when they are enough (the
+ * pieces' memory handed to e->pieces, given back by host_give_back), else new ones. E-NOMEM. */
+static qm_code host_take(enc *e, qm_materialize_host *h, qm_status *st)
+{
+    if (h && h->states >= e->B && h->sums && h->pieces) {
+        e->host = h;
+        e->sums = h->sums;
+        e->coeffs = h->coeffs;
+        e->scales = h->scales;
+        e->slow = h->slow;
+        memset(e->slow, 0, (size_t)e->B); /* a mark of an earlier encode */
+        e->pieces.v = h->pieces;
+        e->pieces.cap = h->pieces_cap;
+        h->pieces = NULL; /* e->pieces may grow it (realloc) */
+        return QM_OK;
+    }
+    e->sums = malloc((size_t)e->B * sizeof *e->sums);
+    e->coeffs = malloc((size_t)e->B * sizeof *e->coeffs);
+    e->scales = malloc((size_t)e->B * sizeof *e->scales);
+    e->slow = calloc((size_t)e->B, 1);
+    if (!e->sums || !e->coeffs || !e->scales || !e->slow)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
+                       (unsigned long long)e->B);
+    return QM_OK;
+}
+
+/* Free the per-state arrays, or give the prepared ones back to their owner (the pieces' memory
+ * as e->pieces left it). */
+static void host_give_back(enc *e)
+{
+    if (e->host) {
+        e->host->pieces = e->pieces.v;
+        e->host->pieces_cap = e->pieces.cap;
+        e->pieces = (qm_tree_pieces){0};
+        e->host = NULL;
+    } else {
+        free(e->sums);
+        free(e->coeffs);
+        free(e->scales);
+        free(e->slow);
+        qm_tree_pieces_fini(&e->pieces);
+    }
+    e->sums = e->coeffs = e->scales = NULL;
+    e->slow = NULL;
+}
 
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
                                    qm_status *st)
@@ -576,18 +665,16 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
     for (int r = 0; r < 3 && rc == QM_OK; ++r) {
         for (uint64_t k = 0; k < states; ++k) /* the device's sums: every one fast */
             given[k] = 1.0 + (double)(k & 1023) * 0x1p-20;
-        memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
         enc e = {.qubits = qubits, .N = (uint64_t)1 << qubits, .B = states};
         e.pieces.qubits = e.qubits;
-        /* allocated as encode does before its ingest, first touched in the phases */
-        e.sums = malloc((size_t)states * sizeof *e.sums);
-        e.coeffs = malloc((size_t)states * sizeof *e.coeffs);
-        e.scales = malloc((size_t)states * sizeof *e.scales);
-        e.slow = calloc((size_t)states, 1);
+        /* prepared as `qmesh encode` prepares them while the CUDA context starts */
+        qm_materialize_host h;
         uint64_t n_slow = 0;
-        if (!e.sums || !e.coeffs || !e.scales || !e.slow)
-            rc = qm_fail(st, QM_E_NOMEM, "host probe: out of host memory for %llu states",
-                         (unsigned long long)states);
+        rc = qm_materialize_host_prepare(&h, states, st);
+        if (rc == QM_OK)
+            rc = host_take(&e, &h, st);
+        if (rc == QM_OK)
+            memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
         const double t0 = seconds_now();
         if (rc == QM_OK) /* local_norm of a fused shard (sum_shards) */
             rc = qm_tree_pieces_add_states(&e.pieces, 0, states, given, st);
@@ -602,11 +689,8 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
                          (unsigned long long)n_slow, (unsigned long long)states);
         tp[r] = (t1 - t0) / (double)states;
         tc[r] = (t2 - t1) / (double)states;
-        qm_tree_pieces_fini(&e.pieces);
-        free(e.sums);
-        free(e.coeffs);
-        free(e.scales);
-        free(e.slow);
+        host_give_back(&e);
+        qm_materialize_host_fini(&h);
     }
     free(given);
     free(evict);
@@ -657,14 +741,11 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     /* host bookkeeping first: a failure here touches no device */
     const size_t is = qm_dtype_size(in->dtype);
     const uint64_t chunk_bytes = opts && opts->chunk_bytes ? opts->chunk_bytes : QM_STAGING_CHUNK_BYTES;
-    e.sums = malloc((size_t)e.B * sizeof *e.sums);
-    e.coeffs = malloc((size_t)e.B * sizeof *e.coeffs);
-    e.scales = malloc((size_t)e.B * sizeof *e.scales);
-    e.slow = calloc((size_t)e.B, 1);
+    rc = host_take(&e, opts ? opts->host : NULL, st);
     e.mapped = calloc((size_t)n_shards, sizeof *e.mapped);
     e.mapped_first = calloc((size_t)n_shards, sizeof *e.mapped_first);
     e.ing = calloc((size_t)n_shards, sizeof *e.ing);
-    if (!e.sums || !e.coeffs || !e.scales || !e.slow || !e.mapped || !e.mapped_first || !e.ing)
+    if (rc == QM_OK && (!e.mapped || !e.mapped_first || !e.ing))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
                      (unsigned long long)e.B);
     if (rc == QM_OK && (rc = qm_state_create_empty(hal, qubits, out_dtype, n_shards, &e.state, st)) == QM_OK) {
@@ -812,15 +893,11 @@ done:
     free(e.mapped);
     free(e.mapped_first);
     free(e.ing);
-    free(e.slow);
     free(e.amp_streams);
     if (!e.reuse)
         qm_hal_host_free(hal, e.fused_sums);
-    qm_tree_pieces_fini(&e.pieces);
     free(e.block_sums);
-    free(e.sums);
-    free(e.coeffs);
-    free(e.scales);
+    host_give_back(&e);
     if (rc != QM_OK) {
         qm_state_destroy(e.state);
         e.state = NULL;

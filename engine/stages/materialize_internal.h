@@ -85,7 +85,28 @@ typedef struct qm_materialize_opts {
      * its pool (the state gives them back when destroyed), its ingest pipes, its page-locked
      * scratch. Amplitude encoding only; the feature maps allocate per call. */
     struct qm_reuse *reuse;
+    /* Per-state host arrays made and first touched ahead of time (qm_materialize_host_prepare;
+     * NULL or too few states: allocated here). Amplitude encoding only; the caller keeps them. */
+    struct qm_materialize_host *host;
 } qm_materialize_opts;
+
+/* The host arrays of an amplitude encode's per-state work: each state's sum, coefficient, scale
+ * and slow-path mark, and room for one piece sum per state (tree_sum.h). Made and first touched
+ * where the time is free (`qmesh encode` while the CUDA context starts), an encode of at most
+ * `states` states takes them instead of fresh memory, whose first touch (page faults, and on a
+ * host with transparent huge pages their zeroing) would otherwise fall in local_norm and
+ * norm_allreduce: 0.65 and 0.91 ms for 65536 states on an H100 host, most of those phases. */
+typedef struct qm_materialize_host {
+    uint64_t states;
+    double *sums, *coeffs, *scales;
+    unsigned char *slow;
+    void *pieces;      /* qm_tree_piece[pieces_cap] (tree_sum.h), handed to the encode's list */
+    int pieces_cap;
+} qm_materialize_host;
+/* Allocate and touch the arrays for `states` states (h zeroed first; its fini frees them).
+ * E-NOMEM (nothing kept). */
+qm_code qm_materialize_host_prepare(qm_materialize_host *h, uint64_t states, qm_status *st);
+void qm_materialize_host_fini(qm_materialize_host *h);
 
 /* Amplitude-encode `in` into batch states of 2^qubits amplitudes of out_dtype laid out as
  * `shards`: either a partition of [0, batch * 2^qubits) in index order, or (replicated) every
@@ -140,12 +161,10 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
 /* The host's work per state of an amplitude batch (the cost model's defaults.host_batch, measured
  * by `qmesh topo dump`): local_norm's piece sums of a fused shard (qm_tree_pieces_add_states) and
  * norm_allreduce's merge and coefficients (qm_tree_pieces_merge, phase C), run as an encode runs
- * them on `states` states of `qubits` qubits whose sums came back from the devices,
- * their per-state arrays freshly allocated (first touched in the phases, as in an encode: arrays
- * above glibc's mmap threshold get fresh pages, which a one-shot process's are, so a caller that
- * wants a fresh process's figure fixes the threshold first, as topo dump does) and the caches
- * cleared by 64 MiB written (as the ingest leaves them); the median of 3 runs, seconds per state.
- * E-ARG (no state, qubits outside 1..62), E-NOMEM. */
+ * them on `states` states of `qubits` qubits whose sums came back from the devices, in arrays
+ * prepared ahead (qm_materialize_host_prepare, as `qmesh encode` on a GPU prepares them) and with
+ * the caches cleared by 64 MiB written (as the ingest leaves them); the median of 3 runs, seconds
+ * per state. E-ARG (no state, qubits outside 1..62), E-NOMEM. */
 qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
                                   double *coeffs_s, qm_status *st);
 
