@@ -349,11 +349,15 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
             if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK ||
                 (rc = ring_submit(g, k + 1, st)) != QM_OK || (rc = ring_fill(g, k, st)) != QM_OK)
                 return rc;
+            if (k == 0) /* the first read's wait, apart from the first copy's enqueue */
+                qm_trace("ingest: piece 0 read");
             const int sl = (int)(k % QM_INGEST_SLOTS);
             if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off + pc->elem_off * g->is,
                                       slot_of(g, k), pc->count * g->is, p->copy, st)) != QM_OK ||
                 (rc = qm_hal_event_record(hal, p->slot_done[sl], p->copy, st)) != QM_OK)
                 return rc;
+            if (k == 0)
+                qm_trace("ingest: piece 0 copy enqueued");
             g->slot_pipe[sl] = (int)(p - g->pipes);
             done += pc->count;
         }
