@@ -1,46 +1,153 @@
 // session 18 microbenchmark: the 10-qubit complex64 batch product (round 4, MODE 2: float4 pairs)
 // reaches ~80% of a cudaMemset of the same 512 MiB (target 85%). This file times, in one process,
-// the fill, a constant float4 store kernel of round 4's pattern, an exact copy of round 4's kernel
-// and variants of it, and checks every variant bit for bit against a reference.
+// the fill, constant-store kernels of round 4's pattern, an exact copy of round 4's kernel,
+// variants of it and three diagnostics, and checks every variant bit for bit against a reference.
 //
 // Build (from bench/results):
 //   nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -o /tmp/pb18 2026-12-06-s18-batch-product-c64.cu
-// Run: /tmp/pb18 (needs only the CUDA runtime; ~10-20 s on an H100, most of it host checks).
-// Exit code 1 if a variant is not bit-exact, the reference disagrees with the host, the test table
-// misses a signed-zero case, or a CUDA call fails.
+// Run: /tmp/pb18 (needs only the CUDA runtime and ~3.1 GiB of GPU memory; a few seconds of host
+// checks, well under 60 s). Exit code 1 if a variant is not bit-exact, the GPU reference disagrees
+// with the host, the table misses a signed-zero case, or a CUDA call fails.
 //
-// Variants (kernel v_kernel<MODE, UNIT, STEP, FOLD, ST, MINB, UNR, PF>):
+// Checks: the reference is a one-thread-per-amplitude kernel with the CPU's definition
+// (qm_product_lo, qm_product_hi, qm_product_amp; --fmad=false), checked against the host for all
+// 2^26 amplitudes (and 512 straight from qm_product_lo). Each variant runs once into a poisoned
+// buffer that is then compared with the reference 16 bytes at a time on the device, then is timed
+// (CUDA events, median of 21 after 3 warm-ups). The factor table mixes generic, angle, phase,
+// basis, special (+-0, +-1, 2^-600, subnormals), tiny (2^-110 factors) and signed-zero states (see
+// make_table).
+//
+// Variants (kernel v_kernel<MODE, UNIT, STEP, FOLD, ST, MINB, UNR, PF, LL, DIAG>):
 //   r4        round 4's kernel, copied unchanged (r4_kernel; MODE 2 and MODE 0).
+//   a0        r4 through v_kernel (STEP 0): a control; it also happens not to spill (below).
 //   a1        STEP 1: (1,0)*(x,y) = (x - 0y, y + 0x) with 0y, 0x made by masking the sign bit
 //             (LOP3) instead of DMUL: 2 DADD + 2 LOP3 per amplitude instead of 2 DMUL + 2 DADD.
-//   a2        STEP 2: the same step as an integer select (no FP64 operation at all); proof at
-//             one_mul below. Both also replace the first product of each A/B chain, which is the
-//             same (1,0)*f.
-//   +b        FOLD: scale (a power of two, 2^-5 for 10-qubit phase states) folded into B once per
-//             state instead of 2 DMUL per amplitude, under a per-state guard that makes it exact
-//             (proof at fold_range_ok); states failing the guard take the unfolded loop.
+//   a2, a3    STEP 2 / 3: the same step as an integer select, no FP64 operation (64-bit compares /
+//             32-bit halves); proof at one_mul. a1-a3 also replace the first product of each A/B
+//             chain, which is the same (1,0)*f.
+//   +b        FOLD: the scale (a power of two: 2^-5 for 10-qubit phase states) folded into B once
+//             per state instead of 2 DMUL per amplitude, under a per-state guard that makes it
+//             exact (proof at fold_range_ok); states failing the guard take the unfolded loop.
+//   ll        LL: the next state's factor loads issued after B's store (removes the spills).
 //   st.wb / st.na   plain st.global / st.global.L1::no_allocate instead of __stcs (st.global.cs).
-//   minbN     __launch_bounds__(256, N) (round 4: 3).
-//   unrN      #pragma unroll N of the store loop (round 4: 4 for pairs, 8 for complex128).
-//   nopf      without round 4's L2 prefetch of the factor tables.
-//   (d) __double2float_rn: skipped, nvcc emits the same F2F.F32.F64 as the cast (a probe kernel of
-//   each compiled to byte-identical SASS).
-//   Two states per warp iteration was not tried: round 4 already holds 22 prefetched factor
-//   doubles per lane (85 registers at 3 blocks/SM); a second state's would not fit without spills.
+//   minbN     __launch_bounds__(256, N) (round 4: 3). unrN: #pragma unroll N of the store loop
+//             (round 4: 4 for pairs, 8 for complex128). nopf: without round 4's L2 prefetch.
+//   diag      not exact by design: "state 0" reads state 0's factors for every state (the same
+//             arithmetic without the table's 20 MiB of DRAM reads); "loads+stores" keeps the loads,
+//             B's shared buffer and the stores but no arithmetic (the memory side's ceiling).
+//   coop      (COOP, added after the first H100 run, below) lanes 0..19 load the next state's whole
+//             factor table (320 bytes) with one coalesced 16-byte __ldg each into one double2
+//             register; at the start of a state it goes to a per-warp shared tab[2][20] (parity k
+//             like B), __syncwarp, the next load is issued, and each lane reads its factors as
+//             tab[2 q + b] (broadcast LDS.128). Same values, same arithmetic code: bit-exact with
+//             the per-lane kernel of the same knobs (a0 = round 4's products; a3, a3+b). Rows: a0 /
+//             a3 / a3+b, nopf, minb4 (complex64), and a0 / a3 / a3+b, nopf, minb4 (complex128).
+//   (d) __double2float_rn: skipped, nvcc emits the same F2F.F32.F64 as the cast (probe kernels of
+//   each compiled to byte-identical SASS). Two states per warp iteration: not tried, round 4 is at
+//   the 80-register cap of 3 blocks of 256 with one state's 22 prefetched factor doubles.
 //
-// SASS of this file (sm_90, nvcc 13.0, the flags above), static counts per kernel. cuobjdump is not
+// First H100 run (complex64, % of cudaMemset): r4 ~81.9%, every a/b/ll/st/minb/unr/nopf variant
+// 79.6-82.5%; "diag loads + stores, no arithmetic" 81.9% (= r4: the arithmetic costs nothing);
+// "diag state 0's factors" 91.9% (the same arithmetic, all factor loads hitting L1). complex128:
+// r4 86.9%, a3+b 87.7%, loads+stores diag 85.5%. So the limiter is the per-lane factor loads: ~22
+// scattered 8-byte __ldg a lane per state (22 warp-wide LDG.64 for 320 bytes of table), the next
+// state's held in ~22 registers. The coop variants replace them with 1 LDG.128 (lanes 0..19) + 11
+// broadcast LDS.128 a lane per state and free registers (60-74 instead of 80, no spills): coop
+// kernels at 64 registers or fewer run 4 blocks an SM even without minb4 (see the grid column).
+//
+// SASS (sm_90, nvcc 13.0, the flags above), static counts per kernel. cuobjdump/nvdisasm are not
 // installed on the build machine: counted with the ELF reader at the end of this file from the
-// opcode field (bits 0..8) of each 128-bit instruction, the opcodes identified by probe kernels
-// (DMUL 0x028, DADD 0x029, DFMA 0x02b, F2F 0x110, STG 0x186, LDS 0x184, LOP3 0x012, SEL 0x007,
-// ISETP 0x00c); "all" counts every instruction, NOPs of the alignment padding included. Registers
-// and spills from ptxas -v. Static counts include both store paths (the whole-state one and the
-// bounds-checked one) and the once-per-state build.
+// opcode field (bits 0..8) of each 128-bit instruction, opcodes identified with probe kernels (DMUL
+// 0x028, DADD 0x029, DFMA 0x02b, F2F 0x110, STG 0x186, LDS 0x184, LOP3 0x012, SEL 0x007, ISETP
+// 0x00c). "all" counts every instruction (alignment NOPs included); registers and spill bytes
+// (stores + loads) from ptxas -v. Static counts hold both store paths (whole state,
+// bounds-checked), the build, and for +b two copies of the loop. No kernel has a DFMA (--fmad=false
+// holds). Note: __launch_bounds__(256, 3) caps at 80 registers (allocation in units of 8), not the
+// 85 round 4's comment says, and with nvcc 13.0 round 4's complex64 kernels spill 24 (unit) / 48
+// (phase) bytes; the spills go with the bounds-checked path's pressure plus the early factor loads
+// (a0 and ll variants have none).
 //
-//   kernel                              regs spill  all  DMUL DADD DFMA F2F  STG  LDS LOP3 SEL ISETP
-//   SASS_TABLE_PLACEHOLDER
+//   kernel                   regs spill   all  DMUL  DADD DFMA  F2F  STG  LDS  LOP3  SEL ISETP
+//   c64 r4 unit                80    24   616   102    62    0   16   17    4    35    0    57
+//   c64 r4 phase               79    48   632   118    62    0   16   17    4    35    0    57
+//   c64 a0 unit                80     0   616   102    62    0   16   17    4    20    0    54
+//   c64 a0 phase ll            80     0   624   118    62    0   16   17    4    21    0    51
+//   c64 a1 unit                80     0   640    80    62    0   16   17    4    42    0    54
+//   c64 a1 phase               79    48   656    96    62    0   16   17    4    43    0    54
+//   c64 a2 unit                80     0   680    80    40    0   16   17    4    21    0   131
+//   c64 a2 phase               80    24   712    96    40    0   16   17    4    21    0   131
+//   c64 a3 unit                80     0   664    80    40    0   16   17    4    76   22    54
+//   c64 a3 phase               80    24   672    96    40    0   16   17    4    76   22    54
+//   c64 a1+b phase             80    24   976   130    94    0   32   34    8   100    0   113
+//   c64 a3+b phase             80     0  1016   130    56    0   32   34    8   157   38   113
+//   c64 a3 unit ll             80     0   656    80    40    0   16   17    4    76   22    51
+//   c64 a3 phase ll            80     0   672    96    40    0   16   17    4    76   22    51
+//   c64 a3+b phase ll          80     0  1000   130    56    0   32   34    8   157   38   110
+//   c64 a3 unit st.wb          80     0   664    80    40    0   16   17    4    76   22    54
+//   c64 a3 unit st.na          80     0   664    80    40    0   16   17    4    76   22    54
+//   c64 a3+b phase st.na       80     0  1016   130    56    0   32   34    8   157   38   113
+//   c64 a3 unit minb2          94     0   656    80    40    0   16   17    4    76   22    54
+//   c64 a3+b phase minb2       90     0   984   130    56    0   32   34    8   147   38   110
+//   c64 a3 unit minb4          64   176   688    80    40    0   16   17    4    81   22    54
+//   c64 a3 unit unr8           80     0   936   112    56    0   32   33    8   120   38    90
+//   c64 a3 unit unr16          80     0  1376   176    88    0   64   65   16   209   70   161
+//   c64 a3+b phase unr8        80    24  1512   210    88    0   64   66   16   252   70   190
+//   c64 a3 unit nopf           80     0   624    80    40    0   16   17    4    75   22    48
+//   c64 diag a0 state-0        80     0   600   102    62    0   16   17    4    39    0    54
+//   c64 diag a3 state-0        80     0   656    80    40    0   16   17    4    94   22    54
+//   c64 diag loads+stores      80     0   288     0     0    0    0    4    4    41    1    14
+//   c64 const f4 stcs          17     0    56     0     0    0    0    4    0     1    0     5
+//   c64 const f4 st.wb         17     0    56     0     0    0    0    4    0     1    0     5
+//   c64 const f4 st.na         17     0    56     0     0    0    0    4    0     1    0     5
+//   c128 r4 unit               80     0   488    84    52    0    0    8    8    13    0    49
+//   c128 r4 phase              76     0   512   100    52    0    0    8    8    13    0    49
+//   c128 a1 unit               76     0   512    64    52    0    0    8    8    33    0    49
+//   c128 a1 phase              76     0   528    80    52    0    0    8    8    33    0    49
+//   c128 a3 unit               78     0   536    64    32    0    0    8    8    63   20    49
+//   c128 a3 phase              78     0   544    80    32    0    0    8    8    63   20    49
+//   c128 a1+b phase            76     0   896   114    84    0    0   16   16   101    0   107
+//   c128 a3+b phase            76     0   920   114    48    0    0   16   16   155   36   107
+//   c128 diag loads+stores     80     0   304     0     0    0    0    8    8    42    0    13
+//   c128 const d2 stcs         17     0    56     0     0    0    0    4    0     1    0     5
 //
-// Per float4 (two complex64 amplitudes) of the whole-state loop (read off the loop bodies):
-//   PER_ITER_PLACEHOLDER
+// The coop kernels (same counter; smem 13312 bytes a block: bs 8 KiB + tab 5 KiB). LDG is opcode
+// 0x181 and STS 0x188 (identified from the counts: r4 c64 has 44 = 2 x 22 of 0x181 and 1 of
+// 0x188, its B store). Without +b ptxas duplicates the build (a peeled first state): LDS 26 (c64)
+// = 2 x 11 factor reads + 4 B reads of the store loop, 28 (c128) = 2 x 10 + 8, hence DMUL/DADD
+// above the per-lane kernels'; the +b kernels keep one build and two loops (19 = 11 + 2 x 4).
+//   kernel                   regs spill   all  DMUL  DADD  F2F  STG  LDS  LOP3  SEL ISETP  LDG  STS
+//   c64 coop a0 unit           66     0   688   156    92   16   17   26    22    0    61    3    3
+//   c64 coop a0 phase          66     0   712   172    92   16   17   26    22    0    61    3    3
+//   c64 coop a3 unit           66     0   744   128    64   16   17   26    92   28    61    3    3
+//   c64 coop a3 phase          66     0   760   144    64   16   17   26    92   28    61    3    3
+//   c64 coop a3+b phase        64     0   928   130    56   32   34   19   150   39   114    2    2
+//   c64 coop a0 unit nopf      70     0   648   156    92   16   17   26    22    0    55    3    3
+//   c64 coop a3 unit nopf      70     0   704   128    64   16   17   26    92   28    55    3    3
+//   c64 coop a3+b phase nopf   68     0   888   130    56   32   34   19   150   39   108    2    2
+//   c64 coop a0 unit minb4     60     0   704   156    92   16   17   26    28    0    61    3    3
+//   c64 coop a3 unit minb4     64     0   768   128    64   16   17   26    98   28    61    3    3
+//   c64 coop a3+b ph. minb4    62     0   928   130    56   32   34   19   152   39   114    2    2
+//   c64 coop a3 u. minb4 nopf  64     0   728   128    64   16   17   26    98   28    55    3    3
+//   c128 coop a0 unit          68     0   576   120    72    0    8   28    31    0    58    3    3
+//   c128 coop a0 phase         74     0   608   136    72    0    8   28    31    0    59    3    3
+//   c128 coop a3 unit          66     0   616    96    48    0    8   28    77   24    54    3    3
+//   c128 coop a3+b phase       70     0   824   114    48    0   16   26   133   36   103    2    2
+//   c128 coop a3+b ph. nopf    70     0   784   114    48    0   16   26   133   36    97    2    2
+//   c128 coop a3 unit minb4    60     0   624    96    48    0    8   28    79   24    54    3    3
+//   c128 coop a3+b ph. minb4   64     0   840   114    48    0   16   26   134   36   103    2    2
+// (no DFMA in any; the per-lane kernels have LDG 40 (c128) / 44 (c64) and STS 1.)
+//
+// Per 16-byte store of the whole-state loop (two complex64 / one complex128 amplitude), from the
+// difference of unroll 4 and 8 (8 and 16) of a copy with the bounds-checked path removed:
+//   c64:  r4 unit 32 instr: 12 DMUL 8 DADD 4 F2F 1 STG 1 LDS; r4 phase 36: 16 DMUL 8 DADD
+//         a1 unit 36: 8 DMUL 8 DADD 5 LOP3;                   a1 phase 40: 12 DMUL 8 DADD
+//         a2 unit 44: 8 DMUL 4 DADD 14 ISETP;                 a2 phase 52: 12 DMUL 4 DADD
+//         a3 unit 42: 8 DMUL 4 DADD 11 LOP3 4 SEL;            a3 phase 46: 12 DMUL 4 DADD
+//         a3+b phase: a3 unit's loop on folding states (12 FP64 ops instead of r4 phase's 24)
+//   c128: r4 unit 17: 6 DMUL 4 DADD; phase 19: 8 DMUL; a1 unit 19: 4 DMUL 4 DADD 2 LOP3;
+//         a3 unit 22: 4 DMUL 2 DADD 5 LOP3 2 SEL; a3 phase 23
+// So the FP64 pipe's work per store falls from 20 (unit) / 24 (phase) to 12 while the issued
+// instructions rise by 10-30%: which one binds is what the timings tell.
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
@@ -94,7 +201,7 @@ template <typename F> double med(F f, int reps = 21)
 
 #define QM_PD_THREADS 256
 
-// ---- round 4, copied from kernels/cuda_featuremap.cu (store_pair_f32, product_amp3, the kernel) --
+// ---- round 4, copied from kernels/cuda_featuremap.cu (store_pair_f32, product_amp3, kernel) ----
 
 __device__ __forceinline__ void store_pair_f32(void *state, uint64_t g, uint64_t g0, uint64_t g1,
                                                const float (&v)[4])
@@ -263,8 +370,9 @@ QM_HD double dfrom(uint64_t u)
  *   value -0 (bits 0x8000000000000000) becomes +0 (bits 0): the select below.
  * Domain: finite x and y. For an infinite or NaN operand 0 y is NaN and the result differs. The
  * project's factor components are cosines, sines, 0 and 1 (angle, phase, basis; non-finite input
- * values are rejected before the tables are built), so every A, B and lo component is finite
- * (|component| <= 2^5). The check below exercises both exceptions (counted on the host). */
+ * values are rejected before the tables are built): factors of modulus at most 1, so every A, B
+ * and lo component is finite (about 1 at most). The check exercises both exceptions (the host
+ * counts them). */
 template <int STEP>
 QM_HD double2 one_mul(double x, double y)
 {
@@ -394,7 +502,8 @@ __device__ __forceinline__ void v_tile(void *state, uint64_t first, uint64_t g0,
             }
             const uint64_t g = first + 2 * (y + 32 * m);
             if (inside) {
-                st16<ST>((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
+                st16<ST>((float4 *)((float2 *)state + (g - g0)),
+                         make_float4(v[0], v[1], v[2], v[3]));
                 continue;
             }
             store_pair_f32(state, g, g0, g1, v);
@@ -402,20 +511,39 @@ __device__ __forceinline__ void v_tile(void *state, uint64_t first, uint64_t g0,
     }
 }
 
-/* Round 4's kernel with the variants' knobs (see the top of the file). DIAG (diagnostics, not
- * exact): 1 every state reads state 0's factors (the same arithmetic without the table's DRAM
- * traffic); 2 the factor loads and B's shared buffer as round 4 but no arithmetic: the loaded bits
- * are xor-ed into B and B's bits are stored (the store pattern plus the table reads). */
-template <int MODE, bool UNIT, int STEP, bool FOLD, int ST, int MINB, int UNR, bool PF, int DIAG = 0>
+/* Round 4's kernel with the variants' knobs (see the top of the file). LL: the next state's factor
+ * loads after B's store and __syncwarp instead of before (ptxas otherwise issues them during the
+ * build, with both states' factors live: 24-48 bytes of spills at 80 registers in the complex64
+ * phase kernels, none with LL). DIAG (diagnostics, not exact): 1 every state reads state 0's
+ * factors (the same arithmetic without the table's DRAM traffic); 2 the factor loads and B's
+ * shared buffer as round 4 but no arithmetic: the loaded bits are xor-ed into B and B's bits are
+ * stored (the store pattern plus the table reads).
+ * COOP: the factor table read cooperatively instead of per lane. The next state's whole table
+ * (10 qubits x 2 bits x (re, im) = 20 double2, 320 bytes, 16-byte aligned) is one coalesced
+ * 16-byte __ldg by each of lanes 0..19, held in one double2 register (nx) while the current state
+ * is stored. At the start of a state the lanes write nx to the warp's tab[k & 1] (k: the state
+ * count, the same parity as B's buffer), __syncwarp, issue the next state's load into nx, then
+ * read each factor from shared memory: (re, im) of qubit q for bit b is tab[2 q + b] (one LDS.128;
+ * 2 distinct addresses a qubit across the warp: broadcast, no bank conflict). Reuse of tab[k & 1]
+ * by state k + 2: its writes follow state k + 1's __syncwarp (both of them), which every lane
+ * reaches after its reads of tab[k & 1] in state k, as for B. The values read are the doubles the
+ * per-lane loads read (f + 4 q + 2 b, f + 4 q + 2 b + 1), and the arithmetic after is the same
+ * code: bit-exact with the per-lane kernel of the same knobs. LL does not apply (the next state's
+ * load is always issued right after the __syncwarp, before the build). */
+template <int MODE, bool UNIT, int STEP, bool FOLD, int ST, int MINB, int UNR, bool PF,
+          bool LL = false, int DIAG = 0, bool COOP = false>
 __global__ void __launch_bounds__(QM_PD_THREADS, MINB)
 v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const double *table,
          double scale, uint64_t l2_bytes)
 {
     static_assert(MODE == 0 || MODE == 2, "complex128 or complex64 pairs");
     static_assert(!(FOLD && UNIT), "nothing to fold at scale 1");
+    static_assert(!(COOP && (LL || DIAG)), "COOP has its own load placement");
     __shared__ double2 bs[QM_PD_THREADS / 32][2][32];
+    __shared__ double2 fs[COOP ? QM_PD_THREADS / 32 : 1][2][20]; /* COOP: per warp, factor tables */
     const unsigned y = threadIdx.x & 31u;
     double2(*bw)[32] = bs[threadIdx.x >> 5];
+    double2(*tw)[20] = fs[COOP ? threadIdx.x >> 5 : 0];
     const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
     const uint64_t g1 = g0 + n;
     const uint64_t stride = (uint64_t)gridDim.x * (QM_PD_THREADS / 32);
@@ -424,8 +552,13 @@ v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const doubl
     constexpr int NA = MODE == 2 ? 2 : 1;
     const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
     double fr[2][5], fi[2][5], f1r = 0.0, f1i = 0.0;
+    double2 nx = make_double2(0.0, 0.0); /* COOP: lane y < 20's part of the next state's table */
     auto load = [&](uint64_t ts) {
-        if (ts <= tl) {
+        if (COOP) {
+            if (ts <= tl && y < 2 * QM_PRODUCT_LO_BITS)
+                nx = __ldg((const double2 *)(table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS) +
+                           y);
+        } else if (ts <= tl) {
             const double *f = table + (DIAG == 1 ? 0 : ts - first_state) * 4 * QM_PRODUCT_LO_BITS;
 #pragma unroll
             for (int w = 0; w < 2; ++w)
@@ -454,19 +587,22 @@ v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const doubl
     load(t);
     for (; t <= tl; t += stride) {
         if constexpr (DIAG == 2) {
-            uint64_t x = dbits(f1r) ^ dbits(f1i);
+            uint64_t xr = dbits(f1r) ^ dbits(fr[0][0]), xi = dbits(f1i) ^ dbits(fi[0][0]);
+            uint64_t br = dbits(fr[1][0]), bi = dbits(fi[1][0]);
 #pragma unroll
-            for (int w = 0; w < 2; ++w)
-#pragma unroll
-                for (unsigned q = 0; q < 5; ++q)
-                    x ^= dbits(fr[w][q]) ^ (dbits(fi[w][q]) << 1);
-            load(t + stride);
+            for (unsigned q = 1; q < 5; ++q) {
+                xr ^= dbits(fr[0][q]), xi ^= dbits(fi[0][q]);
+                br ^= dbits(fr[1][q]), bi ^= dbits(fi[1][q]);
+            }
             double2 *B = bw[k & 1u];
             ++k;
-            B[y] = make_double2(dfrom(x), dfrom(x >> 3));
+            B[y] = make_double2(dfrom(xr ^ br), dfrom(xi ^ bi));
+            /* the next state's loads after the barrier: issued before the xors (nothing orders
+             * them otherwise), they kept both states' factors live and spilled 220 bytes */
             __syncwarp();
+            load(t + stride);
             const uint64_t first = t << QM_PRODUCT_LO_BITS;
-            constexpr unsigned U = MODE == 2 ? 16 : 32; /* 16-byte stores per lane and state */
+            constexpr unsigned U = MODE == 2 ? 16 : 32; /* 16-byte stores a lane (whole states) */
 #pragma unroll UNR
             for (unsigned m = 0; m < U; ++m) {
                 const double2 b = B[MODE == 2 ? 2 * m + (y >= 16 ? 1u : 0u) : m];
@@ -481,6 +617,27 @@ v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const doubl
                     st16<ST>((double2 *)state + (g - g0), b);
             }
         } else {
+            if (COOP) {
+                double2 *T = tw[k & 1u]; /* k: incremented with B below */
+                if (y < 2 * QM_PRODUCT_LO_BITS)
+                    T[y] = nx;
+                __syncwarp();
+                load(t + stride);
+#pragma unroll
+                for (int w = 0; w < 2; ++w)
+#pragma unroll
+                    for (unsigned q = 0; q < 5; ++q) {
+                        const unsigned bits = w == 0 ? a0 : y;
+                        const double2 v = T[2 * (w == 0 ? q : 5 + q) + ((bits >> q) & 1u)];
+                        fr[w][q] = v.x;
+                        fi[w][q] = v.y;
+                    }
+                if (NA == 2) {
+                    const double2 v = T[1]; /* qubit 0, bit 1 */
+                    f1r = v.x;
+                    f1i = v.y;
+                }
+            }
             double2 ab[NA + 1]; /* A entries, then B[y]: (1, 0) * f first, then 4 products */
 #pragma unroll
             for (int w = 0; w <= NA; ++w) {
@@ -492,7 +649,8 @@ v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const doubl
                     qm_cmul(r.x, r.y, fr[src][q], fi[src][q], &r.x, &r.y);
                 ab[w] = r;
             }
-            load(t + stride);
+            if (!LL && !COOP)
+                load(t + stride);
             bool fold = false;
             if (FOLD) {
                 bool ok = scale_ok;
@@ -505,8 +663,11 @@ v_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state, const doubl
             ++k;
             B[y] = fold ? make_double2(scale * ab[NA].x, scale * ab[NA].y) : ab[NA];
             __syncwarp();
+            if (LL)
+                load(t + stride);
             const uint64_t first = t << QM_PRODUCT_LO_BITS;
-            const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
+            const bool inside = /* uniform */
+                first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1;
             if (FOLD && fold)
                 v_tile<MODE, false, STEP, ST, UNR>(state, first, g0, g1, inside, B, ab, y, scale);
             else
@@ -760,7 +921,8 @@ static void row(ctx &c, const char *name, pkernel k, double scale, const void *r
     cmp_kernel<<<4 * c.sms, 256>>>((const uint4 *)c.out, (const uint4 *)ref, bytes / 16, c.cnt,
                                    c.cnt + 1);
     CK(cudaMemcpy(h, c.cnt, sizeof h, cudaMemcpyDeviceToHost));
-    const double ms = med([&] { k<<<grid, QM_PD_THREADS>>>(c.out, N, 0, 0, c.table, scale, c.l2); });
+    const double ms =
+        med([&] { k<<<grid, QM_PD_THREADS>>>(c.out, N, 0, 0, c.table, scale, c.l2); });
     printf("%-34s %3d %5zu %5u %8.4f %6.1f%%  %s", name, at.numRegs, (size_t)at.localSizeBytes,
            grid, ms, 100.0 * fill / ms, !check ? "- (diagnostic)" : h[0] ? "NO" : "yes");
     if (check && h[0])
@@ -789,7 +951,13 @@ static void make_ref(ctx &c, const std::vector<double> &tab, bool c128, double s
 }
 
 #define K2(UNIT, STEP, FOLD, ST, MINB, UNR, PF) v_kernel<2, UNIT, STEP, FOLD, ST, MINB, UNR, PF>
+#define K2L(UNIT, STEP, FOLD) v_kernel<2, UNIT, STEP, FOLD, ST_CS, 3, 4, true, true>
+#define K2D(STEP, DIAG) v_kernel<2, true, STEP, false, ST_CS, 3, 4, true, false, DIAG>
 #define K0(UNIT, STEP, FOLD, ST, MINB, UNR, PF) v_kernel<0, UNIT, STEP, FOLD, ST, MINB, UNR, PF>
+#define K2C(UNIT, STEP, FOLD, MINB, PF) \
+    v_kernel<2, UNIT, STEP, FOLD, ST_CS, MINB, 4, PF, false, 0, true>
+#define K0C(UNIT, STEP, FOLD, MINB, PF) \
+    v_kernel<0, UNIT, STEP, FOLD, ST_CS, MINB, 8, PF, false, 0, true>
 
 int main()
 {
@@ -844,7 +1012,8 @@ int main()
     {
         auto t = [&](const char *name, auto k, unsigned grid) {
             const double ms = med([&] { k<<<grid, QM_PD_THREADS>>>((float4 *)c.out, S); });
-            printf("%-34s %3s %5s %5u %8.4f %6.1f%%  -\n", name, "", "", grid, ms, 100.0 * f64 / ms);
+            printf("%-34s %3s %5s %5u %8.4f %6.1f%%  -\n", name, "", "", grid, ms,
+                   100.0 * f64 / ms);
         };
         t("const float4 stcs, r4 grid", const_kernel<float4, ST_CS>, 3 * c.sms);
         t("const float4 stcs, full occupancy", const_kernel<float4, ST_CS>,
@@ -855,7 +1024,9 @@ int main()
     const double P = PHASE_SCALE;
     row(c, "r4 unit", r4_kernel<2, true>, 1.0, ref_u, b64, f64);
     row(c, "r4 phase", r4_kernel<2, false>, P, ref_p, b64, f64);
-    row(c, "a0 unit (r4 via v_kernel)", K2(true, 0, false, ST_CS, 3, 4, true), 1.0, ref_u, b64, f64);
+    row(c, "a0 unit (r4 via v_kernel)", K2(true, 0, false, ST_CS, 3, 4, true), 1.0, ref_u, b64,
+        f64);
+    row(c, "a0 phase ll (r4, late loads)", K2L(false, 0, false), P, ref_p, b64, f64);
     row(c, "a1 unit", K2(true, 1, false, ST_CS, 3, 4, true), 1.0, ref_u, b64, f64);
     row(c, "a1 phase", K2(false, 1, false, ST_CS, 3, 4, true), P, ref_p, b64, f64);
     row(c, "a2 unit", K2(true, 2, false, ST_CS, 3, 4, true), 1.0, ref_u, b64, f64);
@@ -864,6 +1035,9 @@ int main()
     row(c, "a3 phase", K2(false, 3, false, ST_CS, 3, 4, true), P, ref_p, b64, f64);
     row(c, "a1+b phase", K2(false, 1, true, ST_CS, 3, 4, true), P, ref_p, b64, f64);
     row(c, "a3+b phase", K2(false, 3, true, ST_CS, 3, 4, true), P, ref_p, b64, f64);
+    row(c, "a3 unit ll", K2L(true, 3, false), 1.0, ref_u, b64, f64);
+    row(c, "a3 phase ll", K2L(false, 3, false), P, ref_p, b64, f64);
+    row(c, "a3+b phase ll", K2L(false, 3, true), P, ref_p, b64, f64);
     row(c, "a3 unit st.wb", K2(true, 3, false, ST_WB, 3, 4, true), 1.0, ref_u, b64, f64);
     row(c, "a3 unit st.na", K2(true, 3, false, ST_NA, 3, 4, true), 1.0, ref_u, b64, f64);
     row(c, "a3+b phase st.na", K2(false, 3, true, ST_NA, 3, 4, true), P, ref_p, b64, f64);
@@ -875,12 +1049,22 @@ int main()
     row(c, "a3+b phase unr8", K2(false, 3, true, ST_CS, 3, 8, true), P, ref_p, b64, f64);
     row(c, "a3 unit nopf", K2(true, 3, false, ST_CS, 3, 4, false), 1.0, ref_u, b64, f64);
     /* diagnostics: where round 4's time goes (not exact by construction) */
-    row(c, "diag a0 unit, state 0's factors", (v_kernel<2, true, 0, false, ST_CS, 3, 4, true, 1>),
-        1.0, ref_u, b64, f64, false);
-    row(c, "diag a3 unit, state 0's factors", (v_kernel<2, true, 3, false, ST_CS, 3, 4, true, 1>),
-        1.0, ref_u, b64, f64, false);
-    row(c, "diag loads + stores, no arithmetic", (v_kernel<2, true, 0, false, ST_CS, 3, 4, true, 2>),
-        1.0, ref_u, b64, f64, false);
+    row(c, "diag a0 unit, state 0's factors", K2D(0, 1), 1.0, ref_u, b64, f64, false);
+    row(c, "diag a3 unit, state 0's factors", K2D(3, 1), 1.0, ref_u, b64, f64, false);
+    row(c, "diag loads + stores, no arithmetic", K2D(0, 2), 1.0, ref_u, b64, f64, false);
+    /* coop: the factor table loaded by lanes 0..19 (one 16-byte load each) through shared */
+    row(c, "coop a0 unit", K2C(true, 0, false, 3, true), 1.0, ref_u, b64, f64);
+    row(c, "coop a0 phase", K2C(false, 0, false, 3, true), P, ref_p, b64, f64);
+    row(c, "coop a3 unit", K2C(true, 3, false, 3, true), 1.0, ref_u, b64, f64);
+    row(c, "coop a3 phase", K2C(false, 3, false, 3, true), P, ref_p, b64, f64);
+    row(c, "coop a3+b phase", K2C(false, 3, true, 3, true), P, ref_p, b64, f64);
+    row(c, "coop a0 unit nopf", K2C(true, 0, false, 3, false), 1.0, ref_u, b64, f64);
+    row(c, "coop a3 unit nopf", K2C(true, 3, false, 3, false), 1.0, ref_u, b64, f64);
+    row(c, "coop a3+b phase nopf", K2C(false, 3, true, 3, false), P, ref_p, b64, f64);
+    row(c, "coop a0 unit minb4", K2C(true, 0, false, 4, true), 1.0, ref_u, b64, f64);
+    row(c, "coop a3 unit minb4", K2C(true, 3, false, 4, true), 1.0, ref_u, b64, f64);
+    row(c, "coop a3+b phase minb4", K2C(false, 3, true, 4, true), P, ref_p, b64, f64);
+    row(c, "coop a3 unit minb4 nopf", K2C(true, 3, false, 4, false), 1.0, ref_u, b64, f64);
     row(c, "r4 unit (again: drift check)", r4_kernel<2, true>, 1.0, ref_u, b64, f64);
 
     // ---- complex128 (MODE 0), 1 GiB ----
@@ -892,7 +1076,8 @@ int main()
            "exact");
     {
         const unsigned grid = 3 * c.sms;
-        const double ms = med([&] { const_kernel<double2, ST_CS><<<grid, QM_PD_THREADS>>>((double2 *)c.out, S); });
+        const double ms = med(
+            [&] { const_kernel<double2, ST_CS><<<grid, QM_PD_THREADS>>>((double2 *)c.out, S); });
         printf("%-34s %3s %5s %5u %8.4f %6.1f%%  -\n", "const double2 stcs, r4 grid", "", "", grid,
                ms, 100.0 * f128 / ms);
     }
@@ -904,8 +1089,15 @@ int main()
     row(c, "a3 phase", K0(false, 3, false, ST_CS, 3, 8, true), P, ref_p, b128, f128);
     row(c, "a1+b phase", K0(false, 1, true, ST_CS, 3, 8, true), P, ref_p, b128, f128);
     row(c, "a3+b phase", K0(false, 3, true, ST_CS, 3, 8, true), P, ref_p, b128, f128);
-    row(c, "diag loads + stores, no arithmetic", (v_kernel<0, true, 0, false, ST_CS, 3, 8, true, 2>),
-        1.0, ref_u, b128, f128, false);
+    row(c, "diag loads + stores, no arithmetic", (v_kernel<0, true, 0, false, ST_CS, 3, 8, true,
+        false, 2>), 1.0, ref_u, b128, f128, false);
+    row(c, "coop a0 unit", K0C(true, 0, false, 3, true), 1.0, ref_u, b128, f128);
+    row(c, "coop a0 phase", K0C(false, 0, false, 3, true), P, ref_p, b128, f128);
+    row(c, "coop a3 unit", K0C(true, 3, false, 3, true), 1.0, ref_u, b128, f128);
+    row(c, "coop a3+b phase", K0C(false, 3, true, 3, true), P, ref_p, b128, f128);
+    row(c, "coop a3+b phase nopf", K0C(false, 3, true, 3, false), P, ref_p, b128, f128);
+    row(c, "coop a3 unit minb4", K0C(true, 3, false, 4, true), 1.0, ref_u, b128, f128);
+    row(c, "coop a3+b phase minb4", K0C(false, 3, true, 4, true), P, ref_p, b128, f128);
     row(c, "r4 unit (again: drift check)", r4_kernel<0, true>, 1.0, ref_u, b128, f128);
 
     CK(cudaDeviceSynchronize());
