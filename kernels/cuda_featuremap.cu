@@ -613,7 +613,7 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
 }
 
-/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4): one warp per state, no block barrier.
+/* Round 4, 10-qubit states (QM_CUDA_KERNELS=round4, the default): one warp per state, no block barrier.
  * Rounds 2 and 3 (run 2 of session 10: 76-78% of a fill for 65536 x 2^10) hold a block's 256
  * threads at two barriers per group of 4 states while 64 of them build each state's tables.
  * Here lane y builds A[y] (qubits 0..4 of index y) and B[y] (qubits 5..9 of index 32 y) in
@@ -625,42 +625,39 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
  * (A[y] * B[m])), qm_product_amp's bits (product_amp3, as round 3). Complex64 pairs (MODE 2): lane y
  * writes slots 2y', 2y' + 1 (y' = y + 32 m', m' < 16) as one float4, so it builds A[2y mod 32] and
  * A[2y mod 32 + 1]; their B is B[2 m' + (y >= 16)]. Warps take states grid-stride (consecutive
- * warps, consecutive states). A range that starts or ends inside a state writes only its slots. */
+ * warps, consecutive states). A range that starts or ends inside a state writes only its slots.
+ * The factors (session 18): the next state's whole table (10 qubits x 2 bit values, 20 double2,
+ * 320 bytes) is loaded by lanes 0..19 with one 16-byte load each, held in one register while the
+ * current state is written, and put in the warp's shared memory when its state starts; each lane
+ * then reads its 10 or 11 factors there (2 addresses per qubit over the warp: broadcasts). Until
+ * then every lane loaded its 22 factor doubles from global memory itself and held them in 22
+ * registers. The session 18 microbenchmark (bench/results/2026-12-06-s18-batch-product-c64.cu,
+ * H100) showed them to be the limit: with the arithmetic removed those loads and the stores alone
+ * reached only 81.9% of a fill, and with every state reading state 0's factors (all hits in L1)
+ * the kernel reached 92%; the shared table took complex64 from 82.0 to 83.7% of a fill and
+ * complex128 from 86.7 to 87.7%, at 60-68 registers instead of 80 (4 blocks per SM). */
 template <int MODE, bool UNIT>
-__global__ void __launch_bounds__(QM_PD_THREADS, 3) /* 85 registers, no spills */
+__global__ void __launch_bounds__(QM_PD_THREADS, 4) /* 60-68 registers, no spills */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
                           const double *table, double scale, uint64_t l2_bytes)
 {
-    __shared__ double2 bs[QM_PD_THREADS / 32][2][32]; /* per warp, B of alternate states */
+    constexpr unsigned TAB = 2 * QM_PRODUCT_LO_BITS; /* a state's factors: (qubit, bit) pairs */
+    __shared__ double2 bs[QM_PD_THREADS / 32][2][32];  /* per warp, B of alternate states */
+    __shared__ double2 fs[QM_PD_THREADS / 32][2][TAB]; /* per warp, the factors of alternate states */
     const unsigned y = threadIdx.x & 31u;
     double2(*bw)[32] = bs[threadIdx.x >> 5];
+    double2(*fw)[TAB] = fs[threadIdx.x >> 5];
     const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
     const uint64_t g1 = g0 + n;
     const uint64_t stride = (uint64_t)gridDim.x * (QM_PD_THREADS / 32);
-    unsigned k = 0; /* the warp's state count: its B buffer */
+    unsigned k = 0; /* the warp's state count: its buffers' parity */
     uint64_t t = t0 + (uint64_t)blockIdx.x * (QM_PD_THREADS / 32) + (threadIdx.x >> 5);
     constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
     const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
-    /* the factors of A[a0] (fr[0]), B[y] (fr[1]) and, for pairs, qubit 0's factor of A[a0 + 1]
-     * (a0 is even: A[a0 + 1] differs from A[a0] in qubit 0 only) */
-    double fr[2][5], fi[2][5], f1r = 0.0, f1i = 0.0;
+    double2 next = make_double2(0.0, 0.0); /* lane y < TAB: entry y of the next state's table */
     auto load = [&](uint64_t ts) {
-        if (ts <= tl) {
-            const double *f = table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS;
-#pragma unroll
-            for (int w = 0; w < 2; ++w)
-#pragma unroll
-                for (unsigned k = 0; k < 5; ++k) {
-                    const unsigned q = w == 0 ? k : 5 + k, bits = w == 0 ? a0 : y;
-                    const double *p = f + 4 * q + 2 * ((bits >> k) & 1u);
-                    fr[w][k] = __ldg(p);
-                    fi[w][k] = __ldg(p + 1);
-                }
-            if (NA == 2) {
-                f1r = __ldg(f + 2);
-                f1i = __ldg(f + 3);
-            }
-        }
+        if (ts <= tl && y < TAB)
+            next = __ldg((const double2 *)(table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS) + y);
     };
     {
         /* the range's factor tables (320 bytes a state) to L2 first, in one burst and marked
@@ -675,23 +672,29 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     }
     load(t);
     for (; t <= tl; t += stride) {
+        /* this state's table to the warp's buffer k & 1 and B's to bw[k & 1]: each last read for
+         * state k - 2, before state k - 1's first __syncwarp */
+        const unsigned par = k & 1u;
+        ++k;
+        const double2 *F = fw[par];
+        if (y < TAB)
+            fw[par][y] = next;
+        __syncwarp();
+        load(t + stride); /* in flight while this state is written */
         double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
 #pragma unroll
         for (int w = 0; w <= NA; ++w) {
-            const int src = w == NA ? 1 : 0;
             double r = 1.0, m = 0.0;
 #pragma unroll
-            for (unsigned k = 0; k < 5; ++k) {
-                const bool one = w == 1 && NA == 2 && k == 0; /* A[a0 + 1]'s qubit 0 */
-                qm_cmul(r, m, one ? f1r : fr[src][k], one ? f1i : fi[src][k], &r, &m);
+            for (unsigned q = 0; q < 5; ++q) {
+                /* A[a0] (w 0), A[a0 + 1] (w 1 of pairs: a0 is even, so qubit 0's bit is 1), B[y] */
+                const unsigned bit = w == NA ? (y >> q) & 1u : w == 1 && q == 0 ? 1u : (a0 >> q) & 1u;
+                const double2 f = F[2 * (w == NA ? 5 + q : q) + bit];
+                qm_cmul(r, m, f.x, f.y, &r, &m);
             }
             ab[w] = make_double2(r, m);
         }
-        load(t + stride); /* in flight while this state is written */
-        /* B[y] to the warp's buffer k & 1, last read for state k - 2, before state k - 1's
-         * __syncwarp */
-        double2 *B = bw[k & 1u];
-        ++k;
+        double2 *B = bw[par];
         B[y] = ab[NA];
         __syncwarp();
         const uint64_t first = t << QM_PRODUCT_LO_BITS;
