@@ -634,7 +634,7 @@ static qm_code coefficients(enc *e, uint64_t *n_slow, qm_status *st)
     return QM_OK;
 }
 
-#define QM_HOST_PROBE_EVICT_BYTES (64 << 20)
+#define QM_HOST_PROBE_EVICT_BYTES (256 << 20) /* above the last-level cache of a server */
 
 static double median3(const double v[3])
 {

@@ -163,7 +163,7 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
  * norm_allreduce's merge and coefficients (qm_tree_pieces_merge, phase C), run as an encode runs
  * them on `states` states of `qubits` qubits whose sums came back from the devices, in arrays
  * prepared ahead (qm_materialize_host_prepare, as `qmesh encode` on a GPU prepares them) and with
- * the caches cleared by 64 MiB written (as the ingest leaves them); the median of 3 runs, seconds
+ * the caches cleared by 256 MiB written (as the ingest leaves them); the median of 3 runs, seconds
  * per state. E-ARG (no state, qubits outside 1..62), E-NOMEM. */
 qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
                                   double *coeffs_s, qm_status *st);
