@@ -72,8 +72,9 @@ typedef struct enc {
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
     struct qm_reuse *reuse;    /* the context's encode cache, or NULL */
-    qm_materialize_host *host; /* the caller's prepared per-state arrays (sums, coeffs, scales,
-                                  slow, the pieces' memory), or NULL: this encode's own */
+    qm_materialize_host *host; /* where sums, coeffs, scales, slow and the pieces' memory are
+                                  from: the caller's prepared arrays, or &own */
+    qm_materialize_host own;   /* this encode's own, when the caller prepared none or too few */
 } enc;
 
 qm_code qm_materialize_host_prepare(qm_materialize_host *h, uint64_t states, qm_status *st)
@@ -116,48 +117,41 @@ void qm_materialize_host_fini(qm_materialize_host *h)
     *h = (qm_materialize_host){0};
 }
 
-/* The per-state arrays of e->B states: the caller's prepared ones when they are enough (the
- * pieces' memory handed to e->pieces, given back by host_give_back), else new ones. E-NOMEM. */
+/* The per-state arrays of e->B states: the caller's prepared ones when they are enough, else
+ * e->own, prepared here; the pieces' memory is handed to e->pieces (host_give_back returns it).
+ * qm_materialize_host_prepare's errors. */
 static qm_code host_take(enc *e, qm_materialize_host *h, qm_status *st)
 {
     if (h && h->states >= e->B && h->sums && h->pieces) {
-        e->host = h;
-        e->sums = h->sums;
-        e->coeffs = h->coeffs;
-        e->scales = h->scales;
-        e->slow = h->slow;
-        memset(e->slow, 0, (size_t)e->B); /* a mark of an earlier encode */
-        e->pieces.v = h->pieces;
-        e->pieces.cap = h->pieces_cap;
-        h->pieces = NULL; /* e->pieces may grow it (realloc) */
-        return QM_OK;
+        memset(h->slow, 0, (size_t)e->B); /* a mark of an earlier encode */
+    } else {
+        qm_code rc = qm_materialize_host_prepare(&e->own, e->B, st);
+        if (rc != QM_OK)
+            return rc;
+        h = &e->own;
     }
-    e->sums = malloc((size_t)e->B * sizeof *e->sums);
-    e->coeffs = malloc((size_t)e->B * sizeof *e->coeffs);
-    e->scales = malloc((size_t)e->B * sizeof *e->scales);
-    e->slow = calloc((size_t)e->B, 1);
-    if (!e->sums || !e->coeffs || !e->scales || !e->slow)
-        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu states",
-                       (unsigned long long)e->B);
+    e->host = h;
+    e->sums = h->sums;
+    e->coeffs = h->coeffs;
+    e->scales = h->scales;
+    e->slow = h->slow;
+    e->pieces.v = h->pieces;
+    e->pieces.cap = h->pieces_cap;
+    h->pieces = NULL; /* e->pieces may grow it (realloc) */
     return QM_OK;
 }
 
-/* Free the per-state arrays, or give the prepared ones back to their owner (the pieces' memory
- * as e->pieces left it). */
+/* Give the arrays back to their owner (the pieces' memory as e->pieces left it) and free e->own. */
 static void host_give_back(enc *e)
 {
     if (e->host) {
         e->host->pieces = e->pieces.v;
         e->host->pieces_cap = e->pieces.cap;
-        e->pieces = (qm_tree_pieces){0};
+        e->pieces.v = NULL;
+        e->pieces.n = e->pieces.cap = 0;
         e->host = NULL;
-    } else {
-        free(e->sums);
-        free(e->coeffs);
-        free(e->scales);
-        free(e->slow);
-        qm_tree_pieces_fini(&e->pieces);
     }
+    qm_materialize_host_fini(&e->own);
     e->sums = e->coeffs = e->scales = NULL;
     e->slow = NULL;
 }
@@ -668,11 +662,8 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
         enc e = {.qubits = qubits, .N = (uint64_t)1 << qubits, .B = states};
         e.pieces.qubits = e.qubits;
         /* prepared as `qmesh encode` prepares them while the CUDA context starts */
-        qm_materialize_host h;
         uint64_t n_slow = 0;
-        rc = qm_materialize_host_prepare(&h, states, st);
-        if (rc == QM_OK)
-            rc = host_take(&e, &h, st);
+        rc = host_take(&e, NULL, st);
         if (rc == QM_OK)
             memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
         const double t0 = seconds_now();
@@ -690,7 +681,6 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
         tp[r] = (t1 - t0) / (double)states;
         tc[r] = (t2 - t1) / (double)states;
         host_give_back(&e);
-        qm_materialize_host_fini(&h);
     }
     free(given);
     free(evict);
