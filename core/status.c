@@ -376,6 +376,8 @@ static bool trace_on(void)
     return trace_enabled;
 }
 
+bool qm_tracing(void) { return trace_on(); }
+
 void qm_trace(const char *fmt, ...)
 {
     if (!trace_on())

@@ -47,6 +47,8 @@ double qm_clock_now_s(void);
  * not mix; nothing otherwise. For finding where an encode's time goes on a real machine
  * (docs/planner.md). */
 void qm_trace(const char *fmt, ...) QM_PRINTF(1, 2);
+/* True when QM_TRACE=1: for trace lines that need work of their own (a wait) to be written. */
+bool qm_tracing(void);
 /* Attach a scenario location to st. */
 void qm_status_locate(qm_status *st, const char *file, int line, int col);
 

@@ -211,6 +211,7 @@ static void pipes_close(qm_hal *hal, qm_ingest_pipes *k)
     for (int i = 0; i < k->n; ++i)
         pipe_close(hal, &k->p[i]);
     k->n = 0;
+    qm_trace("ingest: pipes closed");
     qm_hal_host_free(hal, k->ring);
     k->ring = NULL;
     k->ring_bytes = 0;
@@ -271,6 +272,9 @@ static qm_code ring_submit(ingest *g, uint64_t upto, qm_status *st)
             if (rc != QM_OK)
                 return rc;
             g->slot_pipe[s] = -1;
+            const uint64_t done = r - QM_INGEST_SLOTS; /* the piece whose copy this waited for */
+            if (done < 2 || done % 32 == 31)
+                qm_trace("ingest: piece %llu copied", (unsigned long long)done);
         }
         piece *pc = &g->pieces[r];
         if (g->bg) {
@@ -362,6 +366,8 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
             done += pc->count;
         }
     }
+    if (ck->pos == 0 && ck->shard == 0)
+        qm_trace("ingest: chunk 0 copies enqueued");
     if ((rc = qm_hal_event_record(hal, p->copied[h], p->copy, st)) != QM_OK)
         return rc;
     p->copied_rec[h] = true;
@@ -586,8 +592,17 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
             qm_trace("ingest: chunk %llu enqueued", (unsigned long long)k);
     }
     ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */
-    for (int k = 0; k < g.n_pipes; ++k)
+    /* traced: when each of the last ring pieces' copies finished (the drain waits for them) */
+    for (uint64_t q = g.n_pieces > QM_INGEST_SLOTS ? g.n_pieces - QM_INGEST_SLOTS : 0;
+         rc == QM_OK && qm_tracing() && q < g.n_pieces; ++q) {
+        const int sl = (int)(q % QM_INGEST_SLOTS);
+        if (g.slot_pipe[sl] >= 0 && (rc = qm_hal_event_sync(r->hal, g.pipes[g.slot_pipe[sl]].slot_done[sl], st)) == QM_OK)
+            qm_trace("ingest: piece %llu copied", (unsigned long long)q);
+    }
+    for (int k = 0; k < g.n_pipes; ++k) {
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);
+        qm_trace("ingest: pipe %d drained", k);
+    }
     qm_trace("ingest: drained");
     /* every pipe is idle now; kept ones stay open for the next run unless this one failed (a
      * backend error may have left a stream unusable: the next run opens new pipes) */
