@@ -84,7 +84,10 @@ int qm_backend_cuda_count(void) { return qm_cuda_device_count(); }
 struct qm_backend_warmup {
     pthread_t thread;
     int gpu;
-    double seconds; /* written by the thread, read after the join */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool started;   /* the start-up is done (the thread goes on loading kernels) */
+    double seconds; /* the start-up's time, written before `started` */
 };
 
 static double mono_s(void)
@@ -98,8 +101,14 @@ static void *warmup_run(void *arg)
 {
     qm_backend_warmup *w = arg;
     const double t0 = mono_s();
-    (void)qm_hal_cuda_start(w->gpu, NULL); /* a failure shows again, named, at the open */
+    const bool ok = qm_hal_cuda_start(w->gpu, NULL) == QM_OK; /* a failure shows again, named, at the open */
+    pthread_mutex_lock(&w->mu);
     w->seconds = mono_s() - t0;
+    w->started = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (ok)
+        qm_hal_cuda_preload(w->gpu); /* beside the caller's open and page-locking */
     return NULL;
 }
 
@@ -113,7 +122,11 @@ qm_code qm_backend_warmup_start(qm_backend_kind kind, int gpu, qm_backend_warmup
     if (!w)
         return qm_fail(st, QM_E_NOMEM, "backend: out of host memory for the start-up thread");
     w->gpu = gpu;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->thread, NULL, warmup_run, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
         free(w);
         return qm_fail(st, QM_E_NOMEM, "backend: cannot start the start-up thread");
     }
@@ -126,15 +139,27 @@ void qm_backend_warmup_join(qm_backend_warmup *w, double *start_s, double *wait_
     double s = 0, waited = 0;
     if (w) {
         const double t0 = mono_s();
-        pthread_join(w->thread, NULL);
-        waited = mono_s() - t0;
+        pthread_mutex_lock(&w->mu);
+        while (!w->started)
+            pthread_cond_wait(&w->cv, &w->mu);
         s = w->seconds;
-        free(w);
+        pthread_mutex_unlock(&w->mu);
+        waited = mono_s() - t0;
     }
     if (start_s)
         *start_s = s;
     if (wait_s)
         *wait_s = waited;
+}
+
+void qm_backend_warmup_end(qm_backend_warmup *w)
+{
+    if (!w)
+        return;
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
 }
 
 void qm_backend_host_prepare(qm_backend_kind kind, const uint64_t *bytes, int n)

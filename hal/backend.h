@@ -73,16 +73,20 @@ int qm_backend_cuda_count(void);
 /* A backend's one-time start-up run on a thread of its own, so that it overlaps the caller's work
  * (reading an input header, planning, checking outputs) instead of the first call paying for it:
  * for CUDA the runtime and, for gpu >= 0, that GPU's primary context (the CUDA context creation,
- * hundreds of milliseconds); nothing for the simulator. Its failure is not reported here: the
- * backend's open reports the real error. Start: E-NOMEM (no thread could be made; *out NULL and
- * nothing started, the caller just opens the backend later). Join: waits for the thread (always
- * call it, also on every failure path: the thread is joined and freed there, nothing else frees
- * it); *start_s is how long the start-up took on its thread, *wait_s how long the join blocked
- * (the part not hidden); NULL is a no-op that gives zeros. Either pointer may be NULL. */
+ * hundreds of milliseconds), after which the same thread loads the data path's kernels
+ * (qm_hal_cuda_preload) while the caller opens the backend and page-locks its staging; nothing for
+ * the simulator. Its failure is not reported here: the backend's open reports the real error.
+ * Start: E-NOMEM (no thread could be made; *out NULL and nothing started, the caller just opens
+ * the backend later). Join: waits until the start-up is done (not the kernels' loading); *start_s
+ * is how long the start-up took on its thread, *wait_s how long the join blocked (the part not
+ * hidden); NULL is a no-op that gives zeros; either pointer may be NULL. End: waits for the thread
+ * to finish and frees it; always call it once, joined or not, also on every failure path (nothing
+ * else frees it); NULL is a no-op. */
 typedef struct qm_backend_warmup qm_backend_warmup;
 qm_code qm_backend_warmup_start(qm_backend_kind kind, int gpu, qm_backend_warmup **out,
                                 qm_status *st);
 void qm_backend_warmup_join(qm_backend_warmup *warmup, double *start_s, double *wait_s);
+void qm_backend_warmup_end(qm_backend_warmup *warmup);
 
 /* While the start-up runs, the caller's thread can make ready the host memory of the page-locked
  * buffers it will ask the backend for (bytes[0..n)): for CUDA, memory on huge pages touched now

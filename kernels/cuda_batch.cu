@@ -435,6 +435,27 @@ template <bool C128> launch_fn shape_f32(int shape)
 
 } // namespace
 
+/* Loads the default shapes' batch kernels on the current device (float64 and float32 input,
+ * complex128 and complex64 states). */
+extern "C" int qm_cuda_preload_batch_kernels(void)
+{
+    const void *k[] = {(const void *)amp_batch_tiles_kernel<GeoF64, true>,
+                       (const void *)amp_batch_tiles_kernel<GeoF64, false>,
+                       (const void *)amp_batch_tiles_kernel<GeoF32Pairs, false>,
+                       (const void *)amp_batch_tiles_kernel<GeoF32Pairs, true>,
+                       (const void *)amp_batch_tiles_kernel<GeoF32, false>,
+                       (const void *)amp_batch_tiles_kernel<GeoF32, true>};
+    int first = 0;
+    for (const void *f : k) {
+        cudaFuncAttributes a;
+        const cudaError_t e = cudaFuncGetAttributes(&a, f);
+        if (e != cudaSuccess && first == 0)
+            first = (int)e;
+    }
+    (void)cudaGetLastError();
+    return first;
+}
+
 extern "C" int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t period,
                                               uint64_t period_valid, uint64_t n_states,
                                               const void *in, int in_f64, double *sums,

@@ -648,6 +648,30 @@ unsigned grid_for(uint64_t n, unsigned threads)
 
 } // namespace
 
+/* Loads the amplitude data path's kernels of this file on the current device, first-used first
+ * (ingest's stash and block sums, local_norm's state sums, the encode's scaling). */
+extern "C" int qm_cuda_preload_kernels(void)
+{
+    const void *k[] = {
+        (const void *)stash_kernel<double>, (const void *)stash_kernel<float>,
+        (const void *)sumsq_warp_kernel<double, 1, 2>, (const void *)sumsq_warp_kernel<float, 1, 4>,
+        (const void *)sumsq_input_kernel<double>, (const void *)sumsq_input_kernel<float>,
+        (const void *)sumsq_stash_kernel, (const void *)sumsq_kernel,
+        (const void *)state_sumsq_warp_kernel<double, 1>, (const void *)state_sumsq_warp_kernel<float, 2>,
+        (const void *)amp_stash_one_state_kernel, (const void *)amp_one_state_kernel<double>,
+        (const void *)amp_one_state_kernel<float>, (const void *)amp_pairs_f32_kernel,
+        (const void *)amp_scale_kernel};
+    int first = 0;
+    for (const void *f : k) {
+        cudaFuncAttributes a;
+        const cudaError_t e = cudaFuncGetAttributes(&a, f);
+        if (e != cudaSuccess && first == 0)
+            first = (int)e;
+    }
+    (void)cudaGetLastError();
+    return first;
+}
+
 extern "C" int qm_cuda_launch_fill(void *dst, unsigned char value, uint64_t n, void *stream)
 {
     fill_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>((unsigned char *)dst, value, n);

@@ -63,6 +63,14 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
                                    uint64_t period_valid, uint64_t n_states, const void *in,
                                    int in_f64, double *sums, void *stream);
 
+/* Load (under CUDA's lazy loading, which loads a kernel at its first launch: about 1-1.5 ms for
+ * the data path's first, measured on an H100) the amplitude data path's kernels on the current
+ * device ahead of their first launch: this file's (ingest's stash and block sums, the norm's
+ * state sums, the encode's scaling) and cuda_batch.cu's default shapes. Each returns the first
+ * cudaError_t of its loads as an int (0: all loaded); nothing is launched. */
+int qm_cuda_preload_kernels(void);
+int qm_cuda_preload_batch_kernels(void);
+
 /* The feature-map launchers below take `kernels`, the generation: QM_CUDA_KERNELS_CURRENT (0)
  * runs the round-2 kernels of kernels/cuda_featuremap.cu, QM_CUDA_KERNELS_ROUND1 (2) its round-1
  * kernels (product from per-state digit tables rebuilt per tile; iqp's phase and stages 0..9 in one

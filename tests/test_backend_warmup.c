@@ -1,6 +1,7 @@
 /* test_backend_warmup.c — the CUDA start-up off the critical path (qm_backend_warmup in
  * hal/backend.h, used by `qmesh encode --backend cuda`): nothing starts for the simulator; a CUDA
- * start-up thread is always joined and freed, also when the run stops before the backend is opened
+ * start-up thread (which loads the data path's kernels after the start-up) is joined, joined
+ * again, or ended without a join, and always ended and freed, also when the run stops before the backend is opened
  * (a missing input) and when the open fails (no GPU here: E-UNSUPPORTED with the backend's own
  * message); an encode on the simulator reports zeros. No timing is asserted beyond signs (the
  * sanitizer build checks that nothing leaks). */
@@ -54,10 +55,17 @@ int main(void)
     double s = -1, waited = -1;
     qm_backend_warmup_join(NULL, &s, &waited);
     CHECK(s == 0 && waited == 0);
+    qm_backend_warmup_end(NULL);
     CHECK_OK(qm_backend_warmup_start(QM_BACKEND_CUDA, 0, &w, &st));
     CHECK(w != NULL);
     qm_backend_warmup_join(w, &s, &waited);
     CHECK(s >= 0 && waited >= 0);
+    qm_backend_warmup_join(w, &s, &waited); /* joined again: the same start-up time */
+    CHECK(s >= 0 && waited >= 0);
+    qm_backend_warmup_end(w);
+    /* ended without a join (a run that stops early) */
+    CHECK_OK(qm_backend_warmup_start(QM_BACKEND_CUDA, 0, &w, &st));
+    qm_backend_warmup_end(w);
 
     char in[64];
     snprintf(in, sizeof in, "/tmp/qmesh-warmup-%d.npy", (int)getpid());

@@ -408,8 +408,9 @@ qm_code qm_context_open(qm_context *ctx, qm_backend_kind backend, qm_status *st)
         shared_pool_take(ctx, threads);
     rc = qm_pipeline_layout(&ctx->pl, -1, 1, st); /* this process holds every device */
     qm_backend_warmup_join(warmup, NULL, NULL);
-    if (rc == QM_OK)
+    if (rc == QM_OK) /* beside the start-up thread's kernel loads */
         rc = qm_pipeline_open_backend(&ctx->pl, &(qm_backend_desc){.kind = backend}, st);
+    qm_backend_warmup_end(warmup);
     if (rc != QM_OK)
         context_unprepare(ctx);
     return rc;

@@ -895,7 +895,8 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_comm *comm = job ? job->comm : NULL;
     const int R = comm ? qm_comm_size(comm) : 1, me = comm ? qm_comm_rank(comm) : 0;
     /* --backend cuda: the CUDA start-up on a thread of its own, overlapping the input header, the
-     * plan and the output checks; joined before the backend is opened (and on every failure path).
+     * plan and the output checks; joined before the backend is opened, then loading the data
+     * path's kernels beside the open and the staging's page-locking; ended on every path.
      * One process uses GPU 0 first; a rank of several learns its GPU later, so only the runtime. */
     qm_backend_warmup *warmup = NULL;
     if (job && job->backend == QM_BACKEND_CUDA)
@@ -989,7 +990,6 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     qm_trace("encode: planned and laid out%s; waiting for the backend's start",
              warmup ? ", staging and host arrays prepared" : "");
     qm_backend_warmup_join(warmup, &r->seconds_backend_start, &r->seconds_backend_wait);
-    warmup = NULL;
     qm_trace("encode: backend started (%.3f ms, %.3f ms of it waited for)",
              r->seconds_backend_start * 1e3, r->seconds_backend_wait * 1e3);
     if (rc == QM_OK) {
@@ -1104,7 +1104,7 @@ qm_code qm_encode_run(const qm_encode_job *job, qm_encode_result *r, qm_status *
     r->write_s = job->out || job->out_dir ? r->seconds_output - r->seconds_check : -1;
     rc = QM_OK;
 done:
-    qm_backend_warmup_join(warmup, NULL, NULL); /* a run that stopped before the backend */
+    qm_backend_warmup_end(warmup); /* its kernel loads, or a run that stopped before the backend */
     qm_backend_host_release(); /* prepared staging that no buffer took */
     qm_materialize_host_fini(&host);
     qm_npy_writer_abort(gathered);

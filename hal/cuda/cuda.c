@@ -115,6 +115,18 @@ qm_code qm_hal_cuda_start(int gpu, qm_status *st)
     return QM_OK;
 }
 
+void qm_hal_cuda_preload(int gpu)
+{
+    int n = 0;
+    if (gpu < 0 || cudaGetDeviceCount(&n) != cudaSuccess || n == 0 ||
+        cudaSetDevice(gpu % n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    (void)qm_cuda_preload_kernels();
+    (void)qm_cuda_preload_batch_kernels();
+}
+
 static int c_device_count(void *ctx) { return ((cuda_ctx *)ctx)->n_dev; }
 
 static qm_code c_device_info(void *ctx, int dev, qm_hal_device_info *out, qm_status *st)

@@ -31,6 +31,8 @@ qm_code qm_hal_cuda_start(int gpu, qm_status *st)
     return qm_hal_cuda_open(NULL, st);
 }
 
+void qm_hal_cuda_preload(int gpu) { (void)gpu; }
+
 void qm_hal_cuda_host_prepare(uint64_t bytes) { (void)bytes; }
 
 void qm_hal_cuda_host_release(void) {}

@@ -27,6 +27,12 @@ int qm_cuda_device_count(void);
  * current device is left at gpu. E-UNSUPPORTED without a GPU (or in a build without CUDA), E-BACKEND
  * naming the CUDA error. The backend factory runs it on a thread of its own (qm_backend_warmup). */
 qm_code qm_hal_cuda_start(int gpu, qm_status *st);
+/* The amplitude data path's kernels loaded on GPU gpu ahead of their first launch (CUDA loads a
+ * kernel lazily, at its first launch: 1-1.5 ms on the critical path of an encode's first chunk,
+ * measured on an H100). Run on the start-up thread after qm_hal_cuda_start, beside the caller's
+ * page-locking of its staging. Blocking; thread-safe; cannot fail (a kernel not loaded now is
+ * loaded at its launch, which reports any error). */
+void qm_hal_cuda_preload(int gpu);
 /* Host memory for a page-locked buffer of `bytes` made ready ahead of time, e.g. while the
  * start-up runs on another thread: 2 MiB-aligned, advised to use huge pages and touched (the page
  * faults that are most of the cost of page-locking new memory), kept as a spare. The next
