@@ -14,12 +14,20 @@ tail -45 $R/check.txt
 L=/tmp/devroot/usr/lib/x86_64-linux-gnu
 export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
 Q=build-gpu/qmesh; D=/tmp/s21; mkdir -p $D
-python3 -c "import numpy as np; np.save('$D/x28.npy', np.random.default_rng(7).standard_normal(2**28))"
+python3 -c "
+import numpy as np
+r=np.random.default_rng(7)
+np.save('$D/x28.npy', r.standard_normal(2**28))
+np.save('$D/b.npy', r.standard_normal((65536,1021)))"
 for k in 1 2 3; do
   echo "== x28 run $k"
   QM_TRACE=1 $Q encode --input $D/x28.npy --scenario $R/machine.yaml --backend cuda 2>&1 | grep -E "trace|measured"
 done > $R/trace-x28-3.txt 2>&1
-grep -E "== |ring ready|chunk 0 (copies )?enqueued|pipes closed|ingest: closed|backend started|measured" $R/trace-x28-3.txt | head -40
+for k in 1 2; do
+  echo "== batch run $k"
+  QM_TRACE=1 $Q encode --input $D/b.npy --scenario $R/machine.yaml --backend cuda 2>&1 | grep -E "trace|measured"
+done > $R/trace-b-2.txt 2>&1
+grep -hE "== |ingest starts|ring of|chunk 0 (copies )?enqueued|pipes closed|ingest: closed|backend started|measured" $R/trace-x28-3.txt $R/trace-b-2.txt | head -60
 rm -rf $D
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $SECONDS -lt 330 ]; then
   cmake -S . -B build-gpu -DQM_BUILD_BENCH=ON > $R/bench-configure.log 2>&1

@@ -93,15 +93,15 @@ int main(void)
     const uint64_t sizes[3] = {64 * MiB, 3 * MiB, 0};
     uint64_t bytes = 1;
     qm_backend_host_prepare(QM_BACKEND_SIM, sizes, 3);
-    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+    CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
     qm_backend_host_prepare(QM_BACKEND_CUDA, sizes, 3); /* 0 bytes: nothing */
 #if QM_TEST_CUDA_BUILT
-    CHECK(qm_hal_cuda_host_spares(&bytes) == 2 && bytes == 68 * MiB); /* 3 MiB -> 4 MiB */
+    CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 2 && bytes == 68 * MiB); /* 3 MiB -> 4 MiB */
 #else
-    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0); /* no CUDA backend: nothing */
+    CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0); /* no CUDA backend: nothing */
 #endif
     qm_backend_host_release();
-    CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+    CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
     if (qm_backend_cuda_count() > 0) {
         qm_hal *h = NULL;
         const qm_backend_desc d = {.kind = QM_BACKEND_CUDA, .cuda_devices = 1};
@@ -110,11 +110,11 @@ int main(void)
         qm_backend_host_prepare(QM_BACKEND_CUDA, two, 2);
         void *a = NULL, *b = NULL, *c = NULL;
         CHECK_OK(qm_hal_host_alloc(h, MiB, &a, &st)); /* 2 MiB rounded: takes the 2 MiB spare */
-        CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 64 * MiB);
+        CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 1 && bytes == 64 * MiB);
         CHECK_OK(qm_hal_host_alloc(h, 20 * MiB, &b, &st)); /* 64 MiB is over twice 20: new memory */
-        CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 64 * MiB);
+        CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 1 && bytes == 64 * MiB);
         CHECK_OK(qm_hal_host_alloc(h, 40 * MiB, &c, &st)); /* 64 MiB is at most twice 40: taken */
-        CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+        CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
         CHECK(qm_hal_host_is_pinned(h, a) && qm_hal_host_is_pinned(h, b) && qm_hal_host_is_pinned(h, c));
         /* the taken spare works as staging: 40 MiB there and back */
         qm_hal_buf *dev = NULL;
@@ -125,15 +125,28 @@ int main(void)
         memset(b, 0, 20 * MiB);
         CHECK_OK(qm_hal_copy_d2h(h, b, dev, 20 * MiB, 20 * MiB, NULL, &st));
         CHECK(memcmp(b, (unsigned char *)c + 20 * MiB, 20 * MiB) == 0);
+        /* a block given back stays page-locked as a spare, taken back by the next of its size */
+        int reg = -1;
+        qm_hal_host_free(h, a);
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 1 && bytes == 2 * MiB && reg == 1);
+        CHECK_OK(qm_hal_host_alloc(h, 2 * MiB, &a, &st));
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 0 && bytes == 0 && reg == 0);
+        CHECK(qm_hal_host_is_pinned(h, a));
+        memset(a, 0x5a, 2 * MiB);
+        CHECK_OK(qm_hal_copy_h2d(h, dev, 0, a, 2 * MiB, NULL, &st));
+        CHECK_OK(qm_hal_copy_d2h(h, b, dev, 0, 2 * MiB, NULL, &st));
+        CHECK(((unsigned char *)b)[0] == 0x5a && ((unsigned char *)b)[2 * MiB - 1] == 0x5a);
         qm_hal_buf_free(h, dev);
         qm_hal_host_free(h, a);
         qm_hal_host_free(h, b);
         qm_hal_host_free(h, c);
-        qm_hal_destroy(h);
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 3 && bytes == 86 * MiB && reg == 3);
+        qm_hal_destroy(h); /* unregisters and frees them */
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 0 && bytes == 0 && reg == 0);
         /* an encode prepares its staging while CUDA starts, and leaves no spare behind */
         CHECK_OK(run(in, QM_BACKEND_CUDA, &r, &st));
         CHECK(r.norm_max_error < 1e-15);
-        CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+        CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
         qm_encode_result_fini(&r);
     }
     /* a C API context prepares its first encode's staging while CUDA starts (here the norm's
@@ -150,15 +163,16 @@ int main(void)
         CHECK_OK(qm_context_create(sc, &rq, &ctx, &st));
         if (qm_backend_cuda_count() == 0) {
             CHECK(qm_context_open(ctx, QM_BACKEND_CUDA, &st) == QM_E_UNSUPPORTED);
-            CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0); /* released on failure */
+            CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0); /* released on failure */
         } else {
             CHECK_OK(qm_context_open(ctx, QM_BACKEND_CUDA, &st));
-            CHECK(qm_hal_cuda_host_spares(&bytes) == 1 && bytes == 2 * MiB);
+            int reg = -1; /* page-locked on the start-up thread during the open */
+            CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 1 && bytes == 2 * MiB && reg == 1);
             const double x[4] = {3, 4, 0, 0};
             const qm_host_data hd = {QM_DTYPE_FLOAT64, x, 1, 4};
             qm_state *s1 = NULL;
             CHECK_OK(qm_context_encode(ctx, &hd, &s1, &st));
-            CHECK(qm_hal_cuda_host_spares(&bytes) == 0 && bytes == 0);
+            CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
             double amp[8] = {0};
             CHECK_OK(qm_state_read(s1, 0, 4, QM_DTYPE_COMPLEX128, amp, &st));
             CHECK(fabs(amp[0] - 0.6) < 1e-15 && fabs(amp[2] - 0.8) < 1e-15 && amp[4] == 0 && amp[1] == 0);

@@ -685,12 +685,13 @@ static void test_storage(void)
         CHECK_OK(qm_discover_storage_measure(g_dir, (8 << 20) + 5, &s, &st));
         CHECK(s.read_bw_bytes_per_s > 0 && s.write_bw_bytes_per_s > 0 &&
               s.cached_read_bw_bytes_per_s > 0);
-        /* the page-cache probe: passes over the 8 MiB + 5 file up to 2 GiB, at most 16 */
+        /* the page-cache probe: passes over the 8 MiB + 5 file up to 2 GiB, at most 16, timed 3
+         * times (the median rate) */
         char want[400];
         snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s as "
                  "encode --out writes (fallocate, 4 threads, 8 x 2.00 MiB in flight, fsync, "
                  "rename), dropped from the page cache, read back; then 128.00 MiB (up to 16 "
-                 "passes, 2 s) from the page cache; %s", g_dir, words[i]);
+                 "passes, 2 s) from the page cache, the median of 3 timings; %s", g_dir, words[i]);
         CHECK_STR(s.note, want);
         CHECK(count_temporaries() == 0);
     }

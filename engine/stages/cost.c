@@ -754,7 +754,16 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                     setup = s > setup ? s : setup;
                 }
                 const double pieces = max_over(w.chunks, D); /* ring pieces */
-                ingest = setup + overlapped(read, copies, pieces);
+                /* the reader's threads fill the ring's slots side by side, so the last `depth`
+                 * pieces' reads end together and their copies follow them (measured on an H100,
+                 * whose copies outrun its page-cache reads: 1.0-1.5 ms after the last read of a
+                 * 2^28 state, 8 pieces at the H2D rate); copies slower than the reads end one
+                 * piece's read after the copies' own time */
+                const double depth = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
+                const double tail = pieces >= 1 ? copies * depth / pieces : copies;
+                ingest = setup + (read + tail > overlapped(read, copies, pieces)
+                                      ? read + tail
+                                      : overlapped(read, copies, pieces));
                 /* read as encode measures it (the span of the background reads): the reader runs
                  * at most SLOTS - 1 pieces ahead of the copies, so when the copies are slower the
                  * last read starts only after the copies of all but the last SLOTS pieces */

@@ -115,6 +115,8 @@ qm_code qm_hal_cuda_start(int gpu, qm_status *st)
     return QM_OK;
 }
 
+static void host_register_spares(void);
+
 void qm_hal_cuda_preload(int gpu)
 {
     int n = 0;
@@ -123,6 +125,7 @@ void qm_hal_cuda_preload(int gpu)
         (void)cudaGetLastError();
         return;
     }
+    host_register_spares(); /* page-locked while the caller opens the backend and allocates */
     (void)qm_cuda_preload_kernels();
     (void)qm_cuda_preload_batch_kernels();
 }
@@ -698,6 +701,7 @@ static qm_code c_event_sync(void *ctx, int dev, void *ev, qm_status *st)
 
 typedef struct host_block {
     void *p;
+    size_t bytes;
     struct host_block *next;
 } host_block;
 
@@ -710,31 +714,65 @@ static host_block *host_blocks;
  * takes, all but 1.4-2.2 ms is the page faults (the kernel zeroing the pages); registering memory
  * already touched is the rest. `qmesh encode --backend cuda` prepares its staging while the CUDA
  * context is created, when its thread would otherwise wait. */
+typedef enum { SPARE_TOUCHED, SPARE_REGISTERING, SPARE_REGISTERED } spare_state;
+
 typedef struct host_spare {
     void *p;
     size_t bytes;
+    spare_state state; /* registered ahead too by qm_hal_cuda_host_register_spares */
     struct host_spare *next;
 } host_spare;
 
 static host_spare *host_spares;
+static pthread_cond_t host_cv = PTHREAD_COND_INITIALIZER; /* a spare's registration ended */
 
 /* A spare of at least `whole` bytes and at most twice that (no large waste), unlinked; its bytes
- * in *bytes. NULL when none fits. */
-static void *spare_take(size_t whole, size_t *bytes)
+ * in *bytes, *registered whether it is page-locked already. One being registered on the start-up
+ * thread (host_register_spares) is waited for: what is left of its registration is less than a
+ * registration here.
+ * NULL when none fits. */
+static void *spare_take(size_t whole, size_t *bytes, bool *registered)
 {
     void *p = NULL;
     pthread_mutex_lock(&host_mu);
-    for (host_spare **at = &host_spares; *at; at = &(*at)->next)
-        if ((*at)->bytes >= whole && (*at)->bytes / 2 <= whole) {
-            host_spare *sp = *at;
-            *at = sp->next;
-            p = sp->p;
-            *bytes = sp->bytes;
-            free(sp);
-            break;
+    for (host_spare **at = &host_spares; *at;) {
+        host_spare *sp = *at;
+        if (sp->bytes < whole || sp->bytes / 2 > whole) {
+            at = &sp->next;
+            continue;
         }
+        if (sp->state == SPARE_REGISTERING) {
+            pthread_cond_wait(&host_cv, &host_mu);
+            at = &host_spares; /* the list may have changed: look again */
+            continue;
+        }
+        *at = sp->next;
+        p = sp->p;
+        *bytes = sp->bytes;
+        *registered = sp->state == SPARE_REGISTERED;
+        free(sp);
+        break;
+    }
     pthread_mutex_unlock(&host_mu);
     return p;
+}
+
+static void host_register_spares(void)
+{
+    pthread_mutex_lock(&host_mu);
+    for (host_spare *sp = host_spares; sp; sp = sp->next) {
+        if (sp->state != SPARE_TOUCHED)
+            continue;
+        sp->state = SPARE_REGISTERING; /* stays listed (and unfreed) until it ends */
+        pthread_mutex_unlock(&host_mu);
+        const bool ok = cudaHostRegister(sp->p, sp->bytes, cudaHostRegisterPortable) == cudaSuccess;
+        if (!ok)
+            (void)cudaGetLastError(); /* registered at its allocation instead, which reports */
+        pthread_mutex_lock(&host_mu);
+        sp->state = ok ? SPARE_REGISTERED : SPARE_TOUCHED;
+        pthread_cond_broadcast(&host_cv);
+    }
+    pthread_mutex_unlock(&host_mu);
 }
 
 void qm_hal_cuda_host_prepare(uint64_t bytes)
@@ -750,34 +788,49 @@ void qm_hal_cuda_host_prepare(uint64_t bytes)
     }
     for (size_t at = 0; at < whole; at += 4096) /* one write per page faults every page in */
         ((volatile char *)b)[at] = 0;
-    *sp = (host_spare){.p = b, .bytes = whole};
+    *sp = (host_spare){.p = b, .bytes = whole, .state = SPARE_TOUCHED};
     pthread_mutex_lock(&host_mu);
-    sp->next = host_spares;
-    host_spares = sp;
+    host_spare **at = &host_spares;
+    while (*at) /* in the order prepared: registered ahead in that order (the ring first) */
+        at = &(*at)->next;
+    *at = sp;
     pthread_mutex_unlock(&host_mu);
 }
 
-int qm_hal_cuda_host_spares(uint64_t *bytes)
+int qm_hal_cuda_host_spares(uint64_t *bytes, int *registered)
 {
-    int n = 0;
+    int n = 0, reg = 0;
     uint64_t b = 0;
     pthread_mutex_lock(&host_mu);
-    for (const host_spare *sp = host_spares; sp; sp = sp->next, ++n)
+    for (const host_spare *sp = host_spares; sp; sp = sp->next, ++n) {
         b += sp->bytes;
+        reg += sp->state == SPARE_REGISTERED;
+    }
     pthread_mutex_unlock(&host_mu);
     if (bytes)
         *bytes = b;
+    if (registered)
+        *registered = reg;
     return n;
 }
 
 void qm_hal_cuda_host_release(void)
 {
     pthread_mutex_lock(&host_mu);
+    for (bool busy = true; busy;) { /* none left mid-registration */
+        busy = false;
+        for (const host_spare *sp = host_spares; sp; sp = sp->next)
+            busy = busy || sp->state == SPARE_REGISTERING;
+        if (busy)
+            pthread_cond_wait(&host_cv, &host_mu);
+    }
     host_spare *sp = host_spares;
     host_spares = NULL;
     pthread_mutex_unlock(&host_mu);
     while (sp) {
         host_spare *next = sp->next;
+        if (sp->state == SPARE_REGISTERED && cudaHostUnregister(sp->p) != cudaSuccess)
+            (void)cudaGetLastError();
         free(sp->p);
         free(sp);
         sp = next;
@@ -790,20 +843,22 @@ static void *host_register(uint64_t bytes)
         return NULL;
     size_t whole = ((size_t)bytes + QM_HOST_PAGE - 1) / QM_HOST_PAGE * QM_HOST_PAGE;
     host_block *blk = malloc(sizeof *blk);
-    void *b = blk ? spare_take(whole, &whole) : NULL;
+    bool registered = false;
+    void *b = blk ? spare_take(whole, &whole, &registered) : NULL;
     if (blk && !b)
         b = qm_hal_big_alloc(whole); /* 2 MiB-aligned, huge pages advised */
     if (!b) {
         free(blk);
         return NULL;
     }
-    if (cudaHostRegister(b, whole, cudaHostRegisterPortable) != cudaSuccess) {
+    if (!registered && cudaHostRegister(b, whole, cudaHostRegisterPortable) != cudaSuccess) {
         (void)cudaGetLastError();
         free(b);
         free(blk);
         return NULL;
     }
     blk->p = b;
+    blk->bytes = whole;
     pthread_mutex_lock(&host_mu);
     blk->next = host_blocks;
     host_blocks = blk;
@@ -811,8 +866,8 @@ static void *host_register(uint64_t bytes)
     return b;
 }
 
-/* True (and the block forgotten) when p was made by host_register. */
-static bool host_forget(void *p)
+/* The block's bytes (and the block forgotten) when p was made by host_register, else 0. */
+static size_t host_forget(void *p)
 {
     host_block *found = NULL;
     pthread_mutex_lock(&host_mu);
@@ -823,8 +878,9 @@ static bool host_forget(void *p)
             break;
         }
     pthread_mutex_unlock(&host_mu);
+    const size_t bytes = found ? found->bytes : 0;
     free(found);
-    return found != NULL;
+    return bytes;
 }
 
 static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st)
@@ -845,15 +901,40 @@ static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st
     return QM_OK;
 }
 
+/* A registered block given back stays registered, kept as a spare (at most QM_HOST_KEPT of them)
+ * for the next allocation of its size, and is unregistered by qm_hal_cuda_host_release (at the
+ * end of an encode, or a context's close) or when a backend closes: cudaHostUnregister of the
+ * ingest ring's 64 MiB took 1.4-2.2 ms at the end of every ingest on an H100, and unregistering
+ * on another thread instead held up the CUDA calls of the norm that follows by as much
+ * (bench/results/2026-12-06-session21.md). */
+#define QM_HOST_KEPT 8
+
 static void c_host_free(void *ctx, void *p)
 {
     (void)ctx;
     if (!p)
         return;
-    if (host_forget(p)) {
-        if (cudaHostUnregister(p) != cudaSuccess)
-            (void)cudaGetLastError();
-        free(p);
+    const size_t bytes = host_forget(p);
+    if (bytes) {
+        host_spare *sp = malloc(sizeof *sp);
+        int kept = 0;
+        pthread_mutex_lock(&host_mu);
+        host_spare **at = &host_spares;
+        for (; *at; at = &(*at)->next)
+            kept += (*at)->state == SPARE_REGISTERED;
+        if (sp && kept < QM_HOST_KEPT) {
+            *sp = (host_spare){.p = p, .bytes = bytes, .state = SPARE_REGISTERED};
+            *at = sp;
+            sp = NULL;
+            p = NULL;
+        }
+        pthread_mutex_unlock(&host_mu);
+        free(sp);
+        if (p) { /* more than QM_HOST_KEPT kept, or no memory for the entry: now */
+            if (cudaHostUnregister(p) != cudaSuccess)
+                (void)cudaGetLastError();
+            free(p);
+        }
         return;
     }
     if (cudaFreeHost(p) != cudaSuccess)
@@ -896,6 +977,7 @@ static void c_destroy(void *ctx)
     cuda_ctx *c = ctx;
     if (!c)
         return;
+    qm_hal_cuda_host_release(); /* page-locked blocks given back and kept, spares not taken */
     (void)keep_release(c, -1);
     pthread_mutex_destroy(&c->keep_lock);
     for (int p = 0; p < 64; ++p)

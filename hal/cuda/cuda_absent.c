@@ -37,9 +37,11 @@ void qm_hal_cuda_host_prepare(uint64_t bytes) { (void)bytes; }
 
 void qm_hal_cuda_host_release(void) {}
 
-int qm_hal_cuda_host_spares(uint64_t *bytes)
+int qm_hal_cuda_host_spares(uint64_t *bytes, int *registered)
 {
     if (bytes)
         *bytes = 0;
+    if (registered)
+        *registered = 0;
     return 0;
 }

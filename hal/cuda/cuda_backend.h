@@ -27,11 +27,15 @@ int qm_cuda_device_count(void);
  * current device is left at gpu. E-UNSUPPORTED without a GPU (or in a build without CUDA), E-BACKEND
  * naming the CUDA error. The backend factory runs it on a thread of its own (qm_backend_warmup). */
 qm_code qm_hal_cuda_start(int gpu, qm_status *st);
-/* The amplitude data path's kernels loaded on GPU gpu ahead of their first launch (CUDA loads a
- * kernel lazily, at its first launch: 1-1.5 ms on the critical path of an encode's first chunk,
- * measured on an H100). Run on the start-up thread after qm_hal_cuda_start, beside the caller's
- * page-locking of its staging. Blocking; thread-safe; cannot fail (a kernel not loaded now is
- * loaded at its launch, which reports any error). */
+/* On GPU gpu, ahead of the encode that needs them: first the spares prepared by
+ * qm_hal_cuda_host_prepare page-locked (cudaHostRegister, in the order prepared: the ingest ring
+ * first; a buffer allocation that wants a spare being registered waits for it, one that finds it
+ * registered skips the 1.6-4 ms registration), then the amplitude data path's kernels loaded
+ * (CUDA loads a kernel lazily, at its first launch: 1-1.5 ms on the critical path of an encode's
+ * first chunk; both measured on an H100). Run on the start-up thread after qm_hal_cuda_start,
+ * while the caller opens the backend and allocates its states. Blocking; thread-safe; cannot fail
+ * (a spare not registered now is registered at its allocation, a kernel not loaded now at its
+ * launch, which report any error). gpu < 0: nothing. */
 void qm_hal_cuda_preload(int gpu);
 /* Host memory for a page-locked buffer of `bytes` made ready ahead of time, e.g. while the
  * start-up runs on another thread: 2 MiB-aligned, advised to use huge pages and touched (the page
@@ -39,10 +43,14 @@ void qm_hal_cuda_preload(int gpu);
  * page-locked allocation (qm_hal_host_alloc on any CUDA backend of the process) whose size rounds
  * up to at least half the spare and at most the spare takes it and only registers it. Needs no
  * GPU and no context; thread-safe; cannot fail (memory that cannot be had is simply not
- * prepared). Release frees the spares no allocation took; call it when the buffers are made. */
+ * prepared). A page-locked block given back (qm_hal_host_free) stays registered as a spare too,
+ * for the next allocation of its size (at most 8 kept). Release frees every spare (unregistering
+ * those registered, after waiting for one mid-registration): call it when the buffers are made
+ * and at the end of the work (a backend's close calls it too). */
 void qm_hal_cuda_host_prepare(uint64_t bytes);
 void qm_hal_cuda_host_release(void);
-/* How many spares wait to be taken, and their bytes (NULL: not wanted). For tests. */
-int qm_hal_cuda_host_spares(uint64_t *bytes);
+/* How many spares wait to be taken, their bytes and how many of them are page-locked already
+ * (either pointer NULL: not wanted). For tests. */
+int qm_hal_cuda_host_spares(uint64_t *bytes, int *registered);
 
 #endif
