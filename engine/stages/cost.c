@@ -736,10 +736,14 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
-                /* beside the reads: per rank its page-locked ring (QM_INGEST_SLOTS slots of
-                 * QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its fused states' sums, and
-                 * each of its devices' staging pipe opened, filled first, drained and closed
-                 * (defaults.staging_setup; the rank's thread opens them one after another) */
+                /* before the reads: each of a rank's devices' state allocated and staging pipe
+                 * opened, filled first, drained and closed (defaults.staging_setup; the rank's
+                 * thread opens them one after another); with several ranks also each rank's
+                 * page-locked ring (QM_INGEST_SLOTS slots of QM_INGEST_SLOT_BYTES, fewer for
+                 * fewer pieces) and its fused states' sums. One process page-locks them on its
+                 * CUDA start-up thread while it opens the backend (hal/cuda/cuda.c: outside the
+                 * ingest), and a context keeps them: not charged */
+                const bool lock_here = mesh->n_ranks > 1;
                 double setup = 0;
                 for (int r = 0; r < mesh->n_ranks; ++r) {
                     double pieces = 0, fused = 0, pipes = 0;
@@ -749,8 +753,10 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                         pipes += w.chunks[d] > 0;
                     }
                     const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
-                    const double s = page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
-                                     page_lock_s(t, fused * 8.0) + pipes * t->staging_setup_s;
+                    const double s = (lock_here ? page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
+                                                      page_lock_s(t, fused * 8.0)
+                                                : 0) +
+                                     pipes * t->staging_setup_s;
                     setup = s > setup ? s : setup;
                 }
                 const double pieces = max_over(w.chunks, D); /* ring pieces */
