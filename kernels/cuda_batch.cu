@@ -445,15 +445,7 @@ extern "C" int qm_cuda_preload_batch_kernels(void)
                        (const void *)amp_batch_tiles_kernel<GeoF32Pairs, true>,
                        (const void *)amp_batch_tiles_kernel<GeoF32, false>,
                        (const void *)amp_batch_tiles_kernel<GeoF32, true>};
-    int first = 0;
-    for (const void *f : k) {
-        cudaFuncAttributes a;
-        const cudaError_t e = cudaFuncGetAttributes(&a, f);
-        if (e != cudaSuccess && first == 0)
-            first = (int)e;
-    }
-    (void)cudaGetLastError();
-    return first;
+    return qm_cuda_load_functions(k, (int)(sizeof k / sizeof k[0]));
 }
 
 extern "C" int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t period,

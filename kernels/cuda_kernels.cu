@@ -661,10 +661,15 @@ extern "C" int qm_cuda_preload_kernels(void)
         (const void *)amp_stash_one_state_kernel, (const void *)amp_one_state_kernel<double>,
         (const void *)amp_one_state_kernel<float>, (const void *)amp_pairs_f32_kernel,
         (const void *)amp_scale_kernel};
+    return qm_cuda_load_functions(k, (int)(sizeof k / sizeof k[0]));
+}
+
+extern "C" int qm_cuda_load_functions(const void *const *fns, int n)
+{
     int first = 0;
-    for (const void *f : k) {
+    for (int i = 0; i < n; ++i) {
         cudaFuncAttributes a;
-        const cudaError_t e = cudaFuncGetAttributes(&a, f);
+        const cudaError_t e = cudaFuncGetAttributes(&a, fns[i]);
         if (e != cudaSuccess && first == 0)
             first = (int)e;
     }

@@ -70,6 +70,9 @@ int qm_cuda_launch_amp_batch_shape(int shape, void *state, int c128, uint64_t pe
  * cudaError_t of its loads as an int (0: all loaded); nothing is launched. */
 int qm_cuda_preload_kernels(void);
 int qm_cuda_preload_batch_kernels(void);
+/* The n kernels fns[] loaded on the current device (cudaFuncGetAttributes each): the first
+ * cudaError_t as an int, 0 when all loaded. */
+int qm_cuda_load_functions(const void *const *fns, int n);
 
 /* The feature-map launchers below take `kernels`, the generation: QM_CUDA_KERNELS_CURRENT (0)
  * runs the round-2 kernels of kernels/cuda_featuremap.cu, QM_CUDA_KERNELS_ROUND1 (2) its round-1
