@@ -365,8 +365,9 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
                 f->page_lock_s * 1e3, qm_units_format_bandwidth(f->page_lock_bw_bytes_per_s, b, sizeof b));
     }
     if (rc == QM_OK && f->staging_setup_s > 0)
-        fprintf(stderr, "qmesh: an encode's staging on a GPU opened, first used and closed: %.3f ms "
-                "beyond its copies\n", f->staging_setup_s * 1e3);
+        fprintf(stderr, "qmesh: an encode's state allocated on a GPU and its staging opened, first "
+                "used and closed: %.3f ms beyond its copies (the 1 GiB state's allocation %.3f ms)\n",
+                f->staging_setup_s * 1e3, f->staging_alloc_s * 1e3);
     /* defaults.host_batch, with the encode's own functions */
     if (rc == QM_OK && (rc = qm_materialize_host_probe(QM_DISCOVER_HOST_QUBITS, QM_DISCOVER_HOST_STATES,
                                                        &f->host_piece_s, &f->host_coeff_s, st)) == QM_OK)

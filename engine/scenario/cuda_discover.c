@@ -236,7 +236,7 @@ static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
 
 /* One encode's device-side setup: a state allocated (not freed inside the time: the encode keeps
  * it), then one staging pipe opened, its two halves filled from src, closed: the seconds. */
-static cudaError_t staging_once(const char *src, double *secs)
+static cudaError_t staging_once(const char *src, double *secs, double *alloc_secs)
 {
     cudaStream_t s[2] = {NULL, NULL};
     cudaEvent_t ev[STAGING_PROBE_EVENTS] = {NULL};
@@ -274,6 +274,7 @@ static cudaError_t staging_once(const char *src, double *secs)
     if (dst)
         (void)cudaFree(dst);
     *secs = alloc + (qm_clock_now_s() - t0);
+    *alloc_secs = alloc;
     if (state)
         (void)cudaFree(state);
     return e;
@@ -287,13 +288,15 @@ static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
     if (e != cudaSuccess)
         return disc_err(st, e, "cudaMallocHost (64 MiB, the staging probe)", 0);
     memset(src, 1, 2 * STAGING_PROBE_CHUNK);
-    double t[3];
+    double t[3], ta[3];
     for (int r = 0; r < 3 && e == cudaSuccess; ++r)
-        e = staging_once(src, &t[r]);
+        e = staging_once(src, &t[r], &ta[r]);
     (void)cudaFreeHost(src);
     if (e != cudaSuccess)
         return disc_err(st, e, "the staging probe (streams, events, cudaMalloc, copies)", 0);
     qsort(t, 3, sizeof t[0], cmp_double);
+    qsort(ta, 3, sizeof ta[0], cmp_double);
+    f->staging_alloc_s = ta[1];
     const double h2d = f->gpus[0].h2d_bw_bytes_per_s;
     const double rest = t[1] - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
     f->staging_setup_s = rest > 1e-6 ? rest : 1e-6; /* 0 would read as "not measured" */

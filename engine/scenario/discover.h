@@ -108,9 +108,10 @@ typedef struct qm_discover_facts {
     /* the page-locking probe (cuda_discover.c; 0: not measured): making a page-locked buffer of
      * B bytes as the CUDA backend does costs page_lock_s + B / page_lock_bw_bytes_per_s */
     double page_lock_s, page_lock_bw_bytes_per_s;
-    /* the staging-pipe probe (cuda_discover.c; 0: not measured): one device's encode staging
-     * opened, first used and closed, beyond its copies' bytes */
-    double staging_setup_s;
+    /* the staging-pipe probe (cuda_discover.c; 0: not measured): one device's encode setup (a
+     * 1 GiB state allocated, the staging opened, first used and closed) beyond its copies'
+     * bytes; staging_alloc_s the allocation's part (0 when free memory could not hold it) */
+    double staging_setup_s, staging_alloc_s;
     /* the host's work per state of an amplitude batch (qm_materialize_host_probe; 0: not
      * measured): local_norm's piece sums, norm_allreduce's merge and coefficients */
     double host_piece_s, host_coeff_s;
