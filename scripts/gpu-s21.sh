@@ -3,7 +3,8 @@
 # CUDA tests, topo dump, plan --input beside encode's measured phases for the 2^28 state and the
 # 65536 x 1021 batch, default and CUDA_MODULE_LOADING=EAGER) with the data path's kernels now
 # loaded on the start-up thread; three more traced 2^28 encodes (where the staging's time goes:
-# ring ready, chunk 0's copies and kernels, the tail, the close); on an H200 also the feature-map
+# ring ready, chunk 0's copies and kernels, the tail, the close); bench/bench_e2e.py (the whole
+# qmesh encode against the PyTorch script, same run); on an H200 also the feature-map
 # and data-path benchmarks of scripts/gpu-bench.sh while the call's time lasts. The working files
 # stay outside $OUT; $OUT gets one tarball (the device tool returns only a few files).
 set -uo pipefail
@@ -29,6 +30,11 @@ for k in 1 2; do
 done > $R/trace-b-2.txt 2>&1
 grep -hE "== |ingest starts|ring of|chunk 0 (copies )?enqueued|pipes closed|ingest: closed|backend started|measured" $R/trace-x28-3.txt $R/trace-b-2.txt | head -60
 rm -rf $D
+# the whole qmesh encode (file -> device, file -> file) against the PyTorch script, same run
+if [ $SECONDS -lt 300 ]; then
+  timeout $((560 - SECONDS)) python3 bench/bench_e2e.py --build build-gpu --backend cuda --dir /tmp/s21e2e --repeat 3 > $R/e2e.txt 2>&1
+  tail -30 $R/e2e.txt; rm -rf /tmp/s21e2e
+fi
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $SECONDS -lt 330 ]; then
   cmake -S . -B build-gpu -DQM_BUILD_BENCH=ON > $R/bench-configure.log 2>&1
   timeout $((520 - SECONDS)) cmake --build build-gpu -j16 --target bench_cuda bench_read bench_output > $R/bench-build.log 2>&1 || tail -5 $R/bench-build.log
