@@ -585,6 +585,107 @@ static void test_sums_in_staging(void)
     qm_hal_destroy(shim);
 }
 
+/* A background reader (read_submit / read_wait, as the .npy reader's threads) whose reads land
+ * only when waited for: a read still "in flight" writes into the ring at its wait, so a ring freed
+ * before every read was waited for is a use-after-free (the sanitizer build). */
+typedef struct late_read {
+    uint64_t first, count;
+    void *dst;
+} late_read;
+
+typedef struct late_reader {
+    const double *x;
+    uint64_t submitted, waited;
+} late_reader;
+
+static qm_code late_submit(void *ctx, uint64_t first, uint64_t count, void *dst, void **ticket,
+                           qm_status *st)
+{
+    late_reader *r = ctx;
+    late_read *t = malloc(sizeof *t);
+    if (!t)
+        return qm_fail(st, QM_E_NOMEM, "late reader: out of memory");
+    *t = (late_read){first, count, dst};
+    *ticket = t;
+    r->submitted++;
+    return QM_OK;
+}
+
+static qm_code late_wait(void *ctx, void *ticket, qm_status *st)
+{
+    late_reader *r = ctx;
+    late_read *t = ticket;
+    (void)st;
+    memcpy(t->dst, r->x + t->first, (size_t)t->count * sizeof(double));
+    free(t);
+    r->waited++;
+    return QM_OK;
+}
+
+static qm_code late_read_now(void *ctx, uint64_t first, uint64_t count, void *dst, qm_status *st)
+{
+    (void)st;
+    memcpy(dst, ((late_reader *)ctx)->x + first, (size_t)count * sizeof(double));
+    return QM_OK;
+}
+
+/* The ingest submits its first ring pieces' reads before it opens the device pipes (their
+ * staging allocations): every device allocation of a reader-fed encode fails once in turn (a
+ * 2^16 state over 2 shards: 2 ring pieces, both reads in flight when a pipe's allocation fails;
+ * without the wait for them this test fails at those 2 points). Each failure is the injected code
+ * with nothing left allocated and every submitted read waited for; the run after the last point
+ * is bit-identical to the encode from memory. */
+static void test_reads_before_pipes(void)
+{
+    qm_status st;
+    const unsigned q = 16;
+    const uint64_t N = (uint64_t)1 << q;
+    double *x = malloc(N * sizeof *x);
+    for (uint64_t i = 0; i < N; ++i)
+        x[i] = cos((double)i * 0.17) * (double)(1 + i % 3);
+    qm_shard_spec two[2];
+    equal_layout(q, 2, two);
+    qm_amp_input mem = {.dtype = QM_DTYPE_FLOAT64, .data = x, .n = N};
+    late_reader lr = {.x = x};
+    qm_amp_input bg = {.dtype = QM_DTYPE_FLOAT64, .n = N, .read = late_read_now, .read_ctx = &lr,
+                       .read_submit = late_submit, .read_wait = late_wait};
+    qm_state *ref = NULL;
+    CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, two, 2, &mem, NULL, &ref, &st));
+    qm_hal *shim = NULL;
+    const qm_backend_fault count = {.points = QM_BACKEND_FAULT_ALLOC, .fail_at = 0,
+                                    .code = QM_E_NOMEM};
+    CHECK_OK(fixture_mesh_fault(2, (uint64_t)1 << 30, true, QM_SIM_MATERIALIZED, &count, &shim, &st));
+    qm_state *s = NULL;
+    CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &bg, NULL, &s, &st));
+    const uint64_t points = qm_hal_fault_calls(shim);
+    CHECK(points >= 4); /* 2 states, 2 pipes' staging at least */
+    CHECK(lr.submitted > 0 && lr.submitted == lr.waited);
+    qm_state_destroy(s);
+    s = NULL;
+    int failed = 0;
+    for (uint64_t k = 1; k <= points; ++k) {
+        lr.submitted = lr.waited = 0;
+        qm_hal_fault_rearm(shim, k);
+        qm_state *f = NULL;
+        const qm_code rc = qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &bg, NULL,
+                                                    &f, &st);
+        failed += rc == QM_E_NOMEM;
+        CHECK(rc == QM_E_NOMEM && f == NULL && qm_hal_fault_fired(shim));
+        CHECK(lr.submitted == lr.waited);
+        CHECK_EQ_U64(qm_hal_bytes_in_use(shim), 0);
+        qm_state_destroy(f);
+    }
+    CHECK_EQ_U64((uint64_t)failed, points);
+    qm_hal_fault_rearm(shim, points + 1);
+    CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &bg, NULL, &s, &st));
+    double *a = ref ? read_all(ref, N) : NULL, *b = s ? read_all(s, N) : NULL;
+    CHECK(a && b && memcmp(a, b, N * 16) == 0);
+    free(a), free(b), free(x);
+    qm_state_destroy(ref), qm_state_destroy(s);
+    CHECK_EQ_U64(qm_hal_bytes_in_use(shim), 0);
+    qm_hal_destroy(shim);
+}
+
 /* Prepared per-state host arrays (opts.host, as `qmesh encode` makes them while CUDA starts):
  * the same bytes as without; taken again by a later encode whose batch has no slow state (the
  * earlier encode's slow-path mark must not carry over: same bytes as a fresh run); a batch larger
@@ -690,6 +791,7 @@ int main(int argc, char **argv)
     test_batch_and_chunks();
     test_device_input();
     test_sums_in_staging();
+    test_reads_before_pipes();
     test_prepared_host();
     test_streamed_stores();
     test_thread_counts(argv[0]);
