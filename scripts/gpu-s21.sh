@@ -4,7 +4,8 @@
 # 65536 x 1021 batch, default and CUDA_MODULE_LOADING=EAGER) with the data path's kernels now
 # loaded on the start-up thread; three more traced 2^28 encodes (where the staging's time goes:
 # ring ready, chunk 0's copies and kernels, the tail, the close); bench/bench_e2e.py (the whole
-# qmesh encode against the PyTorch script, same run); on an H200 also the feature-map
+# qmesh encode against the PyTorch script, same run; E2E=0: not); OUTCHECK=1: plan against
+# encode with --out for both jobs (the write phase); on an H200 also the feature-map
 # and data-path benchmarks of scripts/gpu-bench.sh while the call's time lasts. The working files
 # stay outside $OUT; $OUT gets one tarball (the device tool returns only a few files).
 set -uo pipefail
@@ -29,9 +30,16 @@ for k in 1 2; do
   QM_TRACE=1 $Q encode --input $D/b.npy --scenario $R/machine.yaml --backend cuda 2>&1 | grep -E "trace|measured"
 done > $R/trace-b-2.txt 2>&1
 grep -hE "== |ingest starts|ring of|chunk 0 (copies )?enqueued|pipes closed|ingest: closed|backend started|measured" $R/trace-x28-3.txt $R/trace-b-2.txt | head -60
+# OUTCHECK=1: plan against encode with an output file (the write phase), both jobs
+if [ "${OUTCHECK:-0}" = 1 ]; then
+  for j in x28 b; do
+    REPEAT=3 sh scripts/plan-vs-encode.sh $Q $D/$j.npy --scenario $R/machine.yaml --backend cuda --out $D/out-$j.npy > $R/planvs-out-$j.txt 2>&1
+    grep -E "^(phase|ingest|local_norm|norm_allreduce|encode|read|staging|write) " $R/planvs-out-$j.txt; rm -f $D/out-$j.npy
+  done
+fi
 rm -rf $D
 # the whole qmesh encode (file -> device, file -> file) against the PyTorch script, same run
-if [ $SECONDS -lt 300 ]; then
+if [ "${E2E:-1}" = 1 ] && [ $SECONDS -lt 300 ]; then
   timeout $((560 - SECONDS)) python3 bench/bench_e2e.py --build build-gpu --backend cuda --dir /tmp/s21e2e --repeat 3 > $R/e2e.txt 2>&1
   tail -30 $R/e2e.txt; rm -rf /tmp/s21e2e
 fi
