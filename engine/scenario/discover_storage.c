@@ -124,6 +124,18 @@ static qm_code timed_read(int fd, const char *path, uint64_t bytes, int nt, int 
     return QM_OK;
 }
 
+/* One timing of the page-cache probe, ordered by rate (the median one is kept). */
+typedef struct cached_timing {
+    double secs, rate;
+    uint64_t bytes;
+} cached_timing;
+
+static int cached_timing_cmp(const void *a, const void *b)
+{
+    const double x = ((const cached_timing *)a)->rate, y = ((const cached_timing *)b)->rate;
+    return (x > y) - (x < y);
+}
+
 /* QM_STORAGE_RATES="READ,WRITE[,CACHED_READ]": the bandwidths, or E-ARG naming the variable. */
 static qm_code rates_from_env(const char *v, qm_discover_storage *out, qm_status *st)
 {
@@ -242,25 +254,15 @@ qm_code qm_discover_storage_measure(const char *dir, uint64_t bytes, qm_discover
     /* the page cache timed QM_CACHED_PROBE_REPEATS times, the median rate kept: one timing of
      * a 2 GiB pass on the H100 host read 41-55 GB/s from run to run (bench/results
      * 2026-12-06-session21.md), where the encodes of the same run read at 49-51 GB/s */
-    double rates[QM_CACHED_PROBE_REPEATS], secs[QM_CACHED_PROBE_REPEATS];
-    uint64_t got[QM_CACHED_PROBE_REPEATS];
+    cached_timing ct[QM_CACHED_PROBE_REPEATS];
     for (int k = 0; rc == QM_OK && k < QM_CACHED_PROBE_REPEATS; ++k) {
-        rc = timed_read(fd, path, bytes, nt, (int)passes, bufs, &secs[k], &got[k], st);
-        rates[k] = (double)got[k] / (secs[k] > 1e-9 ? secs[k] : 1e-9);
+        rc = timed_read(fd, path, bytes, nt, (int)passes, bufs, &ct[k].secs, &ct[k].bytes, st);
+        ct[k].rate = (double)ct[k].bytes / (ct[k].secs > 1e-9 ? ct[k].secs : 1e-9);
     }
     if (rc == QM_OK) {
-        int med = 0; /* the repetition with the median rate */
-        for (int k = 0; k < QM_CACHED_PROBE_REPEATS; ++k) {
-            int below = 0, equal = 0;
-            for (int j = 0; j < QM_CACHED_PROBE_REPEATS; ++j) {
-                below += rates[j] < rates[k];
-                equal += rates[j] == rates[k];
-            }
-            if (below <= QM_CACHED_PROBE_REPEATS / 2 && below + equal > QM_CACHED_PROBE_REPEATS / 2)
-                med = k;
-        }
-        tc = secs[med];
-        cached = got[med];
+        qsort(ct, QM_CACHED_PROBE_REPEATS, sizeof ct[0], cached_timing_cmp);
+        tc = ct[QM_CACHED_PROBE_REPEATS / 2].secs;
+        cached = ct[QM_CACHED_PROBE_REPEATS / 2].bytes;
     }
     for (int k = 0; k < nt; ++k)
         free(bufs[k]);

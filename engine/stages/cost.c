@@ -753,10 +753,10 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                         pipes += w.chunks[d] > 0;
                     }
                     const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
-                    const double s = (lock_here ? page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
-                                                      page_lock_s(t, fused * 8.0)
-                                                : 0) +
-                                     pipes * t->staging_setup_s;
+                    double s = pipes * t->staging_setup_s;
+                    if (lock_here)
+                        s += page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
+                             page_lock_s(t, fused * 8.0);
                     setup = s > setup ? s : setup;
                 }
                 const double pieces = max_over(w.chunks, D); /* ring pieces */
@@ -767,9 +767,8 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                  * piece's read after the copies' own time */
                 const double depth = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
                 const double tail = pieces >= 1 ? copies * depth / pieces : copies;
-                ingest = setup + (read + tail > overlapped(read, copies, pieces)
-                                      ? read + tail
-                                      : overlapped(read, copies, pieces));
+                const double piecewise = overlapped(read, copies, pieces);
+                ingest = setup + (read + tail > piecewise ? read + tail : piecewise);
                 /* read as encode measures it (the span of the background reads): the reader runs
                  * at most SLOTS - 1 pieces ahead of the copies, so when the copies are slower the
                  * last read starts only after the copies of all but the last SLOTS pieces */

@@ -719,7 +719,7 @@ typedef enum { SPARE_TOUCHED, SPARE_REGISTERING, SPARE_REGISTERED } spare_state;
 typedef struct host_spare {
     void *p;
     size_t bytes;
-    spare_state state; /* registered ahead too by qm_hal_cuda_host_register_spares */
+    spare_state state; /* registered ahead by host_register_spares, or given back registered */
     struct host_spare *next;
 } host_spare;
 
