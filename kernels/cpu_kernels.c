@@ -369,9 +369,9 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
                       unsigned qubits, unsigned n_coeffs, uint64_t first_state,
                       const double *table, double scale)
 {
-    /* qm_math.h's order 2, block by block: a block is the 2^min(qubits, 10) aligned slots of one
-     * state that share h; its tables U (32), T (32), V_l (5 x 32) and P (1024, P(s) = P(s
-     * without its top bit) * V_top) give every slot v = scale * ((U * T) * P) */
+    /* qm_math.h's order 3, block by block: a block is the 2^min(qubits, 10) aligned slots of one
+     * state that share h; its tables T (32), V_l (5 x 32) and Q (1024: Q(y) = U(y), Q(s) = Q(s
+     * without its top bit) * V_top) give every slot v = scale * (Q * T) */
     if (n == 0)
         return;
     const unsigned lb = qubits < 10 ? qubits : 10, a1 = qubits < 5 ? qubits : 5;
@@ -389,29 +389,27 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
         const uint64_t hi = first + ((uint64_t)1 << lb) < g0 + n ? first + ((uint64_t)1 << lb)
                                                                  : g0 + n;
         const double *c = table + ((first >> qubits) - first_state) * n_coeffs;
-        double U[32][2], T[32][2], V[5][32][2], P[1024][2];
-        for (unsigned y = 0; y < ny; ++y)
-            qm_iqp_u(c, qubits, pairs, x0 | y, &U[y][0], &U[y][1]);
+        double T[32][2], V[5][32][2], Q[1024][2];
+        for (unsigned y = 0; y < ny; ++y) /* Q(s = 0) = U */
+            qm_iqp_u(c, qubits, pairs, x0 | y, &Q[y][0], &Q[y][1]);
         for (unsigned j = 0; j < ns; ++j)
             qm_iqp_t(c, qubits, pairs, x0 | ((uint64_t)j << 5), &T[j][0], &T[j][1]);
         for (unsigned l = 0; l + 5 < lb; ++l)
             for (unsigned y = 0; y < ny; ++y)
                 qm_iqp_v(c, qubits, pairs, 5 + l, y, &V[l][y][0], &V[l][y][1]);
-        for (unsigned y = 0; y < ny; ++y)
-            P[y][0] = 1.0, P[y][1] = 0.0;
         for (unsigned j = 1; j < ns; ++j) {
             unsigned top = 0;
             while (j >> (top + 1))
                 ++top;
             const unsigned from = 32 * (j ^ (1u << top));
             for (unsigned y = 0; y < ny; ++y)
-                qm_cmul(P[from + y][0], P[from + y][1], V[top][y][0], V[top][y][1],
-                        &P[32 * j + y][0], &P[32 * j + y][1]);
+                qm_cmul(Q[from + y][0], Q[from + y][1], V[top][y][0], V[top][y][1],
+                        &Q[32 * j + y][0], &Q[32 * j + y][1]);
         }
         for (uint64_t g = lo; g < hi; ++g) {
-            const unsigned x = (unsigned)(g - first), y = x & 31u, j = x >> 5;
+            const unsigned x = (unsigned)(g - first), j = x >> 5;
             double re, im;
-            qm_iqp_join(U[y][0], U[y][1], T[j][0], T[j][1], P[x][0], P[x][1], scale, &re, &im);
+            qm_iqp_join(Q[x][0], Q[x][1], T[j][0], T[j][1], scale, &re, &im);
             put_slot(o64, o32, g - g0, re, im);
         }
     }

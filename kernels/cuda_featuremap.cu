@@ -1042,22 +1042,22 @@ iqp_fused2_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
 //
 // Round 2's fused pass (run 19: 14.5 ms for 2^30 complex128 against a 3.78 ms fill, 26%) spends
 // its time in one double sincos per slot (about 58 float64 instructions, plus the argument
-// reduction's latency). Round 3 evaluates qm_math.h's order 2, the CPU's: per tile of 1024 slots
+// reduction's latency). Round 3 evaluates qm_math.h's order 3, the CPU's: per tile of 1024 slots
 // (h fixed) the 32 U and 32 T (65 sincos: T's unit(W_h) once per entry, a sincos each of 32
 // threads), and per state the 160 V_l (unit(C_l), recomputed only when the tile's state differs
 // from the block's previous tile's: once per block for one big state, every tile for a batch of
 // 10-qubit states). The tables are 32 + 32 + 160 double2 (3.5 KiB) in shared memory. Per slot
-// then: P = the V_l of the set bits of s, built incrementally (below: 7 products per 8 slots of a
-// thread, 2 more for the base), and v = scale * ((U * T) * P): 2 products. Float64 work per slot:
+// then: Q = U times the V_l of the set bits of s, built incrementally (below: 7 products per 8
+// slots of a thread, 2 more for the base), and v = scale * (Q * T): 1 product. Float64 work per slot:
 // about 3 complex products (18 operations without FMA) + the tables (65 sincos / 1024 slots,
 // about 4 operations; a batch: 225 / 1024, about 13) against round 2's ~70; the fused pass should
 // then be bound by its stores, not by float64 issue. Everything after the phases (the four
 // stage rounds, the swizzle, the write) is round 2's code (iq2_round), unchanged.
 // Thread t: y = t mod 32 (the bits of a), s = t / 32 + 4u for u < 8 (the bits of b; uniform over
 // a warp). U[y], V_5..V_9[y] are read once per tile (consecutive lanes, consecutive double2:
-// conflict-free), T[s] is a broadcast. P(s0 + 4u): P(s0) = the product of V_5, V_6 over the bits
-// of s0 from (1, 0); for u > 0, P(s0 + 4u) = P(s0 + 4(u without its top bit)) * V_(7 + top):
-// exactly the left-to-right product of qm_iqp_p (P(s without its top bit) * V_top). Table jobs
+// conflict-free), T[s] is a broadcast. Q(s0 + 4u): Q(s0) = the product of V_5, V_6 over the bits
+// of s0 from U[y]; for u > 0, Q(s0 + 4u) = Q(s0 + 4(u without its top bit)) * V_(7 + top):
+// exactly the left-to-right product of qm_iqp_q (Q(s without its top bit) * V_top). Table jobs
 // per tile (k = t, t + 128): T (k < 32, 2 sincos), U (k < 64), V (k < 224, only on a new state).
 // Registers: launch bound 128 x 8 (64 registers, as round 2, 8 blocks = 32 warps per SM);
 // shared 16 KiB + 1.9 KiB + 3.5 KiB (complex128).
@@ -1118,9 +1118,9 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
         {
             const double2 u = Ut[y];
             const double2 v7 = Vt[64 + y], v8 = Vt[96 + y], v9 = Vt[128 + y];
-            double2 p[4];
+            double2 p[4]; /* Q of slots y + 32 (s0 + 4q), q < 4 */
             {
-                double r = 1.0, m = 0.0;
+                double r = u.x, m = u.y;
                 if (s0 & 1u) {
                     const double2 v5 = Vt[y];
                     qm_cmul(r, m, v5.x, v5.y, &r, &m);
@@ -1145,7 +1145,7 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
                 }
                 const double2 tt = Tt[s0 + 4 * q];
                 double re, im;
-                qm_iqp_join(u.x, u.y, tt.x, tt.y, pq.x, pq.y, scale, &re, &im);
+                qm_iqp_join(pq.x, pq.y, tt.x, tt.y, scale, &re, &im);
                 buf[iq2_swz<V>(t + QM_IQ2_THREADS * q)] = make_slot<V>(re, im);
             }
         }
@@ -1163,7 +1163,7 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
 // complex64, against fills of 0.239 and 0.124 ms) moves every tile through shared memory five
 // times (the phase write, then four stage rounds of a load and a store): 144 KiB per complex128
 // tile, about 1150 clocks at 128 bytes per clock, which alone is 0.29 ms for the 496 tiles each of
-// the 132 SMs takes, above the fill. Round 4 keeps round 3's arithmetic (qm_math.h's order 2, the
+// the 132 SMs takes, above the fill. Round 4 keeps round 3's arithmetic (qm_math.h's order 3, the
 // same calls in the same order, so the same bits) and round 1's data movement: one warp per tile,
 // the phases written once to shared memory, read back with the 32 slots of one lane differing in
 // bits 0..4 (stages 0..4 in registers), stored and read again with them differing in bits 5..9
@@ -1176,10 +1176,10 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
 // 0..9 the e_k, lane 31 W_h. A state of at most 64 coefficients (every 10-qubit iqp and iqp-z state) is loaded into
 // shared memory one tile ahead (two coefficients per lane in registers while the current tile is
 // built), so a batch's table sums read shared memory, not L2.
-// Phases of lane y: slots y + 32 s, s = 0..31, P(s) = P(s without its top bit) * V_top from P(0)
-// = (1, 0) (qm_iqp_p's left-to-right product), visited in bit-reversed order of s so that every
-// P is formed after its parent and only the current path of parents is live (a few registers, not
-// 32 double2). Shared slot of tile slot x: x + (x >> 5) (one pad slot per 32: the phase stores
+// Phases of lane y: slots y + 32 s, s = 0..31, Q(s) = Q(s without its top bit) * V_top from Q(0)
+// = U[y] (qm_iqp_q's left-to-right product), visited in bit-reversed order of s so that every
+// Q is formed after its parent and only the current path of parents is live (a few registers, not
+// 32 double2); the slot is Q(s) * T[s] (qm_math.h's order 3: two complex products per slot). Shared slot of tile slot x: x + (x >> 5) (one pad slot per 32: the phase stores
 // and the last reads are consecutive slots; the stage-0..4 accesses of lane o at j + 33 o are
 // 528 (complex64: 264) bytes apart, 16 (8) mod 128, so a wavefront's lanes hit distinct banks).
 // Shared memory per warp 16.5 KiB + 4.2 KiB complex128 (8.25 + 4.2 complex64; 10-qubit states
@@ -1261,10 +1261,13 @@ __device__ __forceinline__ double iq4_chain(double s, const double *c, unsigned 
     return s;
 }
 
-/* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 55 coefficients):
+/* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 64 coefficients):
  * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
  * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
- * warps) per SM instead of 5 for complex128. */
+ * warps) per SM instead of 5 for complex128. Its coefficients are always read from shared memory
+ * and its e_k and W_h are +0 (no bits >= 10), both known when it compiles: session 22 measured
+ * this at 0.245 against 0.289 ms for a complex64 batch of 65536 on an H100 (the generic loads of
+ * a pointer that may be global or shared, and the loops over no high bits, were the difference). */
 template <typename V, int MINB, bool B10>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
 iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
@@ -1290,7 +1293,9 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     double2 *Tt = tts[warp];
     double *cf = cfs[warp], *e = eks[warp];
     const int pairs = n_coeffs > qubits;
-    const bool staged = n_coeffs <= 64; /* the state's coefficients through shared memory */
+    /* the state's coefficients through shared memory (B10: always, at most 55 of them; known
+     * when this compiles, so their reads are shared loads, not generic ones) */
+    const bool staged = B10 || n_coeffs <= 64;
     const uint64_t mask = qubits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << qubits) - 1;
     const uint64_t stride = (uint64_t)gridDim.x * QM_IQ4_WARPS;
     uint64_t tile = (uint64_t)blockIdx.x * QM_IQ4_WARPS + warp;
@@ -1308,10 +1313,15 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     fetch(tile);
     for (; tile < n_tiles; tile += stride) {
         const uint64_t g = g0 + (tile << 10), x0 = g & mask, st = g >> qubits;
-        const bool fresh = st != have; /* uniform over the warp */
+        const bool fresh = B10 || st != have; /* uniform over the warp; B10: every tile a state */
         have = st;
         const double *c = table + (st - first_state) * n_coeffs;
-        if (staged) {
+        if (B10) {
+            cf[y] = c0;
+            cf[y + 32] = c1;
+            __syncwarp();
+            c = cf;
+        } else if (staged) {
             if (fresh) { /* cf was last read in the previous tile's (1), before its __syncwarp */
                 cf[y] = c0;
                 cf[y + 32] = c1;
@@ -1337,7 +1347,12 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
             }
             __syncwarp();
         }
-        if (y < 10)
+        if (B10) { /* no bits >= 10: every e_k and W_h are sums over nothing, +0 */
+            if (y < 10)
+                e[y] = 0.0;
+            else if (y == 31)
+                qm_iqp_unit(0.0, &e[11], &e[12]);
+        } else if (y < 10)
             e[y] = pairs ? iq4_chain(0.0, c, h,
                                      [&](unsigned i) { return qm_iqp_pair(qubits, y, kb[i]); })
                          : 0.0;
@@ -1375,31 +1390,29 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
                 u = make_double2(scale * u.x, scale * u.y);
         }
         __syncwarp();
-        /* (3) the phases of slots y + 32 s: scale * ((U * T[s]) * P(s)) */
+        /* (3) the phases of slots y + 32 s: scale * (Q(s) * T[s]) */
         {
             double2 vr[5]; /* B10: the V_l[y] here */
             if (B10)
 #pragma unroll
                 for (unsigned l = 0; l < 5; ++l)
                     qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &vr[l].x, &vr[l].y);
-            double2 p[32];
-            p[0] = make_double2(1.0, 0.0);
+            double2 q[32]; /* Q(s), from q[0] = U (times the scale when folded) */
+            q[0] = u;
 #pragma unroll
             for (unsigned i = 0; i < 32; ++i) {
                 const unsigned s = iq4_rev5(i);
                 if (s) {
                     const unsigned top = iq4_top(s);
-                    const double2 from = p[s ^ (1u << top)], vt = B10 ? vr[top] : vl[top][y];
-                    qm_cmul(from.x, from.y, vt.x, vt.y, &p[s].x, &p[s].y);
+                    const double2 from = q[s ^ (1u << top)], vt = B10 ? vr[top] : vl[top][y];
+                    qm_cmul(from.x, from.y, vt.x, vt.y, &q[s].x, &q[s].y);
                 }
                 const double2 tt = Tt[s];
                 double re, im;
-                if (fold) { /* u carries the scale */
-                    double r, m;
-                    qm_cmul(u.x, u.y, tt.x, tt.y, &r, &m);
-                    qm_cmul(r, m, p[s].x, p[s].y, &re, &im);
-                } else
-                    qm_iqp_join(u.x, u.y, tt.x, tt.y, p[s].x, p[s].y, scale, &re, &im);
+                if (fold) /* q carries the scale */
+                    qm_cmul(q[s].x, q[s].y, tt.x, tt.y, &re, &im);
+                else
+                    qm_iqp_join(q[s].x, q[s].y, tt.x, tt.y, scale, &re, &im);
                 buf[y + 33 * s] = make_slot<V>(re, im);
             }
         }
@@ -1612,7 +1625,8 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
         /* 42 / 25 KiB of shared memory and 168 / 128 registers per block of 2 warps (10-qubit
          * states: 36 / 19 KiB) */
         constexpr int minb = sizeof(V) == 16 ? 5 : 8, minb10 = sizeof(V) == 16 ? 6 : 8;
-        auto k = qubits == 10 ? iqp_fused4_kernel<V, minb10, true> : iqp_fused4_kernel<V, minb, false>;
+        auto k = qubits == 10 && n_coeffs <= 64 ? iqp_fused4_kernel<V, minb10, true>
+                                                : iqp_fused4_kernel<V, minb, false>;
         const unsigned grid =
             grid_of(k, 32 * QM_IQ4_WARPS, 0, (tiles + QM_IQ4_WARPS - 1) / QM_IQ4_WARPS);
         k<<<grid, 32 * QM_IQ4_WARPS, 0, s>>>(state, tiles, g0, qubits, n_coeffs, first_state,

@@ -54,7 +54,7 @@ int qm_cuda_wht_passes3(void *state, int c128, uint64_t n, unsigned b0, unsigned
 /* The iqp_phase of slots [0, n) followed by stages 0..9, one pass: needs qubits >= 10, g0 and n
  * multiples of 2^10. round 1: the round-1 kernel (one warp per tile); 2: round 2 (four warps per
  * tile, 8 slots per thread, cos/sin of each phi: order 1); 3: round 3 (round 2's shape, the
- * phases as products of unit numbers: qm_math.h's order 2, the CPU's); 4: round 4 (round 3's
+ * phases as products of unit numbers: qm_math.h's order 3, the CPU's); 4: round 4 (round 3's
  * phases, one warp per tile, the stages through two shared-memory transposes). */
 int qm_cuda_iqp_fused(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                       unsigned n_coeffs, uint64_t first_state, const double *table, double scale,

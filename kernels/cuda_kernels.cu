@@ -934,7 +934,7 @@ namespace {
 
 __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                                  unsigned n_coeffs, uint64_t first_state, const double *table,
-                                 double scale, int order2)
+                                 double scale, int products)
 {
     const uint64_t mask = ((uint64_t)1 << qubits) - 1;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
@@ -942,8 +942,8 @@ __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0,
         const uint64_t g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         double re, im;
-        if (order2) { /* round 3: qm_math.h's order 2, as the CPU kernel's tables give it */
-            qm_iqp_phase2(c, qubits, n_coeffs, g & mask, scale, &re, &im);
+        if (products) { /* rounds 3, 4: qm_math.h's order 3, as the CPU kernel's tables give it */
+            qm_iqp_phase3(c, qubits, n_coeffs, g & mask, scale, &re, &im);
         } else {
             const double phi = qm_iqp_phi(c, qubits, n_coeffs, g & mask);
             qm_iqp_amp(phi, scale, &re, &im);

@@ -81,7 +81,7 @@ int qm_cuda_load_functions(const void *const *fns, int n);
  * round-0 ones (per-tile hi products; separate phase pass; one pass per wht stage above 2^10),
  * kept so that a regression can be bisected and the rounds timed side by side in one run. All
  * write the same bits, except iqp's phases: rounds 0-2 evaluate qm_math.h's order 1, round 3 (below)
- * order 2, the CPU's; their cos and sin are CUDA's either way. The choice is the caller's: the CUDA backend reads QM_CUDA_KERNELS once
+ * order 3, the CPU's; their cos and sin are CUDA's either way. The choice is the caller's: the CUDA backend reads QM_CUDA_KERNELS once
  * when opened. */
 #define QM_CUDA_KERNELS_CURRENT 0
 #define QM_CUDA_KERNELS_LEGACY 1
@@ -89,7 +89,7 @@ int qm_cuda_load_functions(const void *const *fns, int n);
 /* Round 3 (QM_CUDA_KERNELS=round3 runs every op on it): the round-3 product kernels (per-state lo table;
  * batches of 10-qubit states with the next group's factors loaded before the current group is
  * written, an even split of the states over the blocks) and the one-warp-per-block sums of
- * squares; IQP's phases in qm_math.h's order 2 (products of unit numbers, the CPU's order; rounds
+ * squares; IQP's phases in qm_math.h's order 3 (products of unit numbers, the CPU's order; rounds
  * 0-2 compute cos and sin of the whole phi, order 1), and the wht stages above 2^10 in passes of
  * at most 8 stages on rows of 256 contiguous bytes (cuda_featuremap.cu's qm_cuda_wht_passes3; a
  * 2^30 state: 3 passes of 7, 7, 6 stages after the fused one). */
@@ -120,7 +120,7 @@ int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_t g0, unsig
 
 /* IQP phase vector (qm_cpu_iqp_phase's contract) into slots [0, n) of `state`, the coefficients
  * of state s at table[(s - first_state) * n_coeffs] (device array). Round 3 (`kernels`
- * QM_CUDA_KERNELS_ROUND3) evaluates qm_math.h's order 2 (a product of unit numbers, the CPU's
+ * QM_CUDA_KERNELS_ROUND3) evaluates qm_math.h's order 3 (a product of unit numbers, the CPU's
  * order); the earlier generations order 1 (cos and sin of the whole phi, qm_iqp_phi). */
 int qm_cuda_launch_iqp_phase(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                              unsigned n_coeffs, uint64_t first_state, const double *table,

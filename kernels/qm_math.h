@@ -309,7 +309,7 @@ QM_HD void qm_product_amp(double hr, double hi, double lr, double li, double sca
 }
 
 /* ---- IQP encodings (iqp-z, iqp): a phase per basis index, then a Walsh-Hadamard transform -------
- * Order 1 (CUDA's kernel generations before round 3; the CPU and round 3 use order 2, below):
+ * Order 1 (CUDA's kernel generations before round 3; the CPU and rounds 3 and 4 use order 3, below):
  * v(x) = scale * (cos phi(x), sin phi(x)), phi(x) the sum of the per-state coefficients c (n_coeffs
  * doubles: d_k = c[k] for the n qubits, then, when n_coeffs > n, d_kl = c[qm_iqp_pair(n, k, l)] for
  * the pairs (0,1), (0,2) .. (0,n-1), (1,2) .. (n-2,n-1)) of the bits and pairs of bits set in x,
@@ -413,7 +413,7 @@ QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
 #endif
 }
 
-/* ---- IQP phases, order 2: a product of unit complex numbers (the CPU and CUDA round 3) ---------
+/* ---- IQP phases, order 3: a product of unit complex numbers (the CPU and CUDA rounds 3, 4) ----
  * exp(i phi(x)) is not formed from phi: the sum is cut into pieces whose unit numbers are shared
  * by many slots, so a block of 2^10 slots needs 65 cos/sin pairs (225 when its state changes)
  * instead of 1024. With the groups a, b, h and the sums of the order above (W_a, W_b, W_h, C_l,
@@ -422,21 +422,24 @@ QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
  *   U(x)   = unit(W_a + E_a)                                  depends on y and h
  *   T(x)   = unit(W_b + E_b) * unit(W_h)                      depends on s and h
  *   V_l(x) = unit(C_l), l in b                                depends on y (and the state) only
- *   P(x)   = ((1 * V_l1) * V_l2) ... over the set bits l1 < l2 < .. of s, from (1, 0)
- *   v(x)   = scale * ((U * T) * P)
+ *   Q(x)   = ((U * V_l1) * V_l2) ... over the set bits l1 < l2 < .. of s, from U
+ *   v(x)   = scale * (Q * T)
  * unit(t) = (cos t, sin t) with the platform's functions (libm on the CPU, CUDA's sincos on the
- * GPU), every product a qm_cmul (no fused multiply-add), each complex component multiplied by
- * scale (a power of two: exact). iqp-z has no C_l: its V_l are unit(+0) = (1, 0) exactly on both
- * backends, and the products by them are made all the same (the same bits on both sides, no
- * special case). P over s is built by a GPU or a CPU table as P(s) = P(s without its top bit) *
- * V_top, which is the same sequence of products.
+ * GPU), every product a qm_cmul (no fused multiply-add; its two operands may be swapped without
+ * changing a bit), each complex component multiplied by scale. When scale is a power of two (every
+ * IQP state's 2^-n) that product is exact, so a GPU may multiply U by it first and get the same
+ * bits. iqp-z has no C_l: its V_l are unit(+0) = (1, 0) exactly on both backends, and the products
+ * by them are made all the same (the same bits on both sides, no special case). Q over s is built
+ * by a GPU or a CPU table as Q(s) = Q(s without its top bit) * V_top, which is the same sequence
+ * of products: two complex products per slot (the earlier order 2 formed P from (1, 0), then
+ * (U * T) * P: three).
  * Numerics: every unit number has cos and sin within 2 ulp of the exact values on CUDA (under 1
  * ulp with glibc), so one factor of the GPU and the CPU differ by at most about 3 ulp of 1 per
- * component; v is a product of at most 8 factors (U, T's two, P's five) in 8 complex products,
- * so the GPU's v is within about 66 * 2^-53 * scale of the CPU's per component (the tests allow
- * 128; docs/encodings.md). Against the
- * exact exp(i phi) the error is that of the factors' arguments (each a shorter sum than phi, so a
- * smaller rounding) plus about 10 roundings of 2^-53. */
+ * component; v is a product of at most 8 factors (U, T's two, the five V_l) in 7 complex
+ * products, so the GPU's v is within about 66 * 2^-53 * scale of the CPU's per component (the
+ * tests allow 128; docs/encodings.md). Against the exact exp(i phi) the error is that of the
+ * factors' arguments (each a shorter sum than phi, so a smaller rounding) plus about 10 roundings
+ * of 2^-53. */
 QM_HD void qm_iqp_unit(double t, double *re, double *im)
 {
 #if defined(__CUDA_ARCH__)
@@ -487,10 +490,11 @@ QM_HD void qm_iqp_v(const double *c, unsigned n, int pairs, unsigned l, uint64_t
     qm_iqp_unit(pairs ? qm_iqp_cross(c, n, 0, n < 5 ? n : 5, l, x) : 0.0, re, im);
 }
 
-/* P(x): the V_l of the set bits l of x in [5, min(n, 10)), increasing, from (1, 0). */
-QM_HD void qm_iqp_p(const double *c, unsigned n, int pairs, uint64_t x, double *re, double *im)
+/* Q(x): (ur, ui) = U(x), then times the V_l of the set bits l of x in [5, min(n, 10)), increasing. */
+QM_HD void qm_iqp_q(const double *c, unsigned n, int pairs, uint64_t x, double ur, double ui,
+                    double *re, double *im)
 {
-    double r = 1.0, m = 0.0;
+    double r = ur, m = ui;
     const unsigned b1 = n < 10 ? n : 10;
     for (unsigned l = 5; l < b1; ++l)
         if ((x >> l) & 1u) {
@@ -502,27 +506,26 @@ QM_HD void qm_iqp_p(const double *c, unsigned n, int pairs, uint64_t x, double *
     *im = m;
 }
 
-/* v = scale * ((U * T) * P). */
-QM_HD void qm_iqp_join(double ur, double ui, double tr, double ti, double pr, double pi,
-                       double scale, double *re, double *im)
+/* v = scale * (Q * T). */
+QM_HD void qm_iqp_join(double qr, double qi, double tr, double ti, double scale, double *re,
+                       double *im)
 {
     double r, m;
-    qm_cmul(ur, ui, tr, ti, &r, &m);
-    qm_cmul(r, m, pr, pi, &r, &m);
+    qm_cmul(qr, qi, tr, ti, &r, &m);
     *re = scale * r;
     *im = scale * m;
 }
 
 /* v(x) of one slot from scratch (the GPU's one-slot-per-thread kernel; tables give the same bits). */
-QM_HD void qm_iqp_phase2(const double *c, unsigned n, unsigned n_coeffs, uint64_t x, double scale,
+QM_HD void qm_iqp_phase3(const double *c, unsigned n, unsigned n_coeffs, uint64_t x, double scale,
                          double *re, double *im)
 {
     const int pairs = n_coeffs > n;
-    double ur, ui, tr, ti, pr, pi;
+    double ur, ui, tr, ti, qr, qi;
     qm_iqp_u(c, n, pairs, x, &ur, &ui);
     qm_iqp_t(c, n, pairs, x, &tr, &ti);
-    qm_iqp_p(c, n, pairs, x, &pr, &pi);
-    qm_iqp_join(ur, ui, tr, ti, pr, pi, scale, re, im);
+    qm_iqp_q(c, n, pairs, x, ur, ui, &qr, &qi);
+    qm_iqp_join(qr, qi, tr, ti, scale, re, im);
 }
 
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */

@@ -2,7 +2,7 @@
 # One short device call for the figures only an H200 can give (issue 16's kernel figures): on any
 # other card it says so and stops at once (a few seconds of device time); on an H200 it unpacks
 # the carried packages (.devdeps), builds bench_cuda and test_backend_ops for sm_90 and runs
-# bench_cuda's BM_Product and BM_Iqp of the current kernels (each against the fill/copy ceiling of the same run,
+# bench_cuda's BM_Product, BM_ProductPhase and BM_Iqp of round 4 (the default; argument 4: 0 is round 2) (each against the fill/copy ceiling of the same run,
 # medians of 3), leaving one tarball in $OUT. With ANY=1 it runs on any card and says which
 # (figures of another card are that card's, not the H200's).
 # Usage (device tool, carry [".devdeps"]): [ANY=1] bash scripts/gpu-h200-try.sh
@@ -23,7 +23,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUD
 cmake --build build-gpu -j16 --target bench_cuda test_backend_ops > $R/build.log 2>&1 || { grep -E "error" -A3 $R/build.log | head; exit 1; }
 echo "built at $SECONDS s"
 timeout 120 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; tail -2 $R/backend-ops.txt
-timeout $((380 - SECONDS)) build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/0/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/0/|BM_Iqp/[0-9]+/[0-9]+/[01]/0/' \
+timeout $((380 - SECONDS)) build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/4/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/4/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/' \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | head -60
 tar czf ${OUT:?}/h200.tar.gz -C $R .

@@ -12,11 +12,11 @@
  * In: argv[1] == "--cuda": also the CUDA backend, exit 77 when there is no GPU.
  * iqp_phase alone may differ on CUDA (its cos/sin are CUDA's): its cases carry cuda_ulp = 2. CUDA
  * rounds 0 to 2 evaluate qm_math.h's order 1 (cos and sin of phi) and are held to that order,
- * computed here with libm, within 2 ulp per component; round 3 evaluates the CPU's order 2 (a
+ * computed here with libm, within 2 ulp per component; round 3 evaluates the CPU's order 3 (a
  * product of unit numbers) and is held to the CPU kernel within 128 * 2^-53 of the amplitude's
  * magnitude per component (complex64: two float ulps of it; the worst complex128 difference is
  * printed). The CPU kernel's tables must equal
- * qm_iqp_phase2 slot by slot, bit for bit; the simulator and the fault shim are compared bit for
+ * qm_iqp_phase3 slot by slot, bit for bit; the simulator and the fault shim are compared bit for
  * bit.
  * The iqp op (phase + stages) is compared on CUDA with CUDA's own iqp_phase followed by the CPU's
  * stages, bit for bit (a 2-ulp phase difference grows through the stages, so the CPU's phases
@@ -24,7 +24,7 @@
  * environment runs every op of the CUDA backend on that generation, QM_CUDA_KERNELS=round3 on
  * round 3 (product and norm-check kernels, wht passes of at most 8 stages); unset, each op on its
  * default (cuda_kernels.h's QM_CUDA_KERNELS_DEFAULT): the same cases, the same bits, except that
- * IQP phases follow order 1 on rounds 0-2 and order 2 on round 3 and the default.
+ * IQP phases follow order 1 on rounds 0-2 and order 3 on round 3 and the default.
  * Adding an op: its cases in `cases`, its run in run_backend and run_reference.
  */
 #include "cpu_kernels.h"
@@ -752,7 +752,7 @@ static uint64_t first_beyond_ulp(const output *a, const output *b, unsigned ulp)
 }
 
 /* IQP phases slot by slot, from qm_math.h's per-slot functions rather than the CPU kernel's
- * tables: order 2 (qm_iqp_phase2: the CPU's and CUDA round 3's order; it must give the kernel's
+ * tables: order 3 (qm_iqp_phase3: the CPU's and CUDA round 3's order; it must give the kernel's
  * bits exactly) or order 1 (qm_iqp_phi, then libm's cos and sin of phi: the order CUDA rounds 0 to
  * 2 evaluate, the reference their results are held to within 2 ulp per component). */
 static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int order)
@@ -765,7 +765,7 @@ static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int ord
         const double *co = (const double *)g->input + (x >> c->q) * g->F;
         double re, im;
         if (order == 2)
-            qm_iqp_phase2(co, c->q, (unsigned)g->F, x & mask, scale, &re, &im);
+            qm_iqp_phase3(co, c->q, (unsigned)g->F, x & mask, scale, &re, &im);
         else
             qm_iqp_amp(qm_iqp_phi(co, c->q, (unsigned)g->F, x & mask), scale, &re, &im);
         if (c->st == C128) {
@@ -888,7 +888,7 @@ int main(int argc, char **argv)
         return qm_test_end("test_backend_ops");
     int n_run = 0, n_failed = 0;
     const char *gen = getenv("QM_CUDA_KERNELS"); /* as the CUDA backend reads it */
-    /* IQP's phases in the CPU's order 2: rounds 3 and 4 and the default (IQP on round 3);
+    /* IQP's phases in the CPU's order 3: rounds 3 and 4 and the default (IQP on round 3);
      * order 1: round2, round1, legacy */
     const bool round3 = !gen || !(strcmp(gen, "round2") == 0 || strcmp(gen, "round1") == 0 ||
                                   strcmp(gen, "legacy") == 0);
@@ -903,8 +903,8 @@ int main(int argc, char **argv)
         }
         run_reference(c, &g, &ref);
         /* iqp_phase: on CUDA, rounds 0 to 2 are held to order 1 (cos and sin of phi) within 2 ulp,
-         * round 3 to the CPU's order 2 within first_beyond_abs's bound; the CPU kernel's tables
-         * must give qm_iqp_phase2's bits slot by slot (CUDA's one-slot-per-thread kernel uses it) */
+         * round 3 to the CPU's order 3 within first_beyond_abs's bound; the CPU kernel's tables
+         * must give qm_iqp_phase3's bits slot by slot (CUDA's one-slot-per-thread kernel uses it) */
         output ord1 = ref;
         ord1.bytes = NULL;
         if (c->op == QM_HAL_OP_IQP_PHASE) {
@@ -916,7 +916,7 @@ int main(int argc, char **argv)
                 iqp_phase_direct(c, &g, &ord1, 1);
                 const uint64_t dd = first_difference(&ref, &direct);
                 if (dd != UINT64_MAX)
-                    printf("case %zu: the CPU iqp_phase differs from qm_iqp_phase2 at state slot "
+                    printf("case %zu: the CPU iqp_phase differs from qm_iqp_phase3 at state slot "
                            "%llu of the buffer\n", k, (unsigned long long)(dd / ref.elem));
                 CHECK(dd == UINT64_MAX);
             }

@@ -344,7 +344,7 @@ static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
  * measured fastest for it on the H200 (bench_cuda's BM_Product, BM_Iqp and
  * BM_NormCheck, the generations side by side in one run: bench/results/2026-12-04-session10-h200.md
  * and 2026-12-04-session11-h200.md). Every generation writes the same bits for the products and
- * the sums; IQP's phases follow qm_math.h's order 2 (the CPU's) on rounds 3 and 4 only. */
+ * the sums; IQP's phases follow qm_math.h's order 3 (the CPU's) on rounds 3 and 4 only. */
 static int k_product(const void *ctx)
 {
     const int k = ((const cuda_ctx *)ctx)->kernels;
