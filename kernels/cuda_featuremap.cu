@@ -1261,18 +1261,30 @@ __device__ __forceinline__ double iq4_chain(double s, const double *c, unsigned 
     return s;
 }
 
+/* Whether scale is a power of two whose product with U can stand for the slot's last product by
+ * it: no component comes near the subnormals (they are products of at most 8 cosines and sines,
+ * and the scale's exponent is kept within +-900). */
+__host__ __device__ __forceinline__ bool iq4_folds(double scale)
+{
+    int e = 0;
+    return frexp(scale, &e) == 0.5 && e > -900 && e < 900;
+}
+
 /* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 64 coefficients):
  * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
  * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
  * warps) per SM instead of 5 for complex128. Its coefficients are always read from shared memory
- * and its e_k and W_h are +0 (no bits >= 10), both known when it compiles: session 22 measured
+ * and its e_k and W_h are +0 (no bits >= 10), all known when it compiles, as are its qubit count
+ * (constant pair indices) and a scale that folds into U (launched only then): session 22 measured
  * this at 0.245 against 0.289 ms for a complex64 batch of 65536 on an H100 (the generic loads of
  * a pointer that may be global or shared, and the loops over no high bits, were the difference). */
 template <typename V, int MINB, bool B10>
 __global__ void __launch_bounds__(32 * QM_IQ4_WARPS, MINB)
-iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
+iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, unsigned n_coeffs,
                   uint64_t first_state, const double *table, double scale)
 {
+    /* B10: 10 when this compiles, so the pair indices of the table sums are constants */
+    const unsigned qubits = B10 ? 10u : qubits_arg;
     __shared__ V bufs[QM_IQ4_WARPS][QM_IQP_PAD_SLOTS];
     __shared__ double2 tts[QM_IQ4_WARPS][32];
     __shared__ double cfs[QM_IQ4_WARPS][64];
@@ -1283,11 +1295,8 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
     __shared__ double2 vls[QM_IQ4_WARPS][B10 ? 1 : 5][32]; /* V_l[y] = unit(C_l[y]) */
     __shared__ double wabs[QM_IQ4_WARPS][2][B10 ? 1 : 32]; /* W_a[y], W_b[y] */
     /* scale a power of two (every IQP state's 2^-n): U * scale is exact, and so are the products
-     * by it, so multiplying U once gives join's bits (no component comes near the subnormals:
-     * they are products of at most 8 cosines and sines, and the scale's exponent is kept within
-     * +-900) */
-    int sexp = 0;
-    const bool fold = frexp(scale, &sexp) == 0.5 && sexp > -900 && sexp < 900;
+     * by it, so multiplying U once gives join's bits (iq4_folds; B10 is launched only then) */
+    const bool fold = B10 || iq4_folds(scale);
     const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
     V *buf = bufs[warp];
     double2 *Tt = tts[warp];
@@ -1625,8 +1634,9 @@ int iqp_fused_launch(V *state, uint64_t n, uint64_t g0, unsigned qubits, unsigne
         /* 42 / 25 KiB of shared memory and 168 / 128 registers per block of 2 warps (10-qubit
          * states: 36 / 19 KiB) */
         constexpr int minb = sizeof(V) == 16 ? 5 : 8, minb10 = sizeof(V) == 16 ? 6 : 8;
-        auto k = qubits == 10 && n_coeffs <= 64 ? iqp_fused4_kernel<V, minb10, true>
-                                                : iqp_fused4_kernel<V, minb, false>;
+        auto k = qubits == 10 && n_coeffs <= 64 && iq4_folds(scale)
+                     ? iqp_fused4_kernel<V, minb10, true>
+                     : iqp_fused4_kernel<V, minb, false>;
         const unsigned grid =
             grid_of(k, 32 * QM_IQ4_WARPS, 0, (tiles + QM_IQ4_WARPS - 1) / QM_IQ4_WARPS);
         k<<<grid, 32 * QM_IQ4_WARPS, 0, s>>>(state, tiles, g0, qubits, n_coeffs, first_state,

@@ -215,7 +215,8 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 11, .F = 66, .batch = 1500, .scale = 0x1p-11, .b1 = 11},
     /* batches of 10-qubit states past the resident warps (round 4: one warp per tile, its next
      * state's coefficients loaded a tile ahead), a scale that is no power of two (round 4 then
-     * multiplies it last, as qm_iqp_join; a power of two it folds into U) */
+     * takes its general kernel, which multiplies it last, as qm_iqp_join; its 10-qubit kernel is
+     * launched only for a power of two, folded into U) */
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 2500, .scale = 0x1.6a09e667f3bcdp-6, .b1 = 10},
     {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 10, .F = 10, .batch = 2200, .scale = 0x1p-10, .b1 = 10},
     /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
