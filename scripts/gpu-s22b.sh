@@ -5,7 +5,8 @@
 # diff tests, python_cuda), issue 16's kernel figures (bench_cuda round 4: BM_Product,
 # BM_ProductPhase, BM_Iqp, each against a fill of the same run, medians of 3) and the IQP batch
 # microbenchmark with o3 checked against the library's round 4 bit for bit. One tarball in $OUT.
-# Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s22b.sh
+# FILTER=REGEX narrows bench_cuda's benchmarks.
+# Usage (device tool, carry [".devdeps"]): [FILTER=...] bash scripts/gpu-s22b.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=/tmp/s22r; rm -rf $R; mkdir -p $R
@@ -24,7 +25,8 @@ echo "built at $SECONDS s"
 (cd build-gpu && ctest --output-on-failure -R "^python_cuda$") >> $R/ctest-cuda.txt 2>&1
 grep -E "tests passed|Failed|\*\*\*|Passed" $R/ctest-cuda.txt | tail -30
 echo "tests done at $SECONDS s"
-timeout $((420 - SECONDS)) build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/4/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/4/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/' \
+F=${FILTER:-'BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/4/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/4/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/'}
+timeout $((420 - SECONDS)) build-gpu/bench/bench_cuda --benchmark_filter="$F" \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
 echo "bench done at $SECONDS s"
