@@ -154,6 +154,12 @@ static const op_case cases[] = {
      * (grid-stride, the last group partial, the range starting and ending inside tiles) */
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 22, .batch = 1, .g0 = 1002, .count = 3145733},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 2503, .g0 = 3, .count = 2563000, .st_off = 1},
+    /* round 4's 10-qubit batch kernel with several states per warp (more than twice the
+     * resident warps: 4224 on 132 SMs): each warp's tables loaded two states ahead into two
+     * registers taken in turn, an odd count of states on some warps; complex64 pairs from a
+     * range that starts and ends inside a state, and complex128 with the phase scale */
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 20011, .g0 = 5, .count = 20491255, .st_off = 1},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 12007, .scale = 0x1p-5},
     /* round 3 (QM_CUDA_KERNELS=round3): the scale's multiplications (skipped only when it is 1)
      * in a 10-qubit batch split evenly over the blocks (complex128; complex64 pairs, A kept by
      * parity; complex64 one slot per lane) and above 10 qubits (the state's lo table) */
