@@ -30,7 +30,7 @@ timeout $((420 - SECONDS)) build-gpu/bench/bench_cuda --benchmark_filter="$F" \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
 echo "bench done at $SECONDS s"
-nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -DQM_S22_ORDER3 -Xcompiler -fopenmp -lgomp -Ikernels -Iinclude -Icore \
+[ "${MICRO:-1}" = 1 ] && nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -DQM_S22_ORDER3 -Xcompiler -fopenmp -lgomp -Ikernels -Iinclude -Icore \
   -o /tmp/iqp22 bench/results/2026-12-06-s22-iqp-batch.cu > $R/iqp22-build.txt 2>&1 || tail -5 $R/iqp22-build.txt
 [ "${MICRO:-1}" = 1 ] && [ -x /tmp/iqp22 ] && [ $SECONDS -lt 520 ] && timeout $((580 - SECONDS)) /tmp/iqp22 > $R/iqp22.txt 2>&1; cat $R/iqp22.txt
 echo "s22b done at $SECONDS s"
