@@ -635,7 +635,10 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
  * H100) showed them to be the limit: with the arithmetic removed those loads and the stores alone
  * reached only 81.9% of a fill, and with every state reading state 0's factors (all hits in L1)
  * the kernel reached 92%; the shared table took complex64 from 82.0 to 83.7% of a fill and
- * complex128 from 86.7 to 87.7%, at 60-68 registers instead of 80 (4 blocks per SM). */
+ * complex128 from 86.7 to 87.7%, at 60-68 registers instead of 80 (4 blocks per SM). Session 22
+ * loaded the tables two states ahead (two registers taken in turn, 64 registers): the kernel time
+ * did not move (0.2053 against 0.2050 ms complex64, 0.384 against 0.383 ms complex128, H100), so
+ * one state ahead stays. */
 template <int MODE, bool UNIT>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4) /* 60-68 registers, no spills */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
@@ -654,13 +657,10 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
     uint64_t t = t0 + (uint64_t)blockIdx.x * (QM_PD_THREADS / 32) + (threadIdx.x >> 5);
     constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
     const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
-    /* lane y < TAB: entry y of the tables of the warp's next two states, loaded two states ahead
-     * (na for its even states, nb for its odd ones): a load waits behind the stores already in
-     * the memory pipeline, and one state of stores did not always cover it */
-    double2 na = make_double2(0.0, 0.0), nb = make_double2(0.0, 0.0);
-    auto load = [&](uint64_t ts, double2 &dst) {
+    double2 next = make_double2(0.0, 0.0); /* lane y < TAB: entry y of the next state's table */
+    auto load = [&](uint64_t ts) {
         if (ts <= tl && y < TAB)
-            dst = __ldg((const double2 *)(table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS) + y);
+            next = __ldg((const double2 *)(table + (ts - first_state) * 4 * QM_PRODUCT_LO_BITS) + y);
     };
     {
         /* the range's factor tables (320 bytes a state) to L2 first, in one burst and marked
@@ -673,9 +673,8 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                  o += (uint64_t)gridDim.x * QM_PD_THREADS * 128)
                 asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(f0 + o));
     }
-    load(t, na);
-    load(t + stride, nb);
-    auto one_state = [&](uint64_t ts, double2 &next) {
+    load(t);
+    for (; t <= tl; t += stride) {
         /* this state's table to the warp's buffer k & 1 and B's to bw[k & 1]: each last read for
          * state k - 2, before state k - 1's first __syncwarp */
         const unsigned par = k & 1u;
@@ -684,7 +683,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
         if (y < TAB)
             fw[par][y] = next;
         __syncwarp();
-        load(ts + 2 * stride, next); /* in flight while this state and the next are written */
+        load(t + stride); /* in flight while this state is written */
         double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
 #pragma unroll
         for (int w = 0; w <= NA; ++w) {
@@ -701,7 +700,7 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
         double2 *B = bw[par];
         B[y] = ab[NA];
         __syncwarp();
-        const uint64_t first = ts << QM_PRODUCT_LO_BITS;
+        const uint64_t first = t << QM_PRODUCT_LO_BITS;
         const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
         if (MODE != 2) {
 #pragma unroll 8
@@ -739,11 +738,6 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
                 store_pair_f32(state, g, g0, g1, v);
             }
         }
-    };
-    for (; t <= tl; t += 2 * stride) {
-        one_state(t, na);
-        if (t + stride <= tl)
-            one_state(t + stride, nb);
     }
 }
 

@@ -155,8 +155,8 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 22, .batch = 1, .g0 = 1002, .count = 3145733},
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 2503, .g0 = 3, .count = 2563000, .st_off = 1},
     /* round 4's 10-qubit batch kernel with several states per warp (more than twice the
-     * resident warps: 4224 on 132 SMs): each warp's tables loaded two states ahead into two
-     * registers taken in turn, an odd count of states on some warps; complex64 pairs from a
+     * resident warps: 4224 on 132 SMs; each warp's next table loaded while it writes a state,
+     * buffers taken by parity), an odd count of states on some warps; complex64 pairs from a
      * range that starts and ends inside a state, and complex128 with the phase scale */
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 20011, .g0 = 5, .count = 20491255, .st_off = 1},
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 12007, .scale = 0x1p-5},
