@@ -115,9 +115,10 @@ void BM_WriteFill(benchmark::State &state)
 // ceiling) and, for IQP's later passes, a device-to-device copy of the state (one read and one
 // write of every byte). Counters: bytes (the state), kernel_ms, fill_ms (and copy_ms), bound_ms
 // (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. The
-// `kernels` argument picks the generation (cuda_kernels.h): 0 the current (round 2), 3 round 3
-// (QM_CUDA_KERNELS=round3's), 2 round 1 (QM_CUDA_KERNELS=round1's), 1 round 0
-// (QM_CUDA_KERNELS=legacy's), so one run times all four.
+// `kernels` argument picks the generation (cuda_kernels.h): 4 round 4 (what the library runs by
+// default), 0 round 2 (QM_CUDA_KERNELS_CURRENT, the name from before rounds 3 and 4: not the
+// default), 3 round 3 (QM_CUDA_KERNELS=round3's), 2 round 1 (QM_CUDA_KERNELS=round1's), 1 round 0
+// (QM_CUDA_KERNELS=legacy's), so one run times them all. The label names the generation.
 
 const char *generation(int kernels)
 {
