@@ -436,7 +436,7 @@ QM_HD void qm_iqp_amp(double phi, double scale, double *re, double *im)
  * Numerics: every unit number has cos and sin within 2 ulp of the exact values on CUDA (under 1
  * ulp with glibc), so one factor of the GPU and the CPU differ by at most about 3 ulp of 1 per
  * component; v is a product of at most 8 factors (U, T's two, the five V_l) in 7 complex
- * products, so the GPU's v is within about 66 * 2^-53 * scale of the CPU's per component (the
+ * products, so the GPU's v is within about 63 * 2^-53 * scale of the CPU's per component (the
  * tests allow 128; docs/encodings.md). Against the exact exp(i phi) the error is that of the
  * factors' arguments (each a shorter sum than phi, so a smaller rounding) plus about 10 roundings
  * of 2^-53. */
