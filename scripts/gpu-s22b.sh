@@ -5,7 +5,8 @@
 # diff tests, python_cuda), issue 16's kernel figures (bench_cuda round 4: BM_Product,
 # BM_ProductPhase, BM_Iqp, each against a fill of the same run, medians of 3) and the IQP batch
 # microbenchmark with o3 checked against the library's round 4 bit for bit. One tarball in $OUT.
-# FILTER=REGEX narrows bench_cuda's benchmarks; MICRO=0 skips the microbenchmark.
+# FILTER=REGEX narrows bench_cuda's benchmarks; MICRO=0 skips the microbenchmark; PBLK=1 also runs
+# bench/results/2026-12-06-s22-product-blk.cu (the batch product with its tables read in bursts).
 # Usage (device tool, carry [".devdeps"]): [FILTER=...] bash scripts/gpu-s22b.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +34,10 @@ echo "bench done at $SECONDS s"
 [ "${MICRO:-1}" = 1 ] && nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -DQM_S22_ORDER3 -Xcompiler -fopenmp -lgomp -Ikernels -Iinclude -Icore \
   -o /tmp/iqp22 bench/results/2026-12-06-s22-iqp-batch.cu > $R/iqp22-build.txt 2>&1 || tail -5 $R/iqp22-build.txt
 [ "${MICRO:-1}" = 1 ] && [ -x /tmp/iqp22 ] && [ $SECONDS -lt 520 ] && timeout $((580 - SECONDS)) /tmp/iqp22 > $R/iqp22.txt 2>&1; cat $R/iqp22.txt
+if [ "${PBLK:-0}" = 1 ]; then # the batch product with its tables read in bursts (not yet run)
+  nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -Ikernels -Iinclude -Icore -o /tmp/pblk \
+    bench/results/2026-12-06-s22-product-blk.cu > $R/pblk-build.txt 2>&1 || tail -5 $R/pblk-build.txt
+  [ -x /tmp/pblk ] && timeout 120 /tmp/pblk > $R/pblk.txt 2>&1; cat $R/pblk.txt
+fi
 echo "s22b done at $SECONDS s"
 tar czf ${OUT:?}/s22b.tar.gz -C $R .
