@@ -639,6 +639,26 @@ product_batch10_r3_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
  * loaded the tables two states ahead (two registers taken in turn, 64 registers): the kernel time
  * did not move (0.2053 against 0.2050 ms complex64, 0.384 against 0.383 ms complex128, H100), so
  * one state ahead stays. */
+/* Lane y's factors of a 10-qubit state from its table F (qubit q's factor for bit value b at
+ * F[2 q + b]), qm_product_range's products from (1, 0): ab[0] = A[a0], for complex64 pairs (NA 2)
+ * ab[1] = A[a0 + 1] (a0 even: qubit 0's bit is 1), and ab[NA] = B[y]. */
+template <int NA>
+__device__ __forceinline__ void batch10_ab(const double2 *F, unsigned y, unsigned a0,
+                                           double2 (&ab)[NA + 1])
+{
+#pragma unroll
+    for (int w = 0; w <= NA; ++w) {
+        double r = 1.0, m = 0.0;
+#pragma unroll
+        for (unsigned q = 0; q < 5; ++q) {
+            const unsigned bit = w == NA ? (y >> q) & 1u : w == 1 && q == 0 ? 1u : (a0 >> q) & 1u;
+            const double2 f = F[2 * (w == NA ? 5 + q : q) + bit];
+            qm_cmul(r, m, f.x, f.y, &r, &m);
+        }
+        ab[w] = make_double2(r, m);
+    }
+}
+
 template <int MODE, bool UNIT>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4) /* 60-68 registers, no spills */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
@@ -684,19 +704,8 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
             fw[par][y] = next;
         __syncwarp();
         load(t + stride); /* in flight while this state is written */
-        double2 ab[NA + 1]; /* A entries, then B[y]: qm_product_range's products from (1, 0) */
-#pragma unroll
-        for (int w = 0; w <= NA; ++w) {
-            double r = 1.0, m = 0.0;
-#pragma unroll
-            for (unsigned q = 0; q < 5; ++q) {
-                /* A[a0] (w 0), A[a0 + 1] (w 1 of pairs: a0 is even, so qubit 0's bit is 1), B[y] */
-                const unsigned bit = w == NA ? (y >> q) & 1u : w == 1 && q == 0 ? 1u : (a0 >> q) & 1u;
-                const double2 f = F[2 * (w == NA ? 5 + q : q) + bit];
-                qm_cmul(r, m, f.x, f.y, &r, &m);
-            }
-            ab[w] = make_double2(r, m);
-        }
+        double2 ab[NA + 1];
+        batch10_ab<NA>(F, y, a0, ab);
         double2 *B = bw[par];
         B[y] = ab[NA];
         __syncwarp();
@@ -1276,9 +1285,10 @@ __host__ __device__ __forceinline__ bool iq4_folds(double scale)
 /* B10: states of exactly 10 qubits (a batch: every tile a new state, at most 64 coefficients):
  * W_a, W_b and the V_l are not kept from tile to tile but computed where they are used, from the
  * staged coefficients, and the 3 KiB per warp that keeps them is not allocated: 6 blocks (12
- * warps) per SM instead of 5 for complex128. Its coefficients are always read from shared memory
- * and its e_k and W_h are +0 (no bits >= 10), all known when it compiles, as are its qubit count
- * (constant pair indices) and a scale that folds into U (launched only then): session 22 measured
+ * warps) per SM instead of 5 for complex128. Its qubit count (constant pair indices) and a scale
+ * that folds into U (launched only then) are known when it compiles, and from them the compiler
+ * knows that its coefficients are read from shared memory and that its e_k and W_h are sums over
+ * no bits >= 10, +0 (the loops gone): session 22 measured
  * this at 0.245 against 0.289 ms for a complex64 batch of 65536 on an H100 (the generic loads of
  * a pointer that may be global or shared, and the loops over no high bits, were the difference). */
 template <typename V, int MINB, bool B10>
@@ -1328,12 +1338,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, 
         const bool fresh = B10 || st != have; /* uniform over the warp; B10: every tile a state */
         have = st;
         const double *c = table + (st - first_state) * n_coeffs;
-        if (B10) {
-            cf[y] = c0;
-            cf[y + 32] = c1;
-            __syncwarp();
-            c = cf;
-        } else if (staged) {
+        if (staged) {
             if (fresh) { /* cf was last read in the previous tile's (1), before its __syncwarp */
                 cf[y] = c0;
                 cf[y + 32] = c1;
@@ -1359,12 +1364,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, 
             }
             __syncwarp();
         }
-        if (B10) { /* no bits >= 10: every e_k and W_h are sums over nothing, +0 */
-            if (y < 10)
-                e[y] = 0.0;
-            else if (y == 31)
-                qm_iqp_unit(0.0, &e[11], &e[12]);
-        } else if (y < 10)
+        if (y < 10)
             e[y] = pairs ? iq4_chain(0.0, c, h,
                                      [&](unsigned i) { return qm_iqp_pair(qubits, y, kb[i]); })
                          : 0.0;

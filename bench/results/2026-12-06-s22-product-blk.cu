@@ -85,17 +85,7 @@ blk_kernel(void *state, uint64_t S, const double *table, double scale)
         for (unsigned j = warp; j < nst; j += QM_PD_THREADS / 32) {
             const double2 *F = tab[buf] + j * TABE;
             double2 ab[NA + 1];
-#pragma unroll
-            for (int w = 0; w <= NA; ++w) {
-                double r = 1.0, m = 0.0;
-#pragma unroll
-                for (unsigned q = 0; q < 5; ++q) {
-                    const unsigned bit = w == NA ? (y >> q) & 1u : w == 1 && q == 0 ? 1u : (a0 >> q) & 1u;
-                    const double2 f = F[2 * (w == NA ? 5 + q : q) + bit];
-                    qm_cmul(r, m, f.x, f.y, &r, &m);
-                }
-                ab[w] = make_double2(r, m);
-            }
+            batch10_ab<NA>(F, y, a0, ab); /* round 4's */
             double2 *B = bs[warp];
             __syncwarp(); /* B's last reads (the previous state) are done */
             B[y] = ab[NA];
