@@ -651,6 +651,7 @@ const char *qm_hal_op_name(qm_hal_op op)
     case QM_HAL_OP_WHT: return "wht";
     case QM_HAL_OP_STATE_SUMSQ: return "state_sumsq";
     case QM_HAL_OP_IQP: return "iqp";
+    case QM_HAL_OP_TREE_COMBINE: return "tree_combine";
     case QM_HAL_OP_COUNT_: break;
     }
     return "unknown";
@@ -671,6 +672,7 @@ bool qm_hal_op_is_amplitude(qm_hal_op op)
     case QM_HAL_OP_WHT:
     case QM_HAL_OP_STATE_SUMSQ:
     case QM_HAL_OP_IQP:
+    case QM_HAL_OP_TREE_COMBINE:
     case QM_HAL_OP_COUNT_:
         break;
     }
@@ -906,6 +908,37 @@ qm_code qm_hal_state_sumsq(qm_hal *hal, const qm_hal_state_sumsq_args *a, qm_hal
                        (unsigned long long)out->bytes);
     return launch_op(hal, dev, QM_HAL_OP_STATE_SUMSQ, "state_sumsq", a,
                      a->state->ptr, NULL, (double *)out->ptr + out_off, s, st);
+}
+
+qm_code qm_hal_tree_combine_dev(qm_hal *hal, const qm_hal_tree_combine_args *a,
+                                const qm_hal_buf *in, qm_hal_buf *out, uint64_t out_off,
+                                qm_hal_stream *s, qm_status *st)
+{
+    if (!hal || !a || !in || !out)
+        return qm_fail(st, QM_E_ARG, "tree_combine: hal, args and both buffers must not be NULL");
+    if (a->n_groups == 0 || a->log2_group > 40 || a->n_groups > (UINT64_MAX >> 24))
+        return qm_fail(st, QM_E_ARG, "tree_combine: %llu groups of 2^%u sums (1 or more groups of at "
+                       "most 2^40)", (unsigned long long)a->n_groups, a->log2_group);
+    const int dev = in->dev;
+    if (out->dev != dev || in->wrapped || out->wrapped)
+        return qm_fail(st, QM_E_ARG, "tree_combine: both buffers must be device buffers of %s (got "
+                       "the output on %s)", hal->info[dev].id, hal->info[out->dev].id);
+    const uint64_t n_in = a->n_groups << a->log2_group, cap_in = in->bytes / 8, cap_out = out->bytes / 8;
+    if (a->in_off > cap_in || n_in > cap_in - a->in_off)
+        return qm_fail(st, QM_E_ARG, "tree_combine: %llu sums from double %llu do not fit a buffer "
+                       "of %llu bytes", (unsigned long long)n_in, (unsigned long long)a->in_off,
+                       (unsigned long long)in->bytes);
+    if (out_off > cap_out || a->n_groups > cap_out - out_off)
+        return qm_fail(st, QM_E_ARG, "tree_combine: %llu roots from double %llu do not fit a "
+                       "buffer of %llu bytes", (unsigned long long)a->n_groups,
+                       (unsigned long long)out_off, (unsigned long long)out->bytes);
+    if (in == out && out_off < a->in_off + n_in && a->in_off < out_off + a->n_groups)
+        return qm_fail(st, QM_E_ARG, "tree_combine: the roots [%llu, %llu) overlap the sums "
+                       "[%llu, %llu) of the same buffer", (unsigned long long)out_off,
+                       (unsigned long long)(out_off + a->n_groups), (unsigned long long)a->in_off,
+                       (unsigned long long)(a->in_off + n_in));
+    return launch_op(hal, dev, QM_HAL_OP_TREE_COMBINE, "tree_combine", a, NULL, in->ptr,
+                     (double *)out->ptr + out_off, s, st);
 }
 
 qm_code qm_hal_scan_sync(qm_hal *hal, const qm_hal_buf *state, qm_dtype state_dtype, uint64_t off,

@@ -40,6 +40,7 @@ typedef enum qm_hal_op {
     QM_HAL_OP_WHT = 9,          /* qm_hal_wht_args; enqueued (iqp, iqp-z) */
     QM_HAL_OP_STATE_SUMSQ = 10, /* qm_hal_state_sumsq_args; enqueued (the norm check) */
     QM_HAL_OP_IQP = 11,         /* qm_hal_iqp_args; enqueued (iqp, iqp-z: iqp_phase + wht fused) */
+    QM_HAL_OP_TREE_COMBINE = 12,/* qm_hal_tree_combine_args; enqueued (block sums -> piece sums) */
     QM_HAL_OP_COUNT_            /* one past the last id */
 } qm_hal_op;
 
@@ -48,8 +49,8 @@ typedef enum qm_hal_op {
 enum {
     QM_HAL_OP_BUF_STATE = 0, /* the state buffer (not offset: the parameters carry slot offsets) */
     QM_HAL_OP_BUF_INPUT = 1, /* the input buffer (not offset) */
-    QM_HAL_OP_BUF_OUT = 2,   /* a device output: sumsq_dev's sums (already offset), amp_batch's
-                                sums (not offset) */
+    QM_HAL_OP_BUF_OUT = 2,   /* a device output: sumsq_dev's, state_sumsq's and tree_combine's
+                                sums (already offset), amp_batch's sums (not offset) */
     QM_HAL_OP_BUFS = 3
 };
 
@@ -208,6 +209,24 @@ typedef struct qm_hal_state_sumsq_args {
 uint64_t qm_hal_state_sumsq_blocks(uint64_t g0, uint64_t n, unsigned log2_block);
 qm_code qm_hal_state_sumsq(qm_hal *hal, const qm_hal_state_sumsq_args *a, qm_hal_buf *out,
                            uint64_t out_off, qm_hal_stream *s, qm_status *st);
+
+/* --- piece sums from block sums, where they live ----------------------------------------------
+ * The block sums of sumsq_dev and state_sumsq are subtrees of each state's fixed pairwise tree;
+ * a canonical piece (engine/stages/tree_sum.h) of 2^k slots is 2^(k - log2_block) consecutive
+ * blocks. This op combines them on the device, so that only one double per piece crosses to the
+ * host: for j < n_groups, double out_off + j of `out` becomes the pairwise root (kernels/qm_math.h
+ * qm_tree_root, the same bits as qm_hal_tree_combine) of the 2^log2_group doubles from in_off +
+ * (j << log2_group) of `in`. in and out are float64 device buffers of one device (the same
+ * buffer is allowed) whose two ranges do not overlap. Buffers by role: INPUT = in (not offset),
+ * OUT = out (already at out_off). Enqueued on s. */
+typedef struct qm_hal_tree_combine_args {
+    uint64_t in_off;     /* first block sum (doubles) */
+    uint64_t n_groups;   /* >= 1 */
+    unsigned log2_group; /* <= 40 */
+} qm_hal_tree_combine_args;
+qm_code qm_hal_tree_combine_dev(qm_hal *hal, const qm_hal_tree_combine_args *a,
+                                const qm_hal_buf *in, qm_hal_buf *out, uint64_t out_off,
+                                qm_hal_stream *s, qm_status *st);
 
 /* --- the maths the engine needs (kernels/qm_math.h, through hal.c: bit for bit the same) ------ */
 /* Largest block a kernel sums on its own (QM_RED_LOG2_BLOCK; hal.c asserts they agree). */

@@ -138,6 +138,16 @@ void qm_cpu_state_sumsq(const void *state, qmk_elem state_elem, uint64_t n, uint
     }
 }
 
+void qm_cpu_tree_combine(const double *in, uint64_t n_groups, unsigned log2_group, double *out)
+{
+    const uint64_t per = (uint64_t)1 << log2_group;
+    const int par = n_groups * per >= QM_OMP_MIN_ELEMS;
+    (void)par; /* read only by the OpenMP if-clause */
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t j = 0; j < (int64_t)n_groups; ++j)
+        out[j] = qm_tree_root(in + (uint64_t)j * per, per);
+}
+
 void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite)
 {

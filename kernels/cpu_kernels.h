@@ -33,6 +33,10 @@ void qm_cpu_sumsq_blocks(const void *state, qmk_elem state_elem, uint64_t off, u
 void qm_cpu_state_sumsq(const void *state, qmk_elem state_elem, uint64_t n, uint64_t g0,
                         unsigned log2_block, double *out_sums);
 
+/* Piece sums from block sums: out[j] = the pairwise root (qm_tree_root) of the 2^log2_group
+ * sums in[j << log2_group ..], for j < n_groups. in and out do not overlap. */
+void qm_cpu_tree_combine(const double *in, uint64_t n_groups, unsigned log2_group, double *out);
+
 void qm_cpu_scan(const void *state, qmk_elem state_elem, uint64_t off, uint64_t n,
                  double *max_abs, uint64_t *first_nonfinite);
 

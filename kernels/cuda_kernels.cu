@@ -638,6 +638,42 @@ __global__ void __launch_bounds__(256) sumsq_warp_kernel(const double *state, co
         out[b] = sum;
 }
 
+// ---- piece sums from block sums (the tree_combine op) ------------------------------------------
+// A canonical piece's block sums are consecutive leaves of its subtree, so its root is
+// qm_tree_root over them. Groups of up to 64 sums: one thread each, qm_tree_root itself. Larger:
+// one CUDA block per group of T = min(256, 2^log2_group / 8) threads, thread t the root of the
+// run [t C, (t + 1) C) (C = 2^log2_group / T >= 8 sums, a subtree), then the block's levels t +
+// (t + w) in shared memory: every node is left + right as in qm_tree_combine, so the bits are the
+// host's. Only a few KiB per state are read (one 8-byte sum per 2^14 slots); launch and latency,
+// not bandwidth, are what this costs.
+__global__ void tree_combine_small_kernel(const double *in, uint64_t n_groups, unsigned lg,
+                                          double *out)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n_groups;
+         j += (uint64_t)gridDim.x * blockDim.x)
+        out[j] = qm_tree_root(in + (j << lg), (uint64_t)1 << lg);
+}
+
+__global__ void __launch_bounds__(256) tree_combine_block_kernel(const double *in, uint64_t n_groups,
+                                                                 unsigned lg, double *out)
+{
+    __shared__ double sh[256];
+    const unsigned T = blockDim.x, t = threadIdx.x;
+    const uint64_t C = ((uint64_t)1 << lg) / T;
+    for (uint64_t j = blockIdx.x; j < n_groups; j += gridDim.x) {
+        sh[t] = qm_tree_root(in + (j << lg) + t * C, C);
+        __syncthreads();
+        for (unsigned w = 1; w < T; w *= 2) {
+            if (t % (2 * w) == 0)
+                sh[t] = sh[t] + sh[t + w];
+            __syncthreads();
+        }
+        if (t == 0)
+            out[j] = sh[0];
+        __syncthreads();
+    }
+}
+
 unsigned grid_for(uint64_t n, unsigned threads)
 {
     uint64_t g = (n + threads - 1) / threads;
@@ -660,7 +696,8 @@ extern "C" int qm_cuda_preload_kernels(void)
         (const void *)state_sumsq_warp_kernel<double, 1>, (const void *)state_sumsq_warp_kernel<float, 2>,
         (const void *)amp_stash_one_state_kernel, (const void *)amp_one_state_kernel<double>,
         (const void *)amp_one_state_kernel<float>, (const void *)amp_pairs_f32_kernel,
-        (const void *)amp_scale_kernel};
+        (const void *)amp_scale_kernel, (const void *)tree_combine_small_kernel,
+        (const void *)tree_combine_block_kernel};
     return qm_cuda_load_functions(k, (int)(sizeof k / sizeof k[0]));
 }
 
@@ -756,6 +793,23 @@ extern "C" int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, ui
     sumsq_kernel<<<grid_for(n_blocks, 128), 128, 0, s>>>(
         (const double *)state, c128 ? 2 : 1, g0, period, period_valid, log2_block, n_blocks, scale,
         out_sums, in, in_f64, in_first);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qm_cuda_launch_tree_combine(const double *in, uint64_t n_groups, unsigned log2_group,
+                                           double *out, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n_groups == 0)
+        return (int)cudaSuccess;
+    if (log2_group <= 6) {
+        tree_combine_small_kernel<<<grid_for(n_groups, 128), 128, 0, s>>>(in, n_groups, log2_group,
+                                                                          out);
+        return (int)cudaGetLastError();
+    }
+    const unsigned T = log2_group >= 11 ? 256u : 1u << (log2_group - 3);
+    const unsigned grid = n_groups < 65535 ? (unsigned)n_groups : 65535u;
+    tree_combine_block_kernel<<<grid, T, 0, s>>>(in, n_groups, log2_group, out);
     return (int)cudaGetLastError();
 }
 

@@ -36,6 +36,12 @@ int qm_cuda_launch_sumsq(const void *state, int c128, uint64_t g0, uint64_t peri
  * (2^11..2^14) and one thread per block below. The same bits either way. */
 int qm_cuda_launch_state_sumsq(const void *state, int c128, uint64_t n, uint64_t g0,
                                unsigned log2_block, double *out_sums, int kernels, void *stream);
+/* Piece sums from block sums (qm_cpu_tree_combine's contract): out[j] = qm_tree_root of the
+ * 2^log2_group doubles in[j << log2_group ..] for j < n_groups (device arrays, not overlapping).
+ * Groups of up to 64 sums take one thread each; larger ones one CUDA block each (up to 256
+ * threads, each the root of a contiguous run of 8 or more, then the block's own levels). */
+int qm_cuda_launch_tree_combine(const double *in, uint64_t n_groups, unsigned log2_group,
+                                double *out, void *stream);
 /* Max |x| (as the bits of a non-negative double) and first non-finite slot, accumulated with
  * atomics into out[0] and out[1], which the caller initialises to 0 and UINT64_MAX. */
 int qm_cuda_launch_scan(const void *state, int c128, uint64_t n, unsigned long long *out,

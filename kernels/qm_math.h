@@ -230,6 +230,27 @@ QM_HD double qm_tree_combine(double *v, uint64_t n)
     return n ? v[0] : 0.0;
 }
 
+/* The same root without destroying v: the leaves pushed in index order onto the stack of finished
+ * subtrees (qm_tree_push), 8 at a time as qm_leaf8_combine when n >= 8 (a leaf of 8 is the
+ * tree's bottom 3 levels), so the loads of a leaf are independent. n a power of two (0: 0). */
+QM_HD double qm_tree_root(const double *v, uint64_t n)
+{
+    double stack[64];
+    int top = 0;
+    if (n < 8) {
+        for (uint64_t g = 0; g < n; ++g)
+            qm_tree_push(stack, &top, g, v[g]);
+        return qm_tree_fold(stack, top);
+    }
+    for (uint64_t g = 0; g < n / 8; ++g) {
+        double q[8];
+        for (int j = 0; j < 8; ++j)
+            q[j] = v[8 * g + j];
+        qm_tree_push(stack, &top, g, qm_leaf8_combine(q));
+    }
+    return qm_tree_fold(stack, top);
+}
+
 
 /* ---- product states: angle, basis and phase encodings -----------------------------------------
  * Every amplitude of a product state is a product of one complex factor per qubit: for index i of

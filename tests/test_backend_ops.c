@@ -252,6 +252,21 @@ static const op_case cases[] = {
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 13, .batch = 2, .lb = 13, .values = V_WIDE},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C64, .in = F64, .q = 14, .batch = 2, .lb = 14, .values = V_NEAR_MAX},
     {.op = QM_HAL_OP_STATE_SUMSQ, .st = C128, .in = F64, .q = 10, .batch = 9, .lb = 10, .values = V_ZERO},
+    /* tree_combine (block sums -> piece roots): batch groups of 2^lb doubles from double in_off of
+     * the input buffer (poisoned before), roots at sums_off; one sum per group (a copy), the
+     * one-thread-per-group kernel (up to 2^6), the one-CUDA-block-per-group kernel with 16..256
+     * threads of 8 sums each and 256 threads of 64 and 256 sums, more groups than the grid's
+     * 65535 blocks; NaN/Inf, subnormal, every exponent, zeros of both signs */
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 0, .batch = 5, .in_off = 3, .sums_off = 2},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 2, .batch = 1000, .values = V_WIDE},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 6, .batch = 33, .in_off = 1, .values = V_NONFINITE},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 7, .batch = 10, .sums_off = 1},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 10, .batch = 3, .values = V_SUBNORMAL},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 11, .batch = 2, .in_off = 7, .values = V_WIDE},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 14, .batch = 1, .values = V_NEAR_MAX},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 16, .batch = 2, .in_off = 5, .sums_off = 3},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 9, .batch = 4, .values = V_ZERO},
+    {.op = QM_HAL_OP_TREE_COMBINE, .st = C128, .in = F64, .lb = 7, .batch = 65601, .in_off = 1},
 };
 
 /* ---- inputs ----------------------------------------------------------------------------------- */
@@ -347,6 +362,7 @@ static bool geom_make(const op_case *c, geom *g)
     memset(g, 0, sizeof *g);
     g->N = (uint64_t)1 << c->q;
     g->F = c->op == QM_HAL_OP_PRODUCT ? 4 * (uint64_t)c->q
+           : c->op == QM_HAL_OP_TREE_COMBINE ? (uint64_t)1 << c->lb /* the sums of a group */
            : c->op == QM_HAL_OP_WHT   ? 4 * g->N /* the state's and the partner's components */
            : c->op == QM_HAL_OP_STATE_SUMSQ ? 2 * g->N /* the amplitudes' components */
            : c->F                     ? c->F
@@ -373,7 +389,7 @@ static bool geom_make(const op_case *c, geom *g)
     /* product, iqp_phase and iqp read their tables, wht and state_sumsq their state image: not a
      * stash */
     if (c->op != QM_HAL_OP_PRODUCT && c->op != QM_HAL_OP_IQP_PHASE && c->op != QM_HAL_OP_WHT &&
-        c->op != QM_HAL_OP_IQP && c->op != QM_HAL_OP_STATE_SUMSQ)
+        c->op != QM_HAL_OP_IQP && c->op != QM_HAL_OP_STATE_SUMSQ && c->op != QM_HAL_OP_TREE_COMBINE)
         qm_cpu_stash(g->stash, elem_of(c->st), 0, g->N, g->F, g->input, elem_of(c->in), 0, 0, g->E);
     for (uint64_t k = 0; k < c->batch; ++k) {
         g->coeffs[k] = 1.0 / (1.5 + (double)k);
@@ -386,6 +402,10 @@ static bool geom_make(const op_case *c, geom *g)
     g->n = c->count ? c->count : end - g->g0;
     if (c->op == QM_HAL_OP_WHT) /* st_off poisoned slots, then S slots of values; the partner */
         return wht_images(c, g);
+    if (c->op == QM_HAL_OP_TREE_COMBINE) { /* the input's doubles only; no state */
+        g->n_blocks = c->batch;
+        return true;
+    }
     if (c->op == QM_HAL_OP_STATE_SUMSQ) { /* st_off poisoned slots, then S slots of amplitudes */
         g->n_blocks = qm_hal_state_sumsq_blocks(g->g0, g->n, c->lb);
         return wht_images(c, g);
@@ -420,7 +440,7 @@ typedef struct output {
 static uint64_t in_buf_first(const op_case *c)
 {
     return c->op == QM_HAL_OP_AMP_STASH ? c->in_first - c->in_off
-           : c->op == QM_HAL_OP_AMP_BATCH ? 0
+           : c->op == QM_HAL_OP_AMP_BATCH || c->op == QM_HAL_OP_TREE_COMBINE ? 0
                                           : c->in_first;
 }
 
@@ -467,6 +487,7 @@ static bool output_make(const op_case *c, const geom *g, output *o)
     case QM_HAL_OP_AMP_SUMSQ: return output_alloc(o, g->n_blocks * 8, 0, g->n_blocks * 8, 8);
     case QM_HAL_OP_AMP_SUMSQ_DEV:
     case QM_HAL_OP_STATE_SUMSQ:
+    case QM_HAL_OP_TREE_COMBINE:
         return output_alloc(o, (c->sums_off + g->n_blocks) * 8, 0, (c->sums_off + g->n_blocks) * 8, 8);
     case QM_HAL_OP_AMP_SCAN: return output_alloc(o, 16, 0, 8, 8);
     case QM_HAL_OP_AMP_BATCH:
@@ -541,6 +562,16 @@ static void run_reference(const op_case *c, const geom *g, output *o)
         if (c->b1 > 0)
             qm_cpu_wht(o->bytes, elem_of(c->st), c->st_off, g->n, 0, c->b1, NULL, 0);
         return;
+    case QM_HAL_OP_TREE_COMBINE: { /* the engine's host combine, level by level, on a copy */
+        double *v = malloc(g->F * sizeof *v);
+        for (uint64_t j = 0; v && j < c->batch; ++j) {
+            memcpy(v, (const double *)g->input + j * g->F, g->F * sizeof *v);
+            const double root = qm_tree_combine(v, g->F);
+            memcpy(o->bytes + (c->sums_off + j) * 8, &root, 8);
+        }
+        free(v);
+        return;
+    }
     case QM_HAL_OP_COUNT_: break;
     }
 }
@@ -569,7 +600,10 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
         return false;
     memset(poison, 0xFF, poison_n);
     /* the input buffer: elements [bf, E) after in_off poisoned ones (stash, batch) */
-    const uint64_t lead = c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_BATCH ? c->in_off : 0;
+    const uint64_t lead = c->op == QM_HAL_OP_AMP_STASH || c->op == QM_HAL_OP_AMP_BATCH ||
+                                  c->op == QM_HAL_OP_TREE_COMBINE
+                              ? c->in_off
+                              : 0;
     const uint64_t first = c->op == QM_HAL_OP_AMP_STASH ? c->in_first - c->in_off : bf;
     unsigned char *inb = calloc(1, (lead + g->E - first) * g->is + 1);
     ok = inb != NULL;
@@ -592,7 +626,7 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
     if (c->op == QM_HAL_OP_WHT && c->pair)
         ok = ok && upload(hal, g->S * g->ss, g->partner, &partner, st);
     if (c->op == QM_HAL_OP_AMP_SUMSQ_DEV || c->op == QM_HAL_OP_AMP_BATCH ||
-        c->op == QM_HAL_OP_STATE_SUMSQ)
+        c->op == QM_HAL_OP_STATE_SUMSQ || c->op == QM_HAL_OP_TREE_COMBINE)
         ok = ok && upload(hal, o->sums_end - o->sums_at, poison, &sums, st);
     if (ok) {
         qm_code rc = QM_E_INTERNAL;
@@ -684,6 +718,12 @@ static bool run_backend(qm_hal *hal, const op_case *c, const geom *g, output *o,
                           .scale = scale},
                 .b1 = c->b1};
             rc = qm_hal_iqp(hal, &a, NULL, st);
+            break;
+        }
+        case QM_HAL_OP_TREE_COMBINE: {
+            const qm_hal_tree_combine_args a = {.in_off = c->in_off, .n_groups = c->batch,
+                                                .log2_group = c->lb};
+            rc = qm_hal_tree_combine_dev(hal, &a, in, sums, c->sums_off, NULL, st);
             break;
         }
         case QM_HAL_OP_COUNT_: break;

@@ -4,7 +4,7 @@
 # checked against the formula (to 1e-12 relative: the same operations, in C and Python) on a
 # scenario whose figures make it exact (storage 1 MB/s read, 2 MB/s write, 4 MB/s cached_read,
 # host copy 4 MB/s, launch 5 us, page_lock 1 ms + 2 GB/s per buffer (P(b) = 1 ms + b rounded up
-# to 2 MiB / 2 GB/s: the ingest's ring and fused sums, local_norm's block sums, the write's 8
+# to 2 MiB / 2 GB/s: the ingest's ring and fused sums, local_norm's piece roots, the write's 8
 # staging buffers), a 1 GB/s host link of zero latency, HBM 1 TB/s); the input's
 # page-cache residency is fixed by the test hook QM_INPUT_RESIDENT (0 unless a case sets it); no
 # case depends on timing: encode's measured values are checked for presence and sign only.
@@ -19,8 +19,9 @@
 #    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns built in; a scenario's
 #    defaults.host_batch instead when it states one); a 2^15 state (not fused,
 #    whole 2^14-slot blocks: its block sums taken from the staging inside the ingest, a sumsq per
-#    chunk reading the chunk's bytes at HBM rate) has local_norm = 2 launches (D2H, sync; its
-#    block sums, at most 1 MiB, go to plain memory), encode = 2 x bytes / HBM + 2 launches; write (--out:
+#    chunk reading the chunk's bytes at HBM rate) has local_norm = 3 launches (the tree_combine of
+#    its block sums into the state's root on the device, the D2H of that root, the sync; the roots,
+#    at most 1 MiB, go to plain memory), encode = 2 x bytes / HBM + 2 launches; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
 #    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
 #    on the simulator the file write alone; nothing written; a host's own storage over the
@@ -113,8 +114,8 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
 jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after the read; no launches" \
     "eq(e['staging'], 8000 / 4e6) and eq(e['ingest'], 8000 / 1e6 + 8000 / 4e6) and eq(e['local_norm'], 16384 / 1e12) and eq(e['encode'], 2 * 16384 / 1e12)"
 run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
-jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = 2 launches (its 2 block sums copied to plain memory: nothing page-locked), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
-    "eq(e['local_norm'], 2 * $L) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
+jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = 3 launches (its 2 block sums combined on the device, the root copied to plain memory: nothing page-locked), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
+    "eq(e['local_norm'], 3 * $L) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
 # 40 MiB of float64 -> one 2^23 state (not fused): chunks of 32 MiB and 8 MiB, copied in ring
 # pieces of 8 MiB (4 + 1): 5 H2D copies + 2 stash kernels; the read (41.9 s) is the slower side;
 # the ring's 8 slots hold all 5 pieces, read side by side, so every piece's copy follows the read:

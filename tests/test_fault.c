@@ -85,10 +85,11 @@ int main(void)
                (unsigned long long)l, (unsigned long long)all);
         /* n = 12000 < 3N/4 = 12288: the last shard holds padding only, so 3 state buffers, 2
          * input buffers (staging, or views of host memory) and 3 device buffers of block sums
-         * (one per shard, each copied back once; streamed: 2 staging copies before) */
+         * (one per shard, its root copied back once; streamed: 2 staging copies before) */
         CHECK_EQ_U64(a, 5 + 3);
         CHECK_EQ_U64(c, (streamed ? 2 : 0) + 3);
-        CHECK_EQ_U64(l, streamed ? 2 + 3 + 3 : 3 + 3); /* (2 stash,) 3 sumsq, 3 amp_scale */
+        /* (2 stash,) 3 sumsq, 3 tree_combine, 3 amp_scale */
+        CHECK_EQ_U64(l, streamed ? 2 + 3 + 3 + 3 : 3 + 3 + 3);
         CHECK_EQ_U64(all, a + c + l);
     }
     /* the fused batch path: 40 states of 64 slots (50 values each) streamed onto 2 devices as

@@ -535,7 +535,8 @@ static void test_device_input(void)
 /* A large state read through a reader, its chunks whole 2^14-slot blocks: each chunk's block sums
  * are taken from the staging as it is stashed (qm_ingest_sums_in_staging), so the norm reads no
  * stash. Counted on a fault shim's kernel launches: 2 shards x 2 chunks x (stash + sumsq) + 2
- * scales = 10, where summing the stash would be 2 x 2 stashes + 2 sumsq + 2 scales = 8. The state
+ * tree_combines (each shard's 4 block sums to its root) + 2 scales = 12, where summing the stash
+ * would be 2 x 2 stashes + 2 sumsq + 2 tree_combines + 2 scales = 10. The state
  * is bit-identical to the one from host memory read in place (mapped: sums over the input); a
  * failing sumsq in the ingest leaves nothing allocated. */
 static void test_sums_in_staging(void)
@@ -566,7 +567,7 @@ static void test_sums_in_staging(void)
     qm_hal_fault_rearm(shim, 0);
     CHECK_OK(qm_materialize_amplitude(shim, q, QM_DTYPE_COMPLEX128, two, 2, &rin, &block, &staged,
                                       &st));
-    CHECK_EQ_U64(qm_hal_fault_calls(shim), 10);
+    CHECK_EQ_U64(qm_hal_fault_calls(shim), 12);
     CHECK_EQ_U64(cr.values, N);
     CHECK_OK(qm_materialize_amplitude(mesh8, q, QM_DTYPE_COMPLEX128, two, 2, &rin, &odd, &chunky,
                                       &st));

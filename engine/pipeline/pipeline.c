@@ -152,10 +152,10 @@ int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int r
     if (input_bytes / R >= ring) /* a file's values reach the devices through the ring */
         bytes[n++] = ring;
     if (req->qubits < 64) {
-        const uint64_t N = (uint64_t)1 << req->qubits;
-        const uint64_t per = N >> QM_HAL_RED_LOG2_BLOCK ? N >> QM_HAL_RED_LOG2_BLOCK : 1;
-        const uint64_t sums = 8 * (req->batch ? req->batch : 1) * per / R;
-        /* a fused batch's sums are page-locked; a stashed state's block sums only when many */
+        /* one double per state: a fused state's sum, or a stashed state's root (its block sums
+         * are combined on the device; a state cut by shards adds a few roots) */
+        const uint64_t sums = 8 * (req->batch ? req->batch : 1) / R;
+        /* a fused batch's sums are page-locked; a stashed state's roots only when many */
         if (req->qubits <= QM_HAL_RED_LOG2_BLOCK || sums > QM_BLOCK_SUMS_PAGEABLE_MAX)
             bytes[n++] = sums;
     }

@@ -80,9 +80,9 @@ qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm
 /* The page-locked host buffers an encode of `req` makes first on each of `ranks` ranks, whose
  * memory a caller can have made ready while the CUDA context starts (qm_backend_host_prepare):
  * for the amplitude encoding, the ingest's ring when a rank's share of `input_bytes` (the input
- * file's data) fills it, and the norm's sums (one double per state, or per block of
- * 2^QM_HAL_RED_LOG2_BLOCK slots of a larger state, when more than QM_BLOCK_SUMS_PAGEABLE_MAX
- * bytes: fewer are copied to plain memory). Writes at most 2 sizes to bytes[]; returns how many.
+ * file's data) fills it, and the norm's sums (one double per state: a fused state's sum, or the
+ * root of a larger state's block sums; for a larger state only when more than
+ * QM_BLOCK_SUMS_PAGEABLE_MAX bytes: fewer are copied to plain memory). Writes at most 2 sizes to bytes[]; returns how many.
  * Cannot fail. */
 int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int ranks,
                               uint64_t bytes[2]);

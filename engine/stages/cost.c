@@ -519,12 +519,13 @@ static double ring_pieces(uint64_t chunks, uint64_t bytes)
  * copy per ring piece, the stash kernel, or amp_batch and the D2H of its sums), fused_s[d] the
  * fused pass's
  * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
- * local_norm (per non-fused shard: one sumsq per tree run, the D2H of the block sums, the stream
- * synchronization) and of encode (per non-fused shard: the amplitude kernel and its drain; a
+ * local_norm (per non-fused shard: one sumsq per tree run unless the ingest took the block sums,
+ * one tree_combine per tree run, the D2H of the piece roots, the stream synchronization) and of
+ * encode (per non-fused shard: the amplitude kernel and its drain; a
  * fused shard none: materialize.c makes no stream for it unless a state took the slow path). */
 typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
-    double *norm_blocks, *fused_states; /* local_norm's block sums, the fused states' sums */
+    double *norm_roots, *fused_states; /* local_norm's piece roots, the fused states' sums */
     bool any_fused, all_fused;
     bool norm_in_ingest; /* every shard's sums are made inside the ingest: fused, or block sums
                             taken from the staging (qm_ingest_sums_in_staging) */
@@ -564,7 +565,11 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
         const double pieces = ring_pieces(full, chunk_elems * is) + ring_pieces(rest ? 1 : 0, rest * is);
         w->chunks[d] += pieces;
         w->launches[d] += pieces + (double)(full + (rest ? 1 : 0));
-        double runs = 0;
+        double runs = 0; /* the shard's tree runs */
+        for (uint64_t pos = s->start; pos < s->end; runs += 1) {
+            const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
+            pos = qm_tree_run_end(&r);
+        }
         if (qm_ingest_sums_in_staging(p->n_amps, p->request.features, s->start, s->end,
                                       QM_STAGING_CHUNK_BYTES, (size_t)is)) {
             /* a sumsq per chunk over the staged values, inside the ingest */
@@ -572,16 +577,12 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
                 w->fused_s[d] += (double)(s->input_elems * is) / bw;
+            w->norm_l[d] += runs + 2; /* the tree_combines, the D2H, the synchronization */
         } else {
             w->norm_in_ingest = false;
-            for (uint64_t pos = s->start; pos < s->end;) {
-                const qm_tree_run r = qm_tree_run_next(p->request.qubits, pos, s->end);
-                runs += 1;
-                pos = qm_tree_run_end(&r);
-            }
+            w->norm_l[d] += 2 * runs + 2; /* and a sumsq per run */
         }
-        w->norm_l[d] += runs + 2;
-        w->norm_blocks[d] += (double)qm_tree_range_blocks(p->request.qubits, s->start, s->end);
+        w->norm_roots[d] += (double)qm_tree_range_pieces(p->request.qubits, s->start, s->end);
         w->enc_l[d] += 2;
     }
 }
@@ -684,11 +685,11 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         }
         add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.norm_in_ingest, pieces_s, tmp, D);
         add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
-        /* local_norm's buffer of every stashed shard's block sums, per rank: page-locked when
+        /* local_norm's buffer of every stashed shard's piece roots, per rank: page-locked when
          * larger than QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
             p->estimates_s[QM_PHASE_LOCAL_NORM] +=
-                rank_page_lock_s(mesh, w.norm_blocks, 8.0, (double)QM_BLOCK_SUMS_PAGEABLE_MAX);
+                rank_page_lock_s(mesh, w.norm_roots, 8.0, (double)QM_BLOCK_SUMS_PAGEABLE_MAX);
     }
     double rd, wr;
     if (dp->input) {

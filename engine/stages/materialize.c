@@ -334,10 +334,11 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_code rc = first && part && str ? QM_OK
                                       : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
                                                 "%d shards", n);
+    const bool combine = qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE);
     for (int i = 0; rc == QM_OK && i < n; ++i) /* fused shards have their sums already */
         first[i + 1] = first[i] + (e->ing[i].fused ? 0
-                                                   : qm_tree_range_blocks(e->qubits, e->shards[i].start,
-                                                                          e->shards[i].end));
+                                                   : qm_tree_dev_host(e->qubits, e->shards[i].start,
+                                                                      e->shards[i].end, combine));
     /* a context's kept page-locked buffer; else plain memory for a few sums (plan.h) */
     const bool plain = !e->reuse && first && first[n] * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
     if (rc == QM_OK && first[n] > 0) {
@@ -354,13 +355,16 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         const uint64_t nb = first[i + 1] - first[i];
         if (nb == 0)
             continue;
-        /* the ingest took them from the staging already: only the copy back is left */
+        /* the ingest took them from the staging already: only the roots and the copy are left */
         const bool taken = e->ing[i].block_sums != NULL;
         if (taken) {
             part[i] = e->ing[i].block_sums;
             e->ing[i].block_sums = NULL; /* freed below with the others */
         } else {
-            rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i, nb * sizeof(double), &part[i], st);
+            rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i,
+                               qm_tree_dev_doubles(e->qubits, s->start, s->end, combine) *
+                                   sizeof(double),
+                               &part[i], st);
         }
         if (rc == QM_OK)
             rc = shard_stream(e, i, &str[i], st);
@@ -374,14 +378,14 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
         if (rc != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     }
-    qm_trace("local_norm: %llu block sums in %s memory, sums enqueued",
-             (unsigned long long)first[n], plain ? "plain" : "page-locked");
-    /* the sums back to page-locked host memory (asynchronous): every shard's kernels are enqueued
-     * before the first copy, so the devices sum at once */
+    qm_trace("local_norm: %llu %s in %s memory, sums enqueued", (unsigned long long)first[n],
+             combine ? "piece roots" : "block sums", plain ? "plain" : "page-locked");
+    /* each piece's root made where its block sums are, and the roots copied back: every shard's
+     * kernels are enqueued before the first copy, so the devices sum at once */
     for (int i = 0; rc == QM_OK && i < n; ++i)
         if (first[i + 1] > first[i] &&
-            (rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
-                                  (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
+            (rc = qm_tree_dev_enqueue(hal, e->qubits, e->shards[i].start, e->shards[i].end, combine,
+                                      part[i], host + first[i], str[i], st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
     qm_trace("local_norm: copies enqueued");
     drain_all(e, str, part, n, &rc, st);
@@ -392,12 +396,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             rc = qm_tree_pieces_add_states(&e->pieces, s->start / e->N, (s->end - s->start) / e->N,
                                            e->ing[i].sums, st);
         } else {
-            for (uint64_t pos = s->start, at = first[i]; rc == QM_OK && pos < s->end;) {
-                const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
-                rc = qm_tree_pieces_add_run(&e->pieces, &r, host + at, st);
-                at += qm_tree_run_blocks(&r);
-                pos = qm_tree_run_end(&r);
-            }
+            rc = qm_tree_dev_add(&e->pieces, s->start, s->end, combine, host + first[i], st);
         }
         if (rc == QM_OK && opts && opts->progress)
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
@@ -806,7 +805,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             qm_ingest_sums_in_staging(e.N, e.F, shards[i].start, shards[i].end, chunk_bytes, is) &&
             qm_hal_supports_op(hal, QM_HAL_OP_AMP_SUMSQ_DEV) &&
             (rc = shard_scratch(&e, QM_REUSE_DEV_BLOCK_SUMS, i,
-                                ((shards[i].end - shards[i].start) >> QM_HAL_RED_LOG2_BLOCK) *
+                                qm_tree_dev_doubles(e.qubits, shards[i].start, shards[i].end,
+                                                    qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE)) *
                                     sizeof(double),
                                 &e.ing[i].block_sums, st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);

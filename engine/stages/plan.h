@@ -14,10 +14,11 @@
 /* Device-side staging for ingest: two chunks of this size (double-buffered), or less when a device's
  * input slice is smaller. Counted by feasibility, used by the materializer. */
 #define QM_STAGING_CHUNK_BYTES ((uint64_t)32 << 20)
-/* A one-shot encode copies its block sums (8 bytes per 2^14 slots of a stashed shard) back to plain
- * host memory when they take at most this many bytes (a state of up to 2^31 slots): the copy of
- * so few bytes costs less than page-locking a buffer for it (making and freeing it took 0.3-0.6
- * ms on the H200 host, most of a 2^28 state's local_norm once its sums came with the ingest). */
+/* A one-shot encode (and a norm check without a context's cache) copies its piece roots (8 bytes
+ * per canonical piece of a stashed shard: about one per state, the block sums being combined on
+ * the device) back to plain host memory when they take at most this many bytes: the copy of so
+ * few bytes costs less than page-locking a buffer for it (making and freeing it took 0.3-0.6 ms
+ * on the H200 host, most of a 2^28 state's local_norm once its sums came with the ingest). */
 #define QM_BLOCK_SUMS_PAGEABLE_MAX ((uint64_t)1 << 20)
 /* The encode reads a state back in chunks of this many amplitudes (one host buffer per process):
  * the output assembly that the host-memory check counts. */

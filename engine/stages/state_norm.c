@@ -4,12 +4,11 @@
  * In: a state (its shards on their devices), the communicator of the run. Out: one float64 sum
  * per state, the same bits on every rank.
  * Per shard, the canonical aligned pieces of its range (tree_sum.h) are summed by the
- * state_sumsq op into a small device buffer on the shard's own stream; every shard's sums are
- * enqueued before any is copied back, so the devices sum at once, then each shard's block sums
- * (8 bytes per block of up to 2^14 amplitudes) are copied into ordinary host memory. Not
- * page-locked memory: allocating it costs far more than copying a few KiB (cudaHostAlloc of 8 MiB
- * took 5-7 ms on the H200 host), and it would be paid on every norm check; a copy into ordinary
- * memory returns when it is done, which is why the copies follow all the launches. The pieces are merged per state in global index
+ * state_sumsq op into a small device buffer on the shard's own stream, and each piece's block
+ * sums (8 bytes per block of up to 2^14 amplitudes) are combined there into its root by the
+ * tree_combine op (qm_tree_dev_*); every shard's sums are enqueued before any is copied back, so
+ * the devices sum at once, then each shard's roots (one double per piece: per state, or per
+ * canonical piece of a state cut by the shard) are copied to the host. The pieces are merged per state in global index
  * order, after an exchange of every rank's pieces when the ranks hold parts of the index space —
  * so each state's sum is its fixed pairwise tree (kernels/qm_math.h) for any layout, device
  * count or rank count, bit-identical between the simulator and CUDA.
@@ -21,6 +20,7 @@
  */
 #include "comm.h"
 #include "materialize_internal.h"
+#include "plan.h"
 #include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
@@ -44,19 +44,26 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
     qm_code rc = first && part && str ? QM_OK
                                       : qm_fail(st, QM_E_NOMEM, "norm check: out of host memory "
                                                 "for %d shards", n_norm);
+    const bool combine = qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE);
     for (int i = 0; rc == QM_OK && i < n_norm; ++i)
-        first[i + 1] = first[i] + qm_tree_range_blocks(q, s->shards[i].start, s->shards[i].end);
+        first[i + 1] = first[i] + qm_tree_dev_host(q, s->shards[i].start, s->shards[i].end, combine);
     qm_reuse *keep = s->reuse; /* the context's scratch, else this call's own */
-    if (rc == QM_OK)
+    /* a few roots go to plain memory: page-locking a buffer costs far more than copying a few
+     * KiB (0.3-0.6 ms on the H200 host), and it would be paid on every check */
+    const bool plain = !keep && first && first[n_norm] * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
+    if (rc == QM_OK && plain && !(host = malloc(first[n_norm] ? first[n_norm] * sizeof(double) : 1)))
+        rc = qm_fail(st, QM_E_NOMEM, "norm check: out of host memory for %llu sums",
+                     (unsigned long long)first[n_norm]);
+    else if (rc == QM_OK && !plain)
         rc = keep ? qm_reuse_host(keep, QM_REUSE_HOST_BLOCK_SUMS, first[n_norm] * sizeof(double),
                                   (void **)&host, st)
                   : qm_hal_host_alloc(hal, first[n_norm] * sizeof(double), (void **)&host, st);
     for (int i = 0; rc == QM_OK && i < n_norm; ++i) {
         const qm_state_shard *sh = &s->shards[i];
-        const uint64_t nb = first[i + 1] - first[i];
+        const uint64_t nd = qm_tree_dev_doubles(q, sh->start, sh->end, combine);
         rc = keep ? qm_reuse_scratch(keep, QM_REUSE_DEV_BLOCK_SUMS, i, sh->device,
-                                     nb * sizeof(double), &part[i], st)
-                  : qm_hal_buf_alloc(hal, sh->device, nb * sizeof(double), &part[i], st);
+                                     nd * sizeof(double), &part[i], st)
+                  : qm_hal_buf_alloc(hal, sh->device, nd * sizeof(double), &part[i], st);
         if (rc == QM_OK)
             rc = keep ? qm_reuse_stream(keep, i, sh->device, &str[i], st)
                       : qm_hal_stream_create(hal, sh->device, &str[i], st);
@@ -74,8 +81,8 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
             qm_status_prefix(st, "norm check: shard %d", i);
     }
     for (int i = 0; rc == QM_OK && i < n_norm; ++i) /* every shard's sums are under way */
-        if ((rc = qm_hal_copy_d2h(hal, host + first[i], part[i], 0,
-                                  (first[i + 1] - first[i]) * sizeof(double), str[i], st)) != QM_OK)
+        if ((rc = qm_tree_dev_enqueue(hal, q, s->shards[i].start, s->shards[i].end, combine,
+                                      part[i], host + first[i], str[i], st)) != QM_OK)
             qm_status_prefix(st, "norm check: shard %d", i);
     for (int i = 0; str && i < n_norm; ++i) { /* every stream drained, also after a failure */
         if (keep) { /* the cache's: synced, kept */
@@ -88,15 +95,8 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
         qm_materialize_drain(hal, str[i], &rc, st);
         qm_hal_buf_free(hal, part[i]);
     }
-    for (int i = 0; rc == QM_OK && i < n_norm; ++i) {
-        const qm_state_shard *sh = &s->shards[i];
-        for (uint64_t pos = sh->start, at = first[i]; rc == QM_OK && pos < sh->end;) {
-            const qm_tree_run r = qm_tree_run_next(q, pos, sh->end);
-            rc = qm_tree_pieces_add_run(&t, &r, host + at, st);
-            at += qm_tree_run_blocks(&r);
-            pos = qm_tree_run_end(&r);
-        }
-    }
+    for (int i = 0; rc == QM_OK && i < n_norm; ++i)
+        rc = qm_tree_dev_add(&t, s->shards[i].start, s->shards[i].end, combine, host + first[i], st);
     /* collective from here: every rank takes part, also after a failure of its own */
     rc = qm_comm_verdict(comm, rc, st);
     if (rc == QM_OK && distributed)
@@ -104,7 +104,9 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
     if (rc == QM_OK)
         rc = qm_tree_pieces_merge(&t, sums, st);
     qm_tree_pieces_fini(&t);
-    if (!keep)
+    if (plain)
+        free(host);
+    else if (!keep)
         qm_hal_host_free(hal, host);
     free(first);
     free(part);

@@ -1,8 +1,8 @@
 /* tree_sum.c — canonical pieces of shard ranges and their merge into per-state tree sums (see
  * tree_sum.h). Moved out of materialize.c so that the norm check of the written state
  * (state_norm.c) forms its sums exactly as materialize forms the input's.
- * Must not: call the HAL (callers sum the blocks), or combine pieces in any order but the global
- * index order.
+ * Must not: call the HAL but to combine and copy back block sums its callers made (qm_tree_dev_*),
+ * or combine pieces in any order but the global index order.
  */
 #include "tree_sum.h"
 #include "comm.h"
@@ -46,6 +46,17 @@ uint64_t qm_tree_range_blocks(unsigned qubits, uint64_t lo, uint64_t hi)
     return nb;
 }
 
+uint64_t qm_tree_range_pieces(unsigned qubits, uint64_t lo, uint64_t hi)
+{
+    uint64_t np = 0;
+    for (uint64_t pos = lo; pos < hi;) {
+        const qm_tree_run r = qm_tree_run_next(qubits, pos, hi);
+        np += r.run;
+        pos = qm_tree_run_end(&r);
+    }
+    return np;
+}
+
 /* Room for n more pieces. */
 static qm_code grow(qm_tree_pieces *t, uint64_t n, qm_status *st)
 {
@@ -77,6 +88,17 @@ qm_code qm_tree_pieces_add_run(qm_tree_pieces *t, const qm_tree_run *r, double *
     return QM_OK;
 }
 
+qm_code qm_tree_pieces_add_roots(qm_tree_pieces *t, const qm_tree_run *r, const double *roots,
+                                 qm_status *st)
+{
+    qm_code rc = grow(t, r->run, st);
+    if (rc != QM_OK)
+        return rc;
+    for (uint64_t j = 0; j < r->run; ++j)
+        t->v[t->n++] = (qm_tree_piece){.off = r->pos + (j << r->k), .log2n = r->k, .sum = roots[j]};
+    return QM_OK;
+}
+
 qm_code qm_tree_pieces_add_states(qm_tree_pieces *t, uint64_t first, uint64_t n,
                                   const double *sums, qm_status *st)
 {
@@ -87,6 +109,53 @@ qm_code qm_tree_pieces_add_states(qm_tree_pieces *t, uint64_t first, uint64_t n,
         t->v[t->n++] = (qm_tree_piece){.off = (first + k) << t->qubits, .log2n = t->qubits,
                                        .sum = sums[k]};
     return QM_OK;
+}
+
+uint64_t qm_tree_dev_doubles(unsigned qubits, uint64_t lo, uint64_t hi, bool combine)
+{
+    return qm_tree_range_blocks(qubits, lo, hi) + (combine ? qm_tree_range_pieces(qubits, lo, hi) : 0);
+}
+
+uint64_t qm_tree_dev_host(unsigned qubits, uint64_t lo, uint64_t hi, bool combine)
+{
+    return combine ? qm_tree_range_pieces(qubits, lo, hi) : qm_tree_range_blocks(qubits, lo, hi);
+}
+
+qm_code qm_tree_dev_enqueue(qm_hal *hal, unsigned qubits, uint64_t lo, uint64_t hi, bool combine,
+                            qm_hal_buf *sums, double *host, qm_hal_stream *s, qm_status *st)
+{
+    const uint64_t nb = qm_tree_range_blocks(qubits, lo, hi);
+    if (nb == 0)
+        return QM_OK;
+    if (!combine)
+        return qm_hal_copy_d2h(hal, host, sums, 0, nb * sizeof(double), s, st);
+    uint64_t at = 0, np = 0;
+    for (uint64_t pos = lo; pos < hi;) {
+        const qm_tree_run r = qm_tree_run_next(qubits, pos, hi);
+        const qm_hal_tree_combine_args a = {.in_off = at, .n_groups = r.run,
+                                            .log2_group = r.k - r.lb};
+        qm_code rc = qm_hal_tree_combine_dev(hal, &a, sums, sums, nb + np, s, st);
+        if (rc != QM_OK)
+            return rc;
+        at += qm_tree_run_blocks(&r);
+        np += r.run;
+        pos = qm_tree_run_end(&r);
+    }
+    return qm_hal_copy_d2h(hal, host, sums, nb * sizeof(double), np * sizeof(double), s, st);
+}
+
+qm_code qm_tree_dev_add(qm_tree_pieces *t, uint64_t lo, uint64_t hi, bool combine, double *host,
+                        qm_status *st)
+{
+    qm_code rc = QM_OK;
+    for (uint64_t pos = lo, at = 0; rc == QM_OK && pos < hi;) {
+        const qm_tree_run r = qm_tree_run_next(t->qubits, pos, hi);
+        rc = combine ? qm_tree_pieces_add_roots(t, &r, host + at, st)
+                     : qm_tree_pieces_add_run(t, &r, host + at, st);
+        at += combine ? r.run : qm_tree_run_blocks(&r);
+        pos = qm_tree_run_end(&r);
+    }
+    return rc;
 }
 
 typedef struct piece_rec {

@@ -549,7 +549,8 @@ static bool c_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ || op == QM_HAL_OP_IQP;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ || op == QM_HAL_OP_IQP ||
+           op == QM_HAL_OP_TREE_COMBINE;
 }
 
 static qm_code c_product(void *ctx, int dev, void *state, const void *table,
@@ -612,6 +613,20 @@ static qm_code c_state_sumsq(void *ctx, int dev, const void *state, double *out,
     return QM_OK;
 }
 
+/* Piece sums from block sums, enqueued on s into the caller's device buffer (already offset). */
+static qm_code c_tree_combine(void *ctx, int dev, const void *in, double *out,
+                              const qm_hal_tree_combine_args *a, void *s, qm_status *st)
+{
+    CU(st, cudaSetDevice(PH(ctx, dev)), "cudaSetDevice", dev);
+    int le = qm_cuda_launch_tree_combine((const double *)in + a->in_off, a->n_groups, a->log2_group,
+                                         out, s);
+    if (le != cudaSuccess)
+        return cuda_err(st, (cudaError_t)le, "tree_combine launch", dev);
+    if (!s)
+        CU(st, cudaStreamSynchronize(NULL), "tree_combine", dev);
+    return QM_OK;
+}
+
 static qm_code c_iqp(void *ctx, int dev, void *state, const void *table, const qm_hal_iqp_args *a,
                      void *s, qm_status *st)
 {
@@ -645,6 +660,7 @@ static qm_code c_launch(void *ctx, int dev, qm_hal_op op, const void *params,
     case QM_HAL_OP_WHT: return c_wht(ctx, dev, state, in, params, s, st);
     case QM_HAL_OP_STATE_SUMSQ: return c_state_sumsq(ctx, dev, state, out, params, s, st);
     case QM_HAL_OP_IQP: return c_iqp(ctx, dev, state, in, params, s, st);
+    case QM_HAL_OP_TREE_COMBINE: return c_tree_combine(ctx, dev, in, out, params, s, st);
     case QM_HAL_OP_COUNT_: break;
     }
     return qm_fail(st, QM_E_UNSUPPORTED, "op %d is not a CUDA kernel", (int)op);

@@ -168,7 +168,8 @@ static bool sim_supports_op(void *ctx, qm_hal_op op)
 {
     (void)ctx;
     return qm_hal_op_is_amplitude(op) || op == QM_HAL_OP_PRODUCT || op == QM_HAL_OP_IQP_PHASE ||
-           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ || op == QM_HAL_OP_IQP;
+           op == QM_HAL_OP_WHT || op == QM_HAL_OP_STATE_SUMSQ || op == QM_HAL_OP_IQP ||
+           op == QM_HAL_OP_TREE_COMBINE;
 }
 
 /* Every op runs the CPU kernel at once (the simulator is synchronous: streams are ignored). Device
@@ -247,6 +248,11 @@ static qm_code sim_launch(void *ctx, int dev, qm_hal_op op, const void *params,
                          p->n_coeffs, p->first_state, in, p->scale);
         if (a->b1 > 0)
             qm_cpu_wht(state, elem_of(p->state_dtype), p->off, p->n, 0, a->b1, NULL, 0);
+        return QM_OK;
+    }
+    case QM_HAL_OP_TREE_COMBINE: {
+        const qm_hal_tree_combine_args *a = params;
+        qm_cpu_tree_combine((const double *)in + a->in_off, a->n_groups, a->log2_group, out);
         return QM_OK;
     }
     case QM_HAL_OP_COUNT_:
