@@ -37,7 +37,7 @@ echo "bench done at $SECONDS s"
 if [ "${PBLK:-0}" = 1 ]; then # the batch product with its tables read in bursts (not yet run)
   nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -Ikernels -Iinclude -Icore -o /tmp/pblk \
     bench/results/2026-12-06-s22-product-blk.cu > $R/pblk-build.txt 2>&1 || tail -5 $R/pblk-build.txt
-  [ -x /tmp/pblk ] && timeout 120 /tmp/pblk > $R/pblk.txt 2>&1; cat $R/pblk.txt
+  [ -x /tmp/pblk ] && timeout 60 /tmp/pblk > $R/pblk.txt 2>&1; cat $R/pblk.txt
 fi
 echo "s22b done at $SECONDS s"
 tar czf ${OUT:?}/s22b.tar.gz -C $R .
