@@ -4,7 +4,8 @@
  * shards cut anywhere (mid-block, mid-state), complex64 and complex128, a replicated state, and
  * three ranks of the threads communicator (every rank the same bits); exact values for a uniform
  * state; a NaN written on the device shows in its state's sum only; no amplitude crosses to the
- * host (the d2h bytes are the block sums alone); bad arguments. */
+ * host (the d2h bytes are the pieces' roots alone, combined from the block sums on the device,
+ * the same bits as the host's combine); bad arguments. */
 #include "comm.h"
 #include "sim_fixtures.h"
 #include "state_internal.h"
@@ -182,6 +183,68 @@ static void test_exact_and_nan(qm_hal *hal)
     free(a);
 }
 
+/* The roots are made on the device (tree_combine): one 2^16 complex128 state (4 blocks of 2^14)
+ * on one shard copies back one double, on 3 shards cut at 2^15 and 2^15 + 2^14 one per shard; the
+ * helpers' host path (combine = false: the block sums copied, combined on the host) forms the
+ * same pieces bit for bit from the same block sums. */
+static void test_roots_on_device(qm_hal *hal)
+{
+    qm_status st;
+    const unsigned q = 16;
+    const uint64_t N = (uint64_t)1 << q;
+    void *a = random_amps(QM_DTYPE_COMPLEX128, N);
+    const uint64_t one[] = {0, N}, three[] = {0, N / 2, N / 2 + N / 4, N};
+    const struct { const uint64_t *cuts; int n; uint64_t d2h[3]; } cases[] = {
+        {one, 1, {8, 0, 0}}, {three, 3, {8, 8, 8}}};
+    for (int c = 0; c < 2; ++c) {
+        qm_state *s = make_state(hal, q, QM_DTYPE_COMPLEX128, 1, cases[c].cuts, cases[c].n, 0, false,
+                                 a, &st);
+        CHECK(s != NULL);
+        if (!s)
+            continue;
+        qm_hal_usage u0[3], u1[3];
+        for (int d = 0; d < cases[c].n; ++d)
+            CHECK_OK(qm_hal_usage_query(hal, d, &u0[d], &st));
+        double sum = 0;
+        CHECK_OK(qm_state_norms(s, cases[c].n, NULL, false, &sum, &st));
+        const double want = pairwise(a, QM_DTYPE_COMPLEX128, 0, N);
+        CHECK(memcmp(&sum, &want, 8) == 0);
+        for (int d = 0; d < cases[c].n; ++d) {
+            CHECK_OK(qm_hal_usage_query(hal, d, &u1[d], &st));
+            CHECK_EQ_U64(u1[d].d2h_bytes - u0[d].d2h_bytes, cases[c].d2h[d]);
+        }
+        qm_state_destroy(s);
+    }
+    /* the helpers both ways over the block sums of [1000, N - 3000) of a 2^16-slot index space:
+     * runs of pieces from 2^3 up to 2^15 slots (blocks of at most 2^14) */
+    const uint64_t lo = 1000, hi = N - 3000, nb = qm_tree_range_blocks(q, lo, hi);
+    const uint64_t np = qm_tree_range_pieces(q, lo, hi);
+    CHECK_EQ_U64(qm_tree_dev_doubles(q, lo, hi, true), nb + np);
+    CHECK_EQ_U64(qm_tree_dev_host(q, lo, hi, true), np);
+    CHECK_EQ_U64(qm_tree_dev_host(q, lo, hi, false), nb);
+    double *blocks = malloc(nb * sizeof *blocks), *host = malloc(nb * sizeof *host);
+    for (uint64_t j = 0; j < nb; ++j)
+        blocks[j] = uniform() * ldexp(1.0, (int)(j % 40) - 20);
+    qm_tree_pieces t[2] = {{.qubits = q}, {.qubits = q}};
+    for (int combine = 0; combine < 2; ++combine) {
+        qm_hal_buf *b = NULL;
+        CHECK_OK(qm_hal_buf_alloc(hal, 0, (nb + np) * sizeof(double), &b, &st));
+        CHECK_OK(qm_hal_copy_h2d(hal, b, 0, blocks, nb * sizeof(double), NULL, &st));
+        CHECK_OK(qm_tree_dev_enqueue(hal, q, lo, hi, combine, b, host, NULL, &st));
+        CHECK_OK(qm_tree_dev_add(&t[combine], lo, hi, combine, host, &st));
+        qm_hal_buf_free(hal, b);
+    }
+    CHECK(t[0].n == (int)np && t[1].n == (int)np);
+    for (int k = 0; k < t[0].n && k < t[1].n; ++k)
+        CHECK(t[0].v[k].off == t[1].v[k].off && t[0].v[k].log2n == t[1].v[k].log2n &&
+              memcmp(&t[0].v[k].sum, &t[1].v[k].sum, 8) == 0);
+    qm_tree_pieces_fini(&t[0]);
+    qm_tree_pieces_fini(&t[1]);
+    free(blocks);
+    free(host);
+    free(a);
+}
+
 /* ---- three ranks of the threads communicator ------------------------------------------------- */
 
 enum { R = 3 };
@@ -248,6 +311,7 @@ int main(void)
     if (hal) {
         test_layouts(hal);
         test_exact_and_nan(hal);
+        test_roots_on_device(hal);
         CHECK_EQ_U64(qm_hal_bytes_in_use(hal), 0);
         qm_hal_destroy(hal);
     }
