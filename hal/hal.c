@@ -916,7 +916,7 @@ qm_code qm_hal_tree_combine_dev(qm_hal *hal, const qm_hal_tree_combine_args *a,
 {
     if (!hal || !a || !in || !out)
         return qm_fail(st, QM_E_ARG, "tree_combine: hal, args and both buffers must not be NULL");
-    if (a->n_groups == 0 || a->log2_group > 40 || a->n_groups > (UINT64_MAX >> 24))
+    if (a->n_groups == 0 || a->log2_group > 40 || a->n_groups > (UINT64_MAX >> 3 >> a->log2_group))
         return qm_fail(st, QM_E_ARG, "tree_combine: %llu groups of 2^%u sums (1 or more groups of at "
                        "most 2^40)", (unsigned long long)a->n_groups, a->log2_group);
     const int dev = in->dev;

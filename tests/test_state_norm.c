@@ -240,6 +240,33 @@ static void test_roots_on_device(qm_hal *hal)
               memcmp(&t[0].v[k].sum, &t[1].v[k].sum, 8) == 0);
     qm_tree_pieces_fini(&t[0]);
     qm_tree_pieces_fini(&t[1]);
+    /* the op's checks: one line with the numbers, nothing launched */
+    qm_hal_buf *x = NULL, *y = NULL;
+    CHECK_OK(qm_hal_buf_alloc(hal, 0, 16 * sizeof(double), &x, &st));
+    CHECK_OK(qm_hal_buf_alloc(hal, 1, 16 * sizeof(double), &y, &st));
+    qm_hal_tree_combine_args ta = {.in_off = 0, .n_groups = 0, .log2_group = 3};
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, x, 8, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: 0 groups of 2^3 sums (1 or more groups of at most 2^40)");
+    ta = (qm_hal_tree_combine_args){.in_off = 1, .n_groups = 2, .log2_group = 3};
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, y, 0, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: both buffers must be device buffers of d0 (got the "
+                            "output on d1)");
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, x, 0, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: 16 sums from double 1 do not fit a buffer of 128 bytes");
+    ta.n_groups = 1;
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, x, 16, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: 1 roots from double 16 do not fit a buffer of 128 bytes");
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, x, 8, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: the roots [8, 9) overlap the sums [1, 9) of the same "
+                            "buffer");
+    ta.n_groups = (uint64_t)1 << 30, ta.log2_group = 40;
+    CHECK(qm_hal_tree_combine_dev(hal, &ta, x, x, 9, NULL, &st) == QM_E_ARG);
+    CHECK_ERR(st, QM_E_ARG, "tree_combine: 1073741824 groups of 2^40 sums (1 or more groups of at "
+                            "most 2^40)");
+    ta = (qm_hal_tree_combine_args){.in_off = 1, .n_groups = 1, .log2_group = 3};
+    CHECK_OK(qm_hal_tree_combine_dev(hal, &ta, x, x, 9, NULL, &st));
+    qm_hal_buf_free(hal, x);
+    qm_hal_buf_free(hal, y);
     free(blocks);
     free(host);
     free(a);
