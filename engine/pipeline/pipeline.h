@@ -82,8 +82,8 @@ qm_code qm_pipeline_open_backend(qm_pipeline *p, const qm_backend_desc *base, qm
  * for the amplitude encoding, the ingest's ring when a rank's share of `input_bytes` (the input
  * file's data) fills it, and the norm's sums (one double per state: a fused state's sum, or the
  * root of a larger state's block sums; for a larger state only when more than
- * QM_BLOCK_SUMS_PAGEABLE_MAX bytes: fewer are copied to plain memory). Writes at most 2 sizes to bytes[]; returns how many.
- * Cannot fail. */
+ * QM_BLOCK_SUMS_PAGEABLE_MAX bytes: fewer are copied to plain memory). Writes at most 2 sizes to
+ * bytes[]; returns how many. Cannot fail. */
 int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int ranks,
                               uint64_t bytes[2]);
 

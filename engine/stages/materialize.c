@@ -56,6 +56,7 @@ typedef struct enc {
     int n_shards, n_norm;      /* n_norm: shards whose pieces make the trees (1 when replicated) */
     qm_state *state;
     qm_tree_pieces pieces;     /* canonical piece sums (tree_sum.h) */
+    bool combine;              /* the backend makes the pieces' roots (tree_combine) */
     double *block_sums;
     uint64_t cap_blocks;
     double *sums;              /* per state */
@@ -334,22 +335,14 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_code rc = first && part && str ? QM_OK
                                       : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
                                                 "%d shards", n);
-    const bool combine = qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE);
+    const bool combine = e->combine;
     for (int i = 0; rc == QM_OK && i < n; ++i) /* fused shards have their sums already */
         first[i + 1] = first[i] + (e->ing[i].fused ? 0
                                                    : qm_tree_dev_host(e->qubits, e->shards[i].start,
                                                                       e->shards[i].end, combine));
-    /* a context's kept page-locked buffer; else plain memory for a few sums (plan.h) */
-    const bool plain = !e->reuse && first && first[n] * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
-    if (rc == QM_OK && first[n] > 0) {
-        if (plain && !(host = malloc(first[n] * sizeof(double))))
-            rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %llu block sums",
-                         (unsigned long long)first[n]);
-        else if (!plain)
-            rc = e->reuse ? qm_reuse_host(e->reuse, QM_REUSE_HOST_BLOCK_SUMS,
-                                          first[n] * sizeof(double), (void **)&host, st)
-                          : qm_hal_host_alloc(hal, first[n] * sizeof(double), (void **)&host, st);
-    }
+    bool plain = true;
+    if (rc == QM_OK && (rc = qm_reuse_sums_host(e->reuse, hal, first[n], &host, &plain, st)) != QM_OK)
+        qm_status_prefix(st, "encode");
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
@@ -402,10 +395,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
     qm_trace("local_norm: pieces added");
-    if (plain)
-        free(host);
-    else if (!e->reuse)
-        qm_hal_host_free(hal, host);
+    qm_reuse_sums_free(e->reuse, hal, host, plain);
     free(first);
     free(part);
     free(str);
@@ -711,6 +701,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     e.hal = hal;
     e.qubits = qubits;
     e.pieces.qubits = qubits;
+    e.combine = qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE);
     e.N = (uint64_t)1 << qubits;
     e.B = in->batch ? in->batch : 1;
     e.F = in->n;
@@ -806,7 +797,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             qm_hal_supports_op(hal, QM_HAL_OP_AMP_SUMSQ_DEV) &&
             (rc = shard_scratch(&e, QM_REUSE_DEV_BLOCK_SUMS, i,
                                 qm_tree_dev_doubles(e.qubits, shards[i].start, shards[i].end,
-                                                    qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE)) *
+                                                    e.combine) *
                                     sizeof(double),
                                 &e.ing[i].block_sums, st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);

@@ -11,6 +11,7 @@
  * the next encode does not ask for (freed at the next take on that device).
  */
 #include "reuse.h"
+#include "plan.h"
 #include "status_internal.h"
 
 #include <pthread.h>
@@ -250,4 +251,28 @@ qm_reuse_stats qm_reuse_stats_get(qm_reuse *r)
     pthread_mutex_unlock(&r->mu);
     qm_ingest_pipes_usage(r->pipes, &s.pipes, &s.half_bytes_max);
     return s;
+}
+
+qm_code qm_reuse_sums_host(qm_reuse *r, qm_hal *hal, uint64_t n, double **out, bool *plain,
+                           qm_status *st)
+{
+    *out = NULL;
+    *plain = !r && n * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
+    if (n == 0)
+        return QM_OK;
+    if (*plain)
+        return (*out = malloc(n * sizeof(double)))
+                   ? QM_OK
+                   : qm_fail(st, QM_E_NOMEM, "out of host memory for %llu sums",
+                             (unsigned long long)n);
+    return r ? qm_reuse_host(r, QM_REUSE_HOST_BLOCK_SUMS, n * sizeof(double), (void **)out, st)
+             : qm_hal_host_alloc(hal, n * sizeof(double), (void **)out, st);
+}
+
+void qm_reuse_sums_free(qm_reuse *r, qm_hal *hal, double *p, bool plain)
+{
+    if (plain)
+        free(p);
+    else if (!r && p)
+        qm_hal_host_free(hal, p);
 }

@@ -66,6 +66,16 @@ qm_ingest_pipes *qm_reuse_pipes(qm_reuse *r);
 qm_code qm_reuse_host(qm_reuse *r, qm_reuse_host_slot slot, uint64_t bytes, void **out,
                       qm_status *st);
 
+/* The host buffer for n sums copied back from the devices (local_norm's roots, the norm check's):
+ * the kept page-locked slot QM_REUSE_HOST_BLOCK_SUMS when r is not NULL; else plain memory for at
+ * most QM_BLOCK_SUMS_PAGEABLE_MAX bytes (plan.h: copying a few KiB costs less than page-locking
+ * a buffer for them), else page-locked memory for this call. n = 0: *out NULL. *plain says how to
+ * free it (qm_reuse_sums_free). E-NOMEM and the HAL's codes (the caller prefixes its phase). */
+qm_code qm_reuse_sums_host(qm_reuse *r, qm_hal *hal, uint64_t n, double **out, bool *plain,
+                           qm_status *st);
+/* Frees what qm_reuse_sums_host gave (nothing when it is r's kept slot). NULL: no-op. */
+void qm_reuse_sums_free(qm_reuse *r, qm_hal *hal, double *p, bool plain);
+
 /* At least `bytes` of device scratch on dev for shard `index` in `slot`, valid until the next call
  * for that slot and index or destroy (a kept one on another device or smaller is replaced);
  * contents unspecified. r NULL: E-ARG. */

@@ -20,7 +20,6 @@
  */
 #include "comm.h"
 #include "materialize_internal.h"
-#include "plan.h"
 #include "reuse.h"
 #include "state_internal.h"
 #include "status_internal.h"
@@ -48,16 +47,10 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
     for (int i = 0; rc == QM_OK && i < n_norm; ++i)
         first[i + 1] = first[i] + qm_tree_dev_host(q, s->shards[i].start, s->shards[i].end, combine);
     qm_reuse *keep = s->reuse; /* the context's scratch, else this call's own */
-    /* a few roots go to plain memory: page-locking a buffer costs far more than copying a few
-     * KiB (0.3-0.6 ms on the H200 host), and it would be paid on every check */
-    const bool plain = !keep && first && first[n_norm] * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
-    if (rc == QM_OK && plain && !(host = malloc(first[n_norm] ? first[n_norm] * sizeof(double) : 1)))
-        rc = qm_fail(st, QM_E_NOMEM, "norm check: out of host memory for %llu sums",
-                     (unsigned long long)first[n_norm]);
-    else if (rc == QM_OK && !plain)
-        rc = keep ? qm_reuse_host(keep, QM_REUSE_HOST_BLOCK_SUMS, first[n_norm] * sizeof(double),
-                                  (void **)&host, st)
-                  : qm_hal_host_alloc(hal, first[n_norm] * sizeof(double), (void **)&host, st);
+    bool plain = true; /* a few roots go to plain memory, not a buffer page-locked per check */
+    if (rc == QM_OK &&
+        (rc = qm_reuse_sums_host(keep, hal, first[n_norm], &host, &plain, st)) != QM_OK)
+        qm_status_prefix(st, "norm check");
     for (int i = 0; rc == QM_OK && i < n_norm; ++i) {
         const qm_state_shard *sh = &s->shards[i];
         const uint64_t nd = qm_tree_dev_doubles(q, sh->start, sh->end, combine);
@@ -104,10 +97,7 @@ qm_code qm_state_norms(const qm_state *s, int n_norm, struct qm_comm *comm, bool
     if (rc == QM_OK)
         rc = qm_tree_pieces_merge(&t, sums, st);
     qm_tree_pieces_fini(&t);
-    if (plain)
-        free(host);
-    else if (!keep)
-        qm_hal_host_free(hal, host);
+    qm_reuse_sums_free(keep, hal, host, plain);
     free(first);
     free(part);
     free(str);
