@@ -115,8 +115,8 @@ void BM_WriteFill(benchmark::State &state)
 // ceiling) and, for IQP's later passes, a device-to-device copy of the state (one read and one
 // write of every byte). Counters: bytes (the state), kernel_ms, fill_ms (and copy_ms), bound_ms
 // (the time the passes would take at the ceilings) and pct = 100 * bound_ms / kernel_ms. The
-// `kernels` argument picks the generation (cuda_kernels.h): 4 round 4 (what the library runs by
-// default), 0 round 2 (QM_CUDA_KERNELS_CURRENT, the name from before rounds 3 and 4: not the
+// `kernels` argument picks the generation (cuda_kernels.h): 5 round 5 (what the library runs by
+// default for products), 4 round 4 (the default for IQP), 0 round 2 (QM_CUDA_KERNELS_CURRENT, the name from before rounds 3 and 4: not the
 // default), 3 round 3 (QM_CUDA_KERNELS=round3's), 2 round 1 (QM_CUDA_KERNELS=round1's), 1 round 0
 // (QM_CUDA_KERNELS=legacy's), so one run times them all. The label names the generation.
 
@@ -126,6 +126,7 @@ const char *generation(int kernels)
            : kernels == QM_CUDA_KERNELS_ROUND1 ? "round1"
            : kernels == QM_CUDA_KERNELS_ROUND3 ? "round3"
            : kernels == QM_CUDA_KERNELS_ROUND4 ? "round4"
+           : kernels == QM_CUDA_KERNELS_ROUND5 ? "round5"
                                                : "round2";
 }
 
@@ -988,11 +989,12 @@ void BM_BatchShape(benchmark::State &state)
 
 BENCHMARK(BM_CopyD2D)->Arg((int64_t)8 << 30)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_WriteFill)->Arg((int64_t)16 << 30)->Arg((int64_t)8 << 30)->Arg((int64_t)65536 * 1024 * 16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 4 round 4 (the default;
-// its own kernel for 10-qubit batches), 3 round 3, 2 round 1, 1 round 0}; BM_ProductPhase: the
+// issue 16's targets: {qubits, batch, complex128, kernels: 0 round 2, 5 round 5 (the default:
+// burst-loaded 10-qubit batches, lo in registers above), 4 round 4 (its own kernel for 10-qubit
+// batches), 3 round 3, 2 round 1, 1 round 0}; BM_ProductPhase: the
 // same with phase's scale (rounds 3 and 4 skip the scale's multiplications only when it is 1)
-BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 4, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
-BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 4, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 4, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
+BENCHMARK(BM_Product)->ArgsProduct({{30}, {1}, {1, 0}, {0, 5, 4, 3, 2, 1}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 5, 4, 3, 2, 1}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+BENCHMARK(BM_ProductPhase)->ArgsProduct({{30}, {1}, {1, 0}, {0, 5, 4, 3}})->ArgsProduct({{10}, {65536}, {1, 0}, {0, 5, 4, 3}})->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 // issue 17 item 2: {qubits, batch, complex128, kernels: 0 current, 3 round 3, op: 0 state_sumsq
 // (the norm check), 1 sumsq over the stash (an encode's local_norm), 2 sumsq over device input
 // (float64 for complex128 = 1, float32 for 0)}

@@ -418,6 +418,43 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
     }
 }
 
+/* Round 5's tile store (states of more than 10 qubits): the thread's 4 lo values in registers, in
+ * product_tile_store's positions (MODE 0, 1: j = t + 256 u; MODE 2: pairs 2p, 2p + 1 for
+ * p = t + 256 u', lo[2u'] and lo[2u' + 1]), amplitude = scale * (h * lo). */
+template <int MODE, bool UNIT>
+__device__ __forceinline__ void product_tile_store_lo(void *state, uint64_t first, uint64_t g0,
+                                                      uint64_t g1, const double2 (&lo)[4], double2 h,
+                                                      double scale)
+{
+    const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
+    if (MODE != 2) {
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) {
+            const double2 a = product_amp3<UNIT, false>(h, lo[u], scale);
+            const uint64_t g = first + threadIdx.x + QM_PD_THREADS * u;
+            if (!inside && (g < g0 || g >= g1))
+                continue;
+            if (MODE == 0)
+                ((double2 *)state)[g - g0] = a;
+            else
+                ((float2 *)state)[g - g0] = make_float2((float)a.x, (float)a.y);
+        }
+    } else {
+#pragma unroll
+        for (unsigned u = 0; u < 2; ++u) {
+            const double2 a0 = product_amp3<UNIT, false>(h, lo[2 * u], scale);
+            const double2 a1 = product_amp3<UNIT, false>(h, lo[2 * u + 1], scale);
+            const float v[4] = {(float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y};
+            const uint64_t g = first + 2 * (threadIdx.x + QM_PD_THREADS * u);
+            if (inside) {
+                *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                continue;
+            }
+            store_pair_f32(state, g, g0, g1, v);
+        }
+    }
+}
+
 /* T1[v] = qm_product_range(f, 10, top, v << 10) for v <= vmask, the block's threads a few each
  * (rounds 2 and 3). */
 __device__ __forceinline__ void product_t1_build(double2 *t1, const double *f, unsigned top,
@@ -470,12 +507,17 @@ __device__ __forceinline__ double2 product_tile_hi(const double2 *t1, uint64_t v
  * exactly qm_cmul(T_1, U)): the same complex multiplies in the same order, so the same bits. U
  * depends on bits 20.. of the index only: every thread keeps it in registers and recomputes it
  * (n - 20 products) when those bits change, once per 1024 tiles of a contiguous share. */
-template <int MODE, bool R3, bool UNIT, bool AREG = false>
+/* REG: what a thread keeps in registers from state to state: 0 nothing (rounds 2, 3), 1 its
+ * entries of A (round 4, AREG of product_tile_store), 2 its 4 lo values (round 5: every amplitude
+ * is then scale * (h * lo), product_amp3<UNIT, false>, qm_product_amp's bits). */
+template <int MODE, bool R3, bool UNIT, int REG = 0>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4)
 product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                       uint64_t first_state, const double *table, double scale)
 {
-    double2 ar[2]; /* AREG (round 4): the thread's entries of A (product_tile_store) */
+    constexpr bool AREG = REG == 1;
+    double2 ar[2]; /* REG 1 (round 4): the thread's entries of A (product_tile_store) */
+    double2 lo[4]; /* REG 2 (round 5): the thread's lo of its 4 tile positions */
     __shared__ double2 ab[64];
     __shared__ double2 t1[1u << QM_PRODUCT_LO_BITS];
     __shared__ double2 lt[R3 ? 1u << QM_PRODUCT_LO_BITS : 1]; /* round 3's lo table */
@@ -510,12 +552,20 @@ product_states_kernel(void *state, uint64_t n, uint64_t g0, unsigned qubits,
                 ar[0] = ab[MODE == 2 ? (2 * threadIdx.x) & 31u : threadIdx.x & 31u];
                 ar[1] = ab[(2 * threadIdx.x + 1) & 31u];
             }
+            if (REG == 2)
+#pragma unroll
+                for (unsigned u = 0; u < 4; ++u) /* product_tile_store's positions and product */
+                    lo[u] = product_lo3<false, false>(
+                        ab, MODE == 2 ? 2 * (threadIdx.x + QM_PD_THREADS * (u >> 1)) + (u & 1u)
+                                      : threadIdx.x + QM_PD_THREADS * u);
             have = s;
             up_have = UINT64_MAX;
         }
         const double2 h = product_tile_hi(t1, vmask, f, qubits, first, up_have, ur, ui);
         if (R3)
             product_tile_store3<MODE, UNIT, true>(state, first, g0, g1, lt, h, scale);
+        else if (REG == 2)
+            product_tile_store_lo<MODE, UNIT>(state, first, g0, g1, lo, h, scale);
         else
             product_tile_store<MODE, AREG>(state, first, g0, g1, ab, h, scale, ar);
     }
@@ -659,6 +709,56 @@ __device__ __forceinline__ void batch10_ab(const double2 *F, unsigned y, unsigne
     }
 }
 
+/* The warp's store of one 10-qubit state (global slots [first, first + 2^10), those in [g0, g1)):
+ * lane y's A entries ab[0..NA-1] (batch10_ab), B the warp's shared row. Slot y + 32 m (MODE 0,
+ * 1) is scale * ((1, 0) * (A[y] * B[m])), qm_product_amp's bits (product_amp3); complex64 pairs
+ * (MODE 2): slots 2y', 2y' + 1, y' = y + 32 m', m' < 16, one float4, from A[2y mod 32],
+ * A[2y mod 32 + 1] and B[2 m' + (y >= 16)]. Streaming stores (the states are not read again
+ * here): 32 consecutive slots (or 16-byte pairs) per store instruction. */
+template <int MODE, bool UNIT>
+__device__ __forceinline__ void batch10_state_store(void *state, uint64_t first, uint64_t g0,
+                                                    uint64_t g1, const double2 *ab,
+                                                    const double2 *B, unsigned y, double scale)
+{
+    const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
+    if (MODE != 2) {
+#pragma unroll 8
+        for (unsigned m = 0; m < 32; ++m) {
+            const double2 b = B[m]; /* one address for the warp: a broadcast */
+            double2 lo;
+            qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lo.x, &lo.y);
+            const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
+            const uint64_t g = first + y + 32 * m;
+            if (!inside && (g < g0 || g >= g1))
+                continue;
+            if (MODE == 0)
+                __stcs((double2 *)state + (g - g0), a);
+            else
+                __stcs((float2 *)state + (g - g0), make_float2((float)a.x, (float)a.y));
+        }
+    } else {
+#pragma unroll 4
+        for (unsigned m = 0; m < 16; ++m) {
+            const double2 b = B[2 * m + (y >= 16 ? 1u : 0u)]; /* two addresses: broadcasts */
+            float v[4];
+#pragma unroll
+            for (int w = 0; w < 2; ++w) {
+                double2 lo;
+                qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lo.x, &lo.y);
+                const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
+                v[2 * w] = (float)a.x;
+                v[2 * w + 1] = (float)a.y;
+            }
+            const uint64_t g = first + 2 * (y + 32 * m);
+            if (inside) {
+                __stcs((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
+                continue;
+            }
+            store_pair_f32(state, g, g0, g1, v);
+        }
+    }
+}
+
 template <int MODE, bool UNIT>
 __global__ void __launch_bounds__(QM_PD_THREADS, 4) /* 60-68 registers, no spills */
 product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
@@ -709,43 +809,101 @@ product_batch10_r4_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_s
         double2 *B = bw[par];
         B[y] = ab[NA];
         __syncwarp();
-        const uint64_t first = t << QM_PRODUCT_LO_BITS;
-        const bool inside = first >= g0 && first + (1u << QM_PRODUCT_LO_BITS) <= g1; /* uniform */
-        if (MODE != 2) {
-#pragma unroll 8
-            for (unsigned m = 0; m < 32; ++m) {
-                const double2 b = B[m]; /* one address for the warp: a broadcast */
-                double2 lo;
-                qm_cmul(ab[0].x, ab[0].y, b.x, b.y, &lo.x, &lo.y);
-                const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
-                const uint64_t g = first + y + 32 * m;
-                if (!inside && (g < g0 || g >= g1))
-                    continue;
-                if (MODE == 0) /* streaming stores: the states are not read again here */
-                    __stcs((double2 *)state + (g - g0), a);
-                else
-                    __stcs((float2 *)state + (g - g0), make_float2((float)a.x, (float)a.y));
-            }
-        } else {
-#pragma unroll 4
-            for (unsigned m = 0; m < 16; ++m) {
-                const double2 b = B[2 * m + (y >= 16 ? 1u : 0u)]; /* two addresses: broadcasts */
-                float v[4];
+        batch10_state_store<MODE, UNIT>(state, t << QM_PRODUCT_LO_BITS, g0, g1, ab, B, y, scale);
+    }
+}
+
+/* Round 5 (QM_CUDA_KERNELS=round5, the default from session 24): round 4 with two product kernels
+ * of its own, both the same operations as round 4 (so the same bits).
+ *
+ * product_batch10_r5_kernel, batches of 10-qubit states. Round 4's warps each load their next
+ * state's factors (320 bytes) while they write the current one: on the H200 (session 23) it
+ * reached 84.0% (complex128) / 80.6% (complex64) of a fill, and session 18's diagnostic on an H100
+ * (every state reading state 0's factors, all L1 hits: 91.9%) put the limit on those loads in the
+ * middle of the write stream. Here block b takes a contiguous share of the range's states and reads
+ * the factor tables of R5_CH = 64 of them at a time with all 256 threads (one burst of 20 KiB:
+ * five 16-byte loads a thread, held in registers while the current chunk is written, stored to the
+ * other half of a double-buffered shared table after it; one barrier a chunk). Its 8 warps then
+ * write the chunk's states, a state a warp, with no global load between the stores: lane y forms
+ * A and B from the shared table exactly as round 4 (batch10_ab), B goes through the warp's shared
+ * row, and the stores are round 4's (streaming, 32 consecutive slots or 16-byte complex64 pairs a
+ * store instruction; states cut by the range's ends store only their slots). Shared memory 44 KiB
+ * (2 x 64 x 320 bytes + 4 KiB of B rows): 3 blocks per SM. The microbenchmark that chose the chunk
+ * (bench/results/2026-12-06-s22-product-blk.cu, H200, session 23): CH 16 / 32 / 64 gave 81.7 / 84.4
+ * / 88.6% of a fill (complex64) and 85.2 / 86.1 / 89.7% (complex128) against round 4's 80.6 / 84.0%.
+ *
+ * product_states_kernel with REG 2, states of more than 10 qubits: round 4's kernel (round 2's share of
+ * tiles per block, A in registers) with the thread's whole lo = A * B in registers instead. A
+ * thread writes the same 4 tile positions of every tile of a state (j = t + 256 u; complex64 pairs
+ * 2p, 2p + 1 for p = t + 256 u), and lo depends on j only, so its 4 values are formed once per state
+ * (qm_cmul(A[j mod 32], B[j / 32]), product_tile_store's product) and every amplitude costs only
+ * scale * (h * lo): 6 float64 operations (8 with a scale) where round 4 spent 12 (14). On the H200
+ * round 4's complex64 state (81.0% of a fill against 93.2% complex128, session 23) is bound by the
+ * float64 pipe: 600 G amplitudes/s at a fill's rate, 14 operations and 2 conversions each. */
+#define QM_R5_CH 64
+#define QM_R5_TAB 20 /* double2 entries of a 10-qubit state's factor table: (qubit, bit) */
+
+template <int MODE, bool UNIT>
+__global__ void __launch_bounds__(QM_PD_THREADS, 3)
+product_batch10_r5_kernel(void *state, uint64_t n, uint64_t g0, uint64_t first_state,
+                          const double *table, double scale)
+{
+    constexpr unsigned PER = (QM_R5_CH * QM_R5_TAB + QM_PD_THREADS - 1) / QM_PD_THREADS;
+    __shared__ double2 tab[2][QM_R5_CH * QM_R5_TAB];
+    __shared__ double2 bs[QM_PD_THREADS / 32][32];
+    const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
+    const uint64_t t0 = g0 >> QM_PRODUCT_LO_BITS, tl = (g0 + n - 1) >> QM_PRODUCT_LO_BITS;
+    const uint64_t g1 = g0 + n, tiles = tl - t0 + 1;
+    /* the block's contiguous states [s0, s1) (state = tile at 10 qubits) */
+    const uint64_t s0 = t0 + tiles * blockIdx.x / gridDim.x;
+    const uint64_t s1 = t0 + tiles * (blockIdx.x + 1) / gridDim.x;
+    if (s0 >= s1)
+        return; /* uniform over the block */
+    const double2 *T = (const double2 *)table;
+    constexpr int NA = MODE == 2 ? 2 : 1; /* A entries per lane */
+    const unsigned a0 = MODE == 2 ? (2 * y) & 31u : y;
+    double2 reg[PER];
+    auto fetch = [&](uint64_t c0) { /* the chunk from state c0, into registers */
 #pragma unroll
-                for (int w = 0; w < 2; ++w) {
-                    double2 lo;
-                    qm_cmul(ab[w].x, ab[w].y, b.x, b.y, &lo.x, &lo.y);
-                    const double2 a = product_amp3<UNIT, true>(make_double2(1.0, 0.0), lo, scale);
-                    v[2 * w] = (float)a.x;
-                    v[2 * w + 1] = (float)a.y;
-                }
-                const uint64_t g = first + 2 * (y + 32 * m);
-                if (inside) {
-                    __stcs((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
-                    continue;
-                }
-                store_pair_f32(state, g, g0, g1, v);
-            }
+        for (unsigned k = 0; k < PER; ++k) {
+            const uint64_t e = (uint64_t)threadIdx.x + (uint64_t)k * QM_PD_THREADS;
+            if (e < (uint64_t)QM_R5_CH * QM_R5_TAB && e < (s1 - c0) * QM_R5_TAB)
+                reg[k] = __ldg(T + (c0 - first_state) * QM_R5_TAB + e);
+        }
+    };
+    auto put = [&](unsigned buf) {
+#pragma unroll
+        for (unsigned k = 0; k < PER; ++k) {
+            const unsigned e = threadIdx.x + k * QM_PD_THREADS;
+            if (e < QM_R5_CH * QM_R5_TAB)
+                tab[buf][e] = reg[k];
+        }
+    };
+    fetch(s0);
+    put(0);
+    __syncthreads();
+    unsigned buf = 0;
+    for (uint64_t c0 = s0; c0 < s1; c0 += QM_R5_CH) {
+        const uint64_t cn = c0 + QM_R5_CH;
+        if (cn < s1)
+            fetch(cn); /* in flight while this chunk is written */
+        const unsigned nst = (unsigned)(s1 - c0 < (uint64_t)QM_R5_CH ? s1 - c0 : (uint64_t)QM_R5_CH);
+        for (unsigned j = warp; j < nst; j += QM_PD_THREADS / 32) {
+            double2 ab[NA + 1];
+            batch10_ab<NA>(tab[buf] + j * QM_R5_TAB, y, a0, ab); /* round 4's */
+            double2 *B = bs[warp];
+            __syncwarp(); /* the previous state's reads of B are done */
+            B[y] = ab[NA];
+            __syncwarp();
+            batch10_state_store<MODE, UNIT>(state, (c0 + j) << QM_PRODUCT_LO_BITS, g0, g1, ab,
+                                            B, y, scale);
+        }
+        if (cn < s1) {
+            /* the other half's last reads were the previous chunk's, before the barrier that
+             * ended it; this chunk's reads of `buf` end at the barrier below */
+            put(buf ^ 1u);
+            __syncthreads();
+            buf ^= 1u;
         }
     }
 }
@@ -1765,31 +1923,68 @@ extern "C" int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_
     return product_launch(k, tiles, s, state, n, g0, qubits, first_state, table, scale);
 }
 
-/* Round 4's product op: batches of 10-qubit states one warp per state; every other shape on
- * round 2's kernels (the fastest measured for them). */
+namespace {
+
+/* Rounds 4 and 5 of the product op (round: 4 or 5); below 10 qubits round 2's kernel. Round 4:
+ * batches of 10-qubit states one warp per state, larger states on round 2's kernel with A in
+ * registers (the fastest measured for them until round 5). Round 5: batches with their factor
+ * tables read in bursts, larger states with each thread's lo in registers. */
+int product_round45(int round, void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                    uint64_t first_state, const double *table, double scale, cudaStream_t s)
+{
+    if (n == 0 || qubits < QM_PRODUCT_LO_BITS)
+        return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0, s);
+    const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
+    const bool pairs = pair_stores(state, c128, g0);
+    const bool unit = scale == 1.0;
+    if (qubits > QM_PRODUCT_LO_BITS) {
+        void (*k)(void *, uint64_t, uint64_t, unsigned, uint64_t, const double *, double) =
+            round == 4 ? (c128    ? product_states_kernel<0, false, false, 1>
+                          : pairs ? product_states_kernel<2, false, false, 1>
+                                  : product_states_kernel<1, false, false, 1>)
+            : c128     ? (unit ? product_states_kernel<0, false, true, 2>
+                               : product_states_kernel<0, false, false, 2>)
+            : pairs    ? (unit ? product_states_kernel<2, false, true, 2>
+                               : product_states_kernel<2, false, false, 2>)
+                       : (unit ? product_states_kernel<1, false, true, 2>
+                               : product_states_kernel<1, false, false, 2>);
+        return product_launch(k, tiles, s, state, n, g0, qubits, first_state, table, scale);
+    }
+    if (round == 4) {
+        void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
+            c128    ? (unit ? product_batch10_r4_kernel<0, true> : product_batch10_r4_kernel<0, false>)
+            : pairs ? (unit ? product_batch10_r4_kernel<2, true> : product_batch10_r4_kernel<2, false>)
+                    : (unit ? product_batch10_r4_kernel<1, true> : product_batch10_r4_kernel<1, false>);
+        const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
+        k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale, l2_bytes());
+        return (int)cudaGetLastError();
+    }
+    void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double) =
+        c128    ? (unit ? product_batch10_r5_kernel<0, true> : product_batch10_r5_kernel<0, false>)
+        : pairs ? (unit ? product_batch10_r5_kernel<2, true> : product_batch10_r5_kernel<2, false>)
+                : (unit ? product_batch10_r5_kernel<1, true> : product_batch10_r5_kernel<1, false>);
+    /* at least 8 states a block (one a warp), as many blocks as are resident */
+    const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
+    k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale);
+    return (int)cudaGetLastError();
+}
+
+} // namespace
+
 extern "C" int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_t g0,
                                       unsigned qubits, uint64_t first_state, const double *table,
                                       double scale, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (n == 0 || qubits < QM_PRODUCT_LO_BITS)
-        return qm_cuda_product_digits(state, c128, n, g0, qubits, first_state, table, scale, 0,
-                                      stream);
-    const uint64_t tiles = ((g0 + n - 1) >> QM_PRODUCT_LO_BITS) - (g0 >> QM_PRODUCT_LO_BITS) + 1;
-    const bool pairs = pair_stores(state, c128, g0);
-    if (qubits > QM_PRODUCT_LO_BITS) /* round 2's kernel with A in registers */
-        return product_launch(c128    ? product_states_kernel<0, false, false, true>
-                              : pairs ? product_states_kernel<2, false, false, true>
-                                      : product_states_kernel<1, false, false, true>,
-                              tiles, s, state, n, g0, qubits, first_state, table, scale);
-    const bool unit = scale == 1.0;
-    void (*k)(void *, uint64_t, uint64_t, uint64_t, const double *, double, uint64_t) =
-        c128    ? (unit ? product_batch10_r4_kernel<0, true> : product_batch10_r4_kernel<0, false>)
-        : pairs ? (unit ? product_batch10_r4_kernel<2, true> : product_batch10_r4_kernel<2, false>)
-                : (unit ? product_batch10_r4_kernel<1, true> : product_batch10_r4_kernel<1, false>);
-    const unsigned grid = grid_of(k, QM_PD_THREADS, 0, (tiles + 7) / 8);
-    k<<<grid, QM_PD_THREADS, 0, s>>>(state, n, g0, first_state, table, scale, l2_bytes());
-    return (int)cudaGetLastError();
+    return product_round45(4, state, c128, n, g0, qubits, first_state, table, scale,
+                           (cudaStream_t)stream);
+}
+
+extern "C" int qm_cuda_product_round5(void *state, int c128, uint64_t n, uint64_t g0,
+                                      unsigned qubits, uint64_t first_state, const double *table,
+                                      double scale, void *stream)
+{
+    return product_round45(5, state, c128, n, g0, qubits, first_state, table, scale,
+                           (cudaStream_t)stream);
 }
 
 extern "C" int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1,

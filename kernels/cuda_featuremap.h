@@ -35,6 +35,12 @@ int qm_cuda_product_round3(void *state, int c128, uint64_t n, uint64_t g0, unsig
 int qm_cuda_product_round4(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
                            uint64_t first_state, const double *table, double scale, void *stream);
 
+/* The product op's round 5 (QM_CUDA_KERNELS=round5, the default): the same contract and bits;
+ * batches of 10-qubit states with their factor tables read in bursts of 64 states a block, states
+ * of more than 10 qubits with each thread's lo values in registers, below 10 qubits round 2. */
+int qm_cuda_product_round5(void *state, int c128, uint64_t n, uint64_t g0, unsigned qubits,
+                           uint64_t first_state, const double *table, double scale, void *stream);
+
 /* Walsh-Hadamard stages [b0, b1) over n slots (whole blocks of 2^b1), in passes of up to 10
  * stages. Needs b0 >= 3. */
 int qm_cuda_wht_passes(void *state, int c128, uint64_t n, unsigned b0, unsigned b1, void *stream);

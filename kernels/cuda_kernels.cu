@@ -956,6 +956,9 @@ extern "C" int qm_cuda_launch_product(void *state, int c128, uint64_t n, uint64_
 {
     if (n == 0)
         return (int)cudaSuccess;
+    if (kernels == QM_CUDA_KERNELS_ROUND5)
+        return qm_cuda_product_round5(state, c128, n, g0, qubits, first_state, table, scale,
+                                      stream);
     if (kernels == QM_CUDA_KERNELS_ROUND4)
         return qm_cuda_product_round4(state, c128, n, g0, qubits, first_state, table, scale,
                                       stream);
@@ -1151,6 +1154,7 @@ extern "C" int qm_cuda_launch_iqp(void *state, int c128, uint64_t n, uint64_t g0
                                          kernels == QM_CUDA_KERNELS_ROUND1   ? 1
                                          : kernels == QM_CUDA_KERNELS_ROUND3 ? 3
                                          : kernels == QM_CUDA_KERNELS_ROUND4 ? 4
+                                         : kernels == QM_CUDA_KERNELS_ROUND5 ? 4
                                                                              : 2,
                                          stream);
         if (le != (int)cudaSuccess || b1 == QM_WHT_SMEM_BITS)

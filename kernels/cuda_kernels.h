@@ -106,9 +106,16 @@ int qm_cuda_load_functions(const void *const *fns, int n);
  * warp per tile with two shared-memory transposes instead of round 3's five round trips (round 3's
  * phases: the same bits); every other op as round 3 (qm_cuda_kernels_r3). */
 #define QM_CUDA_KERNELS_ROUND4 4
+/* Round 5 (QM_CUDA_KERNELS=round5): round 4 with two product kernels of its own
+ * (cuda_featuremap.cu): batches of 10-qubit states with their factor tables read in bursts of 64
+ * states a block, and states of more than 10 qubits with each thread's lo values in registers;
+ * IQP as round 4, every other op as round 3. */
+#define QM_CUDA_KERNELS_ROUND5 5
 static inline int qm_cuda_kernels_r3(int kernels)
 {
-    return kernels == QM_CUDA_KERNELS_ROUND4 ? QM_CUDA_KERNELS_ROUND3 : kernels;
+    return kernels == QM_CUDA_KERNELS_ROUND4 || kernels == QM_CUDA_KERNELS_ROUND5
+               ? QM_CUDA_KERNELS_ROUND3
+               : kernels;
 }
 /* The CUDA backend's default (QM_CUDA_KERNELS unset), never passed to a launcher: each op on the
  * generation measured fastest for it (hal/cuda/cuda.c's k_product, k_iqp, k_sums): products and

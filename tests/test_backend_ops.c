@@ -160,6 +160,14 @@ static const op_case cases[] = {
      * range that starts and ends inside a state, and complex128 with the phase scale */
     {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 20011, .g0 = 5, .count = 20491255, .st_off = 1},
     {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 12007, .scale = 0x1p-5},
+    /* round 5's 10-qubit batch kernel with more than one burst of 64 states a block (over 64 x
+     * the resident blocks, 396 on 132 SMs; 50989 states: over 128 x, so the shared halves come
+     * round again): the next chunk's tables in flight while a chunk is written, the last chunk
+     * partial; complex64 pairs from a range cut at both ends, complex128 with the phase scale
+     * cut at both ends, complex64 one slot a lane */
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 50989, .g0 = 6, .count = 52212710},
+    {.op = QM_HAL_OP_PRODUCT, .st = C128, .in = F64, .q = 10, .batch = 26017, .g0 = 1000, .count = 26637408, .scale = 0x1p-5},
+    {.op = QM_HAL_OP_PRODUCT, .st = C64, .in = F64, .q = 10, .batch = 26011, .g0 = 1, .count = 26635262},
     /* round 3 (QM_CUDA_KERNELS=round3): the scale's multiplications (skipped only when it is 1)
      * in a 10-qubit batch split evenly over the blocks (complex128; complex64 pairs, A kept by
      * parity; complex64 one slot per lane) and above 10 qubits (the state's lo table) */

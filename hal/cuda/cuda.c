@@ -348,10 +348,12 @@ static size_t slot_bytes(qm_dtype dt) { return is_c128(dt) ? 16 : 8; }
 static int k_product(const void *ctx)
 {
     const int k = ((const cuda_ctx *)ctx)->kernels;
-    /* round 4 = round 2 (93% / 84% of a fill for one 2^30 state, complex128 / complex64; round 3
-     * 93% / 59%) except for batches of 10-qubit states: one warp per state, 84% / 79% of a fill
-     * for 65536 of them against round 2's 78% / 75% (session 11, H200) */
-    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND4 : k;
+    /* round 5: batches of 10-qubit states with their factors read in bursts, 88.6% / 89.7% of a
+     * fill (complex64 / complex128) for 65536 of them against round 4's 80.6% / 84.0% (session 23,
+     * H200, the kernel's microbenchmark); states of more than 10 qubits with each thread's lo in
+     * registers, half the float64 operations of round 4 (93.2% / 81.0% of a fill for 2^30 on the
+     * H200, session 23) */
+    return k == QM_CUDA_KERNELS_DEFAULT ? QM_CUDA_KERNELS_ROUND5 : k;
 }
 static int k_iqp(const void *ctx)
 {
@@ -1085,6 +1087,7 @@ qm_code qm_hal_cuda_open_logical_at(int first_gpu, int n_logical, qm_hal **out, 
                  : strcmp(kernels_env, "round2") == 0 ? QM_CUDA_KERNELS_CURRENT
                  : strcmp(kernels_env, "round3") == 0 ? QM_CUDA_KERNELS_ROUND3
                  : strcmp(kernels_env, "round4") == 0 ? QM_CUDA_KERNELS_ROUND4
+                 : strcmp(kernels_env, "round5") == 0 ? QM_CUDA_KERNELS_ROUND5
                                                       : QM_CUDA_KERNELS_DEFAULT;
     c->n_dev = nl;
     c->phys = calloc((size_t)nl, sizeof *c->phys);
