@@ -641,11 +641,14 @@ __global__ void __launch_bounds__(256) sumsq_warp_kernel(const double *state, co
 // ---- piece sums from block sums (the tree_combine op) ------------------------------------------
 // A canonical piece's block sums are consecutive leaves of its subtree, so its root is
 // qm_tree_root over them. Groups of up to 64 sums: one thread each, qm_tree_root itself. Larger:
-// one CUDA block per group of T = min(256, 2^log2_group / 8) threads, thread t the root of the
+// one CUDA block per group of T = min(1024, 2^log2_group / 8) threads, thread t the root of the
 // run [t C, (t + 1) C) (C = 2^log2_group / T >= 8 sums, a subtree), then the block's levels t +
 // (t + w) in shared memory: every node is left + right as in qm_tree_combine, so the bits are the
 // host's. Only a few KiB per state are read (one 8-byte sum per 2^14 slots); launch and latency,
-// not bandwidth, are what this costs.
+// not bandwidth, are what this costs, so the threads are as many as a block holds: a 2^28
+// state's 16384 sums are 16 per thread (two leaves, their 16 loads independent) where 256
+// threads had 64 each (eight leaves one after another, each a memory latency; session 23 measured
+// 83-138 us for the H200's local_norm phase around it), then 10 shared levels.
 __global__ void tree_combine_small_kernel(const double *in, uint64_t n_groups, unsigned lg,
                                           double *out)
 {
@@ -654,10 +657,10 @@ __global__ void tree_combine_small_kernel(const double *in, uint64_t n_groups, u
         out[j] = qm_tree_root(in + (j << lg), (uint64_t)1 << lg);
 }
 
-__global__ void __launch_bounds__(256) tree_combine_block_kernel(const double *in, uint64_t n_groups,
-                                                                 unsigned lg, double *out)
+__global__ void __launch_bounds__(1024) tree_combine_block_kernel(const double *in, uint64_t n_groups,
+                                                                  unsigned lg, double *out)
 {
-    __shared__ double sh[256];
+    __shared__ double sh[1024];
     const unsigned T = blockDim.x, t = threadIdx.x;
     const uint64_t C = ((uint64_t)1 << lg) / T;
     for (uint64_t j = blockIdx.x; j < n_groups; j += gridDim.x) {
@@ -807,7 +810,7 @@ extern "C" int qm_cuda_launch_tree_combine(const double *in, uint64_t n_groups, 
                                                                           out);
         return (int)cudaGetLastError();
     }
-    const unsigned T = log2_group >= 11 ? 256u : 1u << (log2_group - 3);
+    const unsigned T = log2_group >= 13 ? 1024u : 1u << (log2_group - 3);
     const unsigned grid = n_groups < 65535 ? (unsigned)n_groups : 65535u;
     tree_combine_block_kernel<<<grid, T, 0, s>>>(in, n_groups, log2_group, out);
     return (int)cudaGetLastError();
