@@ -375,13 +375,24 @@ void qm_cpu_product(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, 
 
 /* ---- IQP: the phase vector and the Walsh-Hadamard stages (qm_math.h) -------------------------- */
 
+/* The index of the top set bit of j > 0. */
+static unsigned iqp_top_bit(unsigned j)
+{
+    unsigned top = 0;
+    while (j >> (top + 1))
+        ++top;
+    return top;
+}
+
 void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n, uint64_t g0,
                       unsigned qubits, unsigned n_coeffs, uint64_t first_state,
                       const double *table, double scale)
 {
     /* qm_math.h's order 3, block by block: a block is the 2^min(qubits, 10) aligned slots of one
      * state that share h; its tables T (32), V_l (5 x 32) and Q (1024: Q(y) = U(y), Q(s) = Q(s
-     * without its top bit) * V_top) give every slot v = scale * (Q * T) */
+     * without its top bit) * V_top) give every slot v = scale * (Q * T); complex64 states take
+     * order 3f (the same tables rounded to float32, U times scale first, the products in
+     * float32) */
     if (n == 0)
         return;
     const unsigned lb = qubits < 10 ? qubits : 10, a1 = qubits < 5 ? qubits : 5;
@@ -407,11 +418,36 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
         for (unsigned l = 0; l + 5 < lb; ++l)
             for (unsigned y = 0; y < ny; ++y)
                 qm_iqp_v(c, qubits, pairs, 5 + l, y, &V[l][y][0], &V[l][y][1]);
+        if (o32) { /* order 3f: the factors to float32 (U times scale first), products in float32 */
+            float Tf[32][2], Vf[5][32][2], Qf[1024][2];
+            for (unsigned y = 0; y < ny; ++y) {
+                Qf[y][0] = (float)(scale * Q[y][0]);
+                Qf[y][1] = (float)(scale * Q[y][1]);
+            }
+            for (unsigned j = 0; j < ns; ++j) {
+                Tf[j][0] = (float)T[j][0];
+                Tf[j][1] = (float)T[j][1];
+            }
+            for (unsigned l = 0; l + 5 < lb; ++l)
+                for (unsigned y = 0; y < ny; ++y) {
+                    Vf[l][y][0] = (float)V[l][y][0];
+                    Vf[l][y][1] = (float)V[l][y][1];
+                }
+            for (unsigned j = 1; j < ns; ++j) {
+                const unsigned top = iqp_top_bit(j), from = 32 * (j ^ (1u << top));
+                for (unsigned y = 0; y < ny; ++y)
+                    qm_cmulf(Qf[from + y][0], Qf[from + y][1], Vf[top][y][0], Vf[top][y][1],
+                             &Qf[32 * j + y][0], &Qf[32 * j + y][1]);
+            }
+            for (uint64_t g = lo; g < hi; ++g) {
+                const unsigned x = (unsigned)(g - first), j = x >> 5;
+                qm_cmulf(Qf[x][0], Qf[x][1], Tf[j][0], Tf[j][1], &o32[2 * (g - g0)],
+                         &o32[2 * (g - g0) + 1]);
+            }
+            continue;
+        }
         for (unsigned j = 1; j < ns; ++j) {
-            unsigned top = 0;
-            while (j >> (top + 1))
-                ++top;
-            const unsigned from = 32 * (j ^ (1u << top));
+            const unsigned top = iqp_top_bit(j), from = 32 * (j ^ (1u << top));
             for (unsigned y = 0; y < ny; ++y)
                 qm_cmul(Q[from + y][0], Q[from + y][1], V[top][y][0], V[top][y][1],
                         &Q[32 * j + y][0], &Q[32 * j + y][1]);
@@ -420,7 +456,8 @@ void qm_cpu_iqp_phase(void *state, qmk_elem state_elem, uint64_t off, uint64_t n
             const unsigned x = (unsigned)(g - first), j = x >> 5;
             double re, im;
             qm_iqp_join(Q[x][0], Q[x][1], T[j][0], T[j][1], scale, &re, &im);
-            put_slot(o64, o32, g - g0, re, im);
+            o64[2 * (g - g0)] = re;
+            o64[2 * (g - g0) + 1] = im;
         }
     }
 }

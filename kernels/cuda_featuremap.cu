@@ -964,6 +964,55 @@ template <> __device__ __forceinline__ float2 make_slot<float2>(double re, doubl
     return make_float2((float)re, (float)im);
 }
 
+/* The phase arithmetic of rounds 3 and 4 by slot type (qm_math.h): complex128 slots order 3
+ * (float64 factors and products, v = scale * (Q * T), or Q * T with the scale in U when it folds),
+ * complex64 slots order 3f (the float64 unit numbers rounded to float32, U after its product by
+ * the scale, float32 products, v = Q * T). P: a factor; factor(): one from its float64
+ * components; u_factor(): U's (fold: times the scale; complex64 always); mul(): qm_cmul or
+ * qm_cmulf; slot(): v of Q and T. */
+template <typename V> struct iqp_ph;
+template <> struct iqp_ph<double2> {
+    typedef double2 P;
+    static __device__ __forceinline__ P factor(double r, double m) { return make_double2(r, m); }
+    static __device__ __forceinline__ P u_factor(double r, double m, double scale, bool fold)
+    {
+        return fold ? make_double2(scale * r, scale * m) : make_double2(r, m);
+    }
+    static __device__ __forceinline__ P mul(P a, P b)
+    {
+        P o;
+        qm_cmul(a.x, a.y, b.x, b.y, &o.x, &o.y);
+        return o;
+    }
+    static __device__ __forceinline__ double2 slot(P q, P t, double scale, bool fold)
+    {
+        double2 v;
+        if (fold) /* q carries the scale */
+            qm_cmul(q.x, q.y, t.x, t.y, &v.x, &v.y);
+        else
+            qm_iqp_join(q.x, q.y, t.x, t.y, scale, &v.x, &v.y);
+        return v;
+    }
+};
+template <> struct iqp_ph<float2> {
+    typedef float2 P;
+    static __device__ __forceinline__ P factor(double r, double m)
+    {
+        return make_float2((float)r, (float)m);
+    }
+    static __device__ __forceinline__ P u_factor(double r, double m, double scale, bool)
+    {
+        return make_float2((float)(scale * r), (float)(scale * m));
+    }
+    static __device__ __forceinline__ P mul(P a, P b)
+    {
+        P o;
+        qm_cmulf(a.x, a.y, b.x, b.y, &o.x, &o.y);
+        return o;
+    }
+    static __device__ __forceinline__ float2 slot(P q, P t, double, bool) { return mul(q, t); }
+};
+
 /* Stages 0..9 of a tile of 1024 slots that one warp holds in buf at padded slots x + (x >> 5)
  * (rounds 1 and 4; after a __syncwarp): lane o loads slots j + 32 o (stages 0..4 in registers:
  * bit b of j is bit b of x), stores them back, and after a __syncwarp lane y loads slots y + 32 j
@@ -1239,9 +1288,11 @@ __global__ void __launch_bounds__(QM_IQ2_THREADS, 8)
 iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsigned n_coeffs,
                   uint64_t first_state, const double *table, double scale)
 {
+    typedef iqp_ph<V> ph;
+    typedef typename ph::P P;
     __shared__ V buf[1u << 10];
     __shared__ double tb[QM_IQP_TABLE_DOUBLES];
-    __shared__ double2 Ut[32], Tt[32], Vt[160];
+    __shared__ P Ut[32], Tt[32], Vt[160];
     double *Wa = tb, *Wb = tb + 32, *C = tb + 64, *e = tb + 288, *Wh = tb + 298;
     const unsigned t = threadIdx.x, y = t & 31u, s0 = t >> 5;
     const int pairs = n_coeffs > qubits;
@@ -1272,51 +1323,39 @@ iqp_fused3_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits, unsi
                     qm_iqp_unit(Wb[j] + sum, &br, &bi);
                     qm_iqp_unit(*Wh, &hr, &hi);
                     qm_cmul(br, bi, hr, hi, &r, &m);
-                    Tt[j] = make_double2(r, m);
+                    Tt[j] = ph::factor(r, m);
                 } else {
                     qm_iqp_unit(Wa[j] + sum, &r, &m);
-                    Ut[j] = make_double2(r, m);
+                    Ut[j] = ph::u_factor(r, m, scale, false);
                 }
             } else {
                 double r, m;
                 qm_iqp_unit(C[k - 64], &r, &m);
-                Vt[k - 64] = make_double2(r, m);
+                Vt[k - 64] = ph::factor(r, m);
             }
         }
         __syncthreads();
         /* (3) the phases of slots y + 32 (s0 + 4u) */
         {
-            const double2 u = Ut[y];
-            const double2 v7 = Vt[64 + y], v8 = Vt[96 + y], v9 = Vt[128 + y];
-            double2 p[4]; /* Q of slots y + 32 (s0 + 4q), q < 4 */
-            {
-                double r = u.x, m = u.y;
-                if (s0 & 1u) {
-                    const double2 v5 = Vt[y];
-                    qm_cmul(r, m, v5.x, v5.y, &r, &m);
-                }
-                if (s0 & 2u) {
-                    const double2 v6 = Vt[32 + y];
-                    qm_cmul(r, m, v6.x, v6.y, &r, &m);
-                }
-                p[0] = make_double2(r, m);
-            }
+            const P v7 = Vt[64 + y], v8 = Vt[96 + y], v9 = Vt[128 + y];
+            P p[4]; /* Q of slots y + 32 (s0 + 4q), q < 4 */
+            p[0] = Ut[y];
+            if (s0 & 1u)
+                p[0] = ph::mul(p[0], Vt[y]);
+            if (s0 & 2u)
+                p[0] = ph::mul(p[0], Vt[32 + y]);
 #pragma unroll
             for (unsigned q = 0; q < 8; ++q) {
-                double2 pq;
+                P pq;
                 if (q == 0)
                     pq = p[0];
                 else {
                     const unsigned top = q >= 4 ? 2u : q >= 2 ? 1u : 0u;
-                    const double2 from = p[q ^ (1u << top)], vt = top == 2 ? v9 : top == 1 ? v8 : v7;
-                    qm_cmul(from.x, from.y, vt.x, vt.y, &pq.x, &pq.y);
+                    pq = ph::mul(p[q ^ (1u << top)], top == 2 ? v9 : top == 1 ? v8 : v7);
                     if (q < 4)
                         p[q] = pq;
                 }
-                const double2 tt = Tt[s0 + 4 * q];
-                double re, im;
-                qm_iqp_join(pq.x, pq.y, tt.x, tt.y, scale, &re, &im);
-                buf[iq2_swz<V>(t + QM_IQ2_THREADS * q)] = make_slot<V>(re, im);
+                buf[iq2_swz<V>(t + QM_IQ2_THREADS * q)] = ph::slot(pq, Tt[s0 + 4 * q], scale, false);
             }
         }
         __syncthreads();
@@ -1456,21 +1495,23 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, 
 {
     /* B10: 10 when this compiles, so the pair indices of the table sums are constants */
     const unsigned qubits = B10 ? 10u : qubits_arg;
+    typedef iqp_ph<V> ph;
+    typedef typename ph::P P;
     __shared__ V bufs[QM_IQ4_WARPS][QM_IQP_PAD_SLOTS];
-    __shared__ double2 tts[QM_IQ4_WARPS][32];
+    __shared__ P tts[QM_IQ4_WARPS][32];
     __shared__ double cfs[QM_IQ4_WARPS][64];
     __shared__ double eks[QM_IQ4_WARPS][14]; /* e_0..e_9, W_h at 10, unit(W_h) at 11, 12 */
     __shared__ unsigned char kbs[QM_IQ4_WARPS][64]; /* the set bits >= 10 of the tile's x0 */
     /* lane y's own entries, kept while the warp stays in one state (shared memory, not
      * registers: the 32 slots of the stages need them) */
-    __shared__ double2 vls[QM_IQ4_WARPS][B10 ? 1 : 5][32]; /* V_l[y] = unit(C_l[y]) */
+    __shared__ P vls[QM_IQ4_WARPS][B10 ? 1 : 5][32]; /* V_l[y] = unit(C_l[y]) */
     __shared__ double wabs[QM_IQ4_WARPS][2][B10 ? 1 : 32]; /* W_a[y], W_b[y] */
     /* scale a power of two (every IQP state's 2^-n): U * scale is exact, and so are the products
      * by it, so multiplying U once gives join's bits (iq4_folds; B10 is launched only then) */
     const bool fold = B10 || iq4_folds(scale);
     const unsigned warp = threadIdx.x >> 5, y = threadIdx.x & 31u;
     V *buf = bufs[warp];
-    double2 *Tt = tts[warp];
+    P *Tt = tts[warp];
     double *cf = cfs[warp], *e = eks[warp];
     const int pairs = n_coeffs > qubits;
     /* the state's coefficients through shared memory (B10: always, at most 55 of them; known
@@ -1481,7 +1522,7 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, 
     uint64_t tile = (uint64_t)blockIdx.x * QM_IQ4_WARPS + warp;
     uint64_t have = UINT64_MAX; /* the state whose W_a, W_b and V_l wabs and vls hold */
     double c0 = 0.0, c1 = 0.0;
-    double2(*vl)[32] = vls[warp];
+    P(*vl)[32] = vls[warp];
     double *wa = wabs[warp][0], *wb = wabs[warp][1];
     auto fetch = [&](uint64_t tl) { /* the coefficients of tile tl's state, two per lane */
         if (staged && tl < n_tiles) {
@@ -1542,48 +1583,43 @@ iqp_fused4_kernel(V *state, uint64_t n_tiles, uint64_t g0, unsigned qubits_arg, 
             for (unsigned l = 0; l < 5; ++l) {
                 double r, m;
                 qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &r, &m);
-                vl[l][y] = make_double2(r, m);
+                vl[l][y] = ph::factor(r, m);
             }
         }
         __syncwarp();
         /* (2) T[y] = unit(W_b + E_b) * unit(W_h) (shared), U[y] = unit(W_a + E_a) (a register) */
-        double2 u;
+        P u;
         {
             const double wav = B10 ? iq4_group5(c, qubits, pairs, 0, y) : wa[y];
             const double wbv = B10 ? iq4_group5(c, qubits, pairs, 5, y) : wb[y];
             double br, bi, r, m;
             qm_iqp_unit(wbv + iqp_edge_sum(e + 5, y), &br, &bi);
             qm_cmul(br, bi, e[11], e[12], &r, &m);
-            Tt[y] = make_double2(r, m);
-            qm_iqp_unit(wav + iqp_edge_sum(e, y), &u.x, &u.y);
-            if (fold)
-                u = make_double2(scale * u.x, scale * u.y);
+            Tt[y] = ph::factor(r, m);
+            qm_iqp_unit(wav + iqp_edge_sum(e, y), &r, &m);
+            u = ph::u_factor(r, m, scale, fold);
         }
         __syncwarp();
         /* (3) the phases of slots y + 32 s: scale * (Q(s) * T[s]) */
         {
-            double2 vr[5]; /* B10: the V_l[y] here */
+            P vr[5]; /* B10: the V_l[y] here */
             if (B10)
 #pragma unroll
-                for (unsigned l = 0; l < 5; ++l)
-                    qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &vr[l].x, &vr[l].y);
-            double2 q[32]; /* Q(s), from q[0] = U (times the scale when folded) */
+                for (unsigned l = 0; l < 5; ++l) {
+                    double r, m;
+                    qm_iqp_unit(pairs ? iq4_cross5(c, qubits, 5 + l, y) : 0.0, &r, &m);
+                    vr[l] = ph::factor(r, m);
+                }
+            P q[32]; /* Q(s), from q[0] = U (times the scale when folded; complex64 always) */
             q[0] = u;
 #pragma unroll
             for (unsigned i = 0; i < 32; ++i) {
                 const unsigned s = iq4_rev5(i);
                 if (s) {
                     const unsigned top = iq4_top(s);
-                    const double2 from = q[s ^ (1u << top)], vt = B10 ? vr[top] : vl[top][y];
-                    qm_cmul(from.x, from.y, vt.x, vt.y, &q[s].x, &q[s].y);
+                    q[s] = ph::mul(q[s ^ (1u << top)], B10 ? vr[top] : vl[top][y]);
                 }
-                const double2 tt = Tt[s];
-                double re, im;
-                if (fold) /* q carries the scale */
-                    qm_cmul(q[s].x, q[s].y, tt.x, tt.y, &re, &im);
-                else
-                    qm_iqp_join(q[s].x, q[s].y, tt.x, tt.y, scale, &re, &im);
-                buf[y + 33 * s] = make_slot<V>(re, im);
+                buf[y + 33 * s] = ph::slot(q[s], Tt[s], scale, fold);
             }
         }
         __syncwarp();

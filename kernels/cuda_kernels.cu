@@ -1002,6 +1002,12 @@ __global__ void iqp_phase_kernel(void *state, int c128, uint64_t n, uint64_t g0,
         const uint64_t g = g0 + i;
         const double *c = table + ((g >> qubits) - first_state) * n_coeffs;
         double re, im;
+        if (products && !c128) { /* complex64: order 3f, float32 products */
+            float fr, fi;
+            qm_iqp_phase3f(c, qubits, n_coeffs, g & mask, scale, &fr, &fi);
+            ((float2 *)state)[i] = make_float2(fr, fi);
+            continue;
+        }
         if (products) { /* rounds 3, 4: qm_math.h's order 3, as the CPU kernel's tables give it */
             qm_iqp_phase3(c, qubits, n_coeffs, g & mask, scale, &re, &im);
         } else {

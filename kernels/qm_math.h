@@ -549,6 +549,54 @@ QM_HD void qm_iqp_phase3(const double *c, unsigned n, unsigned n_coeffs, uint64_
     qm_iqp_join(qr, qi, tr, ti, scale, re, im);
 }
 
+/* ---- IQP phases of complex64 states (order 3f) ----------------------------------------------------
+ * A complex64 state's phases are order 3's unit numbers taken to float32, then multiplied in
+ * float32: U, T and the V_l are formed in float64 exactly as above (the same sums, the same
+ * unit(), T's product in float64), then rounded to float32 each, U after its product by scale
+ * (scale * U per component in float64: exact when scale is a power of two, every IQP state's
+ * 2^-n); Q(s) = Q(s without its top bit) * V_top from that U and v = Q * T are qm_cmulf products,
+ * with no scale after them. Why: a complex64 state is written in float32 and its Walsh-Hadamard
+ * stages add in float32 already; order 3 in float64 cost a 10-qubit batch two float64 complex
+ * products and two float64 -> float32 conversions per slot, which bound it by the float64 pipe
+ * (the same 0.23 ms for 65536 states on an H100 and on an H200, whose fill is 1.4x faster;
+ * session 23). In float32 they run at twice the rate on the other pipe, and only the 7 unit
+ * numbers of a lane are converted. Accuracy: each factor within half a float32 ulp, at most 7
+ * float32 products after it (one rounding each): v within about 9 * 2^-24 of its magnitude per
+ * component; against the exact value the float64 factors' error (about 2^-50) disappears below
+ * that. Across backends: the GPU's and the CPU's float64 unit numbers differ by at most a few
+ * float64 ulps (CUDA's sincos against libm), which round to the same float32 unless they straddle
+ * a float32 rounding boundary, so complex64 IQP states agree bit for bit between the simulator
+ * and CUDA except for such rare factors (one float32 ulp, then the products that follow it). */
+
+/* (ar + i ai) * (br + i bi) in float32, the components as qm_cmul's (no fused multiply-add). */
+QM_HD void qm_cmulf(float ar, float ai, float br, float bi, float *re, float *im)
+{
+    const float r = ar * br - ai * bi;
+    const float i = ar * bi + ai * br;
+    *re = r;
+    *im = i;
+}
+
+/* v(x) of one slot of a complex64 state from scratch, order 3f (the GPU's one-slot-per-thread
+ * kernel; the CPU's and the fused kernels' tables give the same bits). */
+QM_HD void qm_iqp_phase3f(const double *c, unsigned n, unsigned n_coeffs, uint64_t x, double scale,
+                          float *re, float *im)
+{
+    const int pairs = n_coeffs > n;
+    double ur, ui, tr, ti;
+    qm_iqp_u(c, n, pairs, x, &ur, &ui);
+    qm_iqp_t(c, n, pairs, x, &tr, &ti);
+    float qr = (float)(scale * ur), qi = (float)(scale * ui);
+    const unsigned b1 = n < 10 ? n : 10;
+    for (unsigned l = 5; l < b1; ++l)
+        if ((x >> l) & 1u) {
+            double vr, vi;
+            qm_iqp_v(c, n, pairs, l, x, &vr, &vi);
+            qm_cmulf(qr, qi, (float)vr, (float)vi, &qr, &qi);
+        }
+    qm_cmulf(qr, qi, (float)tr, (float)ti, re, im);
+}
+
 /* The slot with bit b clear of pair p of stage b: p with a 0 inserted at bit b. */
 QM_HD uint64_t qm_wht_pair_lo(uint64_t p, unsigned b)
 {

@@ -807,8 +807,8 @@ static uint64_t first_beyond_ulp(const output *a, const output *b, unsigned ulp)
 }
 
 /* IQP phases slot by slot, from qm_math.h's per-slot functions rather than the CPU kernel's
- * tables: order 3 (qm_iqp_phase3: the CPU's and CUDA round 3's order; it must give the kernel's
- * bits exactly) or order 1 (qm_iqp_phi, then libm's cos and sin of phi: the order CUDA rounds 0 to
+ * tables: order 3 (qm_iqp_phase3: the CPU's and CUDA round 3's order, complex64 states order 3f,
+ * qm_iqp_phase3f; it must give the kernel's bits exactly) or order 1 (qm_iqp_phi, then libm's cos and sin of phi: the order CUDA rounds 0 to
  * 2 evaluate, the reference their results are held to within 2 ulp per component). */
 static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int order)
 {
@@ -819,6 +819,13 @@ static void iqp_phase_direct(const op_case *c, const geom *g, output *o, int ord
         const uint64_t x = g->g0 + i;
         const double *co = (const double *)g->input + (x >> c->q) * g->F;
         double re, im;
+        if (order == 2 && c->st != C128) { /* complex64: order 3f, float32 products */
+            float fr, fi;
+            qm_iqp_phase3f(co, c->q, (unsigned)g->F, x & mask, scale, &fr, &fi);
+            memcpy(o->bytes + (c->st_off + i) * 8, &fr, 4);
+            memcpy(o->bytes + (c->st_off + i) * 8 + 4, &fi, 4);
+            continue;
+        }
         if (order == 2)
             qm_iqp_phase3(co, c->q, (unsigned)g->F, x & mask, scale, &re, &im);
         else

@@ -82,16 +82,25 @@ static double urand(uint64_t *s)
     return (double)(*s >> 11) * 0x1p-53;
 }
 
-/* The accuracy bound of docs/encodings.md for values in [-pi, pi): (2 n + 4) 2^-53 per component
- * (the phases' rounding, cos/sin within an ulp, n butterfly levels; measured worst 1.75 2^-53). */
-static double bound(unsigned q) { return (2.0 * q + 4.0) * 0x1p-53; }
+/* The accuracy bounds of docs/encodings.md for values in [-pi, pi): complex128 (2 n + 4) 2^-53
+ * per component (the phases' rounding, cos/sin within an ulp, n butterfly levels; measured worst
+ * 1.75 2^-53); complex64 (iqp: order 3f, float32 phase products and float32 butterflies; iqp-z:
+ * the product op) (n + 8) 2^-24 (each of up to 8 factors within half a float32 ulp, up to 7
+ * float32 products, one rounding of a partial sum per butterfly level; measured worst 0.46
+ * 2^-24). */
+static double bound(unsigned q, qm_dtype dt)
+{
+    return dt == QM_DTYPE_COMPLEX64 ? (q + 8.0) * 0x1p-24 : (2.0 * q + 4.0) * 0x1p-53;
+}
 
 /* Exhaustive against the definition for n = 1..10, batches of 2 samples, 1 and 2 devices
- * (whole states), values in [-pi, pi). */
-static void test_definitions(void)
+ * (whole states, the same bytes), values in [-pi, pi), states normalized within 1e-14 (complex64:
+ * 1e-6). */
+static void test_definitions(qm_dtype dt, uint64_t seed)
 {
     const qm_encoding encs[] = {QM_ENCODING_IQP_Z, QM_ENCODING_IQP};
-    uint64_t seed = 0x243f6a8885a308d3ull;
+    const bool f32 = dt == QM_DTYPE_COMPLEX64;
+    const double unit = f32 ? 0x1p-24 : 0x1p-53;
     double worst_ratio = 0;
     for (int e = 0; e < 2; ++e)
         for (unsigned q = 1; q <= 10; ++q) {
@@ -104,41 +113,46 @@ static void test_definitions(void)
                 phi_max += fabs(x[i]);
             }
             qm_status st;
-            double *a1 = run(encs[e], x, F, B, q, 1, QM_DTYPE_COMPLEX128, &st);
-            double *a2 = a1 ? run(encs[e], x, F, B, q, 2, QM_DTYPE_COMPLEX128, &st) : NULL;
+            double *a1 = run(encs[e], x, F, B, q, 1, dt, &st);
+            double *a2 = a1 ? run(encs[e], x, F, B, q, 2, dt, &st) : NULL;
             CHECK(a1 && a2);
             if (!a1 || !a2) {
-                fprintf(stderr, "%s q=%u: %s\n", qm_encoding_name(encs[e]), q, st.msg);
+                fprintf(stderr, "%s q=%u %s: %s\n", qm_encoding_name(encs[e]), q,
+                        qm_dtype_name(dt), st.msg);
                 free(a1), free(a2);
                 continue;
             }
-            CHECK(memcmp(a1, a2, (size_t)(B * N) * 16) == 0);
+            CHECK(memcmp(a1, a2, (size_t)(B * N) * qm_dtype_size(dt)) == 0);
             long double *re = malloc((size_t)N * sizeof *re), *im = malloc((size_t)N * sizeof *im);
             double worst = 0;
             for (uint64_t s = 0; s < B; ++s) {
                 reference(x + s * F, q, e == 1, re, im);
                 long double sum = 0;
                 for (uint64_t i = 0; i < N; ++i) {
-                    const double *g = a1 + 2 * (s * N + i);
-                    const double d = (double)fmaxl(fabsl(g[0] - re[i]), fabsl(g[1] - im[i]));
+                    const uint64_t k = 2 * (s * N + i);
+                    const long double gr = f32 ? ((const float *)a1)[k] : a1[k];
+                    const long double gi = f32 ? ((const float *)a1)[k + 1] : a1[k + 1];
+                    const double d = (double)fmaxl(fabsl(gr - re[i]), fabsl(gi - im[i]));
                     if (d > worst)
                         worst = d;
-                    sum += (long double)g[0] * g[0] + (long double)g[1] * g[1];
+                    sum += gr * gr + gi * gi;
                 }
-                CHECK(fabsl(sum - 1) <= 1e-14L);
+                CHECK(fabsl(sum - 1) <= (f32 ? 1e-6L : 1e-14L));
             }
-            const double b = bound(q);
+            const double b = bound(q, dt);
             CHECK(worst <= b);
             if (getenv("QM_IQP_VERBOSE"))
-                printf("%s q=%u: worst %.2f ulp(1), phi_max %.2f\n", qm_encoding_name(encs[e]), q, worst / 0x1p-53, phi_max / (double)B);
+                printf("%s q=%u %s: worst %.2f x 2^-%d, phi_max %.2f\n", qm_encoding_name(encs[e]),
+                       q, qm_dtype_name(dt), worst / unit, f32 ? 24 : 53, phi_max / (double)B);
             if (worst / b > worst_ratio)
                 worst_ratio = worst / b;
             if (worst > b)
-                fprintf(stderr, "%s q=%u: max error %g > bound %g\n", qm_encoding_name(encs[e]), q,
-                        worst, b);
+                fprintf(stderr, "%s q=%u %s: max error %g > bound %g\n", qm_encoding_name(encs[e]),
+                        q, qm_dtype_name(dt), worst, b);
             free(re), free(im), free(a1), free(a2);
         }
-    printf("test_iqp: worst error / bound over n = 1..10: %.3f\n", worst_ratio);
+    printf("test_iqp: %s worst error / bound over n = 1..10: %.3f\n", qm_dtype_name(dt),
+           worst_ratio);
 }
 
 /* All-zero data: phi = 0 everywhere, the transform of a constant: |0..0> exactly. */
@@ -410,7 +424,8 @@ int main(void)
     CHECK_OK(fixture_mesh(8, (uint64_t)1 << 26, true, QM_SIM_MATERIALIZED, &mesh8, &st));
     if (!mesh8)
         return qm_test_end("test_iqp");
-    test_definitions();
+    test_definitions(QM_DTYPE_COMPLEX128, 0x243f6a8885a308d3ull);
+    test_definitions(QM_DTYPE_COMPLEX64, 0x13198a2e03707344ull);
     test_zero();
     test_distributed();
     test_batches();
