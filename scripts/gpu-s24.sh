@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Session 24's first device call: round 5's product kernels checked and measured, the IQP batch
-# profiled, local_norm's new combine timed. Files under $OUT:
+# Session 24's device call: round 5's product kernels and IQP's complex64 order 3f checked and
+# measured, local_norm's new combine timed. Files under $OUT:
 #   1. unpack the carried Debian packages (.devdeps), configure for sm_90 with the benchmarks (no
 #      MPI), build bench_cuda, test_backend_ops and the CLI;
-#   2. test_backend_ops --cuda on the default generations (products on round 5) and on round 4;
-#   3. bench_cuda: BM_Product and BM_ProductPhase, rounds 5 and 4, one 2^30 state and 65536 x 2^10,
-#      both dtypes, each against the fill of the same run, medians of 3;
-#   4. Nsight Compute (--clock-control none) on round 4's 10-qubit IQP batch kernel, complex64 and
-#      complex128: pipe utilisation, issue and stall figures (what bounds it on this card);
+#   2. test_backend_ops --cuda on the default generations (products on round 5), on round 4 and
+#      on round 3 (IQP's complex64 order 3f in both fused passes);
+#   3. bench_cuda: BM_Product and BM_ProductPhase, rounds 5 and 4, and BM_Iqp round 4 (the
+#      default), one 2^30 state and 65536 x 2^10, both dtypes, each against the fill (and copies)
+#      of the same run, medians of 3;
+#   4. Nsight Compute (--clock-control none) on round 4's 10-qubit IQP batch kernel, complex64:
+#      pipe utilisation, issue and stall figures;
 #   5. plan against encode for a 2^28 float64 state (REPEAT=3) and two traced encodes: the
 #      local_norm phase with the 1024-thread tree_combine.
 # Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s24.sh
@@ -26,12 +28,13 @@ cmake --build build-gpu -j16 --target bench_cuda test_backend_ops qmesh_cli > $R
 echo "built at $SECONDS s"
 timeout 150 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; echo "default rc=$?"; tail -2 $R/backend-ops.txt
 QM_CUDA_KERNELS=round4 timeout 150 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops-r4.txt 2>&1; echo "round4 rc=$?"; tail -2 $R/backend-ops-r4.txt
+QM_CUDA_KERNELS=round3 timeout 150 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops-r3.txt 2>&1; echo "round3 rc=$?"; tail -2 $R/backend-ops-r3.txt
 echo "tests done at $SECONDS s"
-timeout 200 build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/[45]/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/[45]/' \
+timeout 240 build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Product/[0-9]+/[0-9]+/[01]/[45]/|BM_ProductPhase/[0-9]+/[0-9]+/[01]/[45]/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/' \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
 echo "bench done at $SECONDS s"
-for c in 0 1; do
+for c in 0; do
   timeout 90 ncu --clock-control none --kernel-name regex:iqp_fused4 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
     --section InstructionStats --section Occupancy --section LaunchStats \
