@@ -8,7 +8,7 @@
 #   3. bench_cuda: BM_Product and BM_ProductPhase, rounds 5 and 4, and BM_Iqp round 4 (the
 #      default), one 2^30 state and 65536 x 2^10, both dtypes, each against the fill (and copies)
 #      of the same run, medians of 3;
-#   4. Nsight Compute (--clock-control none) on round 4's 10-qubit IQP batch kernel, complex64:
+#   4. Nsight Compute (--clock-control none) on round 4's 10-qubit IQP batch kernel, both dtypes:
 #      pipe utilisation, issue and stall figures;
 #   5. plan against encode for a 2^28 float64 state (REPEAT=3) and two traced encodes: the
 #      local_norm phase with the 1024-thread tree_combine.
@@ -34,7 +34,7 @@ timeout 240 build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill|BM_Produ
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
 echo "bench done at $SECONDS s"
-for c in 0; do
+for c in 0 1; do
   timeout 90 ncu --clock-control none --kernel-name regex:iqp_fused4 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
     --section InstructionStats --section Occupancy --section LaunchStats \
