@@ -556,11 +556,13 @@ QM_HD void qm_iqp_phase3(const double *c, unsigned n, unsigned n_coeffs, uint64_
  * (scale * U per component in float64: exact when scale is a power of two, every IQP state's
  * 2^-n); Q(s) = Q(s without its top bit) * V_top from that U and v = Q * T are qm_cmulf products,
  * with no scale after them. Why: a complex64 state is written in float32 and its Walsh-Hadamard
- * stages add in float32 already; order 3 in float64 cost a 10-qubit batch two float64 complex
- * products and two float64 -> float32 conversions per slot, which bound it by the float64 pipe
- * (the same 0.23 ms for 65536 states on an H100 and on an H200, whose fill is 1.4x faster;
- * session 23). In float32 they run at twice the rate on the other pipe, and only the 7 unit
- * numbers of a lane are converted. Accuracy: each factor within half a float32 ulp, at most 7
+ * stages add in float32 already, so the state's precision is float32's; in float32 the two
+ * products a slot leave the float64 pipe, and only the 7 unit numbers of a lane are converted
+ * instead of every slot. (It was made for speed, on the guess that the float64 pipe bounded the
+ * complex64 10-qubit batch: 0.23 ms on both an H100 and an H200. Measured on an H100 in session
+ * 24 it did not change the time, 0.228 ms: the pass is bound by instruction issue and latency,
+ * 60% of issue slots busy at 23% occupancy. It stays for the agreement between backends below.)
+ * Accuracy: each factor within half a float32 ulp, at most 7
  * float32 products after it (one rounding each): v within about 9 * 2^-24 of its magnitude per
  * component; against the exact value the float64 factors' error (about 2^-50) disappears below
  * that. Across backends: the GPU's and the CPU's float64 unit numbers differ by at most a few
