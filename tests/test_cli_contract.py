@@ -306,9 +306,11 @@ with tempfile.TemporaryDirectory() as tmp:
     if d:
         check(d["request"]["qubits"] == 2 and d["request"]["dtype"] == "complex128" and
               d["request"]["batch"] == 1 and d["request"]["features"] == 4 and
-              d["estimates_s"]["read"] == 32 / 6e9 and d["estimates_s"]["write"] is not None and
+              d["estimates_s"]["read"] == 1e-3 and d["estimates_s"]["write"] is not None and
               not os.path.exists(outf + ".plan"),
-              "plan --input --out --json: qubits, dtype, batch from the file; read, write")
+              "plan --input --out --json: qubits, dtype, batch from the file; read (on a device "
+              "the .npy's reads are waited for after its staging opens: the built-in 1 ms, more "
+              "than 32 B at 6 GB/s), write")
     d = json_run("plan", ["--input", os.path.join(tmp, "missing.npy")], 1)
     if d:
         check(d["error"] == {"code": "E-IO", "message": os.path.join(tmp, "missing.npy") +

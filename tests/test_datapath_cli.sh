@@ -5,28 +5,38 @@
 # scenario whose figures make it exact (storage 1 MB/s read, 2 MB/s write, 4 MB/s cached_read,
 # host copy 4 MB/s, launch 5 us, page_lock 1 ms + 2 GB/s per buffer (P(b) = 1 ms + b rounded up
 # to 2 MiB / 2 GB/s: the ingest's ring and fused sums, local_norm's piece roots, the write's 8
-# staging buffers), a 1 GB/s host link of zero latency, HBM 1 TB/s); the input's
+# staging buffers), staging_setup 0.25 ms, staging_open 0.5 ms, piece_roots 40 us, a 1 GB/s host
+# link of zero latency, HBM 1 TB/s); the input's
 # page-cache residency is fixed by the test hook QM_INPUT_RESIDENT (0 unless a case sets it); no
 # case depends on timing: encode's measured values are checked for presence and sign only.
 #  - plan --input on .npy, CSV and HDF5: read = resident bytes / cached_read + the rest / read;
-#    on devices ingest = the device's state allocated and staging pipe opened and closed
-#    (staging_setup 0.25 ms; built in: 1 ms; with several ranks also each rank's ring and sums
-#    page-locked, which one process does on its CUDA start-up thread) + the read overlapped with the copies (the slower side + one chunk of the
-#    faster: one chunk here, so their sum), the copies = the link time + the chunk's 3 launches
-#    (fused: H2D, amp_batch, D2H of the sums) + the fused pass's HBM time, staging = ingest - read;
+#    on devices ingest = the device's setup outside the reads (its state and block sums
+#    allocated, its staging pipe closed: staging_setup 0.25 ms; built in: 0.7 ms; with several
+#    ranks also each rank's ring and sums page-locked, which one process does on its CUDA start-up
+#    thread) + the read overlapped with the copies, which start once the pipe is open
+#    (staging_open 0.5 ms; built in: 1 ms) and the first piece is read (one piece here: the read
+#    + the copies when the read is the longer; a .npy's background reads are waited for after the
+#    open, so its read is at least the open; a CSV or HDF5 file is read on the ingest's thread
+#    after it), the copies = the link time + the chunk's 3 launches (fused: H2D, amp_batch, D2H of
+#    the sums) + the fused pass's HBM time, staging = ingest - read;
 #    (--backend sim) staging = bytes / host_copy, ingest = read + staging; a fused state or batch
 #    has local_norm 0 and encode 0 (no stream, no pass over its states), a batch's local_norm and
 #    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns built in; a scenario's
 #    defaults.host_batch instead when it states one); a 2^15 state (not fused,
 #    whole 2^14-slot blocks: its block sums taken from the staging inside the ingest, a sumsq per
-#    chunk reading the chunk's bytes at HBM rate) has local_norm = 3 launches (the tree_combine of
-#    its block sums into the state's root on the device, the D2H of that root, the sync; the roots,
-#    at most 1 MiB, go to plain memory), encode = 2 x bytes / HBM + 2 launches; write (--out:
+#    chunk reading the chunk's bytes at HBM rate) has local_norm = one round trip of piece_roots
+#    (the tree_combine of its block sums into the state's root on the device, the D2H of that root
+#    into plain memory, the sync), encode = 2 x bytes / HBM + 2 launches; a 2^15 state of 20000
+#    values (padded: its block sums made in local_norm) has local_norm = its pass at HBM rate +
+#    the sumsq's launch + the round trip; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
-#    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk;
+#    2 MiB chunk) overlapped with the file write (bytes / the write rate): their sum for one chunk
+#    (with several ranks after the output's 8 page-locked staging buffers, which one process makes
+#    on its CUDA start-up thread);
 #    on the simulator the file write alone; nothing written; a host's own storage over the
 #    defaults; the built-in defaults (6 GB/s read, 20 GB/s cached_read, 2 GB/s write, 10 us
-#    launch) when the scenario states none; QM_INPUT_RESIDENT malformed: E-ARG;
+#    launch, staging_setup 0.7 ms, staging_open 1 ms, piece_roots 60 us) when the scenario states
+#    none; QM_INPUT_RESIDENT malformed: E-ARG;
 #  - qubits, dtype, batch, features as encode infers them (amplitude, a batch, angle, basis);
 #  - errors: a missing input, a directory, a bad .npy (one line, code, exit 1), usage errors
 #    (exit 2); scenario errors located (E-RANGE, E-UNKNOWN-KEY, E-UNIT);
@@ -49,6 +59,8 @@ defaults:
   launch: 5 us
   page_lock: {buffer: 1 ms, rate: 2 GB/s}
   staging_setup: 0.25 ms
+  staging_open: 0.5 ms
+  piece_roots: 40 us
 hosts:
   - id: n0
     memory: 1 GiB
@@ -61,7 +73,7 @@ Y
 # the same host with its own read rate (write from defaults)
 sed 's/^    memory: 1 GiB$/    memory: 1 GiB\n    storage: {read: 0.5 MB\/s}/' ds.yaml > host.yaml
 # no storage anywhere: the built-in defaults
-grep -v 'storage:\|host_copy:\|launch:\|page_lock:\|staging_setup:' ds.yaml > plain.yaml
+grep -v 'storage:\|host_copy:\|launch:\|page_lock:\|staging_setup:\|staging_open:\|piece_roots:' ds.yaml > plain.yaml
 python3 - <<'PY'
 from npy_write import npy
 npy('a.npy', '<f8', '(1000,)', [1.0 + i for i in range(1000)], 'd')   # 8000 B: 10 qubits
@@ -69,6 +81,7 @@ npy('b.npy', '<f4', '(64, 5)', [1.0 + i % 7 for i in range(320)], 'f') # 64 x 5 
 npy('ang.npy', '<f8', '(3, 4)', [0.1 * i for i in range(12)], 'd')
 npy('bas.npy', '<f8', '(3,)', [3.0, 0.0, 5.0], 'd')
 npy('s15.npy', '<f8', '(32768,)', [1.0] * 32768, 'd')                    # 2^15: not fused
+npy('p15.npy', '<f8', '(20000,)', [1.0] * 20000, 'd')                    # 2^15, padded
 npy('big.npy', '<f8', '(5242880,)', [], 'd')                              # 40 MiB: the header only,
 with open('big.npy', 'r+b') as f:                                         # the values a hole
     f.truncate(128 + 5242880 * 8)
@@ -97,9 +110,11 @@ sys.exit(0 if ($2) else 1)" 2>/dev/null; then ok "$1"; else bad "$1: $(head -c 6
 L=5e-6 # defaults.launch
 # a.npy: 1000 float64 (8000 B) -> one 2^10 complex128 state (16384 B): fused, one chunk
 CA="(8000 / 1e9 + (3 * $L + (8000 + 16384) / 1e12))" # the copies: link + launches + HBM pass
-S=0.25e-3 # defaults.staging_setup: the device's staging pipe opened and closed
-SA="$S" # before the reads: the state allocated and the pipe (one process page-locks its ring and
-# sums on its CUDA start-up thread, outside the ingest: not charged; several ranks: below)
+S=0.25e-3 # defaults.staging_setup: the device's state and sums allocated, its staging pipe closed
+O=0.5e-3  # defaults.staging_open: its staging pipe opened and first used, inside the reads
+R=40e-6   # defaults.piece_roots: local_norm's round trip (tree_combine, the root's copy, the sync)
+SA="$S" # outside the reads: the state allocated and the pipe closed (one process page-locks its
+# ring and sums on its CUDA start-up thread, outside the ingest: not charged; several ranks: below)
 run "$QMESH" plan --scenario ds.yaml --input a.npy --json
 jcheck "plan --input .npy: read = 8000 B / 1 MB/s, ingest = the state and pipe set up + read + the copies (one piece), staging = ingest - read, write null" \
     "eq(e['read'], 8000 / 1e6) and eq(e['ingest'], $SA + (8000 / 1e6 + $CA)) and eq(e['staging'], $SA + $CA) and e['write'] is None and r['qubits'] == 10 and r['dtype'] == 'complex128'"
@@ -114,8 +129,25 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
 jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after the read; no launches" \
     "eq(e['staging'], 8000 / 4e6) and eq(e['ingest'], 8000 / 1e6 + 8000 / 4e6) and eq(e['local_norm'], 16384 / 1e12) and eq(e['encode'], 2 * 16384 / 1e12)"
 run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
-jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = 3 launches (its 2 block sums combined on the device, the root copied to plain memory: nothing page-locked), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
-    "eq(e['local_norm'], 3 * $L) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
+jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = one round trip of piece_roots (its 2 block sums combined on the device, the root copied to plain memory: nothing page-locked), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
+    "eq(e['local_norm'], $R) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
+# a 2^16 state over two devices of one process (--policy equal: two stashed shards of 2^15):
+# their roots' copies into plain memory each return once made, so the rank waits for them one
+# after the other: local_norm = 2 round trips
+python3 - <<'PY2'
+s = open('ds.yaml').read()
+s = s.replace("hbm_bandwidth: 1 TB/s, numa: 0}\n", "hbm_bandwidth: 1 TB/s, numa: 0}\n      - {id: n0.g1, memory: 1 GiB, hbm_bandwidth: 1 TB/s, numa: 0}\n")
+s = s.replace("links:\n", "links:\n  - {a: n0.numa0, b: n0.g1, kind: pcie, bandwidth: 1 GB/s}\n")
+open('ds1x2.yaml', 'w').write(s)
+from npy_write import npy
+npy('s16.npy', '<f8', '(65536,)', [1.0] * 65536, 'd')
+PY2
+run "$QMESH" plan --scenario ds1x2.yaml --input s16.npy --policy equal --json
+jcheck "plan --input of a 2^16 state on two devices of one process: local_norm = 2 round trips of piece_roots (one per shard, one after the other)" \
+    "eq(e['local_norm'], 2 * $R) and len(json.load(open('out'))['shards']) == 2"
+run "$QMESH" plan --scenario ds.yaml --input p15.npy --json
+jcheck "plan --input of a 2^15 state of 20000 values (padded: its block sums made in local_norm): local_norm = its 524288 B at HBM rate + the sumsq's launch + one round trip; the chunk's 2 launches (H2D, stash)" \
+    "eq(e['local_norm'], 524288 / 1e12 + $L + $R) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (160000 / 1e9 + 2 * $L))"
 # 40 MiB of float64 -> one 2^23 state (not fused): chunks of 32 MiB and 8 MiB, copied in ring
 # pieces of 8 MiB (4 + 1): 5 H2D copies + 2 stash kernels; the read (41.9 s) is the slower side;
 # the ring's 8 slots hold all 5 pieces, read side by side, so every piece's copy follows the read:
@@ -132,16 +164,23 @@ sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces (a 40 
 else bad "40 MiB ingest: $(head -c 400 out)"; fi
 # 128 MiB of float64 -> one 2^24 state, read from the page cache at 100 GB/s, copied at 1 GB/s: 16
 # ring pieces, 16 H2D copies + 4 stash kernels + 4 sumsq kernels (whole blocks: the block sums
-# from the staging, reading the 128 MiB at HBM rate). The copies are the slower side, and the reader
-# runs at most 7 pieces ahead of them: the read as encode measures it (the span of the background
-# reads) ends one piece after the copies of the first 16 - 8 pieces, copies x 8 / 16 + read / 16;
-# ingest = the ring (8 slots) page-locked + the copies + one piece of the read; staging = ingest - read
+# from the staging, reading the 128 MiB at HBM rate). The copies are the slower side; they start
+# once the pipe is open (0.5 ms, longer than the first piece's read), and the reader runs at most
+# 7 pieces ahead of them: the read as encode measures it (the span of the background reads) ends
+# one piece after the copies of the first 16 - 8 pieces, open + copies x 8 / 16 + read / 16;
+# ingest = setup + open + the copies; staging = ingest - read
 sed 's/cached_read: 4 MB\/s/cached_read: 100 GB\/s/' ds.yaml > fast.yaml
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario fast.yaml --input big24.npy --json
 CC="(134217728 / 1e9 + (24 * $L + 134217728 / 1e12))"
 RC="(134217728 / 100e9)"
-jcheck "plan --input of 128 MiB with copies slower than the read: read = copies x 8 / 16 + read / 16 (the reader held 7 pieces ahead of the copies), ingest = ring + copies + read / 16" \
-    "eq(e['read'], $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], $S + $CC + $RC / 16) and math.isclose(e['staging'], $S + $CC - $CC * 8 / 16, rel_tol=1e-9)"
+jcheck "plan --input of 128 MiB with copies slower than the read: read = open + copies x 8 / 16 + read / 16 (the reader held 7 pieces ahead of the copies), ingest = setup + open + copies" \
+    "eq(e['read'], $O + $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], $S + $O + $CC) and math.isclose(e['staging'], $S + $CC - $CC * 8 / 16 - $RC / 16, rel_tol=1e-9)"
+# the same with a pipe that opens faster than the first piece is read (staging_open 10 us): the
+# copies start after that piece, as before the open was modelled
+sed 's/staging_open: 0.5 ms/staging_open: 10 us/' fast.yaml > fastopen.yaml
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario fastopen.yaml --input big24.npy --json
+jcheck "plan --input of 128 MiB, the pipe open before the first piece is read: read = copies x 8 / 16 + 2 x read / 16, ingest = setup + read / 16 + copies" \
+    "eq(e['read'], $RC / 16 + $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], $S + $RC / 16 + $CC)"
 # the same 128 MiB read from storage at 1 MB/s (the read the slower side): the 8 slots are read
 # side by side, so the last 8 pieces' reads end together and their copies follow:
 # ingest = ring + read + copies x 8 / 16; the read unheld (read = bytes / 1 MB/s)
@@ -163,7 +202,7 @@ open('ds2.yaml', 'w').write(s.replace("links:\n", host1 + "links:\n"))
 for f in ('ds', 'ds2'):
     open(f + 'b.yaml', 'w').write(open(f + '.yaml').read().replace('buffer: 1 ms', 'buffer: 2 ms'))
 PY
-for f in ds dsb ds2 ds2b; do run "$QMESH" plan --scenario $f.yaml --input a.npy --json; cp out $f.json; done
+for f in ds dsb ds2 ds2b; do run "$QMESH" plan --scenario $f.yaml --input a.npy --out o.npy --json; cp out $f.json; done
 if python3 -c "
 import json, math, sys
 e = {f: json.load(open(f + '.json'))['estimates_s'] for f in ('ds', 'dsb', 'ds2', 'ds2b')}
@@ -171,11 +210,13 @@ r = json.load(open('ds2.json'))['shards']
 ok = e['dsb']['staging'] == e['ds']['staging'] and e['dsb']['ingest'] == e['ds']['ingest'] and \
      math.isclose(e['ds2b']['staging'] - e['ds2']['staging'], 1e-3, rel_tol=1e-9) and \
      math.isclose(e['ds2b']['ingest'] - e['ds2']['ingest'], 1e-3, rel_tol=1e-9) and \
+     e['dsb']['write'] == e['ds']['write'] and \
+     math.isclose(e['ds2b']['write'] - e['ds2']['write'], 8e-3, rel_tol=1e-9) and \
      [x['rank'] for x in r] == [0, 1]
-sys.exit(0 if ok else 1)"; then ok "page-locking the ring is charged to each of several ranks' ingest (1 ms more per buffer: +1 ms), not to one process's (+0)"
+sys.exit(0 if ok else 1)"; then ok "page-locking the ring is charged to each of several ranks' ingest (1 ms more per buffer: +1 ms), the output's 8 staging buffers to its write (+8 ms), not to one process's (+0)"
 else bad "page_lock with ranks: $(cat ds.json ds2.json ds2b.json | head -c 600)"; fi
-WB="(16384 / 1e9 + 2 * $L + 8 * P(2097152))" # the read-back: link time + one chunk's D2H and
-# sync, after its 8 page-locked staging buffers of 2 MiB
+WB="(16384 / 1e9 + 2 * $L)" # the read-back: link time + one chunk's D2H and sync (its 8
+# page-locked staging buffers are made on one process's CUDA start-up thread: not charged)
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --json
 jcheck "plan --out: write = the read-back (16 KiB over 1 GB/s + 2 launches) + the .npy's 16384 + 128 B / 2 MB/s (one chunk)" \
     "eq(e['write'], (16384 + 128) / 2e6 + $WB)"
@@ -184,6 +225,23 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --out-dir d --json
 jcheck "plan --out-dir: write = the read-back + the shard's 16384 B / 2 MB/s" \
     "eq(e['write'], 16384 / 2e6 + $WB)"
 [ ! -e d ] && ok "plan --out-dir writes nothing" || bad "plan --out-dir left d"
+# an output that replaces an earlier one: its commit removes the earlier file (or directory's
+# files) at storage.remove (8 MB/s here; the built-in 100 GB/s)
+sed 's/cached_read: 4 MB\/s}/cached_read: 4 MB\/s, remove: 8 MB\/s}/' ds.yaml > rm.yaml
+head -c 1000 /dev/zero > old.npy
+mkdir -p olddir && head -c 3000 /dev/zero > olddir/shard-0.bin && head -c 500 /dev/zero > olddir/manifest.json
+run "$QMESH" plan --scenario rm.yaml --input a.npy --out old.npy --json
+jcheck "plan --out over an existing 1000 B file: write + 1000 B / storage.remove 8 MB/s" \
+    "eq(e['write'], (16384 + 128) / 2e6 + $WB + 1000 / 8e6)"
+run "$QMESH" plan --scenario rm.yaml --input a.npy --out-dir olddir --json
+jcheck "plan --out-dir over an existing directory of 3500 B of files: write + 3500 B / 8 MB/s" \
+    "eq(e['write'], 16384 / 2e6 + $WB + 3500 / 8e6)"
+run "$QMESH" plan --scenario ds.yaml --input a.npy --out old.npy --json
+jcheck "no storage.remove in the scenario: the built-in 100 GB/s" \
+    "eq(e['write'], (16384 + 128) / 2e6 + $WB + 1000 / 100e9)"
+run "$QMESH" plan --scenario rm.yaml --input a.npy --out old.npy --backend sim --json
+jcheck "plan --out over an existing file on the simulator: the file + the removal" \
+    "eq(e['write'], (16384 + 128) / 2e6 + 1000 / 8e6)"
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy --backend sim --json
 jcheck "plan --out --backend sim: write = the file alone (the shards are host memory)" \
     "eq(e['write'], (16384 + 128) / 2e6)"
@@ -198,12 +256,16 @@ jcheck "a host without cached_read takes the defaults' (4 MB/s)" "eq(e['read'], 
 run "$QMESH" plan --scenario plain.yaml --input a.npy --out o.npy --backend sim --json
 jcheck "no storage in the scenario: the defaults 6 GB/s read, 2 GB/s write, 10 GB/s host copy" \
     "eq(e['read'], 8000 / 6e9) and eq(e['staging'], 8000 / 10e9) and eq(e['write'], (16384 + 128) / 2e9)"
+QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario plain.yaml --input a.npy --backend sim --json
+jcheck "no storage in the scenario: cached_read 20 GB/s" "eq(e['read'], 8000 / 20e9)"
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario plain.yaml --input a.npy --json
-jcheck "no storage, launch or staging_setup in the scenario: cached_read 20 GB/s, launch 10 us, staging_setup 1 ms" \
-    "eq(e['read'], 8000 / 20e9) and e['encode'] == 0 and eq(e['staging'], 1e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
+jcheck "no launch, staging_setup or staging_open in the scenario: launch 10 us, staging_setup 0.7 ms, staging_open 1 ms (longer than the 0.4 us read: the read's wait comes after it)" \
+    "eq(e['read'], 1e-3) and e['encode'] == 0 and eq(e['staging'], 0.7e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12)) and eq(e['ingest'], 0.7e-3 + 1e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
+run "$QMESH" plan --scenario plain.yaml --input s15.npy --json
+jcheck "no piece_roots in the scenario: 60 us a round trip" "eq(e['local_norm'], 60e-6)"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
-jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s; staging = 6 values x 8 B over the link + 3 launches + the fused pass" \
-    "eq(e['read'], 12 / 1e6) and eq(e['staging'], $S + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"
+jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s, on the ingest's thread once the pipe is open; staging = the open + 6 values x 8 B over the link + 3 launches + the fused pass" \
+    "eq(e['read'], 12 / 1e6) and eq(e['staging'], $S + $O + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"
 if [ "$HDF5" = ON ]; then
     run "$QMESH" plan --scenario ds.yaml --input "$SRC/tests/bad-inputs/hdf5-two-datasets.h5" --dataset /a --json
     jcheck "plan --input HDF5 --dataset /a: read = 4 float64 / 1 MB/s" \
@@ -290,12 +352,12 @@ expect "a zero cached_read: E-RANGE, located" 1 \
     "$QMESH" topo validate zero.yaml
 sed 's/storage: {read: 0.5 MB\/s}/storage: {read: 1 GB\/s, write: 1 KB}/' host.yaml > badhost.yaml
 run "$QMESH" topo validate badhost.yaml
-grep -q "^badhost.yaml:14:36: error\[E-UNIT\]: hosts\[0\].storage.write: " err && [ "$rc" = 1 ] \
+grep -q "^badhost.yaml:16:36: error\[E-UNIT\]: hosts\[0\].storage.write: " err && [ "$rc" = 1 ] \
     && ok "a host's storage error, located" || bad "host storage error: $(cat err)"
 
 # the table
 run "$QMESH" plan --scenario ds.yaml --input a.npy --out o.npy
-grep -qx "data path (input file 0% in the page cache; staging overlaps the read): read 8.000 ms, staging 273.02 us, write 24.671 ms (write: --out)" out \
+grep -qx "data path (input file 0% in the page cache; staging overlaps the read): read 8.000 ms, staging 273.02 us, write 8.282 ms (write: --out)" out \
     && ok "plan table: the data path line" || bad "plan table: $(grep 'data path' out)"
 
 # encode measures the same keys
@@ -310,10 +372,11 @@ grep -q "^data path measured: read .*, staging .*, write n/a (no output)$" out \
     && ok "encode table: the measured data path, write n/a" || bad "encode table: $(grep 'data path' out)"
 
 # topo dump: storage figures written and loaded back; the measurement flags
+rm -f o.npy # the encode's above: no output to replace below
 run "$QMESH" topo dump host.yaml --out dumped.yaml
-grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s, cached_read: 4 MB/s}" dumped.yaml && grep -qx "  host_copy: 4 MB/s" dumped.yaml \
+grep -qx "  storage: {read: 1 MB/s, write: 2 MB/s, cached_read: 4 MB/s, remove: 100 GB/s}" dumped.yaml && grep -qx "  host_copy: 4 MB/s" dumped.yaml \
     && grep -qx "  launch: 5 us" dumped.yaml && grep -qx "  page_lock: {buffer: 1 ms, rate: 2 GB/s}" dumped.yaml \
-    && grep -qx "    storage: {read: 4 Mb/s}" dumped.yaml && ok "topo dump writes defaults.storage, host_copy, the host's storage" \
+    && grep -qx "    storage: {read: 4 Mb/s}" dumped.yaml && ok "topo dump writes defaults.storage (remove: the built-in 100 GB/s), host_copy, the host's storage" \
     || bad "topo dump storage: $(grep -n 'storage\|host_copy' dumped.yaml)"
 "$QMESH" plan --scenario dumped.yaml --input a.npy --out o.npy --json > out 2>/dev/null
 jcheck "the dump loads back with the same figures" \

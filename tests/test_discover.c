@@ -20,6 +20,7 @@
 #include "materialize_internal.h"
 #include "mesh.h"
 #include "scenario_loader.h"
+#include "sim_fixtures.h"
 #include "testlib.h"
 #include "topology.h"
 
@@ -617,7 +618,8 @@ static void test_storage(void)
     if (back) {
         CHECK(strstr(text, "    # storage: measured by the test\n"
                            "    storage: {read: 7 GB/s, write: 1.5 GB/s, cached_read: 25 GB/s}\n") != NULL);
-        CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s, cached_read: 20 GB/s}\n"
+        CHECK(strstr(text, "  storage: {read: 6 GB/s, write: 2 GB/s, cached_read: 20 GB/s, remove: "
+                           "100 GB/s}\n"
                            "  host_copy: 10 GB/s\n  launch: 10 us\n"
                            "  page_lock: {buffer: 3.8 ms, rate: 16 GB/s}\n"));
         CHECK(qm_host_cached_read_bw(back, 0) == 25e9);
@@ -687,12 +689,14 @@ static void test_storage(void)
               s.cached_read_bw_bytes_per_s > 0);
         /* the page-cache probe: passes over the 8 MiB + 5 file up to 2 GiB, at most 16, timed 3
          * times (the median rate) */
-        char want[400];
+        char want[448];
         snprintf(want, sizeof want, "measured by qmesh topo dump: 8.00 MiB written to %s as "
                  "encode --out writes (fallocate, 4 threads, 8 x 2.00 MiB in flight, fsync, "
                  "rename), dropped from the page cache, read back; then 128.00 MiB (up to 16 "
-                 "passes, 2 s) from the page cache, the median of 3 timings; %s", g_dir, words[i]);
+                 "passes, 2 s) from the page cache, the median of 3 timings; %s; then removed as an "
+                 "output that a new one replaces (unlink, the folder synced)", g_dir, words[i]);
         CHECK_STR(s.note, want);
+        CHECK(s.remove_bw_bytes_per_s > 0);
         CHECK(count_temporaries() == 0);
     }
     if (saved)
@@ -753,6 +757,9 @@ static void test_probe(void)
     f->page_lock_s = 2.5e-3;
     f->page_lock_bw_bytes_per_s = 12e9;
     f->staging_setup_s = 0.75e-3;
+    f->staging_open_s = 1.25e-3;
+    f->piece_roots_s = 85e-6;
+    f->piece_roots_blocks = 16384;
     f->host_piece_s = 9e-9;
     f->host_coeff_s = 15.5e-9;
     f->gpus[0].hbm_copy_bw_bytes_per_s = 0.75 * f->gpus[0].hbm_bw_bytes_per_s;
@@ -765,19 +772,30 @@ static void test_probe(void)
         CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
                            "b_to_a: 48 GB/s}}\n") != NULL);
         CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n"
-                           "  staging_setup: 750 us\n  host_batch: {pieces: 9 ns, coefficients: "
-                           "15.5 ns}\n") != NULL);
+                           "  staging_setup: 750 us\n  staging_open: 1.25 ms\n  piece_roots: 85 us\n"
+                           "  host_batch: {pieces: 9 ns, coefficients: 15.5 ns}\n") != NULL);
         CHECK(strstr(text, "measured: defaults.host_batch = the median of 3 runs of an encode's "
                            "host work for 65536 states of 10 qubits, per state: pieces = "
                            "local_norm's piece sums, coefficients = norm_allreduce's merge and 1 / "
                            "sqrt (the encode's own functions, on freshly allocated arrays)") != NULL);
         CHECK(fabs(back->host_piece_s - 9e-9) <= 1e-24 && fabs(back->host_coeff_s - 15.5e-9) <= 1e-24);
-        CHECK(strstr(text, "measured: defaults.staging_setup = the median of 3 times, on the first "
+        CHECK(strstr(text, "measured: defaults.staging_setup = on the first GPU, an encode's device "
+                           "setup outside its reads: a 1 GiB state allocated (the first of 3, as an "
+                           "encode's state is its process's first), then its block sums allocated "
+                           "and (after the pipe's use) its staging closed (the device synchronized, "
+                           "12 events and 2 streams destroyed: the median of 3)") != NULL);
+        CHECK(strstr(text, "measured: defaults.staging_open = the median of 3 times, on the first "
                            "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB "
-                           "on the device), copying 2 chunks of 32 MiB into it from page-locked "
-                           "memory, synchronizing and closing it, less the copies at the measured "
-                           "host link") != NULL);
-        CHECK(back->staging_setup_s == 0.75e-3);
+                           "on the device) after its state's allocation and copying 2 chunks of 32 "
+                           "MiB into it from page-locked memory, synchronized, less the copies at "
+                           "the measured host link") != NULL);
+        CHECK(strstr(text, "measured: defaults.piece_roots = on the first GPU, local_norm's roots "
+                           "as a one-shot encode makes them, its kernel loaded before: the "
+                           "tree_combine op over a 2^28 state's 16384 block sums, the root copied "
+                           "to plain host memory (the process's first such copy), the stream "
+                           "synchronized and destroyed, the sums' buffer given back") != NULL);
+        CHECK(back->staging_setup_s == 0.75e-3 && back->staging_open_s == 1.25e-3);
+        CHECK(fabs(back->piece_roots_s - 85e-6) <= 1e-20);
         CHECK(strstr(text, "measured: each GPU's host link = pinned cudaMemcpyAsync, 8 copies of "
                            "64 MiB each way (after one untimed), per direction; defaults.launch = "
                            "the slowest GPU's mean of 200 round trips of a 4-byte cudaMemsetAsync "
@@ -804,10 +822,13 @@ static void test_probe(void)
     CHECK_OK(qm_discover_build(f, &t, &st));
     if (t) {
         CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
-        CHECK(t->staging_setup_s == 1e-3); /* not measured: the built-in figure */
+        /* not measured: the built-in figures */
+        CHECK(t->staging_setup_s == 0.7e-3 && t->staging_open_s == 1e-3 && t->piece_roots_s == 60e-6);
         CHECK(t->host_piece_s == 12e-9 && t->host_coeff_s == 20e-9);
         for (int i = 0; i < t->n_sources; ++i)
             CHECK(strstr(t->sources[i], "staging_setup") == NULL &&
+                  strstr(t->sources[i], "staging_open") == NULL &&
+                  strstr(t->sources[i], "piece_roots") == NULL &&
                   strstr(t->sources[i], "host_batch") == NULL);
         CHECK(t->hbm_efficiency == 1.0); /* no device copy measured: as stated */
         for (int i = 0; i < t->n_sources; ++i)
@@ -833,6 +854,34 @@ static void test_host_probe(void)
     CHECK(qm_materialize_host_probe(10, 0, &pieces, &coeffs, &st) == QM_E_ARG);
     CHECK_STR(st.msg, "host probe: needs at least 1 state of 1 to 62 qubits (got 0 of 10)");
     CHECK(qm_materialize_host_probe(0, 8, &pieces, &coeffs, &st) == QM_E_ARG);
+}
+
+/* The roots probe behind defaults.piece_roots (qm_materialize_roots_probe) on the simulator: the
+ * encode's own local_norm steps over one state's block sums (2^16 slots: 4 sums of 2^14), a time
+ * above 0 and below a second; its argument errors and a device too small for the sums. On a GPU
+ * topo dump runs it on the CUDA backend (tests/test_discover_cuda.c). */
+static void test_roots_probe(void)
+{
+    qm_status st;
+    qm_status_clear(&st);
+    qm_hal *hal = NULL;
+    CHECK_OK(fixture_mesh(1, 1 << 20, false, QM_SIM_MATERIALIZED, &hal, &st));
+    double secs = -1, steady = -1;
+    uint64_t blocks = 0;
+    CHECK_OK(qm_materialize_roots_probe(hal, 0, 16, 3, &secs, &steady, &blocks, &st));
+    printf("roots probe (simulator): %.2f us the first time, %.2f us after, for %llu block sums\n",
+           secs * 1e6, steady * 1e6, (unsigned long long)blocks);
+    CHECK(secs > 0 && secs < 1.0 && steady > 0 && steady < 1.0 && blocks == 4);
+    CHECK(qm_materialize_roots_probe(hal, 0, 16, 0, &secs, NULL, NULL, &st) == QM_E_ARG);
+    CHECK_STR(st.msg, "roots probe: needs a backend, one of its devices, 1 to 63 runs and a state "
+                      "of 14 to 40 qubits (got device 0, 0 runs, 16 qubits)");
+    CHECK(qm_materialize_roots_probe(hal, 1, 16, 3, &secs, NULL, NULL, &st) == QM_E_ARG);
+    CHECK(qm_materialize_roots_probe(hal, 0, 13, 3, &secs, NULL, NULL, &st) == QM_E_ARG);
+    /* a state whose block sums (2^17 + 1 doubles) do not fit the 1 MiB device: the allocation's
+     * error, prefixed */
+    CHECK(qm_materialize_roots_probe(hal, 0, 31, 1, &secs, NULL, NULL, &st) != QM_OK);
+    CHECK(strncmp(st.msg, "roots probe: ", 13) == 0);
+    qm_hal_destroy(hal);
 }
 
 /* Eight GPUs on an NVSwitch (HGX): one logical switch, 18 links each; two models -> two types. */
@@ -1030,6 +1079,7 @@ int main(int argc, char **argv)
     test_storage();
     test_probe();
     test_host_probe();
+    test_roots_probe();
     if (argc > 1)
         test_cli(argv[1]);
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

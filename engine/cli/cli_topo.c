@@ -365,9 +365,28 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
                 f->page_lock_s * 1e3, qm_units_format_bandwidth(f->page_lock_bw_bytes_per_s, b, sizeof b));
     }
     if (rc == QM_OK && f->staging_setup_s > 0)
-        fprintf(stderr, "qmesh: an encode's state allocated on a GPU and its staging opened, first "
-                "used and closed: %.3f ms beyond its copies (the 1 GiB state's allocation %.3f ms)\n",
-                f->staging_setup_s * 1e3, f->staging_alloc_s * 1e3);
+        fprintf(stderr, "qmesh: an encode's device setup on a GPU outside its reads (its state and "
+                "block sums allocated, its staging closed): %.3f ms (the 1 GiB state's allocation "
+                "%.3f ms, the first of 3 %.3f ms); its staging opened and first used, inside its "
+                "reads: %.3f ms beyond the copies\n", f->staging_setup_s * 1e3,
+                f->staging_alloc_s * 1e3, f->staging_alloc_first_s * 1e3, f->staging_open_s * 1e3);
+    /* defaults.piece_roots: local_norm's round trip, through the CUDA backend and the encode's
+     * own functions (qm_materialize_roots_probe) */
+    if (rc == QM_OK && (f->sources & QM_DISCOVER_SRC_PROBE) && f->n_gpus > 0) {
+        qm_hal *hal = NULL;
+        const qm_backend_desc bd = {.kind = QM_BACKEND_CUDA, .cuda_devices = 1};
+        rc = qm_backend_open(&bd, &hal, st);
+        double steady = 0;
+        if (rc == QM_OK)
+            rc = qm_materialize_roots_probe(hal, 0, QM_DISCOVER_ROOTS_QUBITS, QM_DISCOVER_ROOTS_REPS,
+                                            &f->piece_roots_s, &steady, &f->piece_roots_blocks, st);
+        qm_hal_destroy(hal);
+        if (rc == QM_OK)
+            fprintf(stderr, "qmesh: local_norm's roots on a GPU (a tree_combine of %llu block sums, "
+                    "the root copied to plain memory, synchronized): %.1f us the first time, %.1f "
+                    "us after\n", (unsigned long long)f->piece_roots_blocks,
+                    f->piece_roots_s * 1e6, steady * 1e6);
+    }
     /* defaults.host_batch, with the encode's own functions */
     if (rc == QM_OK && (rc = qm_materialize_host_probe(QM_DISCOVER_HOST_QUBITS, QM_DISCOVER_HOST_STATES,
                                                        &f->host_piece_s, &f->host_coeff_s, st)) == QM_OK)
@@ -514,8 +533,9 @@ static const qm_cli_flag dump_flags[] = {
     {"--out", "FILE", "write the YAML to FILE (atomically) instead of stdout"},
     {"--no-measure-storage", NULL, "this machine: skip the storage measurement (the scenario "
                                    "then takes the storage defaults)"},
-    {"--storage-bytes", "SIZE", "this machine: bytes written, synced and read back to measure "
-                                "storage, in the output's folder or TMPDIR (default 256MiB)"},
+    {"--storage-bytes", "SIZE", "this machine: bytes written, synced, read back and removed to "
+                                "measure storage, in the output's folder or TMPDIR (default "
+                                "256MiB)"},
     {NULL, NULL, NULL}};
 const qm_cli_command qm_cli_cmd_topo_dump = {
     .name = "topo dump", .operands = "[FILE]", .max_operands = 1,

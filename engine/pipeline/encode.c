@@ -37,6 +37,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h> /* AT_SYMLINK_NOFOLLOW */
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h> /* gethostname */
@@ -771,6 +773,26 @@ qm_code qm_encode_input_open(const qm_encode_job *job, bool stream, qm_input_fil
     return rc;
 }
 
+/* The bytes an output at `path` replaces, which its commit removes: a regular file's size, or
+ * the regular files directly in a directory (an --out-dir's shard files and manifest); 0 when
+ * there is nothing there (or it cannot be read: the output's own checks report that). */
+static uint64_t replaced_bytes(const char *path)
+{
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0)
+        return 0;
+    if (S_ISREG(sb.st_mode))
+        return (uint64_t)sb.st_size;
+    uint64_t sum = 0;
+    DIR *d = S_ISDIR(sb.st_mode) ? opendir(path) : NULL;
+    for (const struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+            sum += (uint64_t)sb.st_size;
+    if (d)
+        closedir(d);
+    return sum;
+}
+
 qm_code qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
                            const qm_amp_input *in, int ndim, const qm_request *req, qm_datapath *dp,
                            qm_status *st)
@@ -780,6 +802,7 @@ qm_code qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
     if (file && in) {
         dp->input = true;
         dp->input_elem_bytes = qm_dtype_size(in->dtype);
+        dp->input_background = in->read_submit != NULL && in->read_wait != NULL;
         struct stat sb;
         if (file->format != QM_INPUT_NPY && file->format != QM_INPUT_HDF5 &&
             stat(job->input, &sb) == 0)
@@ -797,8 +820,10 @@ qm_code qm_encode_datapath(const qm_encode_job *job, const qm_input_file *file,
         const uint64_t shape[2] = {nd == 2 ? (req->batch ? req->batch : 1) : n_amps, n_amps};
         dp->output = QM_DP_OUTPUT_FILE;
         dp->output_bytes = qm_npy_file_bytes(req->dtype, nd, shape);
+        dp->output_replaced_bytes = replaced_bytes(job->out);
     } else if (job->out_dir) {
         dp->output = QM_DP_OUTPUT_DIR;
+        dp->output_replaced_bytes = replaced_bytes(job->out_dir);
     }
     return QM_OK;
 }

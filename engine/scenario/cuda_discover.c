@@ -17,13 +17,20 @@
  * timed; registered with cudaHostRegister; cudaHostUnregister, free):
  * the median of 3 of 2 MiB and of 3 of 64 MiB give rate = 62 MiB / (t64 - t2) and buffer = t2 -
  * 2 MiB / rate. Then, on the first GPU (staging_probe), an encode's device-side setup inside its
- * ingest: a 1 GiB state allocated (when a quarter of the free memory holds it; freed untimed),
- * then a staging pipe opened, used and closed as ingest.c does it: 2 non-blocking streams, 4 + 8 events without timing and 2 x 32 MiB
- * of device memory made, 2 chunks of 32 MiB copied into them from page-locked memory (made before,
- * not timed) and synchronized, everything given back: the median of 3 such times less the two
- * copies at the GPU's measured host->device rate (defaults.staging_setup). Per GPU also the
- * device copy rate (probe_hbm: 8 copies of 512 MiB between two device buffers, read + write bytes
- * / time), which the dump turns into defaults.efficiency.hbm.
+ * ingest, timed in the two parts that its background reads split it into (ingest.c submits the
+ * first reads before it opens the staging pipe, and the last read ends before the last copies
+ * and the close): outside the reads, a 1 GiB state allocated (when a quarter of the free memory
+ * holds it; freed untimed) and its block sums' device buffer, then, after the pipe's use, the
+ * pipe closed as the CUDA backend closes it (the device synchronized, events and streams
+ * destroyed; the halves are kept by the backend, their cudaFree untimed): the first of 3 state
+ * allocations (an encode's is its process's first) + the median of 3 of the rest is
+ * defaults.staging_setup; inside the reads, the pipe opened and first used as ingest.c does it:
+ * 2 non-blocking streams, 4 + 8 events without timing and 2 x 32 MiB of device memory made, 2
+ * chunks of 32 MiB copied into them from page-locked memory (made before, not timed) and
+ * synchronized: the median of 3 less the two copies at the GPU's measured host->device rate is
+ * defaults.staging_open. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB
+ * between two device buffers, read + write bytes / time), which the dump turns into
+ * defaults.efficiency.hbm.
  * sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device
@@ -231,25 +238,38 @@ static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
 
 /* The state an encode allocates inside its ingest, before its staging (the probe's stand-in:
  * 1 GiB, when free memory allows; a 2^28 complex128 state of 4 GiB took 0.5-0.7 ms, a 1 GiB batch
- * 0.4 ms on an H100) */
+ * 0.4 ms on an H100), and the device buffer of its block sums that a large state's ingest
+ * allocates after it (one double per 2^14 amplitudes of a complex128 state, and the root) */
 #define STAGING_PROBE_STATE ((size_t)1 << 30)
+#define STAGING_PROBE_SUMS (((STAGING_PROBE_STATE / 16 >> 14) + 1) * sizeof(double))
 
-/* One encode's device-side setup: a state allocated (not freed inside the time: the encode keeps
- * it), then one staging pipe opened, its two halves filled from src, closed: the seconds. */
-static cudaError_t staging_once(const char *src, double *secs, double *alloc_secs)
+/* One encode's device-side setup, timed where its reads split it (ingest.c: the first reads are
+ * submitted before the staging pipe is opened, and the last read ends before the last copies,
+ * the drain and the close): *before_secs the state and its block sums allocated (the state kept,
+ * as the encode keeps it) plus, after the pipe's use, its close as the CUDA backend closes it
+ * (the device synchronized, the events and streams destroyed; the halves go back to the
+ * backend's kept buffers, so their cudaFree is not timed); *open_secs the pipe opened (2
+ * non-blocking streams, the events, 2 x 32 MiB of device memory) and its two halves filled from
+ * src, synchronized; *alloc_secs the state's allocation alone. */
+static cudaError_t staging_once(const char *src, double *before_secs, double *open_secs,
+                                double *alloc_secs)
 {
     cudaStream_t s[2] = {NULL, NULL};
     cudaEvent_t ev[STAGING_PROBE_EVENTS] = {NULL};
     char *dst = NULL;
-    void *state = NULL;
+    void *state = NULL, *sums = NULL;
     size_t free_b = 0, total_b = 0;
-    double t0 = qm_clock_now_s(), alloc = 0;
+    double t0 = qm_clock_now_s(), alloc = 0, before = 0, open = 0, close = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
     if (e == cudaSuccess && free_b / 4 >= STAGING_PROBE_STATE) {
         t0 = qm_clock_now_s();
         e = cudaMalloc(&state, STAGING_PROBE_STATE);
         alloc = qm_clock_now_s() - t0;
     }
+    t0 = qm_clock_now_s();
+    if (e == cudaSuccess)
+        e = cudaMalloc(&sums, STAGING_PROBE_SUMS);
+    before = alloc + (qm_clock_now_s() - t0);
     t0 = qm_clock_now_s();
     for (int k = 0; k < 2 && e == cudaSuccess; ++k)
         e = cudaStreamCreateWithFlags(&s[k], cudaStreamNonBlocking);
@@ -265,22 +285,31 @@ static cudaError_t staging_once(const char *src, double *secs, double *alloc_sec
         e = cudaStreamSynchronize(s[0]);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s[1]);
+    open = qm_clock_now_s() - t0;
+    t0 = qm_clock_now_s();
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize(); /* as the backend does before it keeps a freed buffer */
     for (int k = 0; k < STAGING_PROBE_EVENTS; ++k)
         if (ev[k])
             (void)cudaEventDestroy(ev[k]);
     for (int k = 0; k < 2; ++k)
         if (s[k])
             (void)cudaStreamDestroy(s[k]);
+    close = qm_clock_now_s() - t0;
     if (dst)
         (void)cudaFree(dst);
-    *secs = alloc + (qm_clock_now_s() - t0);
+    *before_secs = before + close;
+    *open_secs = open;
     *alloc_secs = alloc;
+    if (sums)
+        (void)cudaFree(sums);
     if (state)
         (void)cudaFree(state);
     return e;
 }
 
-/* The staging probe (see the header comment) into f->staging_setup_s; device 0 is current. */
+/* The staging probe (see the header comment) into f->staging_setup_s, staging_alloc_s,
+ * staging_alloc_first_s and staging_open_s; device 0 is current. */
 static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
 {
     char *src = NULL;
@@ -288,18 +317,29 @@ static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
     if (e != cudaSuccess)
         return disc_err(st, e, "cudaMallocHost (64 MiB, the staging probe)", 0);
     memset(src, 1, 2 * STAGING_PROBE_CHUNK);
-    double t[3], ta[3];
+    double tb[3], to[3], ta[3];
     for (int r = 0; r < 3 && e == cudaSuccess; ++r)
-        e = staging_once(src, &t[r], &ta[r]);
+        e = staging_once(src, &tb[r], &to[r], &ta[r]);
     (void)cudaFreeHost(src);
     if (e != cudaSuccess)
         return disc_err(st, e, "the staging probe (streams, events, cudaMalloc, copies)", 0);
-    qsort(t, 3, sizeof t[0], cmp_double);
+    f->staging_alloc_first_s = ta[0]; /* the process's first allocation of that size */
+    /* the state's allocation as the encode meets it: its process's first of that size (the
+     * driver keeps freed memory for later allocations: on the H100 of session 24 the later two
+     * took 0.10 ms where the first took 0.44 ms), beside the median of the rest (its block sums'
+     * allocation and the close) */
+    double rest[3];
+    for (int r = 0; r < 3; ++r)
+        rest[r] = tb[r] - ta[r];
+    qsort(rest, 3, sizeof rest[0], cmp_double);
+    qsort(to, 3, sizeof to[0], cmp_double);
     qsort(ta, 3, sizeof ta[0], cmp_double);
     f->staging_alloc_s = ta[1];
+    const double setup = f->staging_alloc_first_s + rest[1];
+    f->staging_setup_s = setup > 1e-6 ? setup : 1e-6; /* 0 would read as "not measured" */
     const double h2d = f->gpus[0].h2d_bw_bytes_per_s;
-    const double rest = t[1] - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
-    f->staging_setup_s = rest > 1e-6 ? rest : 1e-6; /* 0 would read as "not measured" */
+    const double open = to[1] - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
+    f->staging_open_s = open > 1e-6 ? open : 1e-6;
     return QM_OK;
 }
 

@@ -572,6 +572,7 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     t->hosts[0].storage_read_bw_bytes_per_s = f->storage.read_bw_bytes_per_s;
     t->hosts[0].storage_write_bw_bytes_per_s = f->storage.write_bw_bytes_per_s;
     t->hosts[0].storage_cached_read_bw_bytes_per_s = f->storage.cached_read_bw_bytes_per_s;
+    t->hosts[0].storage_remove_bw_bytes_per_s = f->storage.remove_bw_bytes_per_s;
     snprintf(t->hosts[0].storage_note, sizeof t->hosts[0].storage_note, "%s", f->storage.note);
     for (int k = 0; k < n_numa; ++k) {
         qm_node *n = &t->nodes[t->n_nodes++];
@@ -649,6 +650,10 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     }
     if (f->staging_setup_s > 0) /* defaults.staging_setup: device 0's, measured */
         t->staging_setup_s = f->staging_setup_s;
+    if (f->staging_open_s > 0) /* defaults.staging_open: device 0's, measured */
+        t->staging_open_s = f->staging_open_s;
+    if (f->piece_roots_s > 0) /* defaults.piece_roots: device 0's, measured */
+        t->piece_roots_s = f->piece_roots_s;
     if (f->host_piece_s > 0 && f->host_coeff_s > 0) { /* defaults.host_batch: measured */
         t->host_piece_s = f->host_piece_s;
         t->host_coeff_s = f->host_coeff_s;
@@ -749,11 +754,29 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
             goto nomem;
     }
     if (f->staging_setup_s > 0 &&
-        !add_source(t, "measured: defaults.staging_setup = the median of 3 times, on the first "
-                       "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB on "
-                       "the device), copying 2 chunks of 32 MiB into it from page-locked memory, "
-                       "synchronizing and closing it, less the copies at the measured host link"))
+        !add_source(t, "measured: defaults.staging_setup = on the first GPU, an encode's device "
+                       "setup outside its reads: a 1 GiB state allocated (the first of 3, as an "
+                       "encode's state is its process's first), then its block sums allocated "
+                       "and (after the pipe's use) its staging closed (the device synchronized, "
+                       "12 events and 2 streams destroyed: the median of 3)"))
         goto nomem;
+    if (f->staging_open_s > 0 &&
+        !add_source(t, "measured: defaults.staging_open = the median of 3 times, on the first "
+                       "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB on "
+                       "the device) after its state's allocation and copying 2 chunks of 32 MiB "
+                       "into it from page-locked memory, synchronized, less the copies at the "
+                       "measured host link"))
+        goto nomem;
+    if (f->piece_roots_s > 0) {
+        snprintf(line, sizeof line, "measured: defaults.piece_roots = on the first GPU, "
+                 "local_norm's roots as a one-shot encode makes them, its kernel loaded before: "
+                 "the tree_combine op over a 2^%d state's %llu block sums, the root copied to "
+                 "plain host memory (the process's first such copy), the stream synchronized and "
+                 "destroyed, the sums' buffer given back", QM_DISCOVER_ROOTS_QUBITS,
+                 (unsigned long long)f->piece_roots_blocks);
+        if (!add_source(t, line))
+            goto nomem;
+    }
     if (f->host_piece_s > 0 && f->host_coeff_s > 0) {
         snprintf(line, sizeof line, "measured: defaults.host_batch = the median of 3 runs of an "
                  "encode's host work for %d states of %d qubits, per state: pieces = local_norm's "

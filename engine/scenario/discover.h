@@ -37,6 +37,10 @@
 /* The host probe's batch (defaults.host_batch): states of so many qubits */
 #define QM_DISCOVER_HOST_STATES 65536
 #define QM_DISCOVER_HOST_QUBITS 10
+/* The roots probe (defaults.piece_roots): the block sums of one state of so many qubits (the
+ * state of the data path's checks), timed so many times */
+#define QM_DISCOVER_ROOTS_QUBITS 28
+#define QM_DISCOVER_ROOTS_REPS 9
 
 /* What the facts say about NVLink. */
 typedef enum qm_discover_nvlink_state {
@@ -88,7 +92,8 @@ typedef struct qm_discover_gpu {
 typedef struct qm_discover_storage {
     double read_bw_bytes_per_s, write_bw_bytes_per_s; /* 0: not known (the defaults apply) */
     double cached_read_bw_bytes_per_s;                /* the page cache, by the reader's threads */
-    char note[320];                                   /* written as a comment by topo dump */
+    double remove_bw_bytes_per_s;                     /* removing the file: its bytes / time */
+    char note[448];                                   /* written as a comment by topo dump */
 } qm_discover_storage;
 
 typedef struct qm_discover_facts {
@@ -108,10 +113,19 @@ typedef struct qm_discover_facts {
     /* the page-locking probe (cuda_discover.c; 0: not measured): making a page-locked buffer of
      * B bytes as the CUDA backend does costs page_lock_s + B / page_lock_bw_bytes_per_s */
     double page_lock_s, page_lock_bw_bytes_per_s;
-    /* the staging-pipe probe (cuda_discover.c; 0: not measured): one device's encode setup (a
-     * 1 GiB state allocated, the staging opened, first used and closed) beyond its copies'
-     * bytes; staging_alloc_s the allocation's part (0 when free memory could not hold it) */
-    double staging_setup_s, staging_alloc_s;
+    /* the staging-pipe probe (cuda_discover.c; 0: not measured), split where an encode's reads
+     * split it: staging_setup_s the part outside the reads' span (a 1 GiB state and its block
+     * sums allocated, the staging pipe closed), staging_alloc_s the state allocation's part of
+     * it (0 when free memory could not hold the state), staging_open_s the part inside it (the
+     * pipe opened and its two halves first filled, beyond the copies' bytes);
+     * staging_alloc_first_s the first of the three allocations (for the record: an encode's
+     * state is its process's first allocation of that size) */
+    double staging_setup_s, staging_alloc_s, staging_open_s, staging_alloc_first_s;
+    /* local_norm's round trip on the first GPU (qm_materialize_roots_probe; 0: not measured): a
+     * tree_combine of the piece_roots_blocks block sums of a 2^QM_DISCOVER_ROOTS_QUBITS state,
+     * its root copied to plain memory, the stream synchronized */
+    double piece_roots_s;
+    uint64_t piece_roots_blocks;
     /* the host's work per state of an amplitude batch (qm_materialize_host_probe; 0: not
      * measured): local_norm's piece sums, norm_allreduce's merge and coefficients */
     double host_piece_s, host_coeff_s;

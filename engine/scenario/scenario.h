@@ -97,7 +97,10 @@ typedef struct qm_host {
     /* storage.cached_read: the rate of reading a file that is in the page cache (bytes/s, by the
      * reader's threads); 0 when not given (defaults.storage.cached_read applies) */
     double storage_cached_read_bw_bytes_per_s;
-    char storage_note[320]; /* how the figures were found (topo dump's measurement); "" if given */
+    /* storage.remove: the rate of removing a file, its blocks freed (bytes of the file a second);
+     * 0 when not given (defaults.storage.remove applies) */
+    double storage_remove_bw_bytes_per_s;
+    char storage_note[448]; /* how the figures were found (topo dump's measurement); "" if given */
     qm_loc loc;
 } qm_host;
 
@@ -167,14 +170,25 @@ typedef struct qm_topology {
     double storage_read_bw_bytes_per_s;       /* defaults.storage.read (QM_DEFAULT_STORAGE_READ_BW) */
     double storage_write_bw_bytes_per_s;      /* defaults.storage.write (QM_DEFAULT_STORAGE_WRITE_BW) */
     double storage_cached_read_bw_bytes_per_s;/* defaults.storage.cached_read (QM_DEFAULT_CACHED_READ_BW) */
+    double storage_remove_bw_bytes_per_s;     /* defaults.storage.remove (QM_DEFAULT_STORAGE_REMOVE_BW) */
     double launch_s;                          /* defaults.launch: one device launch or
                                                  synchronization round trip (QM_DEFAULT_LAUNCH_S) */
     double page_lock_s;                       /* defaults.page_lock.buffer: per page-locked
                                                  buffer made (QM_DEFAULT_PAGE_LOCK_S) */
     double page_lock_bw_bytes_per_s;          /* defaults.page_lock.rate (QM_DEFAULT_PAGE_LOCK_BW) */
-    double staging_setup_s;                   /* defaults.staging_setup: one device's staging pipe
-                                                 of an encode opened and closed
+    double staging_setup_s;                   /* defaults.staging_setup: one device's encode
+                                                 setup outside the reads' span: its state and
+                                                 block sums allocated before them, its staging
+                                                 pipe closed after them
                                                  (QM_DEFAULT_STAGING_SETUP_S) */
+    double staging_open_s;                    /* defaults.staging_open: one device's staging pipe
+                                                 opened and first used, inside the reads' span,
+                                                 before its first copy (QM_DEFAULT_STAGING_OPEN_S) */
+    double piece_roots_s;                     /* defaults.piece_roots: local_norm's round trip on
+                                                 a device: a tree_combine of a state's block sums
+                                                 into its root, the root copied into plain host
+                                                 memory, the stream synchronized
+                                                 (QM_DEFAULT_PIECE_ROOTS_S) */
     double host_piece_s;                      /* defaults.host_batch.pieces: an amplitude batch's
                                                  piece sum of one state on the host, local_norm
                                                  (QM_DEFAULT_HOST_PIECE_S) */
@@ -212,6 +226,12 @@ void qm_topology_defaults_init(qm_topology *t);
  * measured (bench_read, 2026-12-03: 22.1 GiB/s with 4 threads, 34.6 GiB/s with 8) so that a host
  * with fewer cores is not overestimated; topo dump measures it. */
 #define QM_DEFAULT_CACHED_READ_BW 20e9
+/* Removing a file (an output that a new one replaces, at its commit): its blocks freed at 100 GB/s
+ * of the file, tens of milliseconds for a few GiB on a file system that frees extents without
+ * trimming them. With ext4's `discard` option the blocks are trimmed on the drive as they are
+ * freed, and the GPU hosts of session 24 removed a 2 GiB file at about 4 GB/s; topo dump
+ * measures it. */
+#define QM_DEFAULT_STORAGE_REMOVE_BW 100e9
 /* One kernel launch, async copy or stream synchronization as the pipeline issues them: 10 us, the
  * order of a CUDA launch plus synchronization round trip (topo dump measures it on a CUDA
  * machine: a 4-byte cudaMemsetAsync and cudaStreamSynchronize, repeated). */
@@ -223,12 +243,26 @@ void qm_topology_defaults_init(qm_topology *t);
  * 16 GB/s = 3.8 ms. topo dump measures both on a CUDA machine. */
 #define QM_DEFAULT_PAGE_LOCK_S 3.8e-3
 #define QM_DEFAULT_PAGE_LOCK_BW 16e9
-/* Opening and closing one device's staging pipe for an encode, beyond its bytes: two streams,
- * the chunk and slot events and the device's two staging halves made, the first two chunks
- * copied into them, then all of it synchronized and given back: 1 ms, the order the ingest
- * traces of 2026-12-05 showed on the H100 host (pipes opened in 0.47-0.64 ms, closed beyond the
- * ring's unregistering in about as much). topo dump measures it on a CUDA machine. */
-#define QM_DEFAULT_STAGING_SETUP_S 1e-3
+/* One device's encode setup outside the span of its background reads, which the measured
+ * `staging` phase (ingest less that span) holds: the state and its block sums allocated before
+ * the first read, the staging pipe closed (events and streams destroyed, the halves given back)
+ * after the last: 0.7 ms, the order of the H200 traces of session 23 (0.65-1.05 ms from the
+ * ingest's start to its first read for a 4 GiB state; the close about 0.05 ms). topo dump
+ * measures it on a CUDA machine. */
+#define QM_DEFAULT_STAGING_SETUP_S 0.7e-3
+/* One device's staging pipe opened (two streams, the chunk and slot events, the two staging
+ * halves) and first used (its first two chunks copied in), beyond the copies' bytes: inside the
+ * reads' span, since the reads start before the pipe is opened, and before the first copy, so it
+ * delays every copy after it. 1 ms, the order of the first chunk's extra time in the H200 traces
+ * of session 23 (0.45-1.05 ms, after the pipes opened in 0.3 ms). topo dump measures it on a
+ * CUDA machine. */
+#define QM_DEFAULT_STAGING_OPEN_S 1e-3
+/* local_norm's round trip on one device whose block sums are made: the tree_combine op over a
+ * state's block sums (2^14 of them for a 2^28 state) into its root, the root's copy into plain
+ * host memory (which returns once the kernel and the copy are done) and the stream's
+ * synchronization: 60 us, within the 50-100 us the H200 traces of session 23 showed from the
+ * combine's launch to the end of the copy. topo dump measures it on a CUDA machine. */
+#define QM_DEFAULT_PIECE_ROOTS_S 60e-6
 /* defaults.host_batch: the host's work per state of an amplitude batch, calibrated on an H200 host
  * from a 65536 x 1024 float64 encode (docs/scenario-format.md; topo dump measures them) */
 #define QM_DEFAULT_HOST_PIECE_S 12e-9
@@ -238,6 +272,9 @@ void qm_topology_defaults_init(qm_topology *t);
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);
 /* Host h's page-cache read rate (bytes/s): its storage.cached_read, else the defaults'. */
 double qm_host_cached_read_bw(const qm_topology *t, int h);
+/* Host h's file removal rate (bytes of the file a second): its storage.remove, else the
+ * defaults'. */
+double qm_host_remove_bw(const qm_topology *t, int h);
 
 /* The implicit pcie links a scenario gets without writing them (docs/scenario-format.md):
  *  - a NIC to its `attach` node, else to its NUMA node, at the NIC's speed, unless a link joins

@@ -94,21 +94,24 @@ static void load_sources(ld *L, ynode *n)
     qm_scn_path_pop(L, old);
 }
 
-/* `storage: {read: BW, write: BW, cached_read: BW}` (defaults or a host): each optional, a
- * bandwidth, not zero. */
+/* `storage: {read: BW, write: BW, cached_read: BW, remove: BW}` (defaults or a host): each
+ * optional, a bandwidth, not zero. */
 static void load_storage(ld *L, ynode *n, const char *what, double *read_bw, double *write_bw,
-                         double *cached_bw)
+                         double *cached_bw, double *remove_bw)
 {
-    static const fld spec[] = {{"read", false}, {"write", false}, {"cached_read", false}};
-    ynode *v[3];
+    static const fld spec[] = {{"read", false}, {"write", false}, {"cached_read", false},
+                               {"remove", false}};
+    ynode *v[4];
     size_t old = qm_scn_path_key(L, "storage");
-    if (qm_scn_fields(L, n, spec, 3, v, what)) {
+    if (qm_scn_fields(L, n, spec, 4, v, what)) {
         if (v[0])
             qm_scn_get_bw(L, v[0], "read", read_bw);
         if (v[1])
             qm_scn_get_bw(L, v[1], "write", write_bw);
         if (v[2])
             qm_scn_get_bw(L, v[2], "cached_read", cached_bw);
+        if (v[3])
+            qm_scn_get_bw(L, v[3], "remove", remove_bw);
     }
     qm_scn_path_pop(L, old);
 }
@@ -118,24 +121,30 @@ static void load_defaults(ld *L, ynode *n)
     static const fld spec[] = {{"reserve", false},   {"efficiency", false}, {"latency", false},
                                {"host_link", false}, {"storage", false},    {"host_copy", false},
                                {"launch", false},    {"page_lock", false},
-                               {"staging_setup", false}, {"host_batch", false}};
-    ynode *v[10];
+                               {"staging_setup", false}, {"host_batch", false},
+                               {"staging_open", false},  {"piece_roots", false}};
+    ynode *v[12];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 10, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 12, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
             qm_scn_get_bw(L, v[3], "host_link", &t->host_link_bw_bytes_per_s);
         if (v[4])
             load_storage(L, v[4], "defaults.storage", &t->storage_read_bw_bytes_per_s,
-                         &t->storage_write_bw_bytes_per_s, &t->storage_cached_read_bw_bytes_per_s);
+                         &t->storage_write_bw_bytes_per_s, &t->storage_cached_read_bw_bytes_per_s,
+                         &t->storage_remove_bw_bytes_per_s);
         if (v[5])
             qm_scn_get_bw(L, v[5], "host_copy", &t->host_copy_bw_bytes_per_s);
         if (v[6])
             qm_scn_get_time(L, v[6], "launch", &t->launch_s);
         if (v[8])
             qm_scn_get_time(L, v[8], "staging_setup", &t->staging_setup_s);
+        if (v[10])
+            qm_scn_get_time(L, v[10], "staging_open", &t->staging_open_s);
+        if (v[11])
+            qm_scn_get_time(L, v[11], "piece_roots", &t->piece_roots_s);
         if (v[9]) { /* host_batch: {pieces: TIME, coefficients: TIME}, each optional */
             static const fld hb[] = {{"pieces", false}, {"coefficients", false}};
             ynode *e[2];
@@ -455,7 +464,8 @@ static void load_host(ld *L, ynode *it)
     if (v[F_STORAGE])
         load_storage(L, v[F_STORAGE], "a host's storage", &t->hosts[h.host].storage_read_bw_bytes_per_s,
                      &t->hosts[h.host].storage_write_bw_bytes_per_s,
-                     &t->hosts[h.host].storage_cached_read_bw_bytes_per_s);
+                     &t->hosts[h.host].storage_cached_read_bw_bytes_per_s,
+                     &t->hosts[h.host].storage_remove_bw_bytes_per_s);
     if (v[F_NUMA]) {
         size_t old = qm_scn_path_key(L, "numa");
         if (qm_scn_want_seq(L, v[F_NUMA], "NUMA nodes like {id: 0}")) {

@@ -172,7 +172,7 @@ static void dump_host(FILE *f, const qm_topology *t, int h)
         fputc('\n', f);
     }
     if (ho->storage_read_bw_bytes_per_s > 0 || ho->storage_write_bw_bytes_per_s > 0 ||
-        ho->storage_cached_read_bw_bytes_per_s > 0) {
+        ho->storage_cached_read_bw_bytes_per_s > 0 || ho->storage_remove_bw_bytes_per_s > 0) {
         if (ho->storage_note[0])
             fprintf(f, "    # storage: %s\n", ho->storage_note);
         fputs("    storage: {", f);
@@ -182,7 +182,8 @@ static void dump_host(FILE *f, const qm_topology *t, int h)
             double bw;
         } fields[] = {{"read", ho->storage_read_bw_bytes_per_s},
                       {"write", ho->storage_write_bw_bytes_per_s},
-                      {"cached_read", ho->storage_cached_read_bw_bytes_per_s}};
+                      {"cached_read", ho->storage_cached_read_bw_bytes_per_s},
+                      {"remove", ho->storage_remove_bw_bytes_per_s}};
         for (size_t k = 0; k < sizeof fields / sizeof fields[0]; ++k) {
             if (!(fields[k].bw > 0))
                 continue;
@@ -393,6 +394,8 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->storage_write_bw_bytes_per_s);
     fputs(", cached_read: ", f);
     put_bw(f, t->storage_cached_read_bw_bytes_per_s);
+    fputs(", remove: ", f);
+    put_bw(f, t->storage_remove_bw_bytes_per_s);
     fputs("}\n  host_copy: ", f);
     put_bw(f, t->host_copy_bw_bytes_per_s);
     fputs("\n  launch: ", f);
@@ -403,6 +406,10 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->page_lock_bw_bytes_per_s);
     fputs("}\n  staging_setup: ", f);
     put_time(f, t->staging_setup_s);
+    fputs("\n  staging_open: ", f);
+    put_time(f, t->staging_open_s);
+    fputs("\n  piece_roots: ", f);
+    put_time(f, t->piece_roots_s);
     fputs("\n  host_batch: {pieces: ", f);
     put_time(f, t->host_piece_s);
     fputs(", coefficients: ", f);

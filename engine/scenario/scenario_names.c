@@ -93,10 +93,13 @@ void qm_topology_defaults_init(qm_topology *t)
     t->storage_write_bw_bytes_per_s = QM_DEFAULT_STORAGE_WRITE_BW;
     t->host_copy_bw_bytes_per_s = QM_DEFAULT_HOST_COPY_BW;
     t->storage_cached_read_bw_bytes_per_s = QM_DEFAULT_CACHED_READ_BW;
+    t->storage_remove_bw_bytes_per_s = QM_DEFAULT_STORAGE_REMOVE_BW;
     t->launch_s = QM_DEFAULT_LAUNCH_S;
     t->page_lock_s = QM_DEFAULT_PAGE_LOCK_S;
     t->page_lock_bw_bytes_per_s = QM_DEFAULT_PAGE_LOCK_BW;
     t->staging_setup_s = QM_DEFAULT_STAGING_SETUP_S;
+    t->staging_open_s = QM_DEFAULT_STAGING_OPEN_S;
+    t->piece_roots_s = QM_DEFAULT_PIECE_ROOTS_S;
     t->host_piece_s = QM_DEFAULT_HOST_PIECE_S;
     t->host_coeff_s = QM_DEFAULT_HOST_COEFF_S;
 }
@@ -106,6 +109,13 @@ double qm_host_cached_read_bw(const qm_topology *t, int h)
     const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
     return ho && ho->storage_cached_read_bw_bytes_per_s > 0 ? ho->storage_cached_read_bw_bytes_per_s
                                                             : t->storage_cached_read_bw_bytes_per_s;
+}
+
+double qm_host_remove_bw(const qm_topology *t, int h)
+{
+    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
+    return ho && ho->storage_remove_bw_bytes_per_s > 0 ? ho->storage_remove_bw_bytes_per_s
+                                                       : t->storage_remove_bw_bytes_per_s;
 }
 
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw)

@@ -68,10 +68,13 @@ static qm_code copy_topology(const qm_topology *s, vb *b)
     t->storage_write_bw_bytes_per_s = s->storage_write_bw_bytes_per_s;
     t->host_copy_bw_bytes_per_s = s->host_copy_bw_bytes_per_s;
     t->storage_cached_read_bw_bytes_per_s = s->storage_cached_read_bw_bytes_per_s;
+    t->storage_remove_bw_bytes_per_s = s->storage_remove_bw_bytes_per_s;
     t->launch_s = s->launch_s;
     t->page_lock_s = s->page_lock_s;
     t->page_lock_bw_bytes_per_s = s->page_lock_bw_bytes_per_s;
     t->staging_setup_s = s->staging_setup_s;
+    t->staging_open_s = s->staging_open_s;
+    t->piece_roots_s = s->piece_roots_s;
     t->host_piece_s = s->host_piece_s;
     t->host_coeff_s = s->host_coeff_s;
     t->ranks_given = s->ranks_given;

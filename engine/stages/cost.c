@@ -30,10 +30,12 @@
  *    stage's flows (every shard to its partner) on the links, stage after stage;
  *  - the data path (qm_cost_datapath, when the plan knows its input file or output): read (the
  *    input's page-cache residency at storage.cached_read, the rest at storage.read), staging (on
- *    devices: ingest = the read overlapped with the copies and their launches, chunk by chunk;
- *    staging = ingest - read), write (the read-back overlapped with the file write); on devices
- *    the launches of local_norm and encode at defaults.launch, and the fused batch path's passes
- *    inside the ingest (plan.h, docs/planner.md "Data path").
+ *    devices: ingest = the setup outside the reads + the read overlapped with the copies and
+ *    their launches, chunk by chunk, the copies after the staging's open; staging = ingest -
+ *    read), write (the read-back overlapped with the file write, + the removal of the output it
+ *    replaces); on devices the launches of local_norm and encode at defaults.launch and
+ *    local_norm's round trip at defaults.piece_roots, and the fused batch path's passes inside the
+ *    ingest (plan.h, docs/planner.md "Data path").
  * Must not: allocate device memory or change the layout.
  */
 #include "feasibility.h"
@@ -520,12 +522,15 @@ static double ring_pieces(uint64_t chunks, uint64_t bytes)
  * fused pass's
  * HBM time (the values read, the amplitudes written), norm_l[d] / enc_l[d] the launches of
  * local_norm (per non-fused shard: one sumsq per tree run unless the ingest took the block sums,
- * one tree_combine per tree run, the D2H of the piece roots, the stream synchronization) and of
- * encode (per non-fused shard: the amplitude kernel and its drain; a
- * fused shard none: materialize.c makes no stream for it unless a state took the slow path). */
+ * one tree_combine per tree run but the first) and of encode (per non-fused shard: the amplitude
+ * kernel and its drain; a fused shard none: materialize.c makes no stream for it unless a state
+ * took the slow path), norm_rt[d] local_norm's round trips (per non-fused shard one: its first
+ * run's tree_combine, the copy of its roots, which returns once they are made, and the stream's
+ * synchronization, at defaults.piece_roots). */
 typedef struct dev_work {
     double *chunks, *launches, *fused_s, *norm_l, *enc_l;
     double *norm_roots, *fused_states; /* local_norm's piece roots, the fused states' sums */
+    double *norm_rt;
     bool any_fused, all_fused;
     bool norm_in_ingest; /* every shard's sums are made inside the ingest: fused, or block sums
                             taken from the staging (qm_ingest_sums_in_staging) */
@@ -577,11 +582,12 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
                 w->fused_s[d] += (double)(s->input_elems * is) / bw;
-            w->norm_l[d] += runs + 2; /* the tree_combines, the D2H, the synchronization */
+            w->norm_l[d] += runs - 1; /* the other runs' tree_combines */
         } else {
             w->norm_in_ingest = false;
-            w->norm_l[d] += 2 * runs + 2; /* and a sumsq per run */
+            w->norm_l[d] += 2 * runs - 1; /* and a sumsq per run */
         }
+        w->norm_rt[d] += 1; /* the first tree_combine, the D2H of the roots, the synchronization */
         w->norm_roots[d] += (double)qm_tree_range_pieces(p->request.qubits, s->start, s->end);
         w->enc_l[d] += 2;
     }
@@ -611,6 +617,27 @@ static void add_launches(qm_plan *p, qm_phase k, const double *count, double lau
     p->estimates_s[k] += max_over(tmp, D);
 }
 
+/* per_dev summed over rank r's devices. */
+static double rank_sum(const qm_mesh *mesh, const double *per_dev, int r)
+{
+    double sum = 0;
+    for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d)
+        sum += per_dev[d];
+    return sum;
+}
+
+/* The most, over ranks, of per_dev summed over the rank's devices (work its thread does one
+ * device after another). */
+static double rank_max_sum(const qm_mesh *mesh, const double *per_dev)
+{
+    double worst = 0;
+    for (int r = 0; r < mesh->n_ranks; ++r) {
+        const double sum = rank_sum(mesh, per_dev, r);
+        worst = sum > worst ? sum : worst;
+    }
+    return worst;
+}
+
 /* Making and freeing a page-locked buffer of `bytes` (the CUDA backend rounds it up to 2 MiB
  * pages and registers it; every phase frees what it made): defaults.page_lock's buffer + bytes /
  * rate; 0 for no bytes. */
@@ -628,9 +655,7 @@ static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, doubl
 {
     double worst = 0;
     for (int r = 0; r < mesh->n_ranks; ++r) {
-        double sum = 0;
-        for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d)
-            sum += per_dev[d];
+        const double sum = rank_sum(mesh, per_dev, r);
         const double t = sum * unit <= plain_max ? 0 : page_lock_s(mesh->topo, sum * unit);
         worst = t > worst ? t : worst;
     }
@@ -658,11 +683,12 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     const qm_topology *t = mesh->topo;
     const int D = mesh->n_devices;
     const double launch = dp->sim ? 0.0 : t->launch_s; /* the simulator's kernels are calls */
+    const double roots = dp->sim ? 0.0 : t->piece_roots_s;
     qm_code rc = QM_OK;
     link_loads L = {0};
     uint64_t *in = calloc((size_t)D * 2, sizeof *in);
     double *host = calloc((size_t)(t->n_hosts > 0 ? t->n_hosts : 1), sizeof *host);
-    double *work = calloc((size_t)D * 8, sizeof *work);
+    double *work = calloc((size_t)D * 9, sizeof *work);
     if (!in || !host || !work) {
         rc = qm_fail(st, QM_E_NOMEM, "cost: out of host memory");
         goto done;
@@ -670,13 +696,15 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
     uint64_t *out = in + D;
     double *tmp = work + 5 * D;
     dev_work w = {work,         work + D,     work + 2 * D, work + 3 * D, work + 4 * D,
-                  work + 6 * D, work + 7 * D, false,        false,        false};
+                  work + 6 * D, work + 7 * D, work + 8 * D, false,        false,
+                  false};
     device_bytes(p, dp, in, out);
     device_work(mesh, p, dp, &w);
     if ((rc = loads_init(&L, mesh->graph, st)) != QM_OK)
         goto done;
-    /* the device phases on devices: their launches at defaults.launch; a fused shard's sums and
-     * amplitudes are made inside the ingest (its HBM pass is charged there) */
+    /* the device phases on devices: their launches at defaults.launch, local_norm's round trip
+     * per stashed shard at defaults.piece_roots; a fused shard's sums and amplitudes are made
+     * inside the ingest (its HBM pass is charged there) */
     if (!dp->sim && p->request.encoding == QM_ENCODING_AMPLITUDE) {
         const double pieces_s = host_pieces_s(mesh, p);
         if (pieces_s < 0) {
@@ -685,6 +713,11 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         }
         add_launches(p, QM_PHASE_LOCAL_NORM, w.norm_l, launch, w.norm_in_ingest, pieces_s, tmp, D);
         add_launches(p, QM_PHASE_ENCODE, w.enc_l, launch, w.all_fused, 0, tmp, D);
+        /* local_norm's round trips: each stashed shard's roots are copied into plain memory,
+         * which returns once they are made, so a rank's thread waits for its shards one after
+         * another (materialize.c sum_shards) */
+        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
+            p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_max_sum(mesh, w.norm_rt) * roots;
         /* local_norm's buffer of every stashed shard's piece roots, per rank: page-locked when
          * larger than QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
@@ -728,8 +761,8 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             /* devices: the copies (the link model: every device's input over its host path, at
              * the links' rates, which topo dump measures as pinned H2D on a CUDA machine) plus
              * each device's launches and fused HBM pass, overlapped with the read piece by ring
-             * piece: ingest = overlapped(read, copies, pieces); staging = ingest - read, which is
-             * what encode measures (the copies' time after the background reads' span) */
+             * piece; staging = ingest - read, which is what encode measures (ingest less the span
+             * of the background reads) */
             double link;
             if ((rc = host_link_s(mesh, p, in, true, &L, &link, st)) != QM_OK)
                 goto done;
@@ -737,15 +770,18 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
-                /* before the reads: each of a rank's devices' state allocated and staging pipe
-                 * opened, filled first, drained and closed (defaults.staging_setup; the rank's
-                 * thread opens them one after another); with several ranks also each rank's
-                 * page-locked ring (QM_INGEST_SLOTS slots of QM_INGEST_SLOT_BYTES, fewer for
-                 * fewer pieces) and its fused states' sums. One process page-locks them on its
-                 * CUDA start-up thread while it opens the backend (hal/cuda/cuda.c: outside the
-                 * ingest), and a context keeps them: not charged */
+                /* outside the reads' span, which the measured staging holds: before the first
+                 * read each of a rank's devices' state and block sums allocated, after the last
+                 * its staging pipe closed (defaults.staging_setup; the rank's thread does them one
+                 * device after another); with several ranks also each rank's page-locked ring
+                 * (QM_INGEST_SLOTS slots of QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its
+                 * fused states' sums. One process page-locks them on its CUDA start-up thread
+                 * while it opens the backend (hal/cuda/cuda.c: outside the ingest), and a context
+                 * keeps them: not charged. Inside the span: the pipes opened and first used
+                 * (defaults.staging_open, one device after another), after the first reads were
+                 * submitted (ingest.c) and before the first copy */
                 const bool lock_here = mesh->n_ranks > 1;
-                double setup = 0;
+                double setup = 0, open = 0;
                 for (int r = 0; r < mesh->n_ranks; ++r) {
                     double pieces = 0, fused = 0, pipes = 0;
                     for (int d = mesh->rank_first[r]; d < mesh->rank_first[r + 1]; ++d) {
@@ -759,25 +795,39 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                         s += page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
                              page_lock_s(t, fused * 8.0);
                     setup = s > setup ? s : setup;
+                    open = pipes * t->staging_open_s > open ? pipes * t->staging_open_s : open;
                 }
                 const double pieces = max_over(w.chunks, D); /* ring pieces */
-                /* the reader's threads fill the ring's slots side by side, so the last `depth`
-                 * pieces' reads end together and their copies follow them (measured on an H100,
-                 * whose copies outrun its page-cache reads: 1.0-1.5 ms after the last read of a
-                 * 2^28 state, 8 pieces at the H2D rate); copies slower than the reads end one
-                 * piece's read after the copies' own time */
-                const double depth = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
-                const double tail = pieces >= 1 ? copies * depth / pieces : copies;
-                const double piecewise = overlapped(read, copies, pieces);
-                ingest = setup + (read + tail > piecewise ? read + tail : piecewise);
-                /* read as encode measures it (the span of the background reads): the reader runs
-                 * at most SLOTS - 1 pieces ahead of the copies, so when the copies are slower the
-                 * last read starts only after the copies of all but the last SLOTS pieces */
-                if (pieces > QM_INGEST_SLOTS) {
-                    const double held = copies * (pieces - QM_INGEST_SLOTS) / pieces + read / pieces;
-                    if (held > read)
+                const double first = pieces >= 1 ? read / pieces : read;
+                if (dp->input_background) {
+                    /* the copies start once the pipes are open and the first piece is read; the
+                     * reader's threads fill the ring's slots side by side, so when the read is
+                     * the slower side the last `depth` pieces' reads end together and their
+                     * copies follow them (measured on an H100, whose copies outrun its
+                     * page-cache reads: 1.0-1.5 ms after the last read of a 2^28 state, 8 pieces
+                     * at the H2D rate) */
+                    const double depth = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
+                    const double tail = pieces >= 1 ? copies * depth / pieces : copies;
+                    const double start = open > first ? open : first;
+                    ingest = setup + (read + tail > start + copies ? read + tail : start + copies);
+                    /* read as encode measures it (the span of the background reads: from the
+                     * first submit to the last wait, which comes after the pipes are open): the
+                     * reader runs at most SLOTS - 1 pieces ahead of the copies, so when the
+                     * copies are slower the last read starts only after the copies of all but
+                     * the last SLOTS pieces */
+                    double held = open;
+                    if (pieces > QM_INGEST_SLOTS)
+                        held = start + copies * (pieces - QM_INGEST_SLOTS) / pieces + first;
+                    if (held > read) {
                         read = held;
-                    p->io_s[QM_IO_READ] = read;
+                        p->io_s[QM_IO_READ] = read;
+                    }
+                } else {
+                    /* a reader on the ingest's thread (CSV, HDF5) reads each piece once the pipes
+                     * are open and its slot is free, while the copies of the pieces before it
+                     * run: the slower side + one piece of the faster; encode measures the reads'
+                     * own seconds */
+                    ingest = setup + open + overlapped(read, copies, pieces);
                 }
                 staged = ingest - read;
                 p->io_set[QM_IO_STAGING] = true;
@@ -802,8 +852,12 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
         for (int d = 0; d < D; ++d)
             if (out[d] && (double)out[d] / chunk_bytes > rb_chunks)
                 rb_chunks = ceil((double)out[d] / chunk_bytes);
+        /* the commit (rank 0's) removes what the output replaces (an earlier output at its
+         * path) at rank 0's host's storage.remove */
+        const int h0 = mesh->devices[mesh->rank_first[0]].host;
+        const double removal = (double)dp->output_replaced_bytes / qm_host_remove_bw(t, h0);
         if (dp->output == QM_DP_OUTPUT_FILE) { /* rank 0's host writes the gathered file */
-            qm_host_storage_bw(t, mesh->devices[mesh->rank_first[0]].host, &rd, &wr);
+            qm_host_storage_bw(t, h0, &rd, &wr);
             file = (double)dp->output_bytes / wr;
             double all = 0;
             for (int d = 0; d < D; ++d)
@@ -821,10 +875,12 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             }
         }
         if (back >= 0) {
-            /* on devices: first the QM_OUT_BUFS page-locked staging buffers of one chunk each */
-            const double setup = dp->sim ? 0 : 8 * page_lock_s(t, chunk_bytes);
+            /* on devices: first the QM_OUT_BUFS page-locked staging buffers of one chunk each,
+             * made by each rank that writes; one process page-locks them on its CUDA start-up
+             * thread with the ingest's ring (encode.c prepare_staging): not charged here */
+            const double setup = dp->sim || mesh->n_ranks <= 1 ? 0 : 8 * page_lock_s(t, chunk_bytes);
             const double copies = dp->sim ? 0 : back + 2 * rb_chunks * launch;
-            p->io_s[QM_IO_WRITE] = setup + overlapped(copies, file, rb_chunks);
+            p->io_s[QM_IO_WRITE] = setup + overlapped(copies, file, rb_chunks) + removal;
             p->io_set[QM_IO_WRITE] = true;
         }
     }

@@ -680,6 +680,86 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
     return QM_OK;
 }
 
+static int cmp_seconds(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int reps, double *first_s,
+                                   double *steady_s, uint64_t *blocks, qm_status *st)
+{
+    if (!hal || !first_s || dev < 0 || dev >= qm_hal_device_count(hal) || reps < 1 ||
+        reps > QM_ROOTS_PROBE_REPS_MAX || qubits < QM_HAL_RED_LOG2_BLOCK || qubits > 40)
+        return qm_fail(st, QM_E_ARG, "roots probe: needs a backend, one of its devices, 1 to %d "
+                       "runs and a state of %d to 40 qubits (got device %d, %d runs, %u qubits)",
+                       QM_ROOTS_PROBE_REPS_MAX, QM_HAL_RED_LOG2_BLOCK, dev, reps, qubits);
+    if (!qm_hal_supports_op(hal, QM_HAL_OP_TREE_COMBINE))
+        return qm_fail(st, QM_E_UNSUPPORTED, "roots probe: the backend does not combine block "
+                       "sums on its devices (no tree_combine op)");
+    const uint64_t hi = (uint64_t)1 << qubits, nb = qm_tree_range_blocks(qubits, 0, hi);
+    const uint64_t nd = qm_tree_dev_doubles(qubits, 0, hi, true), np = qm_tree_dev_host(qubits, 0, hi, true);
+    double *given = NULL, t[QM_ROOTS_PROBE_REPS_MAX + 1];
+    /* page-locked, as the ingest's staging: the fill takes no pageable copy (the encode's first
+     * pageable copy is local_norm's, which the first run below pays as it does) */
+    qm_code rc = qm_hal_host_alloc(hal, nb * sizeof(double), (void **)&given, st);
+    for (uint64_t k = 0; rc == QM_OK && k < nb; ++k) /* the block sums a state's ingest made */
+        given[k] = 1.0;
+    /* the op's kernel loaded first, without a copy back, as an encode's start-up thread loads it */
+    qm_hal_buf *sums = NULL;
+    qm_hal_stream *s = NULL;
+    if (rc == QM_OK && (rc = qm_hal_buf_alloc(hal, dev, nd * sizeof(double), &sums, st)) == QM_OK &&
+        (rc = qm_hal_copy_h2d(hal, sums, 0, given, nb * sizeof(double), NULL, st)) == QM_OK &&
+        (rc = qm_hal_stream_create(hal, dev, &s, st)) == QM_OK)
+        rc = qm_hal_tree_combine_dev(hal,
+                                     &(qm_hal_tree_combine_args){.n_groups = 1,
+                                                                 .log2_group = (unsigned)qubits -
+                                                                               QM_HAL_RED_LOG2_BLOCK},
+                                     sums, sums, nb, s, st);
+    qm_materialize_drain(hal, s, &rc, st);
+    qm_hal_buf_free(hal, sums);
+    /* run 0: the first round trip of the process (a one-shot encode's); then `reps` more */
+    for (int r = 0; r <= reps && rc == QM_OK; ++r) {
+        qm_tree_pieces pieces = {.qubits = qubits};
+        double *host = NULL;
+        bool plain = true;
+        sums = NULL;
+        s = NULL;
+        /* made before the ingest, as materialize.c makes it ("sums allocated"): not timed */
+        if ((rc = qm_hal_buf_alloc(hal, dev, nd * sizeof(double), &sums, st)) == QM_OK)
+            rc = qm_hal_copy_h2d(hal, sums, 0, given, nb * sizeof(double), NULL, st);
+        const double t0 = seconds_now();
+        /* local_norm of one shard whose block sums the ingest took (sum_shards, one process) */
+        if (rc == QM_OK)
+            rc = qm_reuse_sums_host(NULL, hal, np, &host, &plain, st);
+        if (rc == QM_OK)
+            rc = qm_hal_stream_create(hal, dev, &s, st);
+        if (rc == QM_OK)
+            rc = qm_tree_dev_enqueue(hal, qubits, 0, hi, true, sums, host, s, st);
+        qm_materialize_drain(hal, s, &rc, st);
+        qm_hal_buf_free(hal, sums);
+        if (rc == QM_OK)
+            rc = qm_tree_dev_add(&pieces, 0, hi, true, host, st);
+        qm_reuse_sums_free(NULL, hal, host, plain);
+        t[r] = seconds_now() - t0;
+        if (rc == QM_OK && (pieces.n != (int)np || pieces.v[0].sum != (double)nb))
+            rc = qm_fail(st, QM_E_INTERNAL, "roots probe: %d roots, the first %g (expected %llu "
+                         "of %llu)", pieces.n, pieces.n ? pieces.v[0].sum : 0.0,
+                         (unsigned long long)np, (unsigned long long)nb);
+        qm_tree_pieces_fini(&pieces);
+    }
+    qm_hal_host_free(hal, given);
+    if (rc != QM_OK)
+        return qm_status_prefix(st, "roots probe");
+    *first_s = t[0];
+    qsort(t + 1, (size_t)reps, sizeof t[0], cmp_seconds);
+    if (steady_s)
+        *steady_s = t[1 + reps / 2];
+    if (blocks)
+        *blocks = nb;
+    return QM_OK;
+}
+
 qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtype,
                                  const qm_shard_spec *shards, int n_shards, const qm_amp_input *in,
                                  const qm_materialize_opts *opts, qm_state **out, qm_status *ust)

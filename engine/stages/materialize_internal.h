@@ -168,6 +168,24 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
 qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
                                   double *coeffs_s, qm_status *st);
 
+/* local_norm's round trip on device dev as a one-shot encode makes it for a shard whose block
+ * sums its ingest took (the cost model's defaults.piece_roots, measured by `qmesh topo dump`): a
+ * device buffer holding the block sums of one state of `qubits` qubits (made and filled from
+ * page-locked memory untimed, as the encode makes it before its ingest; the op's kernel loaded
+ * first by one combine without a copy back, as the encode's start-up thread loads it), then
+ * timed: the roots' host buffer (qm_reuse_sums_host without a cache: plain memory for a few), a
+ * stream, the tree_combine op and the roots' copy (qm_tree_dev_enqueue), the stream synchronized
+ * and destroyed, the sums' buffer given back, the roots appended (qm_tree_dev_add), the host
+ * buffer freed. *first_s the first such round trip (the process's first copy into plain memory,
+ * as a one-shot encode's local_norm makes it), *steady_s (may be NULL) the median of `reps`
+ * more, *blocks (may be NULL) the block sums combined. E-ARG (no backend, a device out of
+ * range, reps outside 1..QM_ROOTS_PROBE_REPS_MAX, qubits outside QM_HAL_RED_LOG2_BLOCK..40),
+ * E-UNSUPPORTED (no tree_combine op), E-NOMEM, the HAL's codes, E-INTERNAL when the roots are
+ * wrong. */
+#define QM_ROOTS_PROBE_REPS_MAX 63
+qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int reps, double *first_s,
+                                   double *steady_s, uint64_t *blocks, qm_status *st);
+
 qm_code qm_materialize_check_input(unsigned qubits, qm_dtype out_dtype, const qm_amp_input *in,
                                    qm_status *st);
 qm_code qm_materialize_check_layout(uint64_t total, const qm_shard_spec *shards, int n_shards,

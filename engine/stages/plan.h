@@ -76,9 +76,15 @@ typedef struct qm_datapath {
                                  values are read by range (npy, HDF5: input_elems x elem bytes) */
     double input_resident;    /* the fraction of the input file in the page cache (0 to 1): read
                                  at storage.cached_read, the rest at storage.read */
+    bool input_background;    /* the input's reader reads in the background (the .npy reader's
+                                 threads, ahead of the copies); else it reads each piece on the
+                                 ingest's thread (CSV, HDF5) */
     bool sim;                 /* staging is a host memory copy (the simulator), not a link */
     qm_dp_output output;
     uint64_t output_bytes;    /* QM_DP_OUTPUT_FILE: the .npy file's bytes */
+    uint64_t output_replaced_bytes; /* the bytes already at the output's path (an earlier
+                                 output's file, or its directory's files), which the commit
+                                 removes: rank 0's host's storage.remove */
 } qm_datapath;
 
 /* The data path's phases, reported after the plan's own in estimates_s. */
