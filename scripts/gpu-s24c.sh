@@ -2,7 +2,8 @@
 # Session 24's short device call (about 2.5 minutes, for what was left of the device time): the two
 # microbenchmarks (the IQP batch kernel's launch bounds, the 2^30 complex64 product on rounds 4
 # and 5), then bench_cuda's product batch on round 5 and IQP round 4 against the fill of the same
-# run (medians of 3). Files under $OUT. Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s24c.sh
+# run (medians of 3), then, while the time lasts, the data path's plan against encode (topo dump,
+# scripts/plan-vs-encode.sh for the 2^28 state and the batch). Files under $OUT. Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s24c.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=/tmp/s24c; rm -rf $R; mkdir -p $R
@@ -24,5 +25,20 @@ for m in iqp-minb product-c64; do [ -x /tmp/$m ] && timeout 40 /tmp/$m > $R/$m.t
 [ -x build-gpu/bench/bench_cuda ] && timeout 100 build-gpu/bench/bench_cuda --benchmark_filter='BM_WriteFill/1073741824|BM_Product/10/65536/[01]/[45]/|BM_ProductPhase/10/65536/[01]/5/|BM_Iqp/10/65536/[01]/4/' \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
 grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
+echo "bench done at $SECONDS s"
+# the data path's model (issue 17 item 7) against encode: topo dump, then plan-vs-encode for the
+# 2^28 state and the batch, while the time lasts
+if [ $SECONDS -lt 200 ] && cmake --build build-gpu -j16 --target qmesh_cli > $R/build-cli.log 2>&1; then
+  Q=build-gpu/qmesh D=/tmp/s24d; mkdir -p $D
+  $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/; cat $R/dump.txt
+  python3 -c "
+import numpy as np
+r=np.random.default_rng(7)
+np.save('$D/x28.npy', r.standard_normal(2**28))
+np.save('$D/b.npy', r.standard_normal((65536,1021)))"
+  REPEAT=3 timeout 40 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-x28.txt 2>&1; cat $R/planvs-x28.txt
+  REPEAT=3 timeout 40 sh scripts/plan-vs-encode.sh $Q $D/b.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-b.txt 2>&1; cat $R/planvs-b.txt
+  rm -rf $D
+fi
 echo "s24c done at $SECONDS s"
 tar czf ${OUT:?}/s24c.tar.gz -C $R .
