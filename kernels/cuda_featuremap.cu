@@ -420,7 +420,11 @@ __device__ __forceinline__ void product_tile_store3(void *state, uint64_t first,
 
 /* Round 5's tile store (states of more than 10 qubits): the thread's 4 lo values in registers, in
  * product_tile_store's positions (MODE 0, 1: j = t + 256 u; MODE 2: pairs 2p, 2p + 1 for
- * p = t + 256 u', lo[2u'] and lo[2u' + 1]), amplitude = scale * (h * lo). */
+ * p = t + 256 u', lo[2u'] and lo[2u' + 1]), amplitude = scale * (h * lo). complex64 stores are
+ * streaming (__stcs, evict-first): on an H100 (session 24,
+ * bench/results/2026-12-07-s24-product-c64.cu) a 2^30 complex64 state took 2.68 ms against
+ * 2.88 ms with plain stores and round 4's 2.74 ms (fill 2.62 ms); complex128 keeps plain stores,
+ * measured at round 4's 97.8% of a fill. */
 template <int MODE, bool UNIT>
 __device__ __forceinline__ void product_tile_store_lo(void *state, uint64_t first, uint64_t g0,
                                                       uint64_t g1, const double2 (&lo)[4], double2 h,
@@ -437,7 +441,7 @@ __device__ __forceinline__ void product_tile_store_lo(void *state, uint64_t firs
             if (MODE == 0)
                 ((double2 *)state)[g - g0] = a;
             else
-                ((float2 *)state)[g - g0] = make_float2((float)a.x, (float)a.y);
+                __stcs((float2 *)state + (g - g0), make_float2((float)a.x, (float)a.y));
         }
     } else {
 #pragma unroll
@@ -447,7 +451,7 @@ __device__ __forceinline__ void product_tile_store_lo(void *state, uint64_t firs
             const float v[4] = {(float)a0.x, (float)a0.y, (float)a1.x, (float)a1.y};
             const uint64_t g = first + 2 * (threadIdx.x + QM_PD_THREADS * u);
             if (inside) {
-                *(float4 *)((float2 *)state + (g - g0)) = make_float4(v[0], v[1], v[2], v[3]);
+                __stcs((float4 *)((float2 *)state + (g - g0)), make_float4(v[0], v[1], v[2], v[3]));
                 continue;
             }
             store_pair_f32(state, g, g0, g1, v);
