@@ -352,6 +352,18 @@ bool qm_hint_closer(const char *typed, const char *cand, int *best, const char *
     return true;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double qm_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+
 double qm_clock_now_s(void)
 {
     struct timespec ts;

@@ -42,6 +42,9 @@ void qm_encoding_fit_phrase(qm_encoding e, uint64_t features, char *buf, size_t 
 /* Seconds on the monotonic clock (for measured phase times; only differences mean anything).
  * Cannot fail. */
 double qm_clock_now_s(void);
+/* The median of n >= 1 timings v[0..n-1] (v[n / 2] once sorted; v is sorted in place): the
+ * probes' figure of repeated measurements. Cannot fail. */
+double qm_median(double *v, size_t n);
 /* With QM_TRACE=1 (environment, read once), one line on stderr: "qmesh trace: T ms WHAT" (T since
  * the process's first qm_trace call), written with one fprintf so lines of different threads do
  * not mix; nothing otherwise. For finding where an encode's time goes on a real machine

@@ -16,11 +16,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-datapath}
 mkdir -p "$OUT"
 T0=$SECONDS
-mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee $OUT/gpu.txt
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DQM_BUILD_BENCH=OFF -DQM_WERROR=ON -DQM_WITH_MPI=OFF -DPython3_EXECUTABLE="$(command -v python3)" > $OUT/configure.log 2>&1 || { tail -30 $OUT/configure.log; exit 1; }

@@ -12,10 +12,7 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $name"
 case $name in *H200*) ;; *) [ "${ANY:-0}" = 1 ] || { echo "not an H200: nothing run"; exit 0; } ;; esac
 R=/tmp/h200r; rm -rf $R; mkdir -p $R
-mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > $R/gpu.txt
 git log -1 --format='commit %H %s' >> $R/gpu.txt
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \

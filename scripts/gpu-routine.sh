@@ -13,20 +13,12 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-if [ -d .devdeps ]; then
-  mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-  L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-  sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-  export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include
-  export CMAKE_PREFIX_PATH=/tmp/devroot/usr
-fi
-export NCCL_NVLS_ENABLE=0
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 log "configure"
 # with the machine's Open MPI (the NCCL-over-MPI tests run as root under mpiexec); without it if
 # that configuration fails
 # the machine's python3 (the one with torch, CUDA build, numpy and pytest) builds the Python package
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 GPU_CMAKE=(-S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
            -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DPython3_EXECUTABLE="$(command -v python3)")
 cmake "${GPU_CMAKE[@]}" -DQM_WITH_MPI=ON > "$OUT/configure.log" 2>&1 ||

@@ -9,11 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=/tmp/s24b; rm -rf $R; mkdir -p $R
-mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
 nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -Ikernels -Iinclude -Icore -o /tmp/iqpminb \
   bench/results/2026-12-07-s24-iqp-minb.cu > $R/iqpminb-build.txt 2>&1 &

@@ -7,10 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=/tmp/s24c; rm -rf $R; mkdir -p $R
-mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
 for m in iqp-minb product-c64; do
   nvcc -O3 -arch=sm_90 --fmad=false -std=c++17 -Ikernels -Iinclude -Icore -o /tmp/$m \

@@ -6,10 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=/tmp/s24e; rm -rf $R; mkdir -p $R
-mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
-L=/tmp/devroot/usr/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include CMAKE_PREFIX_PATH=/tmp/devroot/usr
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DQM_BUILD_BENCH=ON -DQM_WITH_MPI=OFF > $R/configure.log 2>&1 && \

@@ -203,16 +203,10 @@ static cudaError_t page_lock_once(size_t bytes, double *secs)
     return e;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The page-locking probe (see the header comment) into f's page_lock figures. */
 static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
 {
-    double t[2][3];
+    double t[2][3], m[2];
     const size_t sizes[2] = {(size_t)2 << 20, (size_t)64 << 20};
     for (int k = 0; k < 2; ++k) {
         for (int r = 0; r < 3; ++r) {
@@ -221,12 +215,12 @@ static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
                 return disc_err(st, e, k ? "cudaHostRegister (64 MiB, the page-locking probe)"
                                          : "cudaHostRegister (2 MiB, the page-locking probe)", 0);
         }
-        qsort(t[k], 3, sizeof t[k][0], cmp_double);
+        m[k] = qm_median(t[k], 3);
     }
-    const double dt = t[1][1] - t[0][1];
+    const double dt = m[1] - m[0];
     f->page_lock_bw_bytes_per_s = dt > 0 ? (double)(sizes[1] - sizes[0]) / dt
-                                         : (double)sizes[1] / (t[1][1] > 1e-9 ? t[1][1] : 1e-9);
-    const double buffer = t[0][1] - (double)sizes[0] / f->page_lock_bw_bytes_per_s;
+                                         : (double)sizes[1] / (m[1] > 1e-9 ? m[1] : 1e-9);
+    const double buffer = m[0] - (double)sizes[0] / f->page_lock_bw_bytes_per_s;
     f->page_lock_s = buffer > 0 ? buffer : 0;
     return QM_OK;
 }
@@ -331,14 +325,11 @@ static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
     double rest[3];
     for (int r = 0; r < 3; ++r)
         rest[r] = tb[r] - ta[r];
-    qsort(rest, 3, sizeof rest[0], cmp_double);
-    qsort(to, 3, sizeof to[0], cmp_double);
-    qsort(ta, 3, sizeof ta[0], cmp_double);
-    f->staging_alloc_s = ta[1];
-    const double setup = f->staging_alloc_first_s + rest[1];
+    f->staging_alloc_s = qm_median(ta, 3);
+    const double setup = f->staging_alloc_first_s + qm_median(rest, 3);
     f->staging_setup_s = setup > 1e-6 ? setup : 1e-6; /* 0 would read as "not measured" */
     const double h2d = f->gpus[0].h2d_bw_bytes_per_s;
-    const double open = to[1] - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
+    const double open = qm_median(to, 3) - (h2d > 0 ? 2.0 * (double)STAGING_PROBE_CHUNK / h2d : 0);
     f->staging_open_s = open > 1e-6 ? open : 1e-6;
     return QM_OK;
 }

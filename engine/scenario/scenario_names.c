@@ -104,27 +104,32 @@ void qm_topology_defaults_init(qm_topology *t)
     t->host_coeff_s = QM_DEFAULT_HOST_COEFF_S;
 }
 
+/* A host's own figure v where it gives one (> 0), else the scenario's default. */
+static double or_default(double v, double def) { return v > 0 ? v : def; }
+static const qm_host *host_at(const qm_topology *t, int h)
+{
+    return h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
+}
+
 double qm_host_cached_read_bw(const qm_topology *t, int h)
 {
-    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
-    return ho && ho->storage_cached_read_bw_bytes_per_s > 0 ? ho->storage_cached_read_bw_bytes_per_s
-                                                            : t->storage_cached_read_bw_bytes_per_s;
+    const qm_host *ho = host_at(t, h);
+    return or_default(ho ? ho->storage_cached_read_bw_bytes_per_s : 0,
+                      t->storage_cached_read_bw_bytes_per_s);
 }
 
 double qm_host_remove_bw(const qm_topology *t, int h)
 {
-    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
-    return ho && ho->storage_remove_bw_bytes_per_s > 0 ? ho->storage_remove_bw_bytes_per_s
-                                                       : t->storage_remove_bw_bytes_per_s;
+    const qm_host *ho = host_at(t, h);
+    return or_default(ho ? ho->storage_remove_bw_bytes_per_s : 0, t->storage_remove_bw_bytes_per_s);
 }
 
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw)
 {
-    const qm_host *ho = h >= 0 && h < t->n_hosts ? &t->hosts[h] : NULL;
-    *read_bw = ho && ho->storage_read_bw_bytes_per_s > 0 ? ho->storage_read_bw_bytes_per_s
-                                                         : t->storage_read_bw_bytes_per_s;
-    *write_bw = ho && ho->storage_write_bw_bytes_per_s > 0 ? ho->storage_write_bw_bytes_per_s
-                                                           : t->storage_write_bw_bytes_per_s;
+    const qm_host *ho = host_at(t, h);
+    *read_bw = or_default(ho ? ho->storage_read_bw_bytes_per_s : 0, t->storage_read_bw_bytes_per_s);
+    *write_bw = or_default(ho ? ho->storage_write_bw_bytes_per_s : 0,
+                           t->storage_write_bw_bytes_per_s);
 }
 
 int qm_topology_implicit_links(const qm_topology *t, int *target)

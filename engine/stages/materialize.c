@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* materialize.c — the materialize stage: a checked layout and an input source in, a state out.
  *
  * Per request: validate the input and the layout; allocate each shard's state buffer and a staging
@@ -37,14 +36,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct enc {
     qm_hal *hal;
@@ -619,12 +610,6 @@ static qm_code coefficients(enc *e, uint64_t *n_slow, qm_status *st)
 
 #define QM_HOST_PROBE_EVICT_BYTES (256 << 20) /* above the last-level cache of a server */
 
-static double median3(const double v[3])
-{
-    const double lo = v[0] < v[1] ? v[0] : v[1], hi = v[0] < v[1] ? v[1] : v[0];
-    return v[2] < lo ? lo : v[2] > hi ? hi : v[2];
-}
-
 qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *pieces_s,
                                   double *coeffs_s, qm_status *st)
 {
@@ -655,15 +640,15 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
         rc = host_take(&e, NULL, st);
         if (rc == QM_OK)
             memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
-        const double t0 = seconds_now();
+        const double t0 = qm_clock_now_s();
         if (rc == QM_OK) /* local_norm of a fused shard (sum_shards) */
             rc = qm_tree_pieces_add_states(&e.pieces, 0, states, given, st);
-        const double t1 = seconds_now();
+        const double t1 = qm_clock_now_s();
         if (rc == QM_OK) /* norm_allreduce of one rank: the merge, then phase C */
             rc = qm_tree_pieces_merge(&e.pieces, e.sums, st);
         if (rc == QM_OK)
             rc = coefficients(&e, &n_slow, st);
-        const double t2 = seconds_now();
+        const double t2 = qm_clock_now_s();
         if (rc == QM_OK && n_slow)
             rc = qm_fail(st, QM_E_INTERNAL, "host probe: %llu of %llu sums not fast",
                          (unsigned long long)n_slow, (unsigned long long)states);
@@ -675,15 +660,9 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
     free(evict);
     if (rc != QM_OK)
         return rc;
-    *pieces_s = median3(tp);
-    *coeffs_s = median3(tc);
+    *pieces_s = qm_median(tp, 3);
+    *coeffs_s = qm_median(tc, 3);
     return QM_OK;
-}
-
-static int cmp_seconds(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int reps, double *first_s,
@@ -728,7 +707,7 @@ qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int re
         /* made before the ingest, as materialize.c makes it ("sums allocated"): not timed */
         if ((rc = qm_hal_buf_alloc(hal, dev, nd * sizeof(double), &sums, st)) == QM_OK)
             rc = qm_hal_copy_h2d(hal, sums, 0, given, nb * sizeof(double), NULL, st);
-        const double t0 = seconds_now();
+        const double t0 = qm_clock_now_s();
         /* local_norm of one shard whose block sums the ingest took (sum_shards, one process) */
         if (rc == QM_OK)
             rc = qm_reuse_sums_host(NULL, hal, np, &host, &plain, st);
@@ -741,7 +720,7 @@ qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int re
         if (rc == QM_OK)
             rc = qm_tree_dev_add(&pieces, 0, hi, true, host, st);
         qm_reuse_sums_free(NULL, hal, host, plain);
-        t[r] = seconds_now() - t0;
+        t[r] = qm_clock_now_s() - t0;
         if (rc == QM_OK && (pieces.n != (int)np || pieces.v[0].sum != (double)nb))
             rc = qm_fail(st, QM_E_INTERNAL, "roots probe: %d roots, the first %g (expected %llu "
                          "of %llu)", pieces.n, pieces.n ? pieces.v[0].sum : 0.0,
@@ -752,9 +731,8 @@ qm_code qm_materialize_roots_probe(qm_hal *hal, int dev, unsigned qubits, int re
     if (rc != QM_OK)
         return qm_status_prefix(st, "roots probe");
     *first_s = t[0];
-    qsort(t + 1, (size_t)reps, sizeof t[0], cmp_seconds);
     if (steady_s)
-        *steady_s = t[1 + reps / 2];
+        *steady_s = qm_median(t + 1, (size_t)reps);
     if (blocks)
         *blocks = nb;
     return QM_OK;
@@ -813,7 +791,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         e.state->reuse = e.reuse; /* its buffers come from the pool and go back there */
     }
 
-    double t[5] = {seconds_now()}; /* phase boundaries */
+    double t[5] = {qm_clock_now_s()}; /* phase boundaries */
     qm_trace("encode: ingest starts (%d shards, %llu states)", n_shards, (unsigned long long)e.B);
     /* phase A (local): allocate every shard; input already in memory the device can read is read
      * in place, the rest is ingested through staging (whole small states fused: one pass) */
@@ -894,12 +872,12 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     }
     if (rc == QM_OK)
         rc = batch_in_place(&e, st);
-    t[1] = seconds_now();
+    t[1] = qm_clock_now_s();
     qm_trace("encode: ingest done");
     /* the sums of the canonical pieces of each shard (fused shards: one whole state each) */
     if (rc == QM_OK)
         rc = sum_shards(&e, opts, st);
-    t[2] = seconds_now();
+    t[2] = qm_clock_now_s();
     qm_trace("encode: local_norm done");
     /* phase B (collective): every rank's piece sums, merged per state in index order */
     if ((rc = qm_comm_verdict(e.comm, rc, st)) != QM_OK || (rc = exchange(&e, st)) != QM_OK ||
@@ -909,7 +887,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
     uint64_t n_slow = 0;
     if ((rc = coefficients(&e, &n_slow, st)) != QM_OK)
         goto done;
-    t[3] = seconds_now();
+    t[3] = qm_clock_now_s();
     qm_trace("encode: norm_allreduce done (%llu slow states)", (unsigned long long)n_slow);
     /* phase D (local): amplitudes (fused shards already hold them, except for slow states), each
      * shard on its own stream so that the devices write at the same time; then drain them all. A
@@ -936,7 +914,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
         if (rc == QM_OK && opts && opts->progress) /* every shard was reached */
             opts->progress(opts->progress_ctx, (uint64_t)n_shards + i + 1, 2 * (uint64_t)n_shards);
     }
-    t[4] = seconds_now();
+    t[4] = qm_clock_now_s();
     qm_trace("encode: amplitudes done");
     rc = qm_comm_verdict(e.comm, rc, st); /* every rank returns the same verdict */
     if (rc == QM_OK)

@@ -1,0 +1,14 @@
+# gpu-env.sh — sourced by the device scripts (scripts/gpu-*.sh) from the repository root: the
+# Debian packages carried in .devdeps (libyaml, jansson, dlpack; the device image lacks them)
+# unpacked into /tmp/devroot, their pkg-config files pointed there, and the compiler, linker and
+# CMake told where they are; NVLink multicast kept off in NCCL, PyTorch and NVSHMEM (the device
+# README: a program that uses it can take the host's GPUs out of service). Without .devdeps it
+# does nothing but the multicast settings.
+if [ -d .devdeps ]; then
+  mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
+  L=/tmp/devroot/usr/lib/x86_64-linux-gnu
+  sed -i "s|^prefix=.*|prefix=/tmp/devroot/usr|" $L/pkgconfig/*.pc
+  export PKG_CONFIG_PATH=$L/pkgconfig LD_LIBRARY_PATH=$L CPATH=/tmp/devroot/usr/include
+  export CMAKE_PREFIX_PATH=/tmp/devroot/usr
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
