@@ -372,23 +372,25 @@ double qm_clock_now_s(void)
 }
 
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
-static bool trace_enabled;
+static int trace_level;
 static double trace_origin;
 
 static void trace_init(void)
 {
     const char *v = getenv("QM_TRACE");
-    trace_enabled = v && strcmp(v, "1") == 0;
+    trace_level = v && strcmp(v, "1") == 0 ? 1 : v && strcmp(v, "2") == 0 ? 2 : 0;
     trace_origin = qm_clock_now_s();
 }
 
 static bool trace_on(void)
 {
     pthread_once(&trace_once, trace_init);
-    return trace_enabled;
+    return trace_level > 0;
 }
 
 bool qm_tracing(void) { return trace_on(); }
+
+bool qm_tracing_all(void) { return trace_on() && trace_level == 2; }
 
 void qm_trace(const char *fmt, ...)
 {

@@ -45,13 +45,16 @@ double qm_clock_now_s(void);
 /* The median of n >= 1 timings v[0..n-1] (v[n / 2] once sorted; v is sorted in place): the
  * probes' figure of repeated measurements. Cannot fail. */
 double qm_median(double *v, size_t n);
-/* With QM_TRACE=1 (environment, read once), one line on stderr: "qmesh trace: T ms WHAT" (T since
+/* With QM_TRACE=1 or 2 (environment, read once), one line on stderr: "qmesh trace: T ms WHAT" (T since
  * the process's first qm_trace call), written with one fprintf so lines of different threads do
  * not mix; nothing otherwise. For finding where an encode's time goes on a real machine
  * (docs/planner.md). */
 void qm_trace(const char *fmt, ...) QM_PRINTF(1, 2);
 /* True when QM_TRACE=1: for trace lines that need work of their own (a wait) to be written. */
 bool qm_tracing(void);
+/* True when QM_TRACE=2: every step of a repeated kind (each ring piece of the ingest read and
+ * copied), where QM_TRACE=1 writes a few of them. */
+bool qm_tracing_all(void);
 /* Attach a scenario location to st. */
 void qm_status_locate(qm_status *st, const char *file, int line, int col);
 

@@ -30,8 +30,8 @@ echo "bench done at $SECONDS s"
 $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/; cat $R/dump.txt
 REPEAT=3 timeout 60 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-x28.txt 2>&1; cat $R/planvs-x28.txt
 REPEAT=3 timeout 60 sh scripts/plan-vs-encode.sh $Q $D/b.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-b.txt 2>&1; cat $R/planvs-b.txt
-QM_TRACE=1 timeout 30 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-x28.json 2> $R/trace-x28.txt
-QM_TRACE=1 timeout 30 $Q encode --input $D/b.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-b.json 2> $R/trace-b.txt
+QM_TRACE=2 timeout 30 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-x28.json 2> $R/trace-x28.txt
+QM_TRACE=2 timeout 30 $Q encode --input $D/b.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-b.json 2> $R/trace-b.txt
 rm -rf $D
 echo "s25 done at $SECONDS s"
 tar czf ${OUT:?}/s25.tar.gz -C $R .

@@ -11,8 +11,8 @@
 #     Fortran order, float32 and float64);
 #   - QM_FAULT_READ=K (EIO) and K:SHORT in some piece: exit 1, exactly one coded line, no output,
 #     no temporary; QM_READ_THREADS / QM_FAULT_READ / QM_READ_DIRECT with bad values are refused;
-#   - QM_TRACE=1 prints the encode's steps in their order (the same output bytes), and any other
-#     value prints none.
+#   - QM_TRACE=1 prints the encode's steps in their order (the same output bytes), QM_TRACE=2 the
+#     same and every ring piece's read, and any other value prints none.
 # Every run under a 120 s watchdog that names the case.
 set -u
 QMESH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -163,10 +163,16 @@ expect_line "QM_FAULT_READ=2:EBADF" 2 "error[E-ARG]: encode: QM_FAULT_READ takes
 # ---- QM_TRACE=1: the encode's steps on stderr, in order; nothing without it ---------------------
 run "trace" env QM_TRACE=1 "$QMESH" encode --input amp_i4.npy --out t1.npy
 got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | tr '\n' '|')
-want="encode: planned and laid out; waiting for the backend's start|encode: backend started (0.000 ms, 0.000 ms of it waited for)|encode: backend open|encode: ingest starts (3 shards, 3 states)|encode: shards allocated|encode: sums allocated|ingest: ring of 25165824 bytes ready (3 chunks, 3 ring pieces)|ingest: 3 pipes open|ingest: piece 0 read|ingest: piece 0 copy enqueued|ingest: chunk 0 copies enqueued|ingest: chunk 0 enqueued|ingest: chunk 1 enqueued|ingest: chunk 2 enqueued|ingest: piece 0 copied|ingest: piece 1 copied|ingest: piece 2 copied|ingest: pipe 0 drained|ingest: pipe 1 drained|ingest: pipe 2 drained|ingest: drained|ingest: pipes closed|ingest: closed|encode: ingest done|local_norm: 0 piece roots in plain memory, sums enqueued|local_norm: copies enqueued|local_norm: drained|local_norm: pieces added|encode: local_norm done|encode: norm_allreduce done (0 slow states)|encode: amplitudes done|"
+want="encode: planned and laid out; waiting for the backend's start|encode: backend started (0.000 ms, 0.000 ms of it waited for)|encode: backend open|encode: ingest starts (3 shards, 3 states)|encode: shards allocated|encode: sums allocated|ingest: ring of 25165824 bytes ready (3 chunks, 3 ring pieces)|ingest: 3 pipes open|ingest: piece 0 read|ingest: piece 0 copy enqueued|ingest: chunk 0 copies enqueued|ingest: chunk 0 enqueued|ingest: chunk 1 enqueued|ingest: chunk 2 enqueued|ingest: piece 0 copied|ingest: piece 1 copied|ingest: piece 2 copied|ingest: pipe 0 drained|ingest: pipe 1 drained|ingest: pipe 2 drained|ingest: drained|ingest: pipes closed|ingest: closed|encode: ingest done|local_norm: 0 piece roots in plain memory, sums enqueued|local_norm: copies enqueued|local_norm: drained|local_norm: pieces added|encode: local_norm done|encode: norm_allreduce done (0 slow states)|encode: amplitudes done|tree: combines into 1 piece roots enqueued, their copy next|tree: combines into 1 piece roots enqueued, their copy next|tree: combines into 1 piece roots enqueued, their copy next|"
 [ $rc -eq 0 ] && [ "$got" = "$want" ] && cmp -s t1.npy a_i4.npy && ok "QM_TRACE=1: the steps in order, the same bytes" ||
   bad "QM_TRACE=1: rc $rc, got '$got'"
-for v in "" 0 yes; do
+# QM_TRACE=2: the same steps, and every ring piece's read (pieces 1 and 2 beside piece 0)
+run "trace 2" env QM_TRACE=2 "$QMESH" encode --input amp_i4.npy --out t1.npy
+got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | tr '\n' '|')
+want2=$(printf '%s' "$want" | sed 's/ingest: chunk 1 enqueued|/ingest: piece 1 read|ingest: chunk 1 enqueued|/; s/ingest: chunk 2 enqueued|/ingest: piece 2 read|ingest: chunk 2 enqueued|/')
+[ $rc -eq 0 ] && [ "$got" = "$want2" ] && cmp -s t1.npy a_i4.npy && ok "QM_TRACE=2: every piece, the same bytes" ||
+  bad "QM_TRACE=2: rc $rc, got '$got'"
+for v in "" 0 yes 3; do
   run "no trace '$v'" env QM_TRACE="$v" "$QMESH" encode --input amp_i4.npy --out t2.npy
   [ $rc -eq 0 ] && ! grep -q "qmesh trace" "$T/err" && ok "QM_TRACE='$v': no trace" || bad "QM_TRACE='$v': rc $rc"
 done

@@ -273,7 +273,7 @@ static qm_code ring_submit(ingest *g, uint64_t upto, qm_status *st)
                 return rc;
             g->slot_pipe[s] = -1;
             const uint64_t done = r - QM_INGEST_SLOTS; /* the piece whose copy this waited for */
-            if (done < 2 || done % 32 == 31)
+            if (done < 2 || done % 32 == 31 || qm_tracing_all())
                 qm_trace("ingest: piece %llu copied", (unsigned long long)done);
         }
         piece *pc = &g->pieces[r];
@@ -353,8 +353,8 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
             if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK ||
                 (rc = ring_submit(g, k + 1, st)) != QM_OK || (rc = ring_fill(g, k, st)) != QM_OK)
                 return rc;
-            if (k == 0) /* the first read's wait, apart from the first copy's enqueue */
-                qm_trace("ingest: piece 0 read");
+            if (k == 0 || qm_tracing_all()) /* the first read's wait, apart from its copy's enqueue */
+                qm_trace("ingest: piece %llu read", (unsigned long long)k);
             const int sl = (int)(k % QM_INGEST_SLOTS);
             if ((rc = qm_hal_copy_h2d(hal, p->staging, half_off + pc->elem_off * g->is,
                                       slot_of(g, k), pc->count * g->is, p->copy, st)) != QM_OK ||
@@ -593,7 +593,7 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
         if ((rc = enqueue_chunk(&g, &shards[i], &chunks[k], &next_piece, st)) != QM_OK &&
             !g.read_failed && strncmp(st->msg, "encode", 6) != 0)
             qm_status_prefix(st, "encode: shard %d", i);
-        if (k < 2 || k % 8 == 7 || k + 1 == n_chunks)
+        if (k < 2 || k % 8 == 7 || k + 1 == n_chunks || qm_tracing_all())
             qm_trace("ingest: chunk %llu enqueued", (unsigned long long)k);
     }
     ring_abandon(&g); /* reads still in flight after a failure write into the ring: wait first */

@@ -141,6 +141,8 @@ qm_code qm_tree_dev_enqueue(qm_hal *hal, unsigned qubits, uint64_t lo, uint64_t 
         np += r.run;
         pos = qm_tree_run_end(&r);
     }
+    qm_trace("tree: combines into %llu piece roots enqueued, their copy next",
+             (unsigned long long)np);
     return qm_hal_copy_d2h(hal, host, sums, nb * sizeof(double), np * sizeof(double), s, st);
 }
 
