@@ -32,6 +32,11 @@ REPEAT=3 timeout 60 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/mac
 REPEAT=3 timeout 60 sh scripts/plan-vs-encode.sh $Q $D/b.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-b.txt 2>&1; cat $R/planvs-b.txt
 QM_TRACE=2 timeout 30 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-x28.json 2> $R/trace-x28.txt
 QM_TRACE=2 timeout 30 $Q encode --input $D/b.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-b.json 2> $R/trace-b.txt
+# local_norm's experiments: the roots to page-locked memory; every kernel loaded at the start
+QM_ROOTS_PAGE_LOCKED=1 REPEAT=3 timeout 60 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-x28-rootspl.txt 2>&1; cat $R/planvs-x28-rootspl.txt
+QM_ROOTS_PAGE_LOCKED=1 QM_TRACE=2 timeout 30 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-x28-rootspl.json 2> $R/trace-x28-rootspl.txt
+CUDA_MODULE_LOADING=EAGER QM_TRACE=2 timeout 30 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda --json > $R/trace-x28-eager.json 2> $R/trace-x28-eager.txt
+grep -h "local_norm\|tree:" $R/trace-x28*.txt
 rm -rf $D
 echo "s25 done at $SECONDS s"
 tar czf ${OUT:?}/s25.tar.gz -C $R .

@@ -172,6 +172,9 @@ got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | tr '\n' '|')
 want2=$(printf '%s' "$want" | sed 's/ingest: chunk 1 enqueued|/ingest: piece 1 read|ingest: chunk 1 enqueued|/; s/ingest: chunk 2 enqueued|/ingest: piece 2 read|ingest: chunk 2 enqueued|/')
 [ $rc -eq 0 ] && [ "$got" = "$want2" ] && cmp -s t1.npy a_i4.npy && ok "QM_TRACE=2: every piece, the same bytes" ||
   bad "QM_TRACE=2: rc $rc, got '$got'"
+# QM_ROOTS_PAGE_LOCKED=1: the norm's sums in page-locked memory, the same bytes
+run "roots page-locked" env QM_ROOTS_PAGE_LOCKED=1 "$QMESH" encode --input amp_i4.npy --out t3.npy
+[ $rc -eq 0 ] && cmp -s t3.npy a_i4.npy && ok "QM_ROOTS_PAGE_LOCKED=1: the same bytes" || bad "QM_ROOTS_PAGE_LOCKED=1: rc $rc"
 for v in "" 0 yes 3; do
   run "no trace '$v'" env QM_TRACE="$v" "$QMESH" encode --input amp_i4.npy --out t2.npy
   [ $rc -eq 0 ] && ! grep -q "qmesh trace" "$T/err" && ok "QM_TRACE='$v': no trace" || bad "QM_TRACE='$v': rc $rc"

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "pipeline.h"
 #include "ingest.h"
+#include "reuse.h"
 #include "status_internal.h"
 
 #include <stdlib.h>
@@ -156,7 +157,8 @@ int qm_pipeline_staging_bytes(const qm_request *req, uint64_t input_bytes, int r
          * are combined on the device; a state cut by shards adds a few roots) */
         const uint64_t sums = 8 * (req->batch ? req->batch : 1) / R;
         /* a fused batch's sums are page-locked; a stashed state's roots only when many */
-        if (req->qubits <= QM_HAL_RED_LOG2_BLOCK || sums > QM_BLOCK_SUMS_PAGEABLE_MAX)
+        if (req->qubits <= QM_HAL_RED_LOG2_BLOCK || sums > QM_BLOCK_SUMS_PAGEABLE_MAX ||
+            qm_roots_page_locked())
             bytes[n++] = sums;
     }
     return n;

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct kept {
     qm_hal_buf *buf;
@@ -253,11 +254,17 @@ qm_reuse_stats qm_reuse_stats_get(qm_reuse *r)
     return s;
 }
 
+bool qm_roots_page_locked(void)
+{
+    const char *v = getenv("QM_ROOTS_PAGE_LOCKED");
+    return v && strcmp(v, "1") == 0;
+}
+
 qm_code qm_reuse_sums_host(qm_reuse *r, qm_hal *hal, uint64_t n, double **out, bool *plain,
                            qm_status *st)
 {
     *out = NULL;
-    *plain = !r && n * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX;
+    *plain = !r && n * sizeof(double) <= QM_BLOCK_SUMS_PAGEABLE_MAX && !qm_roots_page_locked();
     if (n == 0)
         return QM_OK;
     if (*plain)

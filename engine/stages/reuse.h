@@ -73,6 +73,10 @@ qm_code qm_reuse_host(qm_reuse *r, qm_reuse_host_slot slot, uint64_t bytes, void
  * free it (qm_reuse_sums_free). E-NOMEM and the HAL's codes (the caller prefixes its phase). */
 qm_code qm_reuse_sums_host(qm_reuse *r, qm_hal *hal, uint64_t n, double **out, bool *plain,
                            qm_status *st);
+/* QM_ROOTS_PAGE_LOCKED=1 (environment): the few sums too go to page-locked memory, prepared on
+ * the CUDA start-up thread with the ingest's ring (an experiment on the one-shot encode's
+ * local_norm, docs/io.md "Tuning knobs"). */
+bool qm_roots_page_locked(void);
 /* Frees what qm_reuse_sums_host gave (nothing when it is r's kept slot). NULL: no-op. */
 void qm_reuse_sums_free(qm_reuse *r, qm_hal *hal, double *p, bool plain);
 
