@@ -348,10 +348,7 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
         for (uint64_t done = 0; done < c; ++*next_piece) {
             const uint64_t k = *next_piece;
             const piece *pc = &g->pieces[k];
-            /* keep the reader SLOTS - 1 pieces ahead: the slot of piece k + SLOTS - 1 was last
-             * used by piece k - 1, whose copy is already enqueued */
-            if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK ||
-                (rc = ring_submit(g, k + 1, st)) != QM_OK || (rc = ring_fill(g, k, st)) != QM_OK)
+            if ((rc = ring_submit(g, k + 1, st)) != QM_OK || (rc = ring_fill(g, k, st)) != QM_OK)
                 return rc;
             if (k == 0 || qm_tracing_all()) /* the first read's wait, apart from its copy's enqueue */
                 qm_trace("ingest: piece %llu read", (unsigned long long)k);
@@ -364,6 +361,12 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
                 qm_trace("ingest: piece 0 copy enqueued");
             g->slot_pipe[sl] = (int)(p - g->pipes);
             done += pc->count;
+            /* keep the reader SLOTS - 1 pieces ahead: the slot of piece k + SLOTS - 1 was last
+             * used by piece k - 1, whose copy this waits for; piece k's copy is enqueued first,
+             * so the copy engine has the next copy queued while this thread waits (waiting
+             * before it left the engine idle for a wake-up and an enqueue between pieces) */
+            if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK)
+                return rc;
         }
     }
     if (ck->pos == 0 && ck->shard == 0)
