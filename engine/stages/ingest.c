@@ -361,10 +361,10 @@ static qm_code enqueue_chunk(ingest *g, const qm_ingest_shard *s, const chunk *c
                 qm_trace("ingest: piece 0 copy enqueued");
             g->slot_pipe[sl] = (int)(p - g->pipes);
             done += pc->count;
-            /* keep the reader SLOTS - 1 pieces ahead: the slot of piece k + SLOTS - 1 was last
-             * used by piece k - 1, whose copy this waits for; piece k's copy is enqueued first,
-             * so the copy engine has the next copy queued while this thread waits (waiting
-             * before it left the engine idle for a wake-up and an enqueue between pieces) */
+            /* keep the reader SLOTS - 1 pieces ahead (pieces up to k + SLOTS - 2 submitted): the
+             * slot of piece k + SLOTS - 2 was last used by piece k - 2, whose copy this waits
+             * for; piece k's copy is enqueued first, so the copy engine has two copies queued
+             * while this thread waits, not one */
             if ((rc = ring_submit(g, k + QM_INGEST_SLOTS - 1, st)) != QM_OK)
                 return rc;
         }
