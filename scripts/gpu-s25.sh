@@ -7,7 +7,7 @@
 # 2^30 product state on rounds 5 and 4, phase, the 65536 x 10-qubit batches on round 5, IQP on
 # round 4, medians of 3); test_backend_ops --cuda on the default kernels.
 # Files under $OUT/s25, written as they come. Usage (device tool, carry [".devdeps"]):
-#   DL=500 bash scripts/gpu-s25.sh
+#   DL=500 bash scripts/gpu-s25.sh   (TARGETS=qmesh_cli: the data path only)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 R=${OUT:?}/s25; mkdir -p $R
@@ -23,7 +23,7 @@ np.save('$D/x28.npy', r.standard_normal(2**28))
 np.save('$D/b.npy', r.standard_normal((65536,1021)))" &
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DQM_WITH_MPI=OFF > $R/configure.log 2>&1 || { tail -20 $R/configure.log; exit 1; }
-cmake --build build-gpu -j16 --target bench_cuda test_backend_ops qmesh_cli > $R/build.log 2>&1 || { grep -E "error" -A3 $R/build.log | head -30; exit 1; }
+cmake --build build-gpu -j16 --target ${TARGETS:-bench_cuda test_backend_ops qmesh_cli} > $R/build.log 2>&1 || { grep -E "error" -A3 $R/build.log | head -30; exit 1; }
 wait
 echo "built at $SECONDS s"
 $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/; cat $R/dump.txt
@@ -43,13 +43,13 @@ if left 60; then
 fi
 rm -rf $D
 echo "experiments at $SECONDS s"
-if left 130; then
+if left 130 && [ -x build-gpu/bench/bench_cuda ]; then
   timeout $(($DL - SECONDS - 20)) build-gpu/bench/bench_cuda --benchmark_filter="${FILTER:-BM_WriteFill|BM_Product/30/1/[01]/[45]/|BM_ProductPhase/30/1/[01]/5/|BM_Product/10/65536/[01]/5/|BM_ProductPhase/10/65536/[01]/5/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1
   grep -E "median" $R/bench.txt | sed -E 's/ +/ /g' | cut -c1-200
 fi
 echo "bench at $SECONDS s"
-if left 40; then
+if left 40 && [ -x build-gpu/tests/test_backend_ops ]; then
   timeout $(($DL - SECONDS - 5)) build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; echo "test_backend_ops rc=$?"; tail -2 $R/backend-ops.txt
 fi
 echo "s25 done at $SECONDS s"
