@@ -28,11 +28,7 @@ echo "tests done at $((SECONDS-T0)) s"
 Q=build-gpu/qmesh
 D=/tmp/s17; mkdir -p $D
 $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $OUT/dump.txt; cat $OUT/dump.txt; cp $D/machine.yaml $OUT/
-python3 -c "
-import numpy as np
-r=np.random.default_rng(7)
-np.save('$D/x28.npy', r.standard_normal(2**28))
-np.save('$D/b.npy', r.standard_normal((65536,1021)))"
+qm_datapath_inputs $D
 echo "inputs at $((SECONDS-T0)) s"
 REPEAT=3 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/machine.yaml --backend cuda > $OUT/planvs-x28.txt 2>&1; cat $OUT/planvs-x28.txt
 for k in 1 2; do QM_TRACE=1 $Q encode --input $D/x28.npy --scenario $D/machine.yaml --backend cuda 2>&1 | grep -E "trace|measured" ; done > $OUT/trace-x28.txt; grep -E "ms (ingest|local_norm|encode: (ingest|local|backend))" $OUT/trace-x28.txt

@@ -3,7 +3,7 @@
 # unpacked into /tmp/devroot, their pkg-config files pointed there, and the compiler, linker and
 # CMake told where they are; NVLink multicast kept off in NCCL, PyTorch and NVSHMEM (the device
 # README: a program that uses it can take the host's GPUs out of service). Without .devdeps it
-# does nothing but the multicast settings.
+# does nothing but the multicast settings. Also defines qm_datapath_inputs DIR (below).
 if [ -d .devdeps ]; then
   mkdir -p /tmp/devroot && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/devroot; done
   L=/tmp/devroot/usr/lib/x86_64-linux-gnu
@@ -12,3 +12,13 @@ if [ -d .devdeps ]; then
   export CMAKE_PREFIX_PATH=/tmp/devroot/usr
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The data path's two jobs (issue 17), as every device script makes them: a 2^28 float64 state
+# and a 65536 x 1021 float64 batch, standard normal from seed 7, written as $1/x28.npy and
+# $1/b.npy (4.5 GiB in all).
+qm_datapath_inputs() {
+  python3 -c "
+import numpy as np
+r=np.random.default_rng(7)
+np.save('$1/x28.npy', r.standard_normal(2**28))
+np.save('$1/b.npy', r.standard_normal((65536,1021)))"
+}

@@ -28,11 +28,7 @@ echo "bench done at $SECONDS s"
 if [ $SECONDS -lt 200 ] && cmake --build build-gpu -j16 --target qmesh_cli > $R/build-cli.log 2>&1; then
   Q=build-gpu/qmesh D=/tmp/s24d; mkdir -p $D
   $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/; cat $R/dump.txt
-  python3 -c "
-import numpy as np
-r=np.random.default_rng(7)
-np.save('$D/x28.npy', r.standard_normal(2**28))
-np.save('$D/b.npy', r.standard_normal((65536,1021)))"
+  qm_datapath_inputs $D
   REPEAT=3 timeout 40 sh scripts/plan-vs-encode.sh $Q $D/x28.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-x28.txt 2>&1; cat $R/planvs-x28.txt
   REPEAT=3 timeout 40 sh scripts/plan-vs-encode.sh $Q $D/b.npy --scenario $D/machine.yaml --backend cuda > $R/planvs-b.txt 2>&1; cat $R/planvs-b.txt
   rm -rf $D

@@ -16,11 +16,7 @@ left() { [ $SECONDS -lt $(($DL - $1)) ]; } # true when more than $1 seconds are 
 . scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
 Q=build-gpu/qmesh D=/tmp/s25d; mkdir -p $D
-python3 -c "
-import numpy as np
-r=np.random.default_rng(7)
-np.save('$D/x28.npy', r.standard_normal(2**28))
-np.save('$D/b.npy', r.standard_normal((65536,1021)))" &
+qm_datapath_inputs $D &
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DQM_WITH_MPI=OFF > $R/configure.log 2>&1 || { tail -20 $R/configure.log; exit 1; }
 cmake --build build-gpu -j16 --target ${TARGETS:-bench_cuda test_backend_ops qmesh_cli} > $R/build.log 2>&1 || { grep -E "error" -A3 $R/build.log | head -30; exit 1; }
