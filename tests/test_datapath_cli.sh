@@ -24,9 +24,10 @@
 #    norm_allreduce the host's per-state work (64 x 12 ns, 64 x 20 ns built in; a scenario's
 #    defaults.host_batch instead when it states one); a 2^15 state (not fused,
 #    whole 2^14-slot blocks: its block sums taken from the staging inside the ingest, a sumsq per
-#    chunk reading the chunk's bytes at HBM rate) has local_norm = one round trip of piece_roots
-#    (the tree_combine of its block sums into the state's root on the device, the D2H of that root
-#    into plain memory, the sync), encode = 2 x bytes / HBM + 2 launches; a 2^15 state of 20000
+#    chunk reading the chunk's bytes at HBM rate, and behind the last chunk the tree_combine of
+#    its block sums into the state's root and the D2H of that root: 2 more launches in the
+#    ingest) has local_norm 0 (it only adds the root), encode = 2 x bytes / HBM + 2 launches; a
+#    2^15 state of 20000
 #    values (padded: its block sums made in local_norm) has local_norm = its pass at HBM rate +
 #    the sumsq's launch + the round trip; write (--out:
 #    the .npy file's bytes; --out-dir: the shard's) = the read-back (link time + 2 launches per
@@ -129,11 +130,10 @@ run "$QMESH" plan --scenario ds.yaml --input a.npy --backend sim --json
 jcheck "plan --input --backend sim: staging = 8000 B / host_copy 4 MB/s after the read; no launches" \
     "eq(e['staging'], 8000 / 4e6) and eq(e['ingest'], 8000 / 1e6 + 8000 / 4e6) and eq(e['local_norm'], 16384 / 1e12) and eq(e['encode'], 2 * 16384 / 1e12)"
 run "$QMESH" plan --scenario ds.yaml --input s15.npy --json
-jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm = one round trip of piece_roots (its 2 block sums combined on the device, the root copied to plain memory: nothing page-locked), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq) and the sumsq's read of its 262144 B in the copies after the ring" \
-    "eq(e['local_norm'], $R) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (3 * $L + 262144 / 1e12)))"
+jcheck "plan --input of a 2^15 state (not fused, block sums from the staging): local_norm 0 (the ingest combines its 2 block sums into the root and copies it back), encode = 2 x bytes / HBM + 2, the chunk's 3 launches (H2D, stash, sumsq), the combine's and the root copy's 2 and the sumsq's read of its 262144 B in the copies after the ring" \
+    "e['local_norm'] == 0 and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (262144 / 1e9 + (5 * $L + 262144 / 1e12)))"
 # a 2^16 state over two devices of one process (--policy equal: two stashed shards of 2^15):
-# their roots' copies into plain memory each return once made, so the rank waits for them one
-# after the other: local_norm = 2 round trips
+# each shard's root is made and copied back by the ingest on its own device: local_norm 0
 python3 - <<'PY2'
 s = open('ds.yaml').read()
 s = s.replace("hbm_bandwidth: 1 TB/s, numa: 0}\n", "hbm_bandwidth: 1 TB/s, numa: 0}\n      - {id: n0.g1, memory: 1 GiB, hbm_bandwidth: 1 TB/s, numa: 0}\n")
@@ -143,8 +143,8 @@ from npy_write import npy
 npy('s16.npy', '<f8', '(65536,)', [1.0] * 65536, 'd')
 PY2
 run "$QMESH" plan --scenario ds1x2.yaml --input s16.npy --policy equal --json
-jcheck "plan --input of a 2^16 state on two devices of one process: local_norm = 2 round trips of piece_roots (one per shard, one after the other)" \
-    "eq(e['local_norm'], 2 * $R) and len(json.load(open('out'))['shards']) == 2"
+jcheck "plan --input of a 2^16 state on two devices of one process: local_norm 0 (each shard's root made in the ingest)" \
+    "e['local_norm'] == 0 and len(json.load(open('out'))['shards']) == 2"
 run "$QMESH" plan --scenario ds.yaml --input p15.npy --json
 jcheck "plan --input of a 2^15 state of 20000 values (padded: its block sums made in local_norm): local_norm = its 524288 B at HBM rate + the sumsq's launch + one round trip; the chunk's 2 launches (H2D, stash)" \
     "eq(e['local_norm'], 524288 / 1e12 + $L + $R) and eq(e['encode'], 2 * 524288 / 1e12 + 2 * $L) and eq(e['staging'], $S + (160000 / 1e9 + 2 * $L))"
@@ -164,14 +164,14 @@ sys.exit(0 if ok else 1)"; then ok "plan --input of 40 MiB: 5 ring pieces (a 40 
 else bad "40 MiB ingest: $(head -c 400 out)"; fi
 # 128 MiB of float64 -> one 2^24 state, read from the page cache at 100 GB/s, copied at 1 GB/s: 16
 # ring pieces, 16 H2D copies + 4 stash kernels + 4 sumsq kernels (whole blocks: the block sums
-# from the staging, reading the 128 MiB at HBM rate). The copies are the slower side; they start
+# from the staging, reading the 128 MiB at HBM rate) + the combine and the root's copy. The copies are the slower side; they start
 # once the pipe is open (0.5 ms, longer than the first piece's read), and the reader runs at most
 # 7 pieces ahead of them: the read as encode measures it (the span of the background reads) ends
 # one piece after the copies of the first 16 - 8 pieces, open + copies x 8 / 16 + read / 16;
 # ingest = setup + open + the copies; staging = ingest - read
 sed 's/cached_read: 4 MB\/s/cached_read: 100 GB\/s/' ds.yaml > fast.yaml
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario fast.yaml --input big24.npy --json
-CC="(134217728 / 1e9 + (24 * $L + 134217728 / 1e12))"
+CC="(134217728 / 1e9 + (26 * $L + 134217728 / 1e12))"
 RC="(134217728 / 100e9)"
 jcheck "plan --input of 128 MiB with copies slower than the read: read = open + copies x 8 / 16 + read / 16 (the reader held 7 pieces ahead of the copies), ingest = setup + open + copies" \
     "eq(e['read'], $O + $CC * 8 / 16 + $RC / 16) and eq(e['ingest'], $S + $O + $CC) and math.isclose(e['staging'], $S + $CC - $CC * 8 / 16 - $RC / 16, rel_tol=1e-9)"
@@ -261,8 +261,8 @@ jcheck "no storage in the scenario: cached_read 20 GB/s" "eq(e['read'], 8000 / 2
 QM_INPUT_RESIDENT=1 run "$QMESH" plan --scenario plain.yaml --input a.npy --json
 jcheck "no launch, staging_setup or staging_open in the scenario: launch 10 us, staging_setup 0.7 ms, staging_open 1 ms (longer than the 0.4 us read: the read's wait comes after it)" \
     "eq(e['read'], 1e-3) and e['encode'] == 0 and eq(e['staging'], 0.7e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12)) and eq(e['ingest'], 0.7e-3 + 1e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
-run "$QMESH" plan --scenario plain.yaml --input s15.npy --json
-jcheck "no piece_roots in the scenario: 60 us a round trip" "eq(e['local_norm'], 60e-6)"
+run "$QMESH" plan --scenario plain.yaml --input p15.npy --json
+jcheck "no piece_roots in the scenario: 60 us a round trip (the padded 2^15 state's local_norm: its pass, the sumsq's launch of 10 us, the round trip)" "eq(e['local_norm'], 524288 / 1e12 + 10e-6 + 60e-6)"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
 jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s, on the ingest's thread once the pipe is open; staging = the open + 6 values x 8 B over the link + 3 launches + the fused pass" \
     "eq(e['read'], 12 / 1e6) and eq(e['staging'], $S + $O + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"

@@ -577,17 +577,19 @@ static void device_work(const qm_mesh *mesh, const qm_plan *p, const qm_datapath
         }
         if (qm_ingest_sums_in_staging(p->n_amps, p->request.features, s->start, s->end,
                                       QM_STAGING_CHUNK_BYTES, (size_t)is)) {
-            /* a sumsq per chunk over the staged values, inside the ingest */
-            w->launches[d] += (double)(full + (rest ? 1 : 0));
+            /* a sumsq per chunk over the staged values, inside the ingest, and behind the last
+             * chunk the runs' tree_combines and the copy of the roots (ingest.c): launches
+             * enqueued while the device still copies and sums, the copy's synchronization a
+             * launch round trip after its last kernel */
+            w->launches[d] += (double)(full + (rest ? 1 : 0)) + runs + 1;
             const double bw = mesh->devices[d].hbm_bw_bytes_per_s * heff;
             if (bw > 0)
                 w->fused_s[d] += (double)(s->input_elems * is) / bw;
-            w->norm_l[d] += runs - 1; /* the other runs' tree_combines */
         } else {
             w->norm_in_ingest = false;
-            w->norm_l[d] += 2 * runs - 1; /* and a sumsq per run */
+            w->norm_l[d] += 2 * runs - 1; /* a sumsq per run, the other runs' tree_combines */
+            w->norm_rt[d] += 1; /* the first tree_combine, the D2H of the roots, the sync */
         }
-        w->norm_rt[d] += 1; /* the first tree_combine, the D2H of the roots, the synchronization */
         w->norm_roots[d] += (double)qm_tree_range_pieces(p->request.qubits, s->start, s->end);
         w->enc_l[d] += 2;
     }
@@ -647,21 +649,6 @@ static double page_lock_s(const qm_topology *t, double bytes)
     return bytes > 0 ? t->page_lock_s + ceil(bytes / page) * page / t->page_lock_bw_bytes_per_s : 0;
 }
 
-/* The most, over ranks, of the page-locking time of one buffer of per_dev[d] x unit bytes summed
- * over the rank's devices (each rank makes its own); a buffer of at most plain_max bytes is plain
- * host memory instead (nothing to page-lock). */
-static double rank_page_lock_s(const qm_mesh *mesh, const double *per_dev, double unit,
-                               double plain_max)
-{
-    double worst = 0;
-    for (int r = 0; r < mesh->n_ranks; ++r) {
-        const double sum = rank_sum(mesh, per_dev, r);
-        const double t = sum * unit <= plain_max ? 0 : page_lock_s(mesh->topo, sum * unit);
-        worst = t > worst ? t : worst;
-    }
-    return worst;
-}
-
 /* Two stages overlapped chunk by chunk (a reader and the copies, or the copies and the writers):
  * the slower stage's time plus one chunk of the faster one (the first chunk is read before its
  * copy can start, or the last one copied after its read ends). */
@@ -718,11 +705,6 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
          * another (materialize.c sum_shards) */
         if (p->estimate_set[QM_PHASE_LOCAL_NORM])
             p->estimates_s[QM_PHASE_LOCAL_NORM] += rank_max_sum(mesh, w.norm_rt) * roots;
-        /* local_norm's buffer of every stashed shard's piece roots, per rank: page-locked when
-         * larger than QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
-        if (p->estimate_set[QM_PHASE_LOCAL_NORM])
-            p->estimates_s[QM_PHASE_LOCAL_NORM] +=
-                rank_page_lock_s(mesh, w.norm_roots, 8.0, (double)QM_BLOCK_SUMS_PAGEABLE_MAX);
     }
     double rd, wr;
     if (dp->input) {
@@ -790,7 +772,12 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                         pipes += w.chunks[d] > 0;
                     }
                     const double slots = pieces < QM_INGEST_SLOTS ? pieces : QM_INGEST_SLOTS;
-                    double s = pipes * t->staging_setup_s;
+                    /* and the buffer of every stashed shard's piece roots, made before the
+                     * reads (materialize.c roots_prepare): page-locked when larger than
+                     * QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
+                    const double rb = rank_sum(mesh, w.norm_roots, r) * 8.0;
+                    double s = pipes * t->staging_setup_s +
+                               (rb <= (double)QM_BLOCK_SUMS_PAGEABLE_MAX ? 0 : page_lock_s(t, rb));
                     if (lock_here)
                         s += page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
                              page_lock_s(t, fused * 8.0);

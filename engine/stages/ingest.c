@@ -30,6 +30,7 @@
  */
 #include "ingest.h"
 #include "status_internal.h"
+#include "tree_sum.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -606,6 +607,23 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
         const int sl = (int)(q % QM_INGEST_SLOTS);
         if (g.slot_pipe[sl] >= 0 && (rc = qm_hal_event_sync(r->hal, g.pipes[g.slot_pipe[sl]].slot_done[sl], st)) == QM_OK)
             qm_trace("ingest: piece %llu copied", (unsigned long long)q);
+    }
+    /* each shard's piece roots made behind its last chunk and copied back on the same stream, so
+     * that local_norm, after the drain, has no launch, stream or round trip of its own: the
+     * combine's launch and the copy's enqueue fall in the devices' last copies and kernels, and
+     * only the copy itself (its synchronization, a few microseconds) follows them */
+    const bool combine = qm_hal_supports_op(r->hal, QM_HAL_OP_TREE_COMBINE);
+    for (int i = 0; rc == QM_OK && i < n; ++i) {
+        const qm_ingest_shard *s = &shards[i];
+        if (!s->block_sums || !s->roots || s->slot_end <= s->slot_start)
+            continue;
+        const pipe *p = pipe_of(&g, s->device); /* opened: the shard had chunks */
+        rc = p ? qm_tree_dev_enqueue(r->hal, r->qubits, s->slot_start, s->slot_end, combine,
+                                     s->block_sums, s->roots, p->comp, st)
+               : qm_fail(st, QM_E_INTERNAL, "internal: shard %d on device %d has no pipe", i,
+                         s->device);
+        if (rc != QM_OK)
+            qm_status_prefix(st, "encode: shard %d", i);
     }
     for (int k = 0; k < g.n_pipes; ++k) {
         rc = pipe_drain(r->hal, &g.pipes[k], rc, st);

@@ -61,6 +61,10 @@ typedef struct enc {
                                   ing[i].block_sums: the block sums taken in the ingest, which
                                   sum_shards then only copies back, and frees) */
     double *fused_sums;        /* page-locked: the sums of every fused shard's states */
+    uint64_t *roots_first;     /* per norm shard (n_norm + 1): its roots (or block sums) are
+                                  roots_host[roots_first[i] .. roots_first[i + 1]) */
+    double *roots_host;        /* made before the ingest (which fills the taken shards' part) */
+    bool roots_plain;          /* roots_host is plain memory (qm_reuse_sums_host) */
     unsigned char *slow;       /* per state: took the rescaled slow path */
     qm_hal_stream **amp_streams; /* per shard: its amplitudes' stream */
     struct qm_reuse *reuse;    /* the context's encode cache, or NULL */
@@ -315,44 +319,62 @@ static void drain_all(const enc *e, qm_hal_stream **str, qm_hal_buf **bufs, int 
  * on its own stream into its own device buffer and copied back behind its kernels, so the
  * devices sum at the same time; then every stream is drained (also after a failure) and the
  * pieces are formed on the host in index order, exactly as one blocking call per run would. */
+/* The host memory of every norm shard's piece roots (block sums without tree_combine), made
+ * before the ingest: a shard whose block sums the staging gives has its roots copied there by the
+ * ingest itself (qm_ingest_shard.roots), the others by sum_shards. */
+static qm_code roots_prepare(enc *e, qm_status *st)
+{
+    const int n = e->n_norm;
+    uint64_t *first = calloc((size_t)n + 1, sizeof *first);
+    if (!first)
+        return qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    e->roots_first = first;
+    for (int i = 0; i < n; ++i) /* fused shards have their sums already */
+        first[i + 1] = first[i] + (e->ing[i].fused ? 0
+                                                   : qm_tree_dev_host(e->qubits, e->shards[i].start,
+                                                                      e->shards[i].end, e->combine));
+    qm_code rc = qm_reuse_sums_host(e->reuse, e->hal, first[n], &e->roots_host, &e->roots_plain, st);
+    if (rc != QM_OK) {
+        qm_status_prefix(st, "encode");
+        return rc;
+    }
+    for (int i = 0; i < n; ++i)
+        if (e->ing[i].block_sums)
+            e->ing[i].roots = e->roots_host + first[i];
+    return QM_OK;
+}
+
 static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st)
 {
     qm_hal *hal = e->hal;
     const int n = e->n_norm;
-    uint64_t *first = calloc((size_t)n + 1, sizeof *first); /* shard i's block sums: host[first[i]..] */
+    const uint64_t *first = e->roots_first; /* shard i's roots: host[first[i]..] */
+    double *host = e->roots_host;
     qm_hal_buf **part = calloc((size_t)n, sizeof *part);
     qm_hal_stream **str = calloc((size_t)n, sizeof *str);
-    double *host = NULL;
-    qm_code rc = first && part && str ? QM_OK
-                                      : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for "
-                                                "%d shards", n);
+    qm_code rc = part && str ? QM_OK
+                             : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     const bool combine = e->combine;
-    for (int i = 0; rc == QM_OK && i < n; ++i) /* fused shards have their sums already */
-        first[i + 1] = first[i] + (e->ing[i].fused ? 0
-                                                   : qm_tree_dev_host(e->qubits, e->shards[i].start,
-                                                                      e->shards[i].end, combine));
-    bool plain = true;
-    if (rc == QM_OK && (rc = qm_reuse_sums_host(e->reuse, hal, first[n], &host, &plain, st)) != QM_OK)
-        qm_status_prefix(st, "encode");
+    const bool plain = e->roots_plain;
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         const uint64_t nb = first[i + 1] - first[i];
         if (nb == 0)
             continue;
-        /* the ingest took them from the staging already: only the roots and the copy are left */
-        const bool taken = e->ing[i].block_sums != NULL;
-        if (taken) {
+        /* the ingest took them from the staging and copied their roots back: nothing is left
+         * but adding them (their device buffer is freed below with the others) */
+        if (e->ing[i].block_sums) {
             part[i] = e->ing[i].block_sums;
-            e->ing[i].block_sums = NULL; /* freed below with the others */
-        } else {
-            rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i,
-                               qm_tree_dev_doubles(e->qubits, s->start, s->end, combine) *
-                                   sizeof(double),
-                               &part[i], st);
+            e->ing[i].block_sums = NULL;
+            continue;
         }
+        rc = shard_scratch(e, QM_REUSE_DEV_BLOCK_SUMS, i,
+                           qm_tree_dev_doubles(e->qubits, s->start, s->end, combine) *
+                               sizeof(double),
+                           &part[i], st);
         if (rc == QM_OK)
             rc = shard_stream(e, i, &str[i], st);
-        for (uint64_t pos = s->start, at = 0; rc == QM_OK && !taken && pos < s->end;) {
+        for (uint64_t pos = s->start, at = 0; rc == QM_OK && pos < s->end;) {
             const qm_tree_run r = qm_tree_run_next(e->qubits, pos, s->end);
             const qm_hal_sumsq_args a = run_args(e, i, &r, 1.0);
             rc = qm_hal_sumsq(hal, &a, part[i], at, str[i], st);
@@ -367,7 +389,7 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     /* each piece's root made where its block sums are, and the roots copied back: every shard's
      * kernels are enqueued before the first copy, so the devices sum at once */
     for (int i = 0; rc == QM_OK && i < n; ++i)
-        if (first[i + 1] > first[i] &&
+        if (str[i] && first[i + 1] > first[i] &&
             (rc = qm_tree_dev_enqueue(hal, e->qubits, e->shards[i].start, e->shards[i].end, combine,
                                       part[i], host + first[i], str[i], st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
@@ -386,8 +408,6 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
             opts->progress(opts->progress_ctx, (uint64_t)i + 1, 2 * (uint64_t)e->n_shards);
     }
     qm_trace("local_norm: pieces added");
-    qm_reuse_sums_free(e->reuse, hal, host, plain);
-    free(first);
     free(part);
     free(str);
     return rc;
@@ -859,6 +879,8 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
                                     sizeof(double),
                                 &e.ing[i].block_sums, st)) != QM_OK)
             qm_status_prefix(st, "encode: shard %d", i);
+    if (rc == QM_OK)
+        rc = roots_prepare(&e, st);
     qm_trace("encode: sums allocated");
     if (rc == QM_OK) {
         /* device input that a shard could not read in place comes through the reader only */
@@ -867,7 +889,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             through.data = NULL;
         qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
                            .in = &through, .chunk_bytes = chunk_bytes,
-                           .pipes = qm_reuse_pipes(e.reuse)};
+                           .pipes = qm_reuse_pipes(e.reuse), .qubits = e.qubits};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     if (rc == QM_OK)
@@ -933,6 +955,8 @@ done:
     free(e.mapped_first);
     free(e.ing);
     free(e.amp_streams);
+    qm_reuse_sums_free(e.reuse, hal, e.roots_host, e.roots_plain);
+    free(e.roots_first);
     if (!e.reuse)
         qm_hal_host_free(hal, e.fused_sums);
     free(e.block_sums);
