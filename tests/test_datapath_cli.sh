@@ -263,6 +263,24 @@ jcheck "no launch, staging_setup or staging_open in the scenario: launch 10 us, 
     "eq(e['read'], 1e-3) and e['encode'] == 0 and eq(e['staging'], 0.7e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12)) and eq(e['ingest'], 0.7e-3 + 1e-3 + (8000 / 1e9 + 3 * 10e-6 + 24384 / 1e12))"
 run "$QMESH" plan --scenario plain.yaml --input p15.npy --json
 jcheck "no piece_roots in the scenario: 60 us a round trip (the padded 2^15 state's local_norm: its pass, the sumsq's launch of 10 us, the round trip)" "eq(e['local_norm'], 524288 / 1e12 + 10e-6 + 60e-6)"
+# a state beyond its first GiB: a 2^27 complex128 state (2 GiB, from a sparse 1 GiB .npy) on an
+# 8 GiB device: the allocation's second GiB at defaults.state_alloc (built in 6 GB/s), in the
+# ingest's setup outside the reads (so in staging too); the read unchanged
+python3 - <<'PY3'
+import os
+h = "{'descr': '<f8', 'fortran_order': False, 'shape': (134217728,), }"
+h += ' ' * (-(10 + len(h) + 1) % 64) + '\n'
+with open('s27.npy', 'wb') as f:
+    f.write(b'\x93NUMPY\x01\x00' + len(h).to_bytes(2, 'little') + h.encode())
+os.truncate('s27.npy', 10 + len(h) + 8 * 134217728)
+PY3
+sed 's/memory: 1 GiB/memory: 8 GiB/' ds.yaml > big6.yaml
+sed 's/^  piece_roots: 40 us$/  piece_roots: 40 us\n  state_alloc: 2 GB\/s/' big6.yaml > big2.yaml
+QM_INPUT_RESIDENT=0 run "$QMESH" plan --scenario big6.yaml --input s27.npy --json
+cp out big6.json
+QM_INPUT_RESIDENT=0 run "$QMESH" plan --scenario big2.yaml --input s27.npy --json
+jcheck "a 2 GiB state: its second GiB's allocation at state_alloc (2 GB/s stated against 6 GB/s built in) in ingest and staging, not in read" \
+    "(lambda a: r['qubits'] == 27 and r['dtype'] == 'complex128' and eq(e['read'], a['read']) and math.isclose(e['ingest'] - a['ingest'], 2**30 / 2e9 - 2**30 / 6e9, rel_tol=1e-9) and math.isclose(e['staging'] - a['staging'], 2**30 / 2e9 - 2**30 / 6e9, rel_tol=1e-9))(json.load(open('big6.json'))['estimates_s'])"
 run "$QMESH" plan --scenario ds.yaml --input c.csv --json
 jcheck "plan --input CSV: read = the file's 12 B / 1 MB/s, on the ingest's thread once the pipe is open; staging = the open + 6 values x 8 B over the link + 3 launches + the fused pass" \
     "eq(e['read'], 12 / 1e6) and eq(e['staging'], $S + $O + (48 / 1e9 + 3 * $L + (48 + 128) / 1e12)) and r['batch'] == 2 and r['features'] == 3"

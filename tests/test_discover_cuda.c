@@ -67,10 +67,11 @@ int main(void)
         CHECK(g->hbm_bw_bytes_per_s == in.hbm_bw_bytes_per_s);
         CHECK(g->hbm_bw_bytes_per_s > 1e11);
         CHECK(g->free_bytes > 0 && g->free_bytes <= g->memory_bytes);
-        /* free memory now and at discovery: the same primary contexts, so within 1 GiB */
-        uint64_t d_free = g->free_bytes > in.usable_bytes ? g->free_bytes - in.usable_bytes
-                                                          : in.usable_bytes - g->free_bytes;
-        CHECK(d_free < (1ull << 30));
+        /* free memory now (the backend's) and at discovery: both of this device's memory, but
+         * not compared with each other: other processes on the GPU (ctest -j runs the CUDA tests
+         * side by side) allocate and free between the two queries (an H100 run of session 26
+         * saw them more than 1 GiB apart) */
+        CHECK(in.usable_bytes > 0 && in.usable_bytes <= in.memory_bytes);
         /* the backend's total comes from cudaMemGetInfo, ours from totalGlobalMem */
         CHECK(g->memory_bytes >= in.memory_bytes && g->memory_bytes - in.memory_bytes < (1u << 30));
         double gts = g->link_max_gts > 0 ? g->link_max_gts : g->link_cur_gts;
@@ -94,6 +95,13 @@ int main(void)
     CHECK(f->staging_setup_s > 0 && f->staging_setup_s < 1.0);
     CHECK(f->staging_alloc_s >= 0 && f->staging_alloc_s <= f->staging_setup_s);
     CHECK(f->staging_open_s > 0 && f->staging_open_s < 1.0);
+    /* a 4 GiB state's first allocation (when a quarter of the free memory holds it) and the rate
+     * of its bytes beyond the first GiB: 0 (not measured) or between 100 MB/s and 10 TB/s */
+    printf("a 4 GiB state's first allocation: %.4g s; beyond its first GiB %.4g B/s\n",
+           f->big_state_alloc_s, f->state_alloc_bw_bytes_per_s);
+    CHECK(f->big_state_alloc_s >= 0 && f->big_state_alloc_s < 1.0);
+    CHECK(f->state_alloc_bw_bytes_per_s == 0 ||
+          (f->state_alloc_bw_bytes_per_s > 1e8 && f->state_alloc_bw_bytes_per_s < 1e13));
     /* local_norm's round trip as topo dump measures it (defaults.piece_roots): the tree_combine op
      * over a 2^28 state's 16384 block sums and its root's copy, between 1 us and 10 ms */
     if (hal) {

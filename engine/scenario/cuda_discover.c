@@ -28,7 +28,9 @@
  * 2 non-blocking streams, 4 + 8 events without timing and 2 x 32 MiB of device memory made, 2
  * chunks of 32 MiB copied into them from page-locked memory (made before, not timed) and
  * synchronized: the median of 3 less the two copies at the GPU's measured host->device rate is
- * defaults.staging_open. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB
+ * defaults.staging_open. Before those, and kept allocated through them, a 4 GiB state's first
+ * allocation (when a quarter of the free memory holds it): the 3 GiB between it and the first
+ * 1 GiB one over the time between them is defaults.state_alloc. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB
  * between two device buffers, read + write bytes / time), which the dump turns into
  * defaults.efficiency.hbm.
  * sysfs facts are the caller's next step.
@@ -234,7 +236,7 @@ static qm_code page_lock_probe(qm_discover_facts *f, qm_status *st)
  * 1 GiB, when free memory allows; a 2^28 complex128 state of 4 GiB took 0.5-0.7 ms, a 1 GiB batch
  * 0.4 ms on an H100), and the device buffer of its block sums that a large state's ingest
  * allocates after it (one double per 2^14 amplitudes of a complex128 state, and the root) */
-#define STAGING_PROBE_STATE ((size_t)1 << 30)
+#define STAGING_PROBE_STATE ((size_t)QM_STATE_ALLOC_FIRST_BYTES)
 #define STAGING_PROBE_SUMS (((STAGING_PROBE_STATE / 16 >> 14) + 1) * sizeof(double))
 
 /* One encode's device-side setup, timed where its reads split it (ingest.c: the first reads are
@@ -311,12 +313,33 @@ static qm_code staging_probe(qm_discover_facts *f, qm_status *st)
     if (e != cudaSuccess)
         return disc_err(st, e, "cudaMallocHost (64 MiB, the staging probe)", 0);
     memset(src, 1, 2 * STAGING_PROBE_CHUNK);
+    /* the big state's first allocation, before the 1 GiB ones and kept through them (freed, the
+     * driver would hand its memory to them): an encode's 2^28 complex128 state is its process's
+     * first allocation of that size */
+    void *big = NULL;
+    double tbig = 0;
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) == cudaSuccess &&
+        free_b / 4 >= QM_DISCOVER_BIG_STATE_BYTES) {
+        const double t0 = qm_clock_now_s();
+        e = cudaMalloc(&big, QM_DISCOVER_BIG_STATE_BYTES);
+        tbig = qm_clock_now_s() - t0;
+    }
     double tb[3], to[3], ta[3];
     for (int r = 0; r < 3 && e == cudaSuccess; ++r)
         e = staging_once(src, &tb[r], &to[r], &ta[r]);
     (void)cudaFreeHost(src);
+    if (big)
+        (void)cudaFree(big);
     if (e != cudaSuccess)
         return disc_err(st, e, "the staging probe (streams, events, cudaMalloc, copies)", 0);
+    /* defaults.state_alloc: the bytes between the two first allocations over the time between
+     * them (not measured when either was not made or the big one was not the slower) */
+    f->big_state_alloc_s = tbig;
+    f->state_alloc_bw_bytes_per_s =
+        big && ta[0] > 0 && tbig > ta[0]
+            ? (double)(QM_DISCOVER_BIG_STATE_BYTES - STAGING_PROBE_STATE) / (tbig - ta[0])
+            : 0;
     f->staging_alloc_first_s = ta[0]; /* the process's first allocation of that size */
     /* the state's allocation as the encode meets it: its process's first of that size (the
      * driver keeps freed memory for later allocations: on the H100 of session 24 the later two

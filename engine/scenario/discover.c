@@ -650,6 +650,8 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
     }
     if (f->staging_setup_s > 0) /* defaults.staging_setup: device 0's, measured */
         t->staging_setup_s = f->staging_setup_s;
+    if (f->state_alloc_bw_bytes_per_s > 0) /* defaults.state_alloc: device 0's, measured */
+        t->state_alloc_bw_bytes_per_s = f->state_alloc_bw_bytes_per_s;
     if (f->staging_open_s > 0) /* defaults.staging_open: device 0's, measured */
         t->staging_open_s = f->staging_open_s;
     if (f->piece_roots_s > 0) /* defaults.piece_roots: device 0's, measured */
@@ -760,6 +762,14 @@ qm_code qm_discover_build(const qm_discover_facts *f, qm_topology **out, qm_stat
                        "and (after the pipe's use) its staging closed (the device synchronized, "
                        "12 events and 2 streams destroyed: the median of 3)"))
         goto nomem;
+    if (f->state_alloc_bw_bytes_per_s > 0) {
+        snprintf(line, sizeof line, "measured: defaults.state_alloc = on the first GPU, the "
+                 "bytes between a %llu GiB state's first allocation (made before the staging "
+                 "probe and kept through it) and the 1 GiB one's, over the time between them",
+                 (unsigned long long)(QM_DISCOVER_BIG_STATE_BYTES >> 30));
+        if (!add_source(t, line))
+            goto nomem;
+    }
     if (f->staging_open_s > 0 &&
         !add_source(t, "measured: defaults.staging_open = the median of 3 times, on the first "
                        "GPU, of opening an encode's staging (2 streams, 12 events, 2 x 32 MiB on "

@@ -41,6 +41,9 @@
  * state of the data path's checks), timed so many times */
 #define QM_DISCOVER_ROOTS_QUBITS 28
 #define QM_DISCOVER_ROOTS_REPS 9
+/* The staging probe's big state (defaults.state_alloc): a 2^28 complex128 state's bytes, allocated
+ * first when free memory holds 4 of them */
+#define QM_DISCOVER_BIG_STATE_BYTES ((uint64_t)4 << 30)
 
 /* What the facts say about NVLink. */
 typedef enum qm_discover_nvlink_state {
@@ -121,6 +124,10 @@ typedef struct qm_discover_facts {
      * staging_alloc_first_s the first of the three allocations (for the record: an encode's
      * state is its process's first allocation of that size) */
     double staging_setup_s, staging_alloc_s, staging_open_s, staging_alloc_first_s;
+    /* a state's first allocation beyond QM_STATE_ALLOC_FIRST_BYTES (0: not measured): the
+     * rate of the bytes between a QM_DISCOVER_BIG_STATE_BYTES first allocation and the 1 GiB
+     * one, and that big allocation's seconds (for the record) */
+    double state_alloc_bw_bytes_per_s, big_state_alloc_s;
     /* local_norm's round trip on the first GPU (qm_materialize_roots_probe; 0: not measured): a
      * tree_combine of the piece_roots_blocks block sums of a 2^QM_DISCOVER_ROOTS_QUBITS state,
      * its root copied to plain memory, the stream synchronized */

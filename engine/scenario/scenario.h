@@ -181,6 +181,11 @@ typedef struct qm_topology {
                                                  block sums allocated before them, its staging
                                                  pipe closed after them
                                                  (QM_DEFAULT_STAGING_SETUP_S) */
+    double state_alloc_bw_bytes_per_s;        /* defaults.state_alloc: a device state's first
+                                                 allocation beyond its first
+                                                 QM_STATE_ALLOC_FIRST_BYTES (which staging_setup
+                                                 holds), bytes a second
+                                                 (QM_DEFAULT_STATE_ALLOC_BW) */
     double staging_open_s;                    /* defaults.staging_open: one device's staging pipe
                                                  opened and first used, inside the reads' span,
                                                  before its first copy (QM_DEFAULT_STAGING_OPEN_S) */
@@ -250,6 +255,13 @@ void qm_topology_defaults_init(qm_topology *t);
  * ingest's start to its first read for a 4 GiB state; the close about 0.05 ms). topo dump
  * measures it on a CUDA machine. */
 #define QM_DEFAULT_STAGING_SETUP_S 0.7e-3
+/* staging_setup holds a state of this size's first allocation (topo dump's probe allocates one);
+ * a larger shard's state takes longer: each byte beyond at defaults.state_alloc */
+#define QM_STATE_ALLOC_FIRST_BYTES ((uint64_t)1 << 30)
+/* defaults.state_alloc: 6 GB/s, the H100 traces of sessions 24-26 (a 4 GiB state's first
+ * allocation 0.82-1.02 ms in the encodes, a 1 GiB state's 0.29-0.55 ms: about 0.18 ms per further
+ * GiB). topo dump measures it on a CUDA machine. */
+#define QM_DEFAULT_STATE_ALLOC_BW 6e9
 /* One device's staging pipe opened (two streams, the chunk and slot events, the two staging
  * halves) and first used (its first two chunks copied in), beyond the copies' bytes: inside the
  * reads' span, since the reads start before the pipe is opened, and before the first copy, so it

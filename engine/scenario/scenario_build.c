@@ -122,11 +122,12 @@ static void load_defaults(ld *L, ynode *n)
                                {"host_link", false}, {"storage", false},    {"host_copy", false},
                                {"launch", false},    {"page_lock", false},
                                {"staging_setup", false}, {"host_batch", false},
-                               {"staging_open", false},  {"piece_roots", false}};
-    ynode *v[12];
+                               {"staging_open", false},  {"piece_roots", false},
+                               {"state_alloc", false}};
+    ynode *v[13];
     qm_topology *t = L->t;
     size_t old = qm_scn_path_key(L, "defaults");
-    if (qm_scn_fields(L, n, spec, 12, v, "defaults")) {
+    if (qm_scn_fields(L, n, spec, 13, v, "defaults")) {
         if (v[0])
             qm_scn_get_size(L, v[0], "reserve", QM_UNITS_ALLOW_ZERO, &t->default_reserve_bytes);
         if (v[3])
@@ -143,6 +144,8 @@ static void load_defaults(ld *L, ynode *n)
             qm_scn_get_time(L, v[8], "staging_setup", &t->staging_setup_s);
         if (v[10])
             qm_scn_get_time(L, v[10], "staging_open", &t->staging_open_s);
+        if (v[12])
+            qm_scn_get_bw(L, v[12], "state_alloc", &t->state_alloc_bw_bytes_per_s);
         if (v[11])
             qm_scn_get_time(L, v[11], "piece_roots", &t->piece_roots_s);
         if (v[9]) { /* host_batch: {pieces: TIME, coefficients: TIME}, each optional */

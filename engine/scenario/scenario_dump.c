@@ -406,6 +406,8 @@ qm_code qm_scenario_dump(const qm_topology *t, FILE *f, qm_status *st)
     put_bw(f, t->page_lock_bw_bytes_per_s);
     fputs("}\n  staging_setup: ", f);
     put_time(f, t->staging_setup_s);
+    fputs("\n  state_alloc: ", f);
+    put_bw(f, t->state_alloc_bw_bytes_per_s);
     fputs("\n  staging_open: ", f);
     put_time(f, t->staging_open_s);
     fputs("\n  piece_roots: ", f);

@@ -98,6 +98,7 @@ void qm_topology_defaults_init(qm_topology *t)
     t->page_lock_s = QM_DEFAULT_PAGE_LOCK_S;
     t->page_lock_bw_bytes_per_s = QM_DEFAULT_PAGE_LOCK_BW;
     t->staging_setup_s = QM_DEFAULT_STAGING_SETUP_S;
+    t->state_alloc_bw_bytes_per_s = QM_DEFAULT_STATE_ALLOC_BW;
     t->staging_open_s = QM_DEFAULT_STAGING_OPEN_S;
     t->piece_roots_s = QM_DEFAULT_PIECE_ROOTS_S;
     t->host_piece_s = QM_DEFAULT_HOST_PIECE_S;

@@ -73,6 +73,7 @@ static qm_code copy_topology(const qm_topology *s, vb *b)
     t->page_lock_s = s->page_lock_s;
     t->page_lock_bw_bytes_per_s = s->page_lock_bw_bytes_per_s;
     t->staging_setup_s = s->staging_setup_s;
+    t->state_alloc_bw_bytes_per_s = s->state_alloc_bw_bytes_per_s;
     t->staging_open_s = s->staging_open_s;
     t->piece_roots_s = s->piece_roots_s;
     t->host_piece_s = s->host_piece_s;

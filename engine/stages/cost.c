@@ -754,8 +754,9 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 const double copies = link + max_over(tmp, D);
                 /* outside the reads' span, which the measured staging holds: before the first
                  * read each of a rank's devices' state and block sums allocated, after the last
-                 * its staging pipe closed (defaults.staging_setup; the rank's thread does them one
-                 * device after another); with several ranks also each rank's page-locked ring
+                 * its staging pipe closed (defaults.staging_setup, and a state beyond its first
+                 * GiB at defaults.state_alloc; the rank's thread does them one device after
+                 * another); with several ranks also each rank's page-locked ring
                  * (QM_INGEST_SLOTS slots of QM_INGEST_SLOT_BYTES, fewer for fewer pieces) and its
                  * fused states' sums. One process page-locks them on its CUDA start-up thread
                  * while it opens the backend (hal/cuda/cuda.c: outside the ingest), and a context
@@ -778,6 +779,13 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                     const double rb = rank_sum(mesh, w.norm_roots, r) * 8.0;
                     double s = pipes * t->staging_setup_s +
                                (rb <= (double)QM_BLOCK_SUMS_PAGEABLE_MAX ? 0 : page_lock_s(t, rb));
+                    /* staging_setup holds a QM_STATE_ALLOC_FIRST_BYTES state's first allocation:
+                     * each larger shard's state adds its further bytes at defaults.state_alloc */
+                    for (int i = 0; i < p->n_shards; ++i)
+                        if (p->shards[i].rank == r &&
+                            p->shards[i].bytes > QM_STATE_ALLOC_FIRST_BYTES)
+                            s += (double)(p->shards[i].bytes - QM_STATE_ALLOC_FIRST_BYTES) /
+                                 t->state_alloc_bw_bytes_per_s;
                     if (lock_here)
                         s += page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
                              page_lock_s(t, fused * 8.0);
