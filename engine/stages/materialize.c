@@ -319,6 +319,20 @@ static void drain_all(const enc *e, qm_hal_stream **str, qm_hal_buf **bufs, int 
  * on its own stream into its own device buffer and copied back behind its kernels, so the
  * devices sum at the same time; then every stream is drained (also after a failure) and the
  * pieces are formed on the host in index order, exactly as one blocking call per run would. */
+/* A fused shard's per-state sums (each state whole on it: its one canonical piece). In one
+ * process (nothing exchanged between ranks) they are the states' sums as they are, which the
+ * merge would give (qm_tree_pieces_merge leaves a whole-state piece's sum unchanged): copied
+ * straight into e->sums, so a batch's local_norm and merge make and read no piece record per
+ * state; across ranks they are pieces, exchanged and merged with the others. */
+static qm_code fused_sums_add(enc *e, uint64_t first, uint64_t n, const double *sums,
+                              qm_status *st)
+{
+    if (e->distributed)
+        return qm_tree_pieces_add_states(&e->pieces, first, n, sums, st);
+    memcpy(e->sums + first, sums, (size_t)n * sizeof *sums);
+    return QM_OK;
+}
+
 /* The host memory of every norm shard's piece roots (block sums without tree_combine), made
  * before the ingest: a shard whose block sums the staging gives has its roots copied there by the
  * ingest itself (qm_ingest_shard.roots), the others by sum_shards. */
@@ -399,8 +413,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_shard_spec *s = &e->shards[i];
         if (e->ing[i].fused) {
-            rc = qm_tree_pieces_add_states(&e->pieces, s->start / e->N, (s->end - s->start) / e->N,
-                                           e->ing[i].sums, st);
+            rc = fused_sums_add(e, s->start / e->N, (s->end - s->start) / e->N, e->ing[i].sums,
+                                st);
         } else {
             rc = qm_tree_dev_add(&e->pieces, s->start, s->end, combine, host + first[i], st);
         }
@@ -661,8 +675,8 @@ qm_code qm_materialize_host_probe(unsigned qubits, uint64_t states, double *piec
         if (rc == QM_OK)
             memset(evict, r + 1, QM_HOST_PROBE_EVICT_BYTES);
         const double t0 = qm_clock_now_s();
-        if (rc == QM_OK) /* local_norm of a fused shard (sum_shards) */
-            rc = qm_tree_pieces_add_states(&e.pieces, 0, states, given, st);
+        if (rc == QM_OK) /* local_norm of a fused shard in one process (sum_shards) */
+            rc = fused_sums_add(&e, 0, states, given, st);
         const double t1 = qm_clock_now_s();
         if (rc == QM_OK) /* norm_allreduce of one rank: the merge, then phase C */
             rc = qm_tree_pieces_merge(&e.pieces, e.sums, st);
