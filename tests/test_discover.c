@@ -758,7 +758,7 @@ static void test_probe(void)
     f->page_lock_bw_bytes_per_s = 12e9;
     f->staging_setup_s = 0.75e-3;
     f->staging_open_s = 1.25e-3;
-    f->state_alloc_bw_bytes_per_s = 5.5e9;
+    f->state_alloc_bw_bytes_per_s = 5.5e12;
     f->big_state_alloc_s = 0.9e-3;
     f->piece_roots_s = 85e-6;
     f->piece_roots_blocks = 16384;
@@ -774,7 +774,7 @@ static void test_probe(void)
         CHECK(strstr(text, "  - {a: n0.numa0, b: n0.g0, kind: pcie, bandwidth: {a_to_b: 50 GB/s, "
                            "b_to_a: 48 GB/s}}\n") != NULL);
         CHECK(strstr(text, "  launch: 12 us\n  page_lock: {buffer: 2.5 ms, rate: 12 GB/s}\n"
-                           "  staging_setup: 750 us\n  state_alloc: 5.5 GB/s\n  staging_open: 1.25 ms\n  piece_roots: 85 us\n"
+                           "  staging_setup: 750 us\n  state_alloc: 5.5 TB/s\n  staging_open: 1.25 ms\n  piece_roots: 85 us\n"
                            "  host_batch: {pieces: 9 ns, coefficients: 15.5 ns}\n") != NULL);
         CHECK(strstr(text, "measured: defaults.host_batch = the median of 3 runs of an encode's "
                            "host work for 65536 states of 10 qubits, per state: pieces = "
@@ -797,7 +797,7 @@ static void test_probe(void)
                            "to plain host memory (the process's first such copy), the stream "
                            "synchronized and destroyed, the sums' buffer given back") != NULL);
         CHECK(back->staging_setup_s == 0.75e-3 && back->staging_open_s == 1.25e-3);
-        CHECK(back->state_alloc_bw_bytes_per_s == 5.5e9);
+        CHECK(back->state_alloc_bw_bytes_per_s == 5.5e12);
         CHECK(strstr(text, "measured: defaults.state_alloc = on the first GPU, the bytes between a "
                            "4 GiB state's first allocation (made before the staging probe and kept "
                            "through it) and the 1 GiB one's, over the time between them") != NULL);
@@ -830,8 +830,8 @@ static void test_probe(void)
         CHECK(t->launch_s == 10e-6 && t->page_lock_s == 3.8e-3 && t->page_lock_bw_bytes_per_s == 16e9);
         /* not measured: the built-in figures */
         CHECK(t->staging_setup_s == 0.7e-3 && t->staging_open_s == 1e-3 && t->piece_roots_s == 60e-6);
-        CHECK(t->state_alloc_bw_bytes_per_s == 6e9);
-        CHECK(t->host_piece_s == 12e-9 && t->host_coeff_s == 20e-9);
+        CHECK(t->state_alloc_bw_bytes_per_s == 6e12);
+        CHECK(t->host_piece_s == 1.5e-9 && t->host_coeff_s == 6e-9);
         for (int i = 0; i < t->n_sources; ++i)
             CHECK(strstr(t->sources[i], "staging_setup") == NULL &&
                   strstr(t->sources[i], "staging_open") == NULL &&

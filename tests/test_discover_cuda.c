@@ -96,12 +96,12 @@ int main(void)
     CHECK(f->staging_alloc_s >= 0 && f->staging_alloc_s <= f->staging_setup_s);
     CHECK(f->staging_open_s > 0 && f->staging_open_s < 1.0);
     /* a 4 GiB state's first allocation (when a quarter of the free memory holds it) and the rate
-     * of its bytes beyond the first GiB: 0 (not measured) or between 100 MB/s and 10 TB/s */
+     * of its bytes beyond the first GiB: 0 (not measured) or between 1 GB/s and 1 PB/s (an H100: 4.6-7.7 TB/s) */
     printf("a 4 GiB state's first allocation: %.4g s; beyond its first GiB %.4g B/s\n",
            f->big_state_alloc_s, f->state_alloc_bw_bytes_per_s);
     CHECK(f->big_state_alloc_s >= 0 && f->big_state_alloc_s < 1.0);
     CHECK(f->state_alloc_bw_bytes_per_s == 0 ||
-          (f->state_alloc_bw_bytes_per_s > 1e8 && f->state_alloc_bw_bytes_per_s < 1e13));
+          (f->state_alloc_bw_bytes_per_s > 1e9 && f->state_alloc_bw_bytes_per_s < 1e15));
     /* local_norm's round trip as topo dump measures it (defaults.piece_roots): the tree_combine op
      * over a 2^28 state's 16384 block sums and its root's copy, between 1 us and 10 ms */
     if (hal) {

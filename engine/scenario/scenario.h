@@ -258,10 +258,10 @@ void qm_topology_defaults_init(qm_topology *t);
 /* staging_setup holds a state of this size's first allocation (topo dump's probe allocates one);
  * a larger shard's state takes longer: each byte beyond at defaults.state_alloc */
 #define QM_STATE_ALLOC_FIRST_BYTES ((uint64_t)1 << 30)
-/* defaults.state_alloc: 6 GB/s, the H100 traces of sessions 24-26 (a 4 GiB state's first
+/* defaults.state_alloc: 6 TB/s, the H100 traces of sessions 24-26 (a 4 GiB state's first
  * allocation 0.82-1.02 ms in the encodes, a 1 GiB state's 0.29-0.55 ms: about 0.18 ms per further
  * GiB). topo dump measures it on a CUDA machine. */
-#define QM_DEFAULT_STATE_ALLOC_BW 6e9
+#define QM_DEFAULT_STATE_ALLOC_BW 6e12
 /* One device's staging pipe opened (two streams, the chunk and slot events, the two staging
  * halves) and first used (its first two chunks copied in), beyond the copies' bytes: inside the
  * reads' span, since the reads start before the pipe is opened, and before the first copy, so it
@@ -275,10 +275,13 @@ void qm_topology_defaults_init(qm_topology *t);
  * synchronization: 60 us, within the 50-100 us the H200 traces of session 23 showed from the
  * combine's launch to the end of the copy. topo dump measures it on a CUDA machine. */
 #define QM_DEFAULT_PIECE_ROOTS_S 60e-6
-/* defaults.host_batch: the host's work per state of an amplitude batch, calibrated on an H200 host
- * from a 65536 x 1024 float64 encode (docs/scenario-format.md; topo dump measures them) */
-#define QM_DEFAULT_HOST_PIECE_S 12e-9
-#define QM_DEFAULT_HOST_COEFF_S 20e-9
+/* defaults.host_batch: the host's work per state of an amplitude batch on devices, from topo
+ * dump's probe on an H100 host of session 26 (1.3-1.4 ns and 5.4-5.8 ns in three dumps: a fused
+ * shard's sums copied into the per-state sums, the coefficients; the arrays prepared while the
+ * CUDA context starts; docs/scenario-format.md). 12 and 20 ns until then: an H200 host of
+ * session 9, arrays touched first inside the phases, a piece record per state. */
+#define QM_DEFAULT_HOST_PIECE_S 1.5e-9
+#define QM_DEFAULT_HOST_COEFF_S 6e-9
 
 /* Host h's storage rates (bytes/s): its own storage figures, else defaults.storage. Cannot fail. */
 void qm_host_storage_bw(const qm_topology *t, int h, double *read_bw, double *write_bw);
