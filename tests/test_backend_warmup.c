@@ -141,6 +141,21 @@ int main(void)
         qm_hal_host_free(h, b);
         qm_hal_host_free(h, c);
         CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 3 && bytes == 86 * MiB && reg == 3);
+        qm_backend_host_release();
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 0 && bytes == 0 && reg == 0);
+        /* spares prepared ahead and registered but not taken yet (an encode's 8 output staging
+         * buffers while its ingest runs) do not count against the blocks kept: the ring's
+         * 64 MiB given back beside them stays a registered spare, not unregistered on the spot */
+        const uint64_t eight[8] = {2 * MiB, 2 * MiB, 2 * MiB, 2 * MiB,
+                                   2 * MiB, 2 * MiB, 2 * MiB, 2 * MiB};
+        qm_backend_host_prepare(QM_BACKEND_CUDA, eight, 8);
+        qm_hal_cuda_preload(0); /* registers them, as the start-up thread does */
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 8 && bytes == 16 * MiB && reg == 8);
+        void *ring = NULL;
+        CHECK_OK(qm_hal_host_alloc(h, 64 * MiB, &ring, &st)); /* no spare fits: new memory */
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 8 && bytes == 16 * MiB && reg == 8);
+        qm_hal_host_free(h, ring);
+        CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 9 && bytes == 80 * MiB && reg == 9);
         qm_hal_destroy(h); /* unregisters and frees them */
         CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 0 && bytes == 0 && reg == 0);
         /* an encode prepares its staging while CUDA starts, and leaves no spare behind */

@@ -738,6 +738,7 @@ typedef struct host_spare {
     void *p;
     size_t bytes;
     spare_state state; /* registered ahead by host_register_spares, or given back registered */
+    bool given;        /* given back (c_host_free), not prepared ahead for a later allocation */
     struct host_spare *next;
 } host_spare;
 
@@ -919,8 +920,11 @@ static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st
     return QM_OK;
 }
 
-/* A registered block given back stays registered, kept as a spare (at most QM_HOST_KEPT of them)
- * for the next allocation of its size, and is unregistered by qm_hal_cuda_host_release (at the
+/* A registered block given back stays registered, kept as a spare (at most QM_HOST_KEPT blocks
+ * given back; the spares prepared ahead and not taken yet do not count: while an encode with an
+ * output ingests, its 8 output staging buffers wait as registered spares, and counting them made
+ * the ring's give-back at the end of the ingest unregister it on the spot, 1.2 ms of its staging
+ * on an H100 of session 26) for the next allocation of its size, and is unregistered by qm_hal_cuda_host_release (at the
  * end of an encode, or a context's close) or when a backend closes: cudaHostUnregister of the
  * ingest ring's 64 MiB took 1.4-2.2 ms at the end of every ingest on an H100, and unregistering
  * on another thread instead held up the CUDA calls of the norm that follows by as much
@@ -939,9 +943,9 @@ static void c_host_free(void *ctx, void *p)
         pthread_mutex_lock(&host_mu);
         host_spare **at = &host_spares;
         for (; *at; at = &(*at)->next)
-            kept += (*at)->state == SPARE_REGISTERED;
+            kept += (*at)->state == SPARE_REGISTERED && (*at)->given;
         if (sp && kept < QM_HOST_KEPT) {
-            *sp = (host_spare){.p = p, .bytes = bytes, .state = SPARE_REGISTERED};
+            *sp = (host_spare){.p = p, .bytes = bytes, .state = SPARE_REGISTERED, .given = true};
             *at = sp;
             sp = NULL;
             p = NULL;
