@@ -6,6 +6,8 @@
 # the same for both; bench_cuda's IQP figures (medians of 3). The new tree also runs
 # test_backend_ops --cuda and an Nsight Compute summary of the complex64 batch kernel.
 # Everything under $OUT/s26g, packed as $OUT/s26g.tar.gz.
+# Not run in session 26 (no machine started). To run it: cp kernels/cuda_featuremap.cu
+# .devdeps/fm_orig.cu; git apply bench/results/2026-12-07-s26-iqp-branchfree.patch; then
 # Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s26g.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
