@@ -22,10 +22,9 @@ r=np.random.default_rng(11)
 np.save('$D/b55.npy', r.uniform(-3,3,(65536,55)))
 np.save('$D/b10.npy', r.uniform(-3,3,(65536,10)))
 np.save('$D/s210.npy', r.uniform(-3,3,210))" &
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DQM_WITH_MPI=OFF > $R/configure.log 2>&1 || { tail -20 $R/configure.log; exit 1; }
-run_side() { # $1: new | old
-  cmake --build build-gpu -j16 --target qmesh_cli bench_cuda ${2:-} > $R/build-$1.log 2>&1 || { grep -E "error" -A3 $R/build-$1.log | head -30; exit 1; }
+run_side() { # $1: new | old; $2: another target to build
+  mkdir -p $R/$1
+  qm_gpu_build $R/$1 qmesh_cli bench_cuda ${2:-} || exit 1
   wait
   echo "$1 built at $SECONDS s"
   Q=build-gpu/qmesh

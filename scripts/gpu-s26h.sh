@@ -16,9 +16,7 @@ left() { [ $SECONDS -lt $(($DL - $1)) ]; } # true when more than $1 seconds are 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
 Q=build-gpu/qmesh D=/tmp/s26d; mkdir -p $D
 qm_datapath_inputs $D &
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DQM_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DQM_BUILD_BENCH=ON -DQM_WERROR=ON -DQM_WITH_MPI=OFF > $R/configure.log 2>&1 || { tail -20 $R/configure.log; exit 1; }
-cmake --build build-gpu -j16 --target qmesh_cli bench_cuda test_backend_ops > $R/build.log 2>&1 || { grep -E "error" -A3 $R/build.log | head -30; exit 1; }
+qm_gpu_build $R qmesh_cli bench_cuda test_backend_ops || exit 1
 echo "built at $SECONDS s"
 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; echo "test_backend_ops --cuda rc=$?"; tail -2 $R/backend-ops.txt
 if left 90; then
