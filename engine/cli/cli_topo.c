@@ -373,8 +373,8 @@ static qm_code discover_machine(const char *out_path, uint64_t storage_bytes, qm
     if (rc == QM_OK && f->state_alloc_bw_bytes_per_s > 0) {
         char b[32];
         fprintf(stderr, "qmesh: a %llu GiB state's first allocation on a GPU: %.3f ms, its bytes "
-                "beyond the first GiB at %s\n", (unsigned long long)(QM_DISCOVER_BIG_STATE_BYTES >> 30),
-                f->big_state_alloc_s * 1e3,
+                "beyond the first GiB at %s\n",
+                (unsigned long long)(QM_DISCOVER_BIG_STATE_BYTES >> 30), f->big_state_alloc_s * 1e3,
                 qm_units_format_bandwidth(f->state_alloc_bw_bytes_per_s, b, sizeof b));
     }
     /* defaults.piece_roots: local_norm's round trip, through the CUDA backend and the encode's

@@ -30,9 +30,9 @@
  * synchronized: the median of 3 less the two copies at the GPU's measured host->device rate is
  * defaults.staging_open. Before those, and kept allocated through them, a 4 GiB state's first
  * allocation (when a quarter of the free memory holds it): the 3 GiB between it and the first
- * 1 GiB one over the time between them is defaults.state_alloc. Per GPU also the device copy rate (probe_hbm: 8 copies of 512 MiB
- * between two device buffers, read + write bytes / time), which the dump turns into
- * defaults.efficiency.hbm.
+ * 1 GiB one over the time between them is defaults.state_alloc. Per GPU also the device copy
+ * rate (probe_hbm: 8 copies of 512 MiB between two device buffers, read + write bytes / time),
+ * which the dump turns into defaults.efficiency.hbm.
  * sysfs facts are the caller's next step.
  * Must not: print, abort, enable peer access (only asks whether it is possible), or leave a device
  * current other than the one it found. CUDA errors are translated here with the call, the device

@@ -752,6 +752,16 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                 for (int d = 0; d < D; ++d)
                     tmp[d] = w.launches[d] * launch + w.fused_s[d];
                 const double copies = link + max_over(tmp, D);
+                /* staging_setup holds a QM_STATE_ALLOC_FIRST_BYTES state's first allocation:
+                 * each larger shard's state adds its further bytes at defaults.state_alloc
+                 * (per device here, summed per rank below) */
+                for (int d = 0; d < D; ++d)
+                    tmp[d] = 0;
+                for (int i = 0; i < p->n_shards; ++i)
+                    if (p->shards[i].bytes > QM_STATE_ALLOC_FIRST_BYTES)
+                        tmp[p->shards[i].device] +=
+                            (double)(p->shards[i].bytes - QM_STATE_ALLOC_FIRST_BYTES) /
+                            t->state_alloc_bw_bytes_per_s;
                 /* outside the reads' span, which the measured staging holds: before the first
                  * read each of a rank's devices' state and block sums allocated, after the last
                  * its staging pipe closed (defaults.staging_setup, and a state beyond its first
@@ -777,15 +787,8 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
                      * reads (materialize.c roots_prepare): page-locked when larger than
                      * QM_BLOCK_SUMS_PAGEABLE_MAX (plan.h) */
                     const double rb = rank_sum(mesh, w.norm_roots, r) * 8.0;
-                    double s = pipes * t->staging_setup_s +
+                    double s = pipes * t->staging_setup_s + rank_sum(mesh, tmp, r) +
                                (rb <= (double)QM_BLOCK_SUMS_PAGEABLE_MAX ? 0 : page_lock_s(t, rb));
-                    /* staging_setup holds a QM_STATE_ALLOC_FIRST_BYTES state's first allocation:
-                     * each larger shard's state adds its further bytes at defaults.state_alloc */
-                    for (int i = 0; i < p->n_shards; ++i)
-                        if (p->shards[i].rank == r &&
-                            p->shards[i].bytes > QM_STATE_ALLOC_FIRST_BYTES)
-                            s += (double)(p->shards[i].bytes - QM_STATE_ALLOC_FIRST_BYTES) /
-                                 t->state_alloc_bw_bytes_per_s;
                     if (lock_here)
                         s += page_lock_s(t, slots * (double)QM_INGEST_SLOT_BYTES) +
                              page_lock_s(t, fused * 8.0);

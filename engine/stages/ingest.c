@@ -613,12 +613,13 @@ qm_code qm_ingest_run(const qm_ingest_req *r, const qm_ingest_shard *shards, int
      * combine's launch and the copy's enqueue fall in the devices' last copies and kernels, and
      * only the copy itself (its synchronization, a few microseconds) follows them */
     const bool combine = qm_hal_supports_op(r->hal, QM_HAL_OP_TREE_COMBINE);
+    const unsigned qubits = (unsigned)__builtin_ctzll(r->period); /* roots: period = 2^qubits */
     for (int i = 0; rc == QM_OK && i < n; ++i) {
         const qm_ingest_shard *s = &shards[i];
         if (!s->block_sums || !s->roots || s->slot_end <= s->slot_start)
             continue;
         const pipe *p = pipe_of(&g, s->device); /* opened: the shard had chunks */
-        rc = p ? qm_tree_dev_enqueue(r->hal, r->qubits, s->slot_start, s->slot_end, combine,
+        rc = p ? qm_tree_dev_enqueue(r->hal, qubits, s->slot_start, s->slot_end, combine,
                                      s->block_sums, s->roots, p->comp, st)
                : qm_fail(st, QM_E_INTERNAL, "internal: shard %d on device %d has no pipe", i,
                          s->device);

@@ -46,8 +46,9 @@ typedef struct qm_ingest_shard {
     double *roots;              /* with block_sums, not NULL: behind the shard's last chunk, on
                                    its compute stream, the block sums' piece roots are made
                                    (tree_combine, when the backend has it) and copied here, or
-                                   the block sums themselves without it (qm_tree_dev_enqueue;
-                                   qm_tree_dev_host doubles): local_norm only adds them */
+                                   the block sums themselves without it (qm_tree_dev_enqueue
+                                   over states of period slots, a power of two; qm_tree_dev_host
+                                   doubles): local_norm only adds them */
 } qm_ingest_shard;
 
 /* Whether a shard of slots [start, end) can have its block sums taken chunk by chunk from the
@@ -77,7 +78,6 @@ typedef struct qm_ingest_req {
     const qm_amp_input *in;
     uint64_t chunk_bytes;          /* one staging half */
     qm_ingest_pipes *pipes;        /* kept pipes, used and left open (NULL: the run's own) */
-    unsigned qubits;               /* log2(period): the trees of qm_ingest_shard.roots */
 } qm_ingest_req;
 
 /* Copy input elements [first, first + count) into dst (through the reader when there is one). */

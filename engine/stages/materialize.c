@@ -314,11 +314,6 @@ static void drain_all(const enc *e, qm_hal_stream **str, qm_hal_buf **bufs, int 
         qm_hal_buf_free(e->hal, bufs[i]);
 }
 
-/* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a
- * fused shard brings its states' sums). Every shard's block sums are enqueued first, each shard
- * on its own stream into its own device buffer and copied back behind its kernels, so the
- * devices sum at the same time; then every stream is drained (also after a failure) and the
- * pieces are formed on the host in index order, exactly as one blocking call per run would. */
 /* A fused shard's per-state sums (each state whole on it: its one canonical piece). In one
  * process (nothing exchanged between ranks) they are the states' sums as they are, which the
  * merge would give (qm_tree_pieces_merge leaves a whole-state piece's sum unchanged): copied
@@ -346,8 +341,10 @@ static qm_code roots_prepare(enc *e, qm_status *st)
     for (int i = 0; i < n; ++i) /* fused shards have their sums already */
         first[i + 1] = first[i] + (e->ing[i].fused ? 0
                                                    : qm_tree_dev_host(e->qubits, e->shards[i].start,
-                                                                      e->shards[i].end, e->combine));
-    qm_code rc = qm_reuse_sums_host(e->reuse, e->hal, first[n], &e->roots_host, &e->roots_plain, st);
+                                                                      e->shards[i].end,
+                                                                      e->combine));
+    qm_code rc =
+        qm_reuse_sums_host(e->reuse, e->hal, first[n], &e->roots_host, &e->roots_plain, st);
     if (rc != QM_OK) {
         qm_status_prefix(st, "encode");
         return rc;
@@ -358,6 +355,13 @@ static qm_code roots_prepare(enc *e, qm_status *st)
     return QM_OK;
 }
 
+/* The piece sums of the shards that make the trees, appended to e->pieces in shard order (a fused
+ * shard brings its states' sums: fused_sums_add; a shard whose block sums the ingest took has its
+ * roots in roots_host already, copied back by the ingest). Every other shard's block sums are
+ * enqueued first, each shard on its own stream into its own device buffer and copied back behind
+ * its kernels, so the devices sum at the same time; then every stream is drained (also after a
+ * failure) and the pieces are formed on the host in index order, exactly as one blocking call per
+ * run would. */
 static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st)
 {
     qm_hal *hal = e->hal;
@@ -367,7 +371,8 @@ static qm_code sum_shards(enc *e, const qm_materialize_opts *opts, qm_status *st
     qm_hal_buf **part = calloc((size_t)n, sizeof *part);
     qm_hal_stream **str = calloc((size_t)n, sizeof *str);
     qm_code rc = part && str ? QM_OK
-                             : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+                             : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards",
+                                       n);
     const bool combine = e->combine;
     const bool plain = e->roots_plain;
     for (int i = 0; rc == QM_OK && i < n; ++i) {
@@ -903,7 +908,7 @@ qm_code qm_materialize_amplitude(qm_hal *hal, unsigned qubits, qm_dtype out_dtyp
             through.data = NULL;
         qm_ingest_req r = {.hal = hal, .period = e.N, .period_valid = e.F, .state_dtype = out_dtype,
                            .in = &through, .chunk_bytes = chunk_bytes,
-                           .pipes = qm_reuse_pipes(e.reuse), .qubits = e.qubits};
+                           .pipes = qm_reuse_pipes(e.reuse)};
         rc = qm_ingest_run(&r, e.ing, n_shards, st);
     }
     if (rc == QM_OK)
