@@ -35,15 +35,22 @@ static void write_npy(const char *path)
     }
 }
 
-static qm_code run(const char *input, qm_backend_kind kind, qm_encode_result *r, qm_status *st)
+static qm_code run_out(const char *input, const char *out, qm_backend_kind kind,
+                       qm_encode_result *r, qm_status *st)
 {
     qm_encode_job job;
     qm_encode_job_init(&job);
     job.input = input;
+    job.out = out;
     job.backend = kind;
     job.host_available_bytes = (uint64_t)1 << 40;
     const qm_code rc = qm_encode_run(&job, r, st);
     return rc;
+}
+
+static qm_code run(const char *input, qm_backend_kind kind, qm_encode_result *r, qm_status *st)
+{
+    return run_out(input, NULL, kind, r, st);
 }
 
 int main(void)
@@ -143,8 +150,8 @@ int main(void)
         CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 3 && bytes == 86 * MiB && reg == 3);
         qm_backend_host_release();
         CHECK(qm_hal_cuda_host_spares(&bytes, &reg) == 0 && bytes == 0 && reg == 0);
-        /* spares prepared ahead and registered but not taken yet (an encode's 8 output staging
-         * buffers while its ingest runs) do not count against the blocks kept: the ring's
+        /* spares prepared ahead and registered but not taken yet (an encode's output staging
+         * while its ingest runs; here 8 of them) do not count against the blocks kept: the ring's
          * 64 MiB given back beside them stays a registered spare, not unregistered on the spot */
         const uint64_t eight[8] = {2 * MiB, 2 * MiB, 2 * MiB, 2 * MiB,
                                    2 * MiB, 2 * MiB, 2 * MiB, 2 * MiB};
@@ -163,6 +170,24 @@ int main(void)
         CHECK(r.norm_max_error < 1e-15);
         CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
         qm_encode_result_fini(&r);
+        /* with an output: its staging (one page-locked block of 8 chunks) is prepared too and
+         * taken by the write, and none is left behind; the file holds the normalized state */
+        char out[80];
+        snprintf(out, sizeof out, "/tmp/qmesh-warmup-out-%d.npy", (int)getpid());
+        CHECK_OK(run_out(in, out, QM_BACKEND_CUDA, &r, &st));
+        CHECK(qm_hal_cuda_host_spares(&bytes, NULL) == 0 && bytes == 0);
+        qm_encode_result_fini(&r);
+        FILE *f = fopen(out, "rb");
+        unsigned char got[128 + 64] = {0};
+        CHECK(f && fread(got, 1, sizeof got, f) == sizeof got && fgetc(f) == EOF);
+        if (f)
+            fclose(f);
+        double amp[8];
+        memcpy(amp, got + 128, sizeof amp);
+        CHECK(memcmp(got, "\x93NUMPY", 6) == 0 && strstr((const char *)got + 10, "'<c16'") != NULL);
+        CHECK(fabs(amp[0] - 0.6) < 1e-15 && amp[1] == 0 && fabs(amp[2] - 0.8) < 1e-15 && amp[3] == 0 &&
+              amp[4] == 0 && amp[5] == 0 && amp[6] == 0 && amp[7] == 0);
+        unlink(out);
     }
     /* a C API context prepares its first encode's staging while CUDA starts (here the norm's
      * one sum: a 2 MiB block; a 4-value input makes no ring), and its first encode leaves none */
