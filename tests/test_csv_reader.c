@@ -359,7 +359,7 @@ static void check_gen(const gen *g, const char *path, const char *chunk)
 
 static void test_generated(void)
 {
-    gen g[12];
+    gen g[14];
     memset(g, 0, sizeof g);
     int n = 0;
     /* 0: a header, LF, a final newline */
@@ -437,7 +437,26 @@ static void test_generated(void)
     for (int r = 0; r < 2; ++r)
         put(&g[n].t, "%.17g ; \"%.17g\"\n", expect_pair(&g[n], r, 7), value(2 * (uint64_t)r + 8));
     n++;
-    /* 10: gzip, one member: file 2's text; 11: two members split inside a row: file 1's text */
+    /* 10: blanks as the delimiter (' '), as NumPy's savetxt writes: a '#' comment header, runs
+     * of spaces and tabs between fields, blanks at the line ends, a comment line between rows,
+     * a quoted name with a space, the label column dropped by index */
+    two_features(&g[n], "blanks, comments", "# written by savetxt\n  x \"l b\"\ty  \r\n", 3, 1,
+                 "1", ' ');
+    for (int r = 0; r < 3; ++r) {
+        put(&g[n].t, "%s%.17g \t lab%d   %.17g%s\n", r == 1 ? "\t " : "", expect_pair(&g[n], r, 3),
+            r, value(2 * (uint64_t)r + 4), r == 2 ? " \t" : "");
+        if (r == 0)
+            put(&g[n].t, "   # a comment between rows, with, commas\n");
+    }
+    n++;
+    /* 11: comma-separated with comment lines first, between the header and the data, and after
+     * the data before trailing blank lines (row numbers stay the file's lines) */
+    two_features(&g[n], "comments around a header", "# c1\n#c2\na,b\n # c3\n", 2, -1, NULL, 0);
+    for (int r = 0; r < 2; ++r)
+        put(&g[n].t, "%.17g,%.17g\n", expect_pair(&g[n], r, 11), value(2 * (uint64_t)r + 12));
+    put(&g[n].t, "# the end\n\n");
+    n++;
+    /* 12: gzip, one member: file 2's text; 13: two members split inside a row: file 1's text */
     gzip_of(&g[n++], &g[2], "gzip: BOM, drop 'label'", 1);
     gzip_of(&g[n++], &g[1], "gzip, two members, CRLF", 2);
     char p[128];
@@ -554,6 +573,16 @@ static void test_errors(void)
     expect_error("a tab-separated file read with commas", TXT("a\tb\n1\t2\n"), A, NULL, QM_E_INPUT,
                  "row 2, column 1 ('a?b'): '1?2' is not a number (the fields look separated by a "
                  "tab, not ',': --delimiter tab)", NULL, 0, 0);
+    expect_error("a space-separated file read with commas", TXT("1 2\n3 4\n"), A, NULL,
+                 QM_E_INPUT, "row 2, column 1 ('1 2'): '3 4' is not a number (the fields look "
+                 "separated by a space, not ',': --delimiter space)", NULL, 0, 0);
+    expect_error("one semicolon-separated row read with commas", TXT("1;2;3\n"), A, NULL,
+                 QM_E_INPUT, "empty: no data rows (only the header row 1) (the fields look "
+                 "separated by a semicolon, not ',': --delimiter semicolon)", NULL, -1, 0);
+    expect_error("only comments", TXT("# a\n#b\n"), A, NULL, QM_E_INPUT,
+                 "empty: no rows (7 bytes, 2 comment lines ('#'))", NULL, -1, 0);
+    expect_error("a comment, then a row of a different width", TXT("1,2\n# x\n3\n"), A, NULL,
+                 QM_E_INPUT, "row 3 has 1 fields, expected 2 (as in row 1)", NULL, 1, 0);
     expect_error("a blank line", TXT("1,2\n\n3,4\n"), A, NULL, QM_E_INPUT,
                  "row 2 is empty (blank lines are allowed only at the end of the file)", NULL, 1,
                  0);

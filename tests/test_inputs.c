@@ -660,8 +660,25 @@ static void test_cli_npy(const char *srcdir)
     rc = qm_test_runf(out, sizeof out, "%s plan --input %s --delimiter semicolon --json", qmesh, t3);
     CHECK(rc == 0 && strstr(out, "\"features\": 3"));
     rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter ab", qmesh, t3);
-    CHECK(rc == 2 && strstr(out, "error[E-ARG]: encode: --delimiter takes comma, tab, semicolon "
-                                 "or one character other than a quote or a space (got 'ab')"));
+    CHECK(rc == 2 && strstr(out, "error[E-ARG]: encode: --delimiter takes comma, tab, semicolon, "
+                                 "space (runs of blanks) or one character other than a quote or "
+                                 "'#' (got 'ab')"));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter '#'", qmesh, t3);
+    CHECK(rc == 2 && strstr(out, "(got '#')"));
+    /* NumPy's savetxt default: blanks between fields, a '# ' header line (a comment); runs of
+     * spaces and tabs, blanks at the line ends: the same bytes again, by name and as ' ' */
+    char t4[128];
+    at(t4, sizeof t4, "v.txt");
+    qm_test_write_file(t4, "# a b c\n  5.0e-01 2.0e+00\t-1 \n3 \t 4   1e-3\n", 43);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter space --out %s", qmesh, t4, o2);
+    CHECK(rc == 0 && strstr(out, "v.txt: 2 samples x 3 features") && qm_test_same_file(o1, o2));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --delimiter ' ' --out %s", qmesh, t4, o3);
+    CHECK(rc == 0 && qm_test_same_file(o1, o3));
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s --out %s", qmesh, t4, o3);
+    CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
+          strstr(out, "v.txt: row 3, column 1 ('5.0e-01 2.0e+00?-1'): '3 ? 4   1e-3' is not a "
+                      "number (the fields look separated by a tab, not ',': --delimiter tab)"));
+    unlink(t4);
     rc = qm_test_runf(out, sizeof out, "%s plan --qubits 3 --delimiter tab", qmesh);
     CHECK(rc == 2 && strstr(out, "error[E-ARG]: plan: --delimiter says how to read --input FILE; "
                                  "give the file"));

@@ -115,8 +115,9 @@ qm_code qm_cli_request_parse(const qm_cli_args *a, qm_request *r, qm_status *st)
                                     ".npy, HDF5: an index)"},                                     \
     {"--header", "auto|yes|no", "CSV only: whether the first row names the columns (default "    \
                                 "auto)"},                                                         \
-    {"--delimiter", "comma|tab|semicolon|C", "CSV only: the field delimiter (default comma; a "   \
-                                             "field may be quoted, \"...\")"}
+    {"--delimiter", "comma|tab|semicolon|space|C", "CSV only: the field delimiter (default "    \
+                                                   "comma; space: runs of blanks; a field may " \
+                                                   "be quoted, \"...\"; '#' lines are comments)"}
 struct qm_csv_options;
 int qm_cli_csv_options(const qm_cli_args *a, const char *cmd, struct qm_csv_options *csv);
 

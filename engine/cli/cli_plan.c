@@ -141,20 +141,22 @@ int qm_cli_csv_options(const qm_cli_args *a, const char *cmd, qm_csv_options *cs
     if ((v = qm_cli_arg(a, "--delimiter"))) {
         /* a name, one character, or the two characters \t as a shell passes them unquoted */
         static const struct { const char *name; char c; } names[] = {
-            {"comma", ','}, {"tab", '\t'}, {"\\t", '\t'}, {"semicolon", ';'}};
+            {"comma", ','}, {"tab", '\t'}, {"\\t", '\t'}, {"semicolon", ';'},
+            {"space", ' '}, {"whitespace", ' '}};
         bool known = false;
         for (size_t k = 0; k < sizeof names / sizeof names[0] && !known; ++k)
             if (strcmp(v, names[k].name) == 0) {
                 csv->delimiter = names[k].c;
                 known = true;
             }
-        if (!known && strlen(v) == 1 && !strchr("\" \r\n", v[0])) {
+        if (!known && strlen(v) == 1 && !strchr("\"#\r\n", v[0])) { /* ' ': blanks */
             csv->delimiter = v[0];
             known = true;
         }
         if (!known)
-            return qm_cli_usage_error(cmd, "--delimiter takes comma, tab, semicolon or one "
-                                      "character other than a quote or a space (got '%s')", v);
+            return qm_cli_usage_error(cmd, "--delimiter takes comma, tab, semicolon, space "
+                                      "(runs of blanks) or one character other than a quote or "
+                                      "'#' (got '%s')", v);
     }
     return 0;
 }

@@ -270,8 +270,10 @@ typedef struct qm_csv_options {
      * A larger file is E-INPUT naming the limit (convert it to .npy, which is read by ranges). */
     uint64_t max_text_bytes;
     /* The field delimiter: ',' (qm_csv_options_init; 0 is ',' too), ';', '\t' or any other byte
-     * but '"', '\r', '\n' and a space. Blanks around fields (spaces; tabs unless the delimiter is
-     * a tab) are ignored. */
+     * but '"', '#', '\r' and '\n'; ' ' stands for blanks (a run of spaces and tabs separates
+     * fields, blanks at a line's ends separate nothing). Blanks around fields (spaces; tabs unless
+     * the delimiter is a tab) are ignored. A line whose first non-blank byte is '#' is a comment,
+     * skipped wherever it is. */
     char delimiter;
 } qm_csv_options;
 

@@ -29,6 +29,10 @@
  * A UTF-8 byte-order mark is skipped, so it cannot turn the first data row into a header.
  * Fields: the text between delimiters (',' unless the options say otherwise), blanks around it
  * ignored; a field quoted as RFC 4180 writes it may hold delimiters and "" (one quote), on one line.
+ * The delimiter ' ' stands for blanks: fields are separated by runs of spaces and tabs, and blanks
+ * at the start and end of a line separate nothing (NumPy's savetxt and loadtxt default).
+ * A line whose first non-blank byte is '#' is a comment (NumPy's savetxt header): skipped
+ * wherever it is, like no line at all (row numbers stay the file's line numbers).
  * strtod follows LC_NUMERIC; qmesh never calls setlocale, so the decimal point is '.'.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -118,6 +122,7 @@ struct qm_csv_reader {
     qm_status src_st;
     uint64_t text_bytes;         /* text bytes taken from the source since the last begin */
     long line_no, blank_no;
+    long comments;               /* comment lines passed since the last begin */
     /* the first row: a copy split into fields (the header names, or the first data row) */
     char *first_text;
     char **names;
@@ -318,8 +323,9 @@ static int is_pad(char c, char d)
     return c == ' ' || (c == '\t' && d != '\t');
 }
 
-/* The next non-blank line (*got 0 at the end of the text). A blank line followed by a non-blank
- * one is an error the caller reports (through blank_no, the first blank line's number). */
+/* The next non-blank line that is not a comment (*got 0 at the end of the text). A blank line
+ * followed by a non-blank one is an error the caller reports (through blank_no, the first blank
+ * line's number); a comment line is skipped wherever it is. */
 static qm_code next_line(qm_csv_reader *r, csv_line *out, int *got, qm_status *st)
 {
     for (;;) {
@@ -336,6 +342,10 @@ static qm_code next_line(qm_csv_reader *r, csv_line *out, int *got, qm_status *s
         if (p == e) {
             if (!r->blank_no)
                 r->blank_no = r->line_no;
+            continue;
+        }
+        if (*p == '#') {
+            r->comments++;
             continue;
         }
         *out = (csv_line){s, e, r->line_no};
@@ -360,10 +370,10 @@ static const char *printable(const char *s, char *buf, size_t buf_bytes)
     return buf;
 }
 
-/* The end of the field that starts at f in [f, e): the delimiter d after it, or e. A field whose
- * first non-blank character is '"' is quoted (RFC 4180): delimiters up to its closing quote are
- * its text, "" inside it is one quote; a quote that is not closed on the line runs the field to e
- * and sets *open (when not NULL; else it is left as it was). */
+/* The end of the field that starts at f in [f, e): the delimiter d after it (d ' ': the first
+ * blank), or e. A field whose first non-blank character is '"' is quoted (RFC 4180): delimiters up
+ * to its closing quote are its text, "" inside it is one quote; a quote that is not closed on the
+ * line runs the field to e and sets *open (when not NULL; else it is left as it was). */
 static char *field_end(char *f, char *e, char d, int *open)
 {
     char *p = f;
@@ -383,9 +393,28 @@ static char *field_end(char *f, char *e, char d, int *open)
             return e;
         }
         f = p + 1;
+    } else {
+        f = p;
+    }
+    if (d == ' ') {
+        while (f < e && !is_blank(*f))
+            f++;
+        return f;
     }
     char *c = memchr(f, d, (size_t)(e - f));
     return c ? c : e;
+}
+
+/* The start of the field after the one that ends at fe (< e, at a delimiter), or NULL when the
+ * line has none: with blanks as the delimiter (d ' '), a run of them is one delimiter and blanks
+ * at the end of the line start no field. Called before field_text writes its NUL at fe. */
+static char *field_next(char *fe, char *e, char d)
+{
+    if (d != ' ')
+        return fe + 1;
+    while (fe < e && is_blank(*fe))
+        fe++;
+    return fe < e ? fe : NULL;
 }
 
 /* The field [a, b) without the blanks around it, unquoted in place when it is one quoted string
@@ -427,16 +456,14 @@ static char *field_text(char *a, char *b, char d)
 static size_t split_line(char *s, char *e, char d, char **fields, size_t max_fields)
 {
     size_t n = 0;
-    char *f = s;
-    for (;;) {
+    for (char *f = s; f;) {
         char *fe = field_end(f, e, d, NULL);
+        char *next = fe < e ? field_next(fe, e, d) : NULL;
         char *t = field_text(f, fe, d);
         if (fields && n < max_fields)
             fields[n] = t;
         n++;
-        if (fe == e)
-            break;
-        f = fe + 1;
+        f = next;
     }
     return n;
 }
@@ -446,23 +473,26 @@ static size_t split_line(char *s, char *e, char d, char **fields, size_t max_fie
 static size_t open_quote_column(char *s, char *e, char d)
 {
     size_t c = 1;
-    for (char *f = s;; ++c) {
+    for (char *f = s; f; ++c) {
         int open = 0;
         char *fe = field_end(f, e, d, &open);
         if (open)
             return c;
-        if (fe == e)
-            return 0;
-        f = fe + 1;
+        f = fe < e ? field_next(fe, e, d) : NULL;
     }
+    return 0;
 }
 
 /* Count the fields of [s, e) without changing it. */
 static size_t count_fields(char *s, char *e, char d)
 {
     size_t n = 1;
-    for (char *f = field_end(s, e, d, NULL); f < e; f = field_end(f + 1, e, d, NULL))
-        n++;
+    for (char *fe = field_end(s, e, d, NULL); fe < e; n++) {
+        char *next = field_next(fe, e, d);
+        if (!next)
+            break;
+        fe = field_end(next, e, d, NULL);
+    }
     return n;
 }
 
@@ -526,7 +556,7 @@ static qm_code begin(qm_csv_reader *r, csv_line *first, qm_status *st)
     r->text_eof = r->full = 0;
     r->src_rc = QM_OK;
     r->text_bytes = 0;
-    r->line_no = r->blank_no = 0;
+    r->line_no = r->blank_no = r->comments = 0;
     r->first_pending = 0;
     r->at_start = 1;
     r->info.rows_read = 0;
@@ -545,10 +575,15 @@ static qm_code begin(qm_csv_reader *r, csv_line *first, qm_status *st)
     int got = 0;
     if ((rc = next_line(r, first, &got, st)) != QM_OK)
         return rc;
-    if (!got)
-        return qm_fail(st, QM_E_INPUT, "%s: empty: no rows (%llu bytes%s)", r->path,
+    if (!got) {
+        char comments[48] = "";
+        if (r->comments)
+            snprintf(comments, sizeof comments, ", %ld comment line%s ('#')", r->comments,
+                     r->comments == 1 ? "" : "s");
+        return qm_fail(st, QM_E_INPUT, "%s: empty: no rows (%llu bytes%s%s)", r->path,
                        (unsigned long long)r->text_bytes,
-                       r->info.gzip ? " after gzip decompression" : "");
+                       r->info.gzip ? " after gzip decompression" : "", comments);
+    }
     if (r->blank_no)
         return qm_fail(st, QM_E_INPUT, "%s: row %ld is empty (blank lines are allowed only at the "
                        "end of the file)", r->path, r->blank_no);
@@ -637,6 +672,28 @@ static qm_code first_row(qm_csv_reader *r, const csv_line *first, qm_status *st)
 
 /* ---- rows ------------------------------------------------------------------------------------ */
 
+/* " (the fields look separated by a tab, not ',': --delimiter tab)" into hint when the field text
+ * (trimmed: blanks inside it are between its characters) holds another common delimiter, tried in
+ * the order tab, semicolon, comma, space; else "". */
+static void delimiter_hint(const qm_csv_reader *r, const char *field, char *hint, size_t bytes)
+{
+    static const struct { char c; const char *name; } common[] = {
+        {'\t', "tab"}, {';', "semicolon"}, {',', "comma"}, {' ', "space"}};
+    hint[0] = '\0';
+    for (size_t k = 0; k < sizeof common / sizeof common[0]; ++k) {
+        if (common[k].c == r->delim || !strchr(field, common[k].c))
+            continue;
+        char now[8] = "blanks"; /* the delimiter read with: '\t', ',', ... or blanks */
+        if (r->delim == '\t')
+            snprintf(now, sizeof now, "'\\t'");
+        else if (r->delim != ' ')
+            snprintf(now, sizeof now, "'%c'", r->delim);
+        snprintf(hint, bytes, " (the fields look separated by a %s, not %s: --delimiter %s)",
+                 common[k].name, now, common[k].name);
+        return;
+    }
+}
+
 /* Parse one data row into dst (n_features values; NULL: checked only). The first row (is_first)
  * was split when the reader opened: its fields are the names. */
 static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_first, double *dst,
@@ -656,10 +713,11 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
     char *f = ln->s;
     for (size_t c = 0; c < ncols; ++c) {
         char *field = r->names[c];
-        if (!is_first) {
+        if (!is_first) { /* count_fields found ncols fields: each but the last has a next */
             char *fe = field_end(f, ln->e, r->delim, NULL);
+            char *next = fe < ln->e ? field_next(fe, ln->e, r->delim) : NULL;
             field = field_text(f, fe, r->delim);
-            f = fe + 1;
+            f = next;
         }
         if ((long)c == r->info.dropped_column)
             continue;
@@ -669,16 +727,8 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
             char pt[48], pc[48], col[80] = "", hint[96] = "";
             if (r->info.has_header)
                 snprintf(col, sizeof col, " ('%s')", printable(r->names[c], pc, sizeof pc));
-            /* one field holding another common delimiter: the file is likely separated by it */
-            const char *other = nr != NUM_BAD ? NULL
-                                : r->delim != '\t' && strchr(field, '\t') ? "tab"
-                                : r->delim != ';' && strchr(field, ';')    ? "semicolon"
-                                                                           : NULL;
-            if (other) {
-                const char d[2] = {r->delim, '\0'};
-                snprintf(hint, sizeof hint, " (the fields look separated by a %s, not '%s': "
-                         "--delimiter %s)", other, r->delim == '\t' ? "\\t" : d, other);
-            }
+            if (nr == NUM_BAD)
+                delimiter_hint(r, field, hint, sizeof hint);
             return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s%s", r->path, ln->no,
                            c + 1, col, nr == NUM_EMPTY ? "empty field" : "'",
                            nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
@@ -693,11 +743,16 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
     return QM_OK;
 }
 
-/* A file with a header row and nothing after it. */
+/* A file with a header row and nothing after it. A header the reader took itself (auto) of one
+ * field that holds another common delimiter gets delimiter_hint's hint: a one-row file separated
+ * by something else looks like a header of one name. */
 static qm_code no_data_rows(const qm_csv_reader *r, qm_status *st)
 {
-    return qm_fail(st, QM_E_INPUT, "%s: empty: no data rows (only the header row %ld)", r->path,
-                   r->first_no);
+    char hint[96] = "";
+    if (r->header_opt == QM_CSV_HEADER_AUTO && r->info.n_columns == 1 && r->names)
+        delimiter_hint(r, r->names[0], hint, sizeof hint);
+    return qm_fail(st, QM_E_INPUT, "%s: empty: no data rows (only the header row %ld)%s", r->path,
+                   r->first_no, hint);
 }
 
 /* The reader's sticky failure: kept, and copied to st. */
@@ -723,10 +778,10 @@ qm_code qm_csv_open(const char *path, const qm_csv_options *opt, qm_csv_reader *
         opt = &defaults;
     }
     const char dl = opt->delimiter;
-    if (dl == '"' || dl == '\r' || dl == '\n' || dl == ' ')
+    if (dl == '"' || dl == '\r' || dl == '\n' || dl == '#')
         return qm_fail(st, QM_E_ARG, "%s: the CSV delimiter cannot be %s (it must be a byte other "
-                       "than a quote, a line end or a space)", path,
-                       dl == '"' ? "'\"'" : dl == ' ' ? "a space" : "a line end");
+                       "than a quote, '#' (it starts a comment line) or a line end; ' ' stands "
+                       "for blanks)", path, dl == '"' ? "'\"'" : dl == '#' ? "'#'" : "a line end");
     if (opt->header != QM_CSV_HEADER_AUTO && opt->header != QM_CSV_HEADER_YES &&
         opt->header != QM_CSV_HEADER_NO)
         return qm_fail(st, QM_E_ARG, "%s: csv load: header option %d is not auto, yes or no", path,

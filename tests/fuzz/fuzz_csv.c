@@ -3,7 +3,7 @@
  * Input: one option byte, then the file's bytes. Option byte: bit 0 — gzip-compress the rest
  * before writing it (the fuzzer also reaches raw gzip streams, corrupt ones included, by starting
  * the rest with 1f 8b and leaving bit 0 clear); bits 1-2 — header auto / yes / no / auto with a
- * tab as the delimiter (the others: comma); bits
+ * tab as the delimiter, or blanks (' ') when bit 3 is set too (the others: comma); bits
  * 3-4 — drop column: none, "0", "2", "label"; bits 5-7 — the chunked reader's chunk size
  * (QM_CSV_CHUNK_BYTES 1, 2, 3, 5, 7, 16, 64, 255) and the rows per read. The file is written to
  * the per-process scratch directory (fuzz_common.h) and read with qm_csv_load (the default 4 MiB
@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_csv_options_init(&opt);
     opt.header = headers[(opt_byte >> 1) & 3u];
     if (((opt_byte >> 1) & 3u) == 3u)
-        opt.delimiter = '\t'; /* the second "auto": tab-separated fields */
+        opt.delimiter = opt_byte & 8u ? ' ' : '\t'; /* the second "auto": tabs or blanks */
     opt.drop_column = drops[(opt_byte >> 3) & 3u];
 
     opt.max_text_bytes = (uint64_t)1 << 20;
