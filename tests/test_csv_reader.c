@@ -579,6 +579,10 @@ static void test_errors(void)
     expect_error("one semicolon-separated row read with commas", TXT("1;2;3\n"), A, NULL,
                  QM_E_INPUT, "empty: no data rows (only the header row 1) (the fields look "
                  "separated by a semicolon, not ',': --delimiter semicolon)", NULL, -1, 0);
+    expect_error("a label column made the first row a header (Iris)",
+                 TXT("5.1,3.5,setosa\n4.9,3.0,setosa\n"), A, NULL, QM_E_INPUT,
+                 "row 2, column 3 ('setosa'): 'setosa' is not a number (a column of labels? "
+                 "--drop-column 2 leaves it out, and row 1 is then data, not a header)", NULL, 0, 0);
     expect_error("only comments", TXT("# a\n#b\n"), A, NULL, QM_E_INPUT,
                  "empty: no rows (7 bytes, 2 comment lines ('#'))", NULL, -1, 0);
     expect_error("a comment, then a row of a different width", TXT("1,2\n# x\n3\n"), A, NULL,

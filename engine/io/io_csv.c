@@ -694,6 +694,22 @@ static void delimiter_hint(const qm_csv_reader *r, const char *field, char *hint
     }
 }
 
+/* Whether the first row was taken for a header (auto) only because its column c is not a
+ * number: every other field of it is one. A text label column (Iris's species) then makes its
+ * first row a header, and the message should say so. */
+static int label_header(const qm_csv_reader *r, size_t c)
+{
+    if (r->header_opt != QM_CSV_HEADER_AUTO || !r->info.has_header || !r->names ||
+        r->info.n_columns < 2)
+        return 0;
+    for (size_t k = 0; k < (size_t)r->info.n_columns; ++k) {
+        double v;
+        if (k != c && parse_number(r->names[k], &v) != NUM_OK)
+            return 0;
+    }
+    return 1;
+}
+
 /* Parse one data row into dst (n_features values; NULL: checked only). The first row (is_first)
  * was split when the reader opened: its fields are the names. */
 static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_first, double *dst,
@@ -724,11 +740,14 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
         double v = 0.0;
         const num_result nr = parse_number(field, &v);
         if (nr != NUM_OK) {
-            char pt[48], pc[48], col[80] = "", hint[96] = "";
+            char pt[48], pc[48], col[80] = "", hint[160] = "";
             if (r->info.has_header)
                 snprintf(col, sizeof col, " ('%s')", printable(r->names[c], pc, sizeof pc));
             if (nr == NUM_BAD)
                 delimiter_hint(r, field, hint, sizeof hint);
+            if (nr == NUM_BAD && !hint[0] && label_header(r, c))
+                snprintf(hint, sizeof hint, " (a column of labels? --drop-column %zu leaves it "
+                         "out, and row %ld is then data, not a header)", c, r->first_no);
             return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s%s", r->path, ln->no,
                            c + 1, col, nr == NUM_EMPTY ? "empty field" : "'",
                            nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
