@@ -679,6 +679,20 @@ static void test_cli_npy(const char *srcdir)
           strstr(out, "v.txt: row 3, column 1 ('5.0e-01 2.0e+00?-1'): '3 ? 4   1e-3' is not a "
                       "number (the fields look separated by a tab, not ',': --delimiter tab)"));
     unlink(t4);
+    /* a zip archive (np.savez's .npz) and a Parquet file are refused by their magic bytes, with
+     * what to do, not parsed as CSV text */
+    at(t4, sizeof t4, "a.npz");
+    qm_test_write_file(t4, "PK\x03\x04\x14\0\0\0", 8);
+    rc = qm_test_runf(out, sizeof out, "%s encode --input %s", qmesh, t4);
+    CHECK(rc == 1 && strstr(out, "error[E-INPUT]: ") &&
+          strstr(out, "a.npz: a zip archive (NumPy's .npz, or a spreadsheet) is not an input qmesh "
+                      "reads; save the array as .npy (np.save('x.npy', np.load("));
+    unlink(t4);
+    at(t4, sizeof t4, "p.parquet");
+    qm_test_write_file(t4, "PAR1\x15\x04", 6);
+    rc = qm_test_runf(out, sizeof out, "%s plan --input %s", qmesh, t4);
+    CHECK(rc == 1 && strstr(out, "p.parquet: a Parquet file is not an input qmesh reads"));
+    unlink(t4);
     rc = qm_test_runf(out, sizeof out, "%s plan --qubits 3 --delimiter tab", qmesh);
     CHECK(rc == 2 && strstr(out, "error[E-ARG]: plan: --delimiter says how to read --input FILE; "
                                  "give the file"));
