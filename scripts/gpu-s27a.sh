@@ -2,12 +2,7 @@
 # Session 27's first device call (at most DL seconds, default 560; each step skipped when the
 # deadline is near). What it runs depends on the card that came:
 #
-# H200 (the issues' figures, side by side, part 1 of 2; gpu-s27b.sh is part 2 on the same warm
-# machine): build qmesh, the benchmarks, test_backend_ops/test_backend_warmup and the Python
-# package; test_backend_ops --cuda and test_backend_warmup (the gates); issue 16's bench_cuda
-# figures (fill, products, phase, IQP, medians of 3); issue 17's bench_read (item 1), bench_output
-# (item 3), topo dump + plan against encode for the 2^28 state and the 65536 x 1021 batch
-# (item 7, with and without --out).
+# H200: scripts/gpu-s27c.sh (the issues' figures, side by side in one call) instead.
 #
 # Another card (an H100): this session's two changes measured against the tree before them.
 #   1. the output's staging as one page-locked block (encode.c staging_open): test_backend_warmup,
@@ -25,12 +20,16 @@ R=${OUT:?}/s27a; mkdir -p $R
 trap 'tar -czf $OUT/s27a.tar.gz -C $OUT s27a' EXIT
 DL=${DL:-560}
 left() { [ $SECONDS -lt $(($DL - $1)) ]; } # true when more than $1 seconds are left
-. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $R/gpu.txt
+if grep -q H200 $R/gpu.txt; then # the figures: gpu-s27c.sh's routine, not a second copy of it
+  trap - EXIT
+  rm -rf $R
+  exec bash scripts/gpu-s27c.sh
+fi
+. scripts/gpu-env.sh
 Q=build-gpu/qmesh D=/tmp/s27; mkdir -p $D
 qm_datapath_inputs $D &
 IQPF='BM_Iqp/[0-9]+/[0-9]+/[01]/4/'
-KF="BM_WriteFill/1073741824|BM_Product/30/1/[01]/5/|BM_Product/10/65536/[01]/5/|BM_ProductPhase/30/1/[01]/5/|BM_ProductPhase/10/65536/[01]/5/|$IQPF"
 bench() { # FILTER FILE: bench_cuda, medians of 3, the median rows printed
   timeout $(($DL - SECONDS - 20)) build-gpu/bench/bench_cuda --benchmark_filter="$1" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $2 2>&1
@@ -43,36 +42,6 @@ planvs() { # TAG REPEAT INPUT [FLAGS]: plan against encode on this machine's dum
     --backend cuda "$@" > $R/planvs-$tag.txt 2>&1
   echo "-- $tag"; sed -n 3,14p $R/planvs-$tag.txt
 }
-if grep -q H200 $R/gpu.txt; then
-  echo "H200: the side-by-side figures, part 1"
-  qm_gpu_build $R qmesh_cli bench_cuda bench_read bench_output bench_encode test_backend_ops \
-    test_backend_warmup qmesh_python || exit 1
-  echo "built at $SECONDS s"
-  build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; echo "test_backend_ops --cuda rc=$?"; tail -1 $R/backend-ops.txt
-  build-gpu/tests/test_backend_warmup > $R/warmup.txt 2>&1; echo "test_backend_warmup rc=$?"; tail -1 $R/warmup.txt
-  left 200 && bench "$KF" $R/bench.txt
-  echo "kernels at $SECONDS s"
-  wait
-  $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/
-  planvs x28 3 $D/x28.npy
-  planvs b 3 $D/b.npy
-  planvs x28-out 3 $D/x28.npy --out $D/o.npy
-  planvs b-out 3 $D/b.npy --out $D/o.npy
-  rm -f $D/o.npy
-  echo "planvs at $SECONDS s"
-  if left 120; then
-    QM_BENCH_BACKEND=cuda QM_BENCH_READ_DIR=$D timeout $(($DL - SECONDS - 60)) build-gpu/bench/bench_read \
-      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > $R/read.txt 2>&1
-    grep -E "median|ratio|ceiling" $R/read.txt | tail -24 | cut -c1-170
-  fi
-  if left 50; then
-    QM_BENCH_BACKEND=cuda QM_BENCH_DIR=$D QM_BENCH_OUTPUT_BYTES=2147483648 timeout $(($DL - SECONDS - 10)) \
-      build-gpu/bench/bench_output --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > $R/output.txt 2>&1
-    grep -E "median|ratio" $R/output.txt | tail -10 | cut -c1-170
-  fi
-  echo "s27a (H200 part 1) done at $SECONDS s"
-  exit 0
-fi
 echo "not an H200: this session's changes against the tree before them"
 qm_gpu_build $R qmesh_cli bench_cuda test_backend_ops test_backend_warmup || exit 1
 echo "built at $SECONDS s"

@@ -405,11 +405,13 @@ static char *field_end(char *f, char *e, char d, int *open)
     return c ? c : e;
 }
 
-/* The start of the field after the one that ends at fe (< e, at a delimiter), or NULL when the
- * line has none: with blanks as the delimiter (d ' '), a run of them is one delimiter and blanks
- * at the end of the line start no field. Called before field_text writes its NUL at fe. */
+/* The start of the field after the one that ends at fe (field_end: at a delimiter, or e), or NULL
+ * when the line has none: fe is e, or with blanks as the delimiter (d ' ') only blanks follow (a
+ * run of them is one delimiter). Called before field_text writes its NUL at fe. */
 static char *field_next(char *fe, char *e, char d)
 {
+    if (fe >= e)
+        return NULL;
     if (d != ' ')
         return fe + 1;
     while (fe < e && is_blank(*fe))
@@ -458,7 +460,7 @@ static size_t split_line(char *s, char *e, char d, char **fields, size_t max_fie
     size_t n = 0;
     for (char *f = s; f;) {
         char *fe = field_end(f, e, d, NULL);
-        char *next = fe < e ? field_next(fe, e, d) : NULL;
+        char *next = field_next(fe, e, d);
         char *t = field_text(f, fe, d);
         if (fields && n < max_fields)
             fields[n] = t;
@@ -478,7 +480,7 @@ static size_t open_quote_column(char *s, char *e, char d)
         char *fe = field_end(f, e, d, &open);
         if (open)
             return c;
-        f = fe < e ? field_next(fe, e, d) : NULL;
+        f = field_next(fe, e, d);
     }
     return 0;
 }
@@ -487,12 +489,9 @@ static size_t open_quote_column(char *s, char *e, char d)
 static size_t count_fields(char *s, char *e, char d)
 {
     size_t n = 1;
-    for (char *fe = field_end(s, e, d, NULL); fe < e; n++) {
-        char *next = field_next(fe, e, d);
-        if (!next)
-            break;
-        fe = field_end(next, e, d, NULL);
-    }
+    for (char *f = field_next(field_end(s, e, d, NULL), e, d); f;
+         f = field_next(field_end(f, e, d, NULL), e, d))
+        n++;
     return n;
 }
 
@@ -731,7 +730,7 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
         char *field = r->names[c];
         if (!is_first) { /* count_fields found ncols fields: each but the last has a next */
             char *fe = field_end(f, ln->e, r->delim, NULL);
-            char *next = fe < ln->e ? field_next(fe, ln->e, r->delim) : NULL;
+            char *next = field_next(fe, ln->e, r->delim);
             field = field_text(f, fe, r->delim);
             f = next;
         }

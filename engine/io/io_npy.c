@@ -1622,8 +1622,8 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
     const bool h5_name = (plen >= 3 && strcasecmp(path + plen - 3, ".h5") == 0) ||
                          (plen >= 5 && strcasecmp(path + plen - 5, ".hdf5") == 0);
     const bool npz_name = plen >= 4 && strcasecmp(path + plen - 4, ".npz") == 0;
-    if ((got >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) || (npz_name && !(got >= 6 &&
-                                                                memcmp(b, npy_magic, 6) == 0)))
+    const bool npy = got >= sizeof npy_magic && memcmp(b, npy_magic, sizeof npy_magic) == 0;
+    if ((got >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) || (npz_name && !npy))
         return qm_fail(st, QM_E_INPUT, "%s: a zip archive (NumPy's .npz, or a spreadsheet) is not "
                        "an input qmesh reads; save the array as .npy (np.save('x.npy', "
                        "np.load('%.100s')['NAME'])), HDF5 or CSV", path, path);
@@ -1631,7 +1631,7 @@ qm_code qm_input_format_query(const char *path, qm_input_format *out, qm_status 
         return qm_fail(st, QM_E_INPUT, "%s: a Parquet file is not an input qmesh reads; save the "
                        "values as .npy (np.save('x.npy', pandas.read_parquet(...).to_numpy())), "
                        "HDF5 or CSV", path);
-    if ((got >= sizeof npy_magic && memcmp(b, npy_magic, sizeof npy_magic) == 0) || npy_name)
+    if (npy || npy_name)
         *out = QM_INPUT_NPY;
     else if ((got == sizeof b && memcmp(b, hdf5_magic, sizeof hdf5_magic) == 0) || h5_name)
         *out = QM_INPUT_HDF5;

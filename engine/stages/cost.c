@@ -873,10 +873,14 @@ qm_code qm_cost_datapath(const qm_mesh *mesh, qm_plan *p, const qm_datapath *dp,
             }
         }
         if (back >= 0) {
-            /* on devices: first the staging, one page-locked block of QM_OUT_BUFS chunks, made
-             * by each rank that writes; one process page-locks it on its CUDA start-up thread
-             * with the ingest's ring (encode.c prepare_staging): not charged here */
-            const double setup = dp->sim || mesh->n_ranks <= 1 ? 0 : page_lock_s(t, 8 * chunk_bytes);
+            /* on devices: first the staging, one page-locked block of the read-back chunk's
+             * bytes (encode.c staging_open), made by each rank that writes; one process
+             * page-locks it on its CUDA start-up thread with the ingest's ring (encode.c
+             * prepare_staging): not charged here */
+            const double setup =
+                dp->sim || mesh->n_ranks <= 1
+                    ? 0
+                    : page_lock_s(t, (double)QM_READBACK_AMPS * qm_dtype_size(p->request.dtype));
             const double copies = dp->sim ? 0 : back + 2 * rb_chunks * launch;
             p->io_s[QM_IO_WRITE] = setup + overlapped(copies, file, rb_chunks) + removal;
             p->io_set[QM_IO_WRITE] = true;

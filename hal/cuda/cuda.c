@@ -922,9 +922,9 @@ static qm_code c_host_alloc(void *ctx, uint64_t bytes, void **out, qm_status *st
 
 /* A registered block given back stays registered, kept as a spare (at most QM_HOST_KEPT blocks
  * given back; the spares prepared ahead and not taken yet do not count: while an encode with an
- * output ingests, its 8 output staging buffers wait as registered spares, and counting them made
- * the ring's give-back at the end of the ingest unregister it on the spot, 1.2 ms of its staging on
- * an H100 of session 26) for the next allocation of its size, and is unregistered by
+ * output ingests, its output staging waits as a registered spare, and in session 26, when that
+ * was 8 buffers, counting them made the ring's give-back at the end of the ingest unregister it on
+ * the spot, 1.2 ms of its staging on an H100) for the next allocation of its size, and is unregistered by
  * qm_hal_cuda_host_release (at the end of an encode, or a context's close) or when a backend
  * closes: cudaHostUnregister of the ingest ring's 64 MiB took 1.4-2.2 ms at the end of every ingest
  * on an H100, and unregistering on another thread instead held up the CUDA calls of the norm that
