@@ -1156,6 +1156,10 @@ static void job_leave(npy_pool *p, npy_job *j, bool worker)
     if (j->active == 0 && !job_has_pieces(j)) {
         pool_unlink(p, j);
         j->done = true;
+        if (qm_tracing_all()) /* QM_TRACE=2: when each background read ends (its submit and wait
+                                 are traced by the caller) */
+            qm_trace("read: elements [%llu, +%llu) done", (unsigned long long)j->first,
+                     (unsigned long long)j->count);
         pthread_cond_broadcast(&p->done);
     }
 }

@@ -278,6 +278,9 @@ static qm_code ring_submit(ingest *g, uint64_t upto, qm_status *st)
                 qm_trace("ingest: piece %llu copied", (unsigned long long)done);
         }
         piece *pc = &g->pieces[r];
+        if (qm_tracing_all())
+            qm_trace("ingest: piece %llu submitted (elements [%llu, +%llu))", (unsigned long long)r,
+                     (unsigned long long)pc->pos, (unsigned long long)pc->count);
         if (g->bg) {
             qm_code rc = in->read_submit(in->read_ctx, pc->pos, pc->count, slot_of(g, r),
                                          &pc->ticket, st);
