@@ -12,7 +12,8 @@
 #   - QM_FAULT_READ=K (EIO) and K:SHORT in some piece: exit 1, exactly one coded line, no output,
 #     no temporary; QM_READ_THREADS / QM_FAULT_READ / QM_READ_DIRECT with bad values are refused;
 #   - QM_TRACE=1 prints the encode's steps in their order (the same output bytes), QM_TRACE=2 the
-#     same and every ring piece's read, and any other value prints none.
+#     same and every ring piece's submit and read (a pooled read's end once, after its submit), and
+#     any other value prints none.
 # Every run under a 120 s watchdog that names the case.
 set -u
 QMESH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -169,9 +170,20 @@ want="encode: planned and laid out; waiting for the backend's start|encode: back
 # QM_TRACE=2: the same steps, and every ring piece's read (pieces 1 and 2 beside piece 0)
 run "trace 2" env QM_TRACE=2 "$QMESH" encode --input amp_i4.npy --out t1.npy
 got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | tr '\n' '|')
-want2=$(printf '%s' "$want" | sed 's/ingest: chunk 1 enqueued|/ingest: piece 1 read|ingest: chunk 1 enqueued|/; s/ingest: chunk 2 enqueued|/ingest: piece 2 read|ingest: chunk 2 enqueued|/')
+sub="ingest: piece 0 submitted (elements [0, +4))|ingest: piece 1 submitted (elements [4, +4))|ingest: piece 2 submitted (elements [8, +4))|"
+want2=$(printf '%s' "$want" | sed "s/ingest: 3 pipes open|/${sub}ingest: 3 pipes open|/; s/ingest: chunk 1 enqueued|/ingest: piece 1 read|ingest: chunk 1 enqueued|/; s/ingest: chunk 2 enqueued|/ingest: piece 2 read|ingest: chunk 2 enqueued|/")
 [ $rc -eq 0 ] && [ "$got" = "$want2" ] && cmp -s t1.npy a_i4.npy && ok "QM_TRACE=2: every piece, the same bytes" ||
   bad "QM_TRACE=2: rc $rc, got '$got'"
+# QM_TRACE=2 with the reader's pool (16 MiB over the built-in mesh's 4 devices: 4 ring pieces of
+# 4 MiB, each read by 4 threads): every piece's read ends once, after its submit, with its range
+run "trace reads" env QM_TRACE=2 QM_READ_THREADS=4 "$QMESH" encode --input fault_f8.npy --out t5.npy
+got=$(sed -n 's/^qmesh trace: *[0-9.]* ms //p' "$T/err" | awk '
+  /^ingest: piece [0-9]+ submitted/ { r = $0; sub(/.*elements /, "", r); sub(/\)$/, "", r); s[r] = NR; ns++ }
+  /^read: elements / { r = $0; sub(/^read: elements /, "", r); sub(/ done$/, "", r); nd++; if (!(r in s) || s[r] > NR || (r in d)) bad++; d[r] = 1 }
+  END { printf "%d submitted, %d done, %d out of place", ns, nd, bad }')
+[ $rc -eq 0 ] && [ "$got" = "4 submitted, 4 done, 0 out of place" ] &&
+  ok "QM_TRACE=2: each background read's end, after its submit" || bad "QM_TRACE=2 reads: rc $rc, $got"
+rm -f t5.npy
 # one 2^18 state on the built-in mesh's 4 devices: each shard's block sums come from the staging,
 # so the ingest makes and copies their piece roots behind its last chunk, before it drains, and
 # local_norm only adds them; the norm check's 4 combines follow the amplitudes
