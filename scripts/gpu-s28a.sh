@@ -5,7 +5,7 @@
 #
 # Another card (an H100): where the batch's read goes beyond its estimate (issue 17 item 7:
 # 65536 x 1021 float64 read at 1.24-1.27x its estimate in session 27, the 2^28 state at 1.06x).
-# QM_TRACE=2 timestamps every ring piece's submit, the end of its read (the pool's last thread
+# QM_TRACE=2 timestamps every ring piece (scripts/trace-pieces.py tabulates them)'s submit, the end of its read (the pool's last thread
 # leaving it), the wait's return and the copy's end: 3 batch encodes and 2 of the 2^28 state on
 # this machine's topo dump, its plan, and the batch with other reader threads and slot sizes.
 # Everything under $OUT/s28a, packed as $OUT/s28a.tar.gz (the tool returns few files).
