@@ -286,6 +286,14 @@ def devices(backend="auto"):
     return _qmesh.devices(backend)
 
 
+def _check_ndim(ndim):
+    """1-D (one state) and 2-D (a batch) only, as the CLI reads files: a 0-D scalar is refused,
+    not taken as one feature (E-INPUT)."""
+    if ndim not in (1, 2):
+        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
+              "a batch)" % ndim)
+
+
 def _float_array(np, a):
     """float32/float64 stay; other real numeric dtypes (ints, bools, float16) become float64;
     complex and non-numeric data are refused (E-DTYPE)."""
@@ -370,9 +378,7 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
         if data.is_cuda and backend == "sim":
             data = data.cpu()
         data = data.detach().contiguous()
-        if data.dim() not in (1, 2):
-            _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows "
-                  "are a batch)" % data.dim())
+        _check_ndim(data.dim())
         if data.numel() == 0:
             _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode"
                   % (tuple(data.shape),))
@@ -401,10 +407,8 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
               "different lengths)")
     if encoding == "basis" and a.dtype.kind in "iu" and a.ndim in (1, 2) and a.size:
         qubits = _basis_int_qubits(np, a, qubits)  # exact: before any float64 conversion
+    _check_ndim(a.ndim)  # before _float_array: it would make a 0-D array 1-D
     a = _float_array(np, a)
-    if a.ndim not in (1, 2):
-        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
-              "a batch)" % a.ndim)
     if a.size == 0:
         _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape
@@ -431,9 +435,7 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
 def _encode_dlpack(data, qubits, dtype, policy, scenario, backend, encoding="amplitude"):
     """A DLPack producer's tensor, read in place (CUDA memory through qm_context_encode_device)."""
     shape = tuple(getattr(data, "shape", ()))
-    if len(shape) not in (1, 2):
-        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
-              "a batch)" % len(shape))
+    _check_ndim(len(shape))
     rows, features = (1, shape[0]) if len(shape) == 1 else shape
     if dtype is None:
         name = str(getattr(data, "dtype", ""))
@@ -487,10 +489,9 @@ def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", pref
     if torch is not None:
         data = data.detach().cpu().numpy()
     import numpy as np
-    a = _float_array(np, np.asarray(data))
-    if a.ndim not in (1, 2):
-        _fail("E-INPUT", "encode: the input has %d dimensions; use 1 (one state) or 2 (rows are "
-              "a batch)" % a.ndim)
+    a = np.asarray(data)
+    _check_ndim(a.ndim)
+    a = _float_array(np, a)
     if a.size == 0:
         _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape

@@ -28,6 +28,14 @@ def test_input_errors():
            "qubits); use at least 3 qubits", qmesh.encode, [1, 2, 3, 4, 5], qubits=1)
     raises("E-INPUT", "error[E-INPUT]: encode: the input has 3 dimensions; use 1 (one state) or "
            "2 (rows are a batch)", qmesh.encode, np.ones((2, 2, 2)))
+    # a 0-D scalar is refused as the CLI refuses a 0-D .npy file, not taken as one feature
+    # (np.ascontiguousarray makes a 0-D array 1-D), by encode, stream and with basis too
+    zero_d = "error[E-INPUT]: encode: the input has 0 dimensions; use 1 (one state) or 2 (rows " \
+        "are a batch)"
+    raises("E-INPUT", zero_d, qmesh.encode, np.array(5.0))
+    raises("E-INPUT", zero_d, qmesh.encode, 5.0)
+    raises("E-INPUT", zero_d, qmesh.encode, np.int64(3), encoding="basis", qubits=2)
+    raises("E-INPUT", zero_d, qmesh.stream, np.array(5.0), batch_size=1)
     raises("E-DTYPE", "error[E-DTYPE]: encode: input dtype must be real numeric (float32 and "
            "float64 are used as they are, other integer and float types become float64; got "
            "complex128)", qmesh.encode, np.ones(4, np.complex128))
