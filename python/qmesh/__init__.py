@@ -296,7 +296,10 @@ def _check_ndim(ndim):
 
 def _float_array(np, a):
     """float32/float64 stay; other real numeric dtypes (ints, bools, float16) become float64;
-    complex and non-numeric data are refused (E-DTYPE)."""
+    complex and non-numeric data are refused (E-DTYPE), then any shape but 1-D and 2-D (E-INPUT:
+    checked here, as np.ascontiguousarray would make a 0-D array 1-D)."""
+    if a.dtype.kind in "biuf":
+        _check_ndim(a.ndim)
     if a.dtype.kind == "f" and a.dtype.itemsize in (4, 8):
         return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
     if a.dtype.kind in "biuf":
@@ -407,7 +410,6 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
               "different lengths)")
     if encoding == "basis" and a.dtype.kind in "iu" and a.ndim in (1, 2) and a.size:
         qubits = _basis_int_qubits(np, a, qubits)  # exact: before any float64 conversion
-    _check_ndim(a.ndim)  # before _float_array: it would make a 0-D array 1-D
     a = _float_array(np, a)
     if a.size == 0:
         _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
@@ -489,9 +491,7 @@ def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", pref
     if torch is not None:
         data = data.detach().cpu().numpy()
     import numpy as np
-    a = np.asarray(data)
-    _check_ndim(a.ndim)
-    a = _float_array(np, a)
+    a = _float_array(np, np.asarray(data))
     if a.size == 0:
         _fail("E-INPUT", "encode: empty input (shape %s): nothing to encode" % (a.shape,))
     rows, features = (1, a.shape[0]) if a.ndim == 1 else a.shape

@@ -36,6 +36,10 @@ def test_input_errors():
     raises("E-INPUT", zero_d, qmesh.encode, 5.0)
     raises("E-INPUT", zero_d, qmesh.encode, np.int64(3), encoding="basis", qubits=2)
     raises("E-INPUT", zero_d, qmesh.stream, np.array(5.0), batch_size=1)
+    # what is not an array of numbers at all is a dtype error first, whatever its shape
+    raises("E-DTYPE", "error[E-DTYPE]: encode: input dtype must be real numeric (float32 and "
+           "float64 are used as they are, other integer and float types become float64; got "
+           "object)", qmesh.encode, None)
     raises("E-DTYPE", "error[E-DTYPE]: encode: input dtype must be real numeric (float32 and "
            "float64 are used as they are, other integer and float types become float64; got "
            "complex128)", qmesh.encode, np.ones(4, np.complex128))
