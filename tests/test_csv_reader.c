@@ -563,6 +563,13 @@ static void test_errors(void)
                  "row 3 has 1 fields, expected 2 (as in row 1)", NULL, 2, 0);
     expect_error("an empty field", TXT("1,2\n3,\n"), A, NULL, QM_E_INPUT,
                  "row 2, column 2: empty field", NULL, 1, 0);
+    /* a delimiter after every line's last field: the empty last column named, with the way out */
+    expect_error("a delimiter at every line's end", TXT("1,2,\n3,4,\n"), A, NULL, QM_E_INPUT,
+                 "row 1, column 3: empty field (the line ends with a delimiter? --drop-column 2 "
+                 "leaves the empty last column out)", NULL, 0, 0);
+    expect_error("a delimiter at every line's end, header too", TXT("a,b,\n1,2,\n"), A, NULL,
+                 QM_E_INPUT, "row 2, column 3 (''): empty field (the line ends with a delimiter? "
+                 "--drop-column 2 leaves the empty last column out)", NULL, 0, 0);
     expect_error("a quote not closed on its line", TXT("a,b\n1,2\n\"3,4\n"), A, NULL, QM_E_INPUT,
                  "row 3, column 1: the quoted field is not closed on its line (a quoted field may "
                  "not span lines)", NULL, 1, 0);

@@ -747,6 +747,12 @@ static qm_code parse_row(const qm_csv_reader *r, const csv_line *ln, int is_firs
             if (nr == NUM_BAD && !hint[0] && label_header(r, c))
                 snprintf(hint, sizeof hint, " (a column of labels? --drop-column %zu leaves it "
                          "out, and row %ld is then data, not a header)", c, r->first_no);
+            /* "1,2," exported with a delimiter after the last field: the last column empty in
+             * the first row (or header) too */
+            if (nr == NUM_EMPTY && c + 1 == ncols && ncols > 1 && r->delim != ' ' && r->names &&
+                !r->names[c][0])
+                snprintf(hint, sizeof hint, " (the line ends with a delimiter? --drop-column %zu "
+                         "leaves the empty last column out)", c);
             return qm_fail(st, QM_E_INPUT, "%s: row %ld, column %zu%s: %s%s%s%s", r->path, ln->no,
                            c + 1, col, nr == NUM_EMPTY ? "empty field" : "'",
                            nr == NUM_EMPTY ? "" : printable(field, pt, sizeof pt),
