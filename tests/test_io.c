@@ -230,15 +230,81 @@ static void test_npy_v2_v3_and_variants(void)
     unlink(p);
 }
 
+/* float16 ('<f2', '>f2') and bool ('|b1') files are read as float64, exactly: every half is a
+ * double (normal, subnormal, the largest, signed zero, infinities) and a bool byte is 0 or 1 (any
+ * byte but 0 is true); a bool file's exact integer read (basis indices) gives 0 and 1. */
+static void test_npy_half_bool(void)
+{
+    char p[256];
+    qm_status st;
+    unsigned char img[512];
+    /* 1, -2, 0.5, 65504 (the largest), 2^-24 (the smallest subnormal), 0x03ff (the largest
+     * subnormal, 1023 * 2^-24), 2^-14 (the smallest normal), -0, +inf, 1 + 2^-10 */
+    static const uint16_t h[10] = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001,
+                                   0x03ff, 0x0400, 0x8000, 0x7c00, 0x3c01};
+    const double want[10] = {1, -2, 0.5, 65504, 0x1p-24, 1023 * 0x1p-24, 0x1p-14, -0.0, INFINITY,
+                             1 + 0x1p-10};
+    for (int big = 0; big < 2; ++big) {
+        unsigned char raw[20];
+        for (int i = 0; i < 10; ++i) {
+            raw[2 * i + big] = (unsigned char)(h[i] & 0xff);
+            raw[2 * i + 1 - big] = (unsigned char)(h[i] >> 8);
+        }
+        const size_t n = npy_image(img, 1, big ? "{'descr': '>f2', 'fortran_order': False, "
+                                                 "'shape': (10,), }"
+                                               : "{'descr': '<f2', 'fortran_order': False, "
+                                                 "'shape': (10,), }",
+                                   1, raw, sizeof raw);
+        qm_test_write_file(at(p, sizeof p, "half.npy"), img, n);
+        qm_npy_reader *r = NULL;
+        CHECK(qm_npy_open(p, &r, &st) == QM_OK);
+        if (!r)
+            continue;
+        CHECK(qm_npy_reader_info(r)->dtype == QM_DTYPE_FLOAT64);
+        CHECK_EQ_U64(qm_npy_reader_info(r)->item_bytes, 2);
+        double got[10];
+        CHECK(qm_npy_read_range(r, 0, 10, got, &st) == QM_OK);
+        for (int i = 0; i < 10; ++i) {
+            CHECK(got[i] == want[i]);
+            CHECK(signbit(got[i]) == signbit(want[i]));
+        }
+        CHECK(qm_npy_read_range(r, 3, 2, got, &st) == QM_OK && got[0] == 65504 &&
+              got[1] == 0x1p-24);
+        uint64_t iv[2];
+        CHECK(qm_npy_read_int_range(r, 0, 2, iv, &st) == QM_E_DTYPE);
+        CHECK_ERR(st, QM_E_DTYPE, "exact integer read of a float16 file");
+        qm_npy_close(r);
+    }
+    static const unsigned char b[4] = {0, 1, 2, 0};
+    const size_t n = npy_image(img, 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }",
+                               1, b, sizeof b);
+    qm_test_write_file(at(p, sizeof p, "bool.npy"), img, n);
+    qm_npy_reader *r = NULL;
+    CHECK(qm_npy_open(p, &r, &st) == QM_OK);
+    if (r) {
+        double got[4];
+        CHECK(qm_npy_read_range(r, 0, 4, got, &st) == QM_OK);
+        CHECK(got[0] == 0 && got[1] == 1 && got[2] == 1 && got[3] == 0);
+        uint64_t iv[4];
+        CHECK(qm_npy_read_int_range(r, 0, 4, iv, &st) == QM_OK);
+        CHECK(iv[0] == 0 && iv[1] == 1 && iv[2] == 1 && iv[3] == 0);
+        qm_npy_close(r);
+    }
+    unlink(p);
+    unlink(at(p, sizeof p, "half.npy"));
+}
+
 static void test_npy_rejections(void)
 {
     const double d10[10] = {0};
     /* Fortran order is accepted: tests/test_inputs.c reads it */
     /* dtypes: each named, with what is accepted */
-    /* '>f8', '<i4', '<i8' are accepted (tests/test_npy_read.c reads them); other sizes are not */
-    expect_dict_error("{'descr': '>f2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
-                      "unsupported dtype '>f2' (a float of another size; accepted: f4, f8, i1, i2, "
-                      "i4, i8, u1, u2, u4, u8, either byte order); convert with a.astype('<f8')");
+    /* '>f8', '<i4', '<i8' are accepted (tests/test_npy_read.c reads them), '<f2' and '|b1' too
+     * (test_npy_half_bool); other sizes are not */
+    expect_dict_error("{'descr': '<f16', 'fortran_order': False, 'shape': (10,), }", d10, 160,
+                      "unsupported dtype '<f16' (a float of another size; accepted: f2, f4, f8, b1, "
+                      "i1, i2, i4, i8, u1, u2, u4, u8, either byte order); convert with "
+                      "a.astype('<f8')");
     expect_dict_error("{'descr': '<i16', 'fortran_order': False, 'shape': (10,), }", d10, 80,
                       "unsupported dtype '<i16' (a signed integer of another size;");
     expect_dict_error("{'descr': '<u3', 'fortran_order': False, 'shape': (10,), }", d10, 30,
@@ -247,10 +313,10 @@ static void test_npy_rejections(void)
                       "unsupported dtype '|i2' (a signed integer of another size;");
     expect_dict_error("{'descr': '<c8', 'fortran_order': False, 'shape': (10,), }", d10, 80,
                       "unsupported dtype '<c8' (complex;");
-    expect_dict_error("{'descr': '|b1', 'fortran_order': False, 'shape': (10,), }", d10, 10,
-                      "unsupported dtype '|b1' (boolean;");
-    expect_dict_error("{'descr': '<f2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
-                      "unsupported dtype '<f2' (a float of another size;");
+    expect_dict_error("{'descr': '|b2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
+                      "unsupported dtype '|b2' (a boolean of another size;");
+    expect_dict_error("{'descr': '|f2', 'fortran_order': False, 'shape': (10,), }", d10, 20,
+                      "unsupported dtype '|f2' (a float of another size;");
     expect_dict_error("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (10,), }", d10,
                       80, "unsupported dtype: a structured dtype");
     /* shapes */
@@ -801,6 +867,7 @@ int main(void)
     test_npy_v1_f32_1d();
     test_npy_v1_f64_2d_ranges();
     test_npy_v2_v3_and_variants();
+    test_npy_half_bool();
     test_npy_rejections();
     test_npy_fuzz();
     test_csv();

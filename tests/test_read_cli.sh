@@ -5,7 +5,7 @@
 #   - basis from integer .npy: every dtype (i1..i8, u1..u8, big-endian too) gives the bytes of the
 #     float64 file of the same indices; the edges 0 and 2^n - 1 work, 2^n and -1 are one exact
 #     E-INPUT line naming the sample, 2^53 + 1 is named as it is; nothing is left behind;
-#   - amplitude from an integer .npy equals the float64 file's bytes;
+#   - amplitude from an integer, a float16 (big-endian) or a bool .npy equals the float64 file's bytes;
 #   - the output of 1, 3 and 8 reader threads (QM_READ_THREADS, --read-threads) and of
 #     QM_READ_DIRECT=1 are byte-identical (C and
 #     Fortran order, float32 and float64);
@@ -42,6 +42,9 @@ npy('top.npy', '<i2', '(2,)', struct.pack('<2h', 7, 8))
 npy('huge.npy', '<u8', '(2,)', struct.pack('<2Q', 3, 2**53 + 1))
 npy('amp_i4.npy', '<i4', '(3, 4)', struct.pack('<12i', *[1, 2, 3, 4, 0, 0, 0, 5, -7, 1, 0, 2]))
 npy('amp_f8.npy', '<f8', '(3, 4)', struct.pack('<12d', *[1, 2, 3, 4, 0, 0, 0, 5, -7, 1, 0, 2]))
+npy('amp_f2.npy', '>f2', '(3, 4)', struct.pack('>12e', *[1, 2, 3, 4, 0, 0, 0, 5, -7, 1, 0, 2]))
+npy('amp_b1.npy', '|b1', '(2, 3)', bytes([1, 0, 1, 0, 0, 1]))
+npy('amp_b1f8.npy', '<f8', '(2, 3)', struct.pack('<6d', 1, 0, 1, 0, 0, 1))
 # 2^18 values (2 MiB): several chunks and pieces; a 512 x 513 matrix in C and Fortran order
 v = [math.sin(0.001 * i) + 0.01 * (i % 7) + 0.1 for i in range(1 << 18)]
 npy('big_f8.npy', '<f8', '(%d,)' % (1 << 18), struct.pack('<%dd' % (1 << 18), *v))
@@ -97,6 +100,11 @@ expect_line "basis index 2^53 + 1, not rounded" 1 "error[E-INPUT]: encode: sampl
 run "amp f8" "$QMESH" encode --input amp_f8.npy --out a_f8.npy
 run "amp i4" "$QMESH" encode --input amp_i4.npy --out a_i4.npy
 [ $rc -eq 0 ] && cmp -s a_f8.npy a_i4.npy && ok "amplitude from <i4: the float64 file's bytes" || bad "amplitude i4: rc $rc $(cat "$T/err")"
+run "amp f2" "$QMESH" encode --input amp_f2.npy --out a_f2.npy
+[ $rc -eq 0 ] && cmp -s a_f8.npy a_f2.npy && ok "amplitude from >f2: the float64 file's bytes" || bad "amplitude f2: rc $rc $(cat "$T/err")"
+run "amp b1" "$QMESH" encode --input amp_b1.npy --out a_b1.npy
+run "amp b1 as f8" "$QMESH" encode --input amp_b1f8.npy --out a_b1f8.npy
+[ $rc -eq 0 ] && cmp -s a_b1.npy a_b1f8.npy && ok "amplitude from |b1: the float64 file's bytes" || bad "amplitude b1: rc $rc $(cat "$T/err")"
 
 # ---- threads, O_DIRECT: the same bytes --------------------------------------------------------------
 for f in big_f8.npy big_f4.npy mat_c.npy mat_f.npy; do

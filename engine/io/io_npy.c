@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,6 +49,8 @@ static const unsigned char hdf5_magic[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1
 
 #define NPY_MAX_DIMS 32 /* more than NumPy's own limit, so any real header parses */
 #define NPY_STR_CAP 64  /* keys and dtype strings we keep (longer ones are reported truncated) */
+/* The dtypes read, as the messages list them (descr_parse) */
+#define NPY_ACCEPTED "f2, f4, f8, b1, i1, i2, i4, i8, u1, u2, u4, u8"
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
@@ -350,7 +353,7 @@ static qm_code parse_dict(npy_parser *ps, npy_dict *d)
             if (ps->p < ps->end && *ps->p == '[')
                 return qm_fail(ps->st, QM_E_INPUT,
                                "%s: unsupported dtype: a structured dtype (a list of fields); "
-                               "accepted: f4, f8, i1, i2, i4, i8, u1, u2, u4, u8",
+                               "accepted: " NPY_ACCEPTED,
                                ps->subject);
             if ((rc = parse_string(ps, d->descr, &d->descr_len)) != QM_OK)
                 return rc;
@@ -394,11 +397,11 @@ static const char *descr_problem(const char *s, size_t len)
         return "not a NumPy type string";
     switch (kind) {
     case 'f': return "a float of another size";
+    case 'b':
+    case '?': return "a boolean of another size";
     case 'i': return "a signed integer of another size";
     case 'u': return "an unsigned integer of another size";
     case 'c': return "complex";
-    case 'b':
-    case '?': return "boolean";
     case 'U':
     case 'S':
     case 'a': return "string";
@@ -411,15 +414,16 @@ static const char *descr_problem(const char *s, size_t len)
 }
 
 /* The accepted dtype strings: a byte order ('<' little, '>' big, '=' native = little here, '|'
- * not applicable: one-byte types only), a kind and a size: f4 f8 i1 i2 i4 i8 u1 u2 u4 u8.
- * 0 when not accepted. */
+ * not applicable: one-byte types only), a kind and a size: NPY_ACCEPTED (f2, float16, and b1,
+ * NumPy's bool of 0 and 1, are read as float64 as the integers are: exactly). 0 when not
+ * accepted. */
 static int descr_parse(const char *s, size_t len, char *kind, unsigned *item, int *big)
 {
     if (len != 3 || (s[0] != '<' && s[0] != '>' && s[0] != '=' && s[0] != '|'))
         return 0;
     const char k = s[1];
     const unsigned n = (unsigned)(s[2] - '0');
-    const bool ok = (k == 'f' && (n == 4 || n == 8)) ||
+    const bool ok = (k == 'f' && (n == 2 || n == 4 || n == 8)) || (k == 'b' && n == 1) ||
                     ((k == 'i' || k == 'u') && (n == 1 || n == 2 || n == 4 || n == 8));
     if (!ok || (s[0] == '|' && n != 1))
         return 0;
@@ -503,8 +507,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
     if (!descr_parse(d.descr, d.descr_len, &kind, &fitem, &big)) {
         char pd[48];
         return qm_fail(st, QM_E_INPUT,
-                       "%s: unsupported dtype '%s' (%s; accepted: f4, f8, i1, i2, i4, i8, u1, u2, "
-                       "u4, u8, either byte order); convert with a.astype('<f8')",
+                       "%s: unsupported dtype '%s' (%s; accepted: " NPY_ACCEPTED ", either byte "
+                       "order); convert with a.astype('<f8')",
                        subject,
                        printable(d.descr, d.descr_len < NPY_STR_CAP ? d.descr_len : NPY_STR_CAP - 1,
                                  pd, sizeof pd),
@@ -537,7 +541,8 @@ qm_code qm_npy_header_parse(const char *subject, const unsigned char *bytes, siz
                        "%s: truncated: expected %llu data bytes, found %llu (shape %s of %s, data "
                        "at byte %llu)",
                        subject, (unsigned long long)data_bytes, (unsigned long long)found, shp,
-                       kind == 'f' ? qm_dtype_name(dtype) : d.descr, (unsigned long long)data_offset);
+                       kind == 'f' && fitem > 2 ? qm_dtype_name(dtype) : d.descr,
+                       (unsigned long long)data_offset);
     if (found > data_bytes)
         return qm_fail(st, QM_E_INPUT,
                        "%s: %llu unexpected bytes after the data (expected %llu data bytes, found "
@@ -980,6 +985,23 @@ static uint64_t load_le(const unsigned char *p, unsigned n)
     return v;
 }
 
+/* An IEEE 754 binary16 value as a double (exact: every half is a double). */
+static double half_to_double(uint16_t h)
+{
+    const unsigned e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    const double v = e == 0    ? ldexp((double)m, -24)                /* zero and subnormals */
+                     : e == 31 ? (m ? NAN : INFINITY)
+                               : ldexp((double)(m | 0x400u), (int)e - 25); /* (1024 + m) 2^(e-25) */
+    return (h >> 15) ? -v : v;
+}
+
+/* Whether a read goes through convert(): exact integers, integers and booleans to double, half
+ * floats, big-endian bytes. */
+static bool needs_conv(const qm_npy_info *in, bool exact)
+{
+    return exact || in->kind != 'f' || in->item_bytes == 2 || in->big_endian;
+}
+
 /* n raw elements to what the read delivers: `exact` 64-bit integers (sign-extended for 'i'), or
  * info.dtype (floats swapped when big-endian, integers converted to double). */
 static void convert(const qm_npy_reader *r, const unsigned char *raw, uint64_t n, bool exact,
@@ -992,7 +1014,10 @@ static void convert(const qm_npy_reader *r, const unsigned char *raw, uint64_t n
         const unsigned char *p = raw + i * fi;
         uint64_t v = big ? load_be(p, fi) : load_le(p, fi);
         if (kind == 'f') {
-            if (fi == 4) {
+            if (fi == 2) {
+                const double d = half_to_double((uint16_t)v);
+                memcpy(out + i * 8, &d, 8);
+            } else if (fi == 4) {
                 const uint32_t w = (uint32_t)v;
                 memcpy(out + i * 4, &w, 4);
             } else {
@@ -1000,6 +1025,8 @@ static void convert(const qm_npy_reader *r, const unsigned char *raw, uint64_t n
             }
             continue;
         }
+        if (kind == 'b')
+            v = v != 0; /* NumPy's True is 1; any other byte but 0 is true too */
         if (kind == 'i' && fi < 8 && (v >> (8 * fi - 1)) & 1u)
             v |= ~(uint64_t)0 << (8 * fi); /* sign-extend */
         if (exact) {
@@ -1295,7 +1322,7 @@ static int job_init(qm_npy_reader *r, npy_job *j, uint64_t first, uint64_t count
     const uint64_t fi = in->item_bytes;
     *j = (npy_job){.r = r, .first = first, .count = count, .dst = dst,
                    .out_item = exact ? 8 : qm_dtype_size(in->dtype), .exact = exact,
-                   .conv = exact || in->kind != 'f' || in->big_endian, .rc = QM_OK};
+                   .conv = needs_conv(in, exact), .rc = QM_OK};
     /* pieces of one block, or smaller so that every thread has one (an 8 MiB staging slot over 8
      * threads: 1 MiB each), but not below NPY_MIN_PIECE_BYTES unless the block is */
     uint64_t pb = r->block_bytes;
@@ -1336,7 +1363,7 @@ static qm_code read_pieces(qm_npy_reader *r, uint64_t first, uint64_t count, voi
                            bool exact, qm_status *st)
 {
     const qm_npy_info *in = &r->info;
-    const bool conv = exact || in->kind != 'f' || in->big_endian;
+    const bool conv = needs_conv(in, exact);
     if (r->threads <= 1 && !conv && r->dfd < 0) /* as it always was: the range in one call */
         return read_raw(r, first, count, dst, NULL, 0, first, count, st);
     npy_job j;
