@@ -15,6 +15,7 @@
 #include "fuzz_common.h"
 #include "io.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,7 +40,7 @@ static void expected_elem(const qm_npy_info *in, const uint8_t *data, uint64_t a
     const unsigned ib = in->item_bytes;
     for (unsigned b = 0; b < ib; ++b)
         item[b] = data[in->data_offset + at * ib + (in->big_endian ? ib - 1 - b : b)];
-    if (in->kind == 'f') {
+    if (in->kind == 'f' && ib > 2) {
         memcpy(out, item, es);
         return;
     }
@@ -47,7 +48,16 @@ static void expected_elem(const qm_npy_info *in, const uint8_t *data, uint64_t a
     for (unsigned b = 0; b < ib; ++b)
         u |= (uint64_t)item[b] << (8 * b);
     double v;
-    if (in->kind == 'i') {
+    if (in->kind == 'f') { /* float16: (1 + m / 1024) 2^(e - 15), m 2^-24 below, inf and NaN */
+        const unsigned e = (unsigned)(u >> 10) & 31u, m = (unsigned)u & 1023u;
+        v = e == 31 ? (m ? NAN : INFINITY)
+            : e == 0 ? (double)m * 0x1p-24
+                     : (1.0 + (double)m / 1024.0) * ldexp(1.0, (int)e - 15);
+        if (u >> 15)
+            v = -v;
+    } else if (in->kind == 'b') {
+        v = u != 0;
+    } else if (in->kind == 'i') {
         const uint64_t sign = (uint64_t)1 << (8 * ib - 1);
         const int64_t x = ib == 8 ? (int64_t)u : (int64_t)((u ^ sign) - sign);
         v = (double)x;
@@ -131,6 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("qm_npy_open and qm_npy_header_parse disagree on the header's facts");
     const size_t es = in->dtype == QM_DTYPE_FLOAT32 ? 4 : in->dtype == QM_DTYPE_FLOAT64 ? 8 : 0;
     const bool kinds = (in->kind == 'f' && in->item_bytes == es) ||
+                       (in->kind == 'f' && in->item_bytes == 2 && es == 8) || /* float16 */
+                       (in->kind == 'b' && in->item_bytes == 1 && es == 8) || /* bool */
                        ((in->kind == 'i' || in->kind == 'u') && es == 8 &&
                         (in->item_bytes == 1 || in->item_bytes == 2 || in->item_bytes == 4 ||
                          in->item_bytes == 8));
