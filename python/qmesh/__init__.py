@@ -298,14 +298,13 @@ def _float_array(np, a):
     """float32/float64 stay; other real numeric dtypes (ints, bools, float16) become float64;
     complex and non-numeric data are refused (E-DTYPE), then any shape but 1-D and 2-D (E-INPUT:
     checked here, as np.ascontiguousarray would make a 0-D array 1-D)."""
-    if a.dtype.kind in "biuf":
-        _check_ndim(a.ndim)
+    if a.dtype.kind not in "biuf":
+        _fail("E-DTYPE", "encode: input dtype must be real numeric (float32 and float64 are used "
+              "as they are, other integer and float types become float64; got %s)" % a.dtype)
+    _check_ndim(a.ndim)
     if a.dtype.kind == "f" and a.dtype.itemsize in (4, 8):
         return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
-    if a.dtype.kind in "biuf":
-        return np.ascontiguousarray(a, dtype=np.float64)
-    _fail("E-DTYPE", "encode: input dtype must be real numeric (float32 and float64 are used as "
-          "they are, other integer and float types become float64; got %s)" % a.dtype)
+    return np.ascontiguousarray(a, dtype=np.float64)
 
 
 def _basis_int_qubits(np, a, qubits):
