@@ -333,6 +333,16 @@ def _torch_tensor(data):
     return torch if torch is not None and isinstance(data, torch.Tensor) else None
 
 
+def _torch_readable(data):
+    """A tensor on the CPU or a CUDA device as it is; one on another device (mps, xpu, ...)
+    copied to the CPU; a 'meta' tensor, which has a shape but no values, refused (E-INPUT)."""
+    kind = data.device.type
+    if kind == "meta":
+        _fail("E-INPUT", "encode: the tensor (shape %s) is on the 'meta' device: it has a shape "
+              "but no values; create it on 'cpu' or 'cuda'" % (tuple(data.shape),))
+    return data if kind in ("cpu", "cuda") else data.cpu()
+
+
 def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", scenario=None,
            backend="auto"):
     """Encode data: with the default amplitude encoding each row x becomes the state x / ||x||,
@@ -371,6 +381,7 @@ def encode(data, qubits=None, dtype=None, encoding="amplitude", policy="auto", s
         return _qmesh.encode_file(req, backend, path, ndim)
     torch = _torch_tensor(data)
     if torch is not None:
+        data = _torch_readable(data)
         if data.is_complex():
             _fail("E-DTYPE", "encode: input dtype must be real numeric (float32 and float64 are "
                   "used as they are, other integer and float types become float64; got %s)"
@@ -488,7 +499,7 @@ def stream(data, batch_size, qubits=None, dtype=None, encoding="amplitude", pref
         return _qmesh.stream_open(req, backend, path, rows, features, in_dtype, ndim, bs, pf)
     torch = _torch_tensor(data)
     if torch is not None:
-        data = data.detach().cpu().numpy()
+        data = _torch_readable(data).detach().cpu().numpy()
     import numpy as np
     a = _float_array(np, np.asarray(data))
     if a.size == 0:

@@ -51,6 +51,16 @@ def test_input_errors():
            "(rows of different lengths)", qmesh.encode, [[1, 2], [3]])
 
 
+def test_torch_meta_tensor():
+    """A 'meta' tensor has a shape and no values: refused by encode and stream alike, not a
+    TypeError from the conversion to NumPy."""
+    torch = pytest.importorskip("torch")
+    line = "error[E-INPUT]: encode: the tensor (shape (2, 4)) is on the 'meta' device: it has a " \
+        "shape but no values; create it on 'cpu' or 'cuda'"
+    raises("E-INPUT", line, qmesh.encode, torch.empty(2, 4, device="meta"))
+    raises("E-INPUT", line, qmesh.stream, torch.empty(2, 4, device="meta"), batch_size=1)
+
+
 def test_request_errors(cli):
     raises("E-DTYPE", "error[E-DTYPE]: plan: dtype must be complex64 or complex128 (got "
            "'float16')", qmesh.encode, [1, 2], dtype="float16")
