@@ -5,7 +5,9 @@
  * device; 2 and 4 ranks (threads with the in-process communicator) bit-identical to one process;
  * every refusal (value count, NaN, a layout the transform cannot use) with its exact message;
  * every HAL call of a cut encode failed in turn (the fault shim): the code returned, nothing left
- * allocated. */
+ * allocated; the exchange in pieces smaller than a shard (QM_IQP_SCRATCH_BYTES), bit-identical,
+ * within a device too small for a whole shard of scratch. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "comm.h"
 #include "fault.h"
 #include "featuremap_fixtures.h"
@@ -322,6 +324,79 @@ static void test_faults(void)
     qm_hal_destroy(fh);
 }
 
+/* The exchange in pieces (QM_IQP_SCRATCH_BYTES below the shard, the path of a shard over 1 GiB):
+ * one state of 14 qubits over 2, 4 and 8 devices, complex128 and complex64, with pieces of one
+ * amplitude, 1000 bytes (whole amplitudes: 992 or 1000; the last piece shorter), 4 KiB and half a
+ * shard: the one-device state's bytes. On 4 devices of 96 KiB (64 KiB complex128 shards), the
+ * whole-shard scratch does not fit (E-CAPACITY) and a 16 KiB piece does, the peak on each device
+ * being shard + piece + the coefficients (840 B); a bad value is E-ARG with nothing left. */
+static void test_pieces(void)
+{
+    const unsigned q = 14;
+    const uint64_t F = qm_encoding_features(QM_ENCODING_IQP, q), N = (uint64_t)1 << q;
+    double *x = malloc((size_t)F * sizeof *x);
+    uint64_t seed = 0xa4093822299f31d0ull;
+    for (uint64_t i = 0; i < F; ++i)
+        x[i] = (urand(&seed) * 2 - 1) * 3.0;
+    qm_status st;
+    for (int dt = 0; dt < 2; ++dt) {
+        const qm_dtype t = dt ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
+        const size_t es = qm_dtype_size(t);
+        double *one = run(QM_ENCODING_IQP, x, F, 1, q, 1, t, &st);
+        CHECK(one != NULL);
+        for (int k = 2; one && k <= 8; k *= 2) {
+            char half[32];
+            snprintf(half, sizeof half, "%llu", (unsigned long long)(N / (uint64_t)k * es / 2));
+            const char *pieces[] = {dt ? "8" : "16", "1000", "4096", half};
+            for (int p = 0; p < 4; ++p) {
+                setenv("QM_IQP_SCRATCH_BYTES", pieces[p], 1);
+                double *many = run(QM_ENCODING_IQP, x, F, 1, q, k, t, &st);
+                CHECK(many != NULL && memcmp(one, many, (size_t)N * es) == 0);
+                if (!many || memcmp(one, many, (size_t)N * es) != 0)
+                    fprintf(stderr, "pieces of %s B, %s, %d devices: %s\n", pieces[p],
+                            qm_dtype_name(t), k, many ? "bytes differ" : st.msg);
+                free(many);
+            }
+        }
+        unsetenv("QM_IQP_SCRATCH_BYTES");
+        free(one);
+    }
+    /* capacity: 96 KiB devices take a 64 KiB shard and a 16 KiB piece, not a whole shard */
+    qm_hal *small = NULL;
+    CHECK_OK(fixture_mesh(4, (uint64_t)96 << 10, true, QM_SIM_MATERIALIZED, &small, &st));
+    if (small) {
+        qm_shard_spec sh[8];
+        fm_layout(N, 4, sh);
+        double *a = fm_run(small, QM_ENCODING_IQP, x, F, 1, q, sh, 4, QM_DTYPE_COMPLEX128, &st);
+        CHECK(a == NULL && st.code == QM_E_CAPACITY);
+        free(a);
+        setenv("QM_IQP_SCRATCH_BYTES", "16384", 1);
+        double *ref = run(QM_ENCODING_IQP, x, F, 1, q, 1, QM_DTYPE_COMPLEX128, &st);
+        a = fm_run(small, QM_ENCODING_IQP, x, F, 1, q, sh, 4, QM_DTYPE_COMPLEX128, &st);
+        CHECK(a && ref && memcmp(a, ref, (size_t)N * 16) == 0);
+        for (int d = 0; d < 4; ++d) {
+            qm_hal_usage u;
+            CHECK_OK(qm_hal_usage_query(small, d, &u, &st));
+            CHECK(u.peak_bytes <= (uint64_t)(64 + 16) * 1024 + F * sizeof(double));
+            CHECK(u.peak_bytes >= (uint64_t)(64 + 16) * 1024);
+        }
+        free(a);
+        free(ref);
+        setenv("QM_IQP_SCRATCH_BYTES", "7", 1);
+        a = fm_run(small, QM_ENCODING_IQP, x, F, 1, q, sh, 4, QM_DTYPE_COMPLEX128, &st);
+        CHECK(a == NULL && st.code == QM_E_ARG);
+        CHECK_STR(st.msg, "encode: QM_IQP_SCRATCH_BYTES is '7'; give a byte count of at least one "
+                          "amplitude (16)");
+        setenv("QM_IQP_SCRATCH_BYTES", "1e6", 1);
+        a = fm_run(small, QM_ENCODING_IQP, x, F, 1, q, sh, 4, QM_DTYPE_COMPLEX128, &st);
+        CHECK(a == NULL && st.code == QM_E_ARG);
+        unsetenv("QM_IQP_SCRATCH_BYTES");
+        CHECK_EQ_U64(qm_hal_bytes_in_use(small), 0);
+        qm_hal_destroy(small);
+    }
+    free(x);
+}
+
 /* ---- ranks: threads with the in-process communicator ----------------------------------------- */
 
 typedef struct rank_job {
@@ -431,10 +506,16 @@ int main(void)
     test_batches();
     test_errors();
     test_faults();
+    test_pieces();
     ranks_case(QM_ENCODING_IQP, 14, 2, 2, -1);
     ranks_case(QM_ENCODING_IQP_Z, 13, 4, 1, -1);
     ranks_case(QM_ENCODING_IQP, 12, 4, 2, -1);
     ranks_case(QM_ENCODING_IQP, 10, 2, 2, 1);
+    /* the exchange between ranks in pieces of 3 amplitudes (the last one shorter) */
+    setenv("QM_IQP_SCRATCH_BYTES", "48", 1);
+    ranks_case(QM_ENCODING_IQP, 12, 2, 2, -1);
+    ranks_case(QM_ENCODING_IQP, 12, 4, 1, -1);
+    unsetenv("QM_IQP_SCRATCH_BYTES");
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);
     return qm_test_end("test_iqp");

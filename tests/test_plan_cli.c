@@ -242,8 +242,8 @@ static void test_devices(void)
     json_decref(j);
 }
 
-/* iqp (issue 16): 34 qubits on hgx-h200 is feasible under equal with one shard of exchange
- * scratch per device counted; an uneven layout is E-POLICY naming the shard, with the hint of the
+/* iqp (issue 16): 34 qubits on hgx-h200 is feasible under equal with the exchange scratch per
+ * device counted (1 GiB: the pieces of a 16 GiB shard's exchange); an uneven layout is E-POLICY naming the shard, with the hint of the
  * policy auto picks (single: 8 GiB fits one device of six-gpu); a batch needs no scratch. */
 static void test_iqp(void)
 {
@@ -261,12 +261,12 @@ static void test_iqp(void)
         CHECK(json_array_size(devs) == 8);
         for (size_t i = 0; i < json_array_size(devs); ++i) {
             json_t *d = json_array_get(devs, i);
-            /* 2^31 complex64 amplitudes = 16 GiB shard, 16 GiB scratch, 2380 B staging (595
-             * float32 values of the one sample) */
+            /* 2^31 complex64 amplitudes = 16 GiB shard, 1 GiB scratch (the exchange runs in
+             * pieces of at most 1 GiB), 2380 B staging (595 float32 values of the one sample) */
             CHECK(json_integer_value(json_object_get(d, "shard_bytes")) == (json_int_t)16 << 30);
-            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == (json_int_t)16 << 30);
+            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == (json_int_t)1 << 30);
             CHECK(json_integer_value(json_object_get(d, "planned_bytes")) ==
-                  ((json_int_t)32 << 30) + 2380);
+                  ((json_int_t)17 << 30) + 2380);
         }
         json_t *est = json_object_get(o, "estimates_s");
         CHECK(json_real_value(json_object_get(est, "local_norm")) == 0.0);
@@ -303,6 +303,30 @@ static void test_iqp(void)
         const double want = on_device[k].passes * on_device[k].bytes / (4.8e12 * 0.9);
         json_t *est = json_object_get(o, "estimates_s");
         CHECK(fabs(json_real_value(json_object_get(est, "encode")) - want) <= 1e-15 * want);
+        json_decref(o);
+    }
+    /* the scratch is at most 1 GiB, not a shard: 34 qubits fit the hetero box's two A100s of
+     * 38.49 GiB beside 32 GiB shards (a whole shard of scratch made it E-CAPACITY), and pcie-4x-l40s
+     * too (43.99 GiB); 32 GiB + 2.32 KiB + 1 GiB planned per device */
+    const char *fits34[] = {"hetero-h100-a100.yaml", "pcie-4x-l40s.yaml"};
+    for (int k = 0; k < 2; ++k) {
+        char args[128];
+        snprintf(args, sizeof args, "%s --encoding iqp --qubits 34 --json", fits34[k]);
+        CHECK(run(out, sizeof out, args, 0) == 0);
+        o = json_loads(out, 0, &err);
+        CHECK(o != NULL);
+        if (!o)
+            continue;
+        CHECK(json_is_true(json_object_get(o, "feasible")));
+        CHECK_STR(json_string_value(json_object_get(o, "policy")), "equal");
+        json_t *devs = json_object_get(o, "devices");
+        CHECK(json_array_size(devs) == 4);
+        for (size_t i = 0; i < json_array_size(devs); ++i) {
+            json_t *d = json_array_get(devs, i);
+            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == (json_int_t)1 << 30);
+            CHECK(json_integer_value(json_object_get(d, "planned_bytes")) ==
+                  ((json_int_t)33 << 30) + 2380);
+        }
         json_decref(o);
     }
     rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted", 1);

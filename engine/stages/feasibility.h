@@ -28,10 +28,16 @@ qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 /* The IQP encodings (plan_iqp.c; docs/planner.md, "IQP"). For a plan that cuts one iqp
  * state over several shards: E-POLICY unless the shards are equal powers of two aligned to their
  * size (plan's error set, the message naming the shard; plan.c adds the hint; QM_OK for
- * anything else); the exchange scratch a device needs (one shard; 0 when nothing is cut); the
+ * anything else); the exchange scratch a device needs (qm_iqp_scratch_bytes of its shard; 0
+ * when nothing is cut); the
  * number of exchange stages (log2 of the shard count; 0 when nothing is cut). Cannot fail but
  * for the layout check. */
 qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st);
+/* The exchange scratch of a device holding a shard of `shard_bytes`: the whole shard up to
+ * QM_IQP_SCRATCH_MAX_BYTES, else that much (the exchange then runs each stage in pieces of it:
+ * iqp.c). One rule for the planner and the encode. */
+#define QM_IQP_SCRATCH_MAX_BYTES ((uint64_t)1 << 30)
+uint64_t qm_iqp_scratch_bytes(uint64_t shard_bytes);
 uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device);
 unsigned qm_plan_iqp_exchanges(const qm_plan *p);
 

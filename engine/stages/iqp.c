@@ -5,18 +5,22 @@
  * iqp_phase op) and runs the stages of the bits below the shard size in place (the wht op); this
  * file checks that the layout allows that and runs every higher stage b as an exchange: each shard
  * pairs with the shard holding its indices ^ 2^b, receives that shard's data into a scratch
- * buffer of one shard on its own device (a device-to-device copy in one process, host copies and
- * the communicator between ranks), and computes u + w (low end) or u - w (high end) in place: the
- * same additions in the same order as a one-device run, so the state is bit-identical to it.
+ * buffer on its own device (a device-to-device copy in one process, host copies and the
+ * communicator between ranks), and computes u + w (low end) or u - w (high end) in place: the
+ * same additions in the same order as a one-device run, so the state is bit-identical to it. The
+ * scratch is at most QM_IQP_SCRATCH_MAX_BYTES (feasibility.h), so a stage runs in pieces of that
+ * size when a shard is larger.
  * In: the shards of this rank (with buffers), their streams, the communicator (NULL: one
  * process). Out: the transformed shards, or a failure with nothing left allocated here.
- * Must not: allocate device memory beyond one scratch shard per local shard, or leave it behind.
+ * Must not: allocate device memory beyond one scratch piece per local shard, or leave it behind.
  */
 #include "comm.h"
+#include "feasibility.h"
 #include "materialize_internal.h"
 #include "state_internal.h"
 #include "status_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,17 +130,18 @@ static int local_shard_of(const qm_state *s, uint64_t g)
     return -1;
 }
 
-/* Shard i's data to the partner rank and the partner's into scratch, in pieces of at most
- * `chunk` bytes through host buffers a (ours) and b (theirs). The low end sends first, the high
- * end receives first, so a synchronous send cannot deadlock. */
+/* Bytes [off, off + len) of shard i to the partner rank and the partner's same bytes into
+ * scratch (from 0), in pieces of at most `chunk` bytes through host buffers a (ours) and b
+ * (theirs). The low end sends first, the high end receives first, so a synchronous send cannot
+ * deadlock; both ends walk the same ranges in the same order. */
 static qm_code exchange_remote(qm_hal *hal, qm_comm *comm, int peer, bool high, qm_hal_buf *mine,
-                               qm_hal_buf *scratch, uint64_t bytes, void *a, void *b,
+                               uint64_t off, uint64_t len, qm_hal_buf *scratch, void *a, void *b,
                                uint64_t chunk, int tag, qm_status *st)
 {
     qm_code rc = QM_OK;
-    for (uint64_t off = 0; rc == QM_OK && off < bytes; off += chunk) {
-        const uint64_t n = bytes - off < chunk ? bytes - off : chunk;
-        rc = qm_hal_copy_d2h(hal, a, mine, off, n, NULL, st);
+    for (uint64_t k = 0; rc == QM_OK && k < len; k += chunk) {
+        const uint64_t n = len - k < chunk ? len - k : chunk;
+        rc = qm_hal_copy_d2h(hal, a, mine, off + k, n, NULL, st);
         if (rc == QM_OK && !high) {
             if ((rc = qm_comm_send(comm, peer, a, n, tag, st)) == QM_OK)
                 rc = qm_comm_recv(comm, peer, b, n, tag, st);
@@ -145,13 +150,34 @@ static qm_code exchange_remote(qm_hal *hal, qm_comm *comm, int peer, bool high, 
                 rc = qm_comm_send(comm, peer, a, n, tag, st);
         }
         if (rc == QM_OK)
-            rc = qm_hal_copy_h2d(hal, scratch, off, b, n, NULL, st);
+            rc = qm_hal_copy_h2d(hal, scratch, k, b, n, NULL, st);
     }
     return rc;
 }
 
 /* Host pieces of a remote exchange: 64 MiB at most. */
 #define QM_IQP_CHUNK_BYTES ((uint64_t)1 << 26)
+
+/* The scratch of one shard of `bytes` (es-byte slots): the planner's (qm_iqp_scratch_bytes), or
+ * the environment's QM_IQP_SCRATCH_BYTES when that is smaller (a test knob: many pieces on a
+ * small state), rounded down to whole slots. E-ARG when it is not a byte count of at least one
+ * slot. */
+static qm_code scratch_bytes_get(uint64_t bytes, uint64_t es, uint64_t *out, qm_status *st)
+{
+    *out = qm_iqp_scratch_bytes(bytes);
+    const char *v = getenv("QM_IQP_SCRATCH_BYTES");
+    if (!v || !*v)
+        return QM_OK;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || *v == '-' || n < es)
+        return qm_fail(st, QM_E_ARG, "encode: QM_IQP_SCRATCH_BYTES is '%.20s'; give a byte count "
+                       "of at least one amplitude (%llu)", v, (unsigned long long)es);
+    if (n < *out)
+        *out = n - n % es;
+    return QM_OK;
+}
 
 qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm_comm *comm,
                         qm_status *st)
@@ -161,48 +187,56 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
     const int n = s->n_shards, R = comm ? qm_comm_size(comm) : 1;
     const uint64_t S = (uint64_t)1 << local_bits, es = qm_dtype_size(s->dtype), bytes = S * es;
     const uint64_t span = (s->shards[n - 1].end - s->shards[0].start); /* this rank's range */
-    const uint64_t chunk = bytes < QM_IQP_CHUNK_BYTES ? bytes : QM_IQP_CHUNK_BYTES;
+    uint64_t piece = 0; /* the scratch: each stage runs in pieces of this many bytes */
+    qm_code rc = scratch_bytes_get(bytes, es, &piece, st);
+    const uint64_t chunk = piece < QM_IQP_CHUNK_BYTES ? piece : QM_IQP_CHUNK_BYTES;
     qm_hal_buf **scratch = calloc((size_t)n, sizeof *scratch);
     qm_hal_stream **streams = calloc((size_t)n, sizeof *streams);
     void *ha = NULL, *hb = NULL;
-    qm_code rc = scratch && streams
-                     ? QM_OK
-                     : qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
+    if (rc == QM_OK && (!scratch || !streams))
+        rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     for (int i = 0; rc == QM_OK && i < n; ++i)
-        if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device, bytes, &scratch[i], st)) == QM_OK)
+        if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device, piece, &scratch[i], st)) == QM_OK)
             rc = qm_hal_stream_create(hal, s->shards[i].device, &streams[i], st);
     if (rc == QM_OK && R > 1 && (rc = qm_hal_host_alloc(hal, chunk, &ha, st)) == QM_OK)
         rc = qm_hal_host_alloc(hal, chunk, &hb, st);
+    /* stage b over pieces [off, off + len) of every shard: (1) every shard's scratch receives
+     * its partner's piece, (2) once all have, each piece is combined in place. A piece is read by
+     * its partner before either end writes it, and pieces further on are untouched, so the
+     * additions are those of a whole-shard exchange, in the same order: the same bits. */
     for (unsigned b = local_bits; rc == QM_OK && b < s->qubits; ++b) {
         const uint64_t bit = (uint64_t)1 << b;
-        /* 1: every shard receives its partner's data (all kernels before have finished) */
-        for (int i = 0; rc == QM_OK && i < n; ++i) {
-            const qm_state_shard *sh = &s->shards[i];
-            const bool high = (sh->start & bit) != 0;
-            const uint64_t pg = sh->start ^ bit;
-            const int j = local_shard_of(s, pg);
-            if (j >= 0) {
-                rc = qm_hal_copy_d2d(hal, scratch[i], 0, s->shards[j].buf, 0, bytes, streams[i], st);
-            } else if (R > 1 && bit >= span) {
-                const int peer = (int)(pg / span);
-                rc = exchange_remote(hal, comm, peer, high, sh->buf, scratch[i], bytes, ha, hb,
-                                     chunk, (int)b, st);
-            } else {
-                rc = qm_fail(st, QM_E_INTERNAL, "encode: iqp stage %u: no shard holds index %llu "
-                             "(the partner of shard %d)", b, (unsigned long long)pg, i);
+        for (uint64_t off = 0; rc == QM_OK && off < bytes; off += piece) {
+            const uint64_t len = bytes - off < piece ? bytes - off : piece;
+            for (int i = 0; rc == QM_OK && i < n; ++i) {
+                const qm_state_shard *sh = &s->shards[i];
+                const bool high = (sh->start & bit) != 0;
+                const uint64_t pg = sh->start ^ bit;
+                const int j = local_shard_of(s, pg);
+                if (j >= 0) {
+                    rc = qm_hal_copy_d2d(hal, scratch[i], 0, s->shards[j].buf, off, len,
+                                         streams[i], st);
+                } else if (R > 1 && bit >= span) {
+                    const int peer = (int)(pg / span);
+                    rc = exchange_remote(hal, comm, peer, high, sh->buf, off, len, scratch[i], ha,
+                                         hb, chunk, (int)b, st);
+                } else {
+                    rc = qm_fail(st, QM_E_INTERNAL, "encode: iqp stage %u: no shard holds index "
+                                 "%llu (the partner of shard %d)", b, (unsigned long long)pg, i);
+                }
             }
+            if (rc == QM_OK)
+                rc = sync_all(hal, streams, n, st);
+            for (int i = 0; rc == QM_OK && i < n; ++i) {
+                const qm_hal_wht_args a = {.state = s->shards[i].buf, .state_dtype = s->dtype,
+                                           .off = off / es, .n = len / es, .partner = scratch[i],
+                                           .partner_off = 0,
+                                           .high = (s->shards[i].start & bit) != 0};
+                rc = qm_hal_wht(hal, &a, streams[i], st);
+            }
+            if (rc == QM_OK)
+                rc = sync_all(hal, streams, n, st);
         }
-        if (rc == QM_OK)
-            rc = sync_all(hal, streams, n, st);
-        /* 2: u + w at the low end, u - w at the high end, in place */
-        for (int i = 0; rc == QM_OK && i < n; ++i) {
-            const qm_hal_wht_args a = {.state = s->shards[i].buf, .state_dtype = s->dtype, .off = 0,
-                                       .n = S, .partner = scratch[i], .partner_off = 0,
-                                       .high = (s->shards[i].start & bit) != 0};
-            rc = qm_hal_wht(hal, &a, streams[i], st);
-        }
-        if (rc == QM_OK)
-            rc = sync_all(hal, streams, n, st);
     }
     for (int i = 0; streams && i < n; ++i)
         qm_materialize_drain(hal, streams[i], &rc, st);

@@ -8,8 +8,9 @@
  * count, or seconds.
  * Rule (docs/planner.md, "IQP"): a state cut over devices needs equal power-of-two shards aligned
  * to their size (the policies equal and single give that; weighted and balanced only when their
- * deal happens to be equal); every device holding part of such a state needs one more shard of
- * scratch for the exchanges. Batches deal whole states: no rule, no scratch, no exchange.
+ * deal happens to be equal); every device holding part of such a state needs exchange scratch:
+ * one more shard, at most QM_IQP_SCRATCH_MAX_BYTES (1 GiB; a larger shard exchanges in pieces of
+ * that). Batches deal whole states: no rule, no scratch, no exchange.
  * Must not: change the shards or allocate device memory.
  */
 #include "feasibility.h"
@@ -66,13 +67,18 @@ qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
     return QM_E_POLICY;
 }
 
+uint64_t qm_iqp_scratch_bytes(uint64_t shard_bytes)
+{
+    return shard_bytes < QM_IQP_SCRATCH_MAX_BYTES ? shard_bytes : QM_IQP_SCRATCH_MAX_BYTES;
+}
+
 uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device)
 {
     if (!cuts_state(p))
         return 0;
     for (int i = 0; i < p->n_shards; ++i)
-        if (p->shards[i].device == device)
-            return p->shards[i].bytes; /* one shard per device under equal and single */
+        if (p->shards[i].device == device) /* one shard per device under equal and single */
+            return qm_iqp_scratch_bytes(p->shards[i].bytes);
     return 0;
 }
 
