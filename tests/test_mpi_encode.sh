@@ -54,6 +54,12 @@ for e in iqp iqp-z; do
     else bad "$e state, $np ranks"; cat "$T/log"; fi
   done
 done
+# the exchanges in pieces of 40000 bytes instead of one shard (16 shards of 128 KiB: 4 pieces a
+# stage, the last one 11072 bytes), between ranks and inside each: the same bytes
+run env QM_IQP_SCRATCH_BYTES=40000 $MPI -np 4 "$QMESH" encode --input "$T/iqp.csv" --encoding iqp \
+    --policy equal --scenario "$S" --out "$T/q-pieces.npy" > "$T/log" 2>&1
+if [ -s "$T/ref-iqp.npy" ] && cmp -s "$T/ref-iqp.npy" "$T/q-pieces.npy"; then ok "iqp state, 4 ranks, exchanges in pieces: same bytes"
+else bad "iqp state, 4 ranks, exchanges in pieces"; cat "$T/log"; fi
 run $MPI -np 4 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out-dir "$T/dir" > "$T/log" 2>&1
 if [ -f "$T/dir/manifest.json" ] && [ "$(ls "$T/dir"/shard-*.npy | wc -l)" -eq 16 ] && \
    grep -q '"ranks": 4' "$T/dir/manifest.json" && grep -q '"rank": 3' "$T/dir/manifest.json"; then
