@@ -29,6 +29,7 @@ qm_datapath_inputs $D &
 qm_gpu_build $R qmesh_cli bench_cuda bench_read bench_output test_backend_ops qmesh_python || exit 1
 echo "built at $SECONDS s"
 timeout 60 build-gpu/tests/test_backend_ops --cuda > $R/backend-ops.txt 2>&1; echo "test_backend_ops --cuda rc=$?"; tail -1 $R/backend-ops.txt
+timeout 60 bash scripts/gpu-iqp-pieces.sh $Q $R
 KF="BM_WriteFill/1073741824|BM_Product/30/1/[01]/5/|BM_Product/10/65536/[01]/5/|BM_ProductPhase/30/1/[01]/5/|BM_ProductPhase/10/65536/[01]/5/|BM_Iqp/[0-9]+/[0-9]+/[01]/4/"
 timeout 120 build-gpu/bench/bench_cuda --benchmark_filter="$KF" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true > $R/bench.txt 2>&1

@@ -27,6 +27,7 @@ Q=build-gpu/qmesh D=/tmp/s28; mkdir -p $D
 qm_datapath_inputs $D &
 BENCH=OFF qm_gpu_build $R qmesh_cli || exit 1
 echo "built at $SECONDS s"
+timeout 60 bash scripts/gpu-iqp-pieces.sh $Q $R
 wait
 nproc > $R/nproc.txt; free -g >> $R/nproc.txt; lscpu | grep -E "Model name|Socket|NUMA|L3" >> $R/nproc.txt
 $Q topo dump --storage-bytes 2GiB --out $D/machine.yaml 2> $R/dump.txt; cp $D/machine.yaml $R/
