@@ -250,7 +250,8 @@ static void test_batches(void)
     free(x);
 }
 
-/* Refusals: value count, NaN and Inf, uneven shards of one state; nothing left allocated. */
+/* Refusals: value count, NaN and Inf, a state cut into more than 4096 pages; nothing left
+ * allocated. */
 static void test_errors(void)
 {
     qm_status st;
@@ -270,12 +271,18 @@ static void test_errors(void)
     y[12] = -INFINITY;
     CHECK(run(QM_ENCODING_IQP_Z, y, 4, 5, 4, 1, QM_DTYPE_COMPLEX128, &st) == NULL);
     CHECK_STR(st.msg, "encode: sample 3, value 0 is -Inf; the iqp-z encoding needs finite values");
-    /* one state of 16 amplitudes in shards of 4 and 12 */
-    qm_shard_spec sh[2] = {{.device = 0, .start = 0, .end = 4}, {.device = 1, .start = 4, .end = 16}};
-    CHECK(run_on(QM_ENCODING_IQP, x, 10, 1, 4, sh, 2, QM_DTYPE_COMPLEX128, &st) == NULL);
-    CHECK_STR(st.msg, "encode: iqp needs equal power-of-two shards of the state, but shard 1 is "
-                      "[4, 16) (12 amplitudes, shard 0 has 4); plan with --policy equal or single");
+    /* one state of 2^13 amplitudes cut at 1 and at 4097: pages of one amplitude, 8192 of them
+     * (at most 4096) */
+    double *z = calloc(91, sizeof *z);
+    qm_shard_spec sh[3] = {{.device = 0, .start = 0, .end = 1},
+                           {.device = 1, .start = 1, .end = 4097},
+                           {.device = 2, .start = 4097, .end = 8192}};
+    CHECK(run_on(QM_ENCODING_IQP, z, 91, 1, 13, sh, 3, QM_DTYPE_COMPLEX128, &st) == NULL);
+    CHECK_STR(st.msg, "encode: iqp needs shards of whole aligned power-of-two pages, at most 4096 "
+                      "of them, but shard 0 is [0, 1) (that makes pages of 1 amplitude: 8192 "
+                      "pages); plan with --policy equal, weighted or single");
     CHECK_EQ_U64(st.code, QM_E_SHARDS);
+    free(z);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
 }
 
@@ -324,6 +331,59 @@ static void test_faults(void)
     qm_hal_destroy(fh);
 }
 
+/* F values in [-3, 3) from seed (malloc'd). */
+static double *random_values(uint64_t F, uint64_t seed)
+{
+    double *x = malloc((size_t)F * sizeof *x);
+    for (uint64_t i = 0; x && i < F; ++i)
+        x[i] = (urand(&seed) * 2 - 1) * 3.0;
+    return x;
+}
+
+/* Shards of unequal runs of pages (weighted's layouts): one state of 14 qubits as 2 + 1 + 1 pages
+ * of 4096 over 3 devices, 2 + 2 + 1 + 1 + 1 + 1 pages of 2048 over 6 (six-gpu's deal), 3 + 13 pages
+ * of 1024 (boundaries that are not powers of two), 1 + 4 + 3 pages of 2048 (a page whose partner
+ * is in its own shard and one on another device in the same stage), with and without pieces of
+ * 1000 bytes; complex128 and complex64: the one-device state's bytes. */
+static void test_uneven(void)
+{
+    const unsigned q = 14;
+    const uint64_t F = qm_encoding_features(QM_ENCODING_IQP, q), N = (uint64_t)1 << q;
+    double *x = random_values(F, 0x452821e638d01377ull);
+    static const uint64_t cuts[][8] = {
+        {3, 8192, 12288, 16384},
+        {6, 4096, 8192, 10240, 12288, 14336, 16384},
+        {2, 3072, 16384},
+        {3, 2048, 10240, 16384},
+    };
+    qm_status st;
+    for (int dt = 0; dt < 2; ++dt) {
+        const qm_dtype t = dt ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
+        double *one = run(QM_ENCODING_IQP, x, F, 1, q, 1, t, &st);
+        CHECK(one != NULL);
+        for (size_t c = 0; one && c < sizeof cuts / sizeof cuts[0]; ++c)
+            for (int pieces = 0; pieces < 2; ++pieces) {
+                const int k = (int)cuts[c][0];
+                qm_shard_spec sh[8];
+                for (int i = 0; i < k; ++i)
+                    sh[i] = (qm_shard_spec){.device = i, .start = i ? cuts[c][i] : 0,
+                                            .end = cuts[c][i + 1]};
+                if (pieces)
+                    setenv("QM_IQP_SCRATCH_BYTES", "1000", 1);
+                double *a = run_on(QM_ENCODING_IQP, x, F, 1, q, sh, k, t, &st);
+                unsetenv("QM_IQP_SCRATCH_BYTES");
+                CHECK(a != NULL && memcmp(one, a, (size_t)N * qm_dtype_size(t)) == 0);
+                if (!a || memcmp(one, a, (size_t)N * qm_dtype_size(t)) != 0)
+                    fprintf(stderr, "uneven layout %zu (%s, pieces %d): %s\n", c,
+                            qm_dtype_name(t), pieces, a ? "bytes differ" : st.msg);
+                free(a);
+            }
+        free(one);
+    }
+    CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
+    free(x);
+}
+
 /* The exchange in pieces (QM_IQP_SCRATCH_BYTES below the shard, the path of a shard over 1 GiB):
  * one state of 14 qubits over 2, 4 and 8 devices, complex128 and complex64, with pieces of one
  * amplitude, 1000 bytes (whole amplitudes: 992 or 1000; the last piece shorter), 4 KiB and half a
@@ -334,10 +394,7 @@ static void test_pieces(void)
 {
     const unsigned q = 14;
     const uint64_t F = qm_encoding_features(QM_ENCODING_IQP, q), N = (uint64_t)1 << q;
-    double *x = malloc((size_t)F * sizeof *x);
-    uint64_t seed = 0xa4093822299f31d0ull;
-    for (uint64_t i = 0; i < F; ++i)
-        x[i] = (urand(&seed) * 2 - 1) * 3.0;
+    double *x = random_values(F, 0xa4093822299f31d0ull);
     qm_status st;
     for (int dt = 0; dt < 2; ++dt) {
         const qm_dtype t = dt ? QM_DTYPE_COMPLEX64 : QM_DTYPE_COMPLEX128;
@@ -443,7 +500,8 @@ static void *run_rank(void *arg)
 /* R ranks of D devices each: one state of q qubits in R * D equal shards; the gathered ranks'
  * amplitudes must equal the one-device state byte for byte. bad_rank >= 0: that rank gets a
  * NaN (every rank must fail with one message). */
-static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
+static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
+                      const uint64_t *cuts)
 {
     const uint64_t F = qm_encoding_features(enc, q), N = (uint64_t)1 << q;
     double *x = malloc((size_t)F * sizeof *x), *bad = malloc((size_t)F * sizeof *bad);
@@ -463,8 +521,9 @@ static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
                              .q = q, .n_shards = D};
         for (int d = 0; d < D; ++d) {
             const uint64_t k = (uint64_t)(r * D + d);
-            jobs[r].shards[d] = (qm_shard_spec){.rank = r, .device = d, .start = k * per,
-                                                .end = (k + 1) * per};
+            jobs[r].shards[d] = (qm_shard_spec){.rank = r, .device = d,
+                                                .start = cuts ? cuts[k] : k * per,
+                                                .end = cuts ? cuts[k + 1] : (k + 1) * per};
         }
         pthread_create(&th[r], NULL, run_rank, &jobs[r]);
     }
@@ -475,9 +534,9 @@ static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
             CHECK(jobs[r].rc == QM_OK && one);
             if (jobs[r].rc != QM_OK)
                 fprintf(stderr, "rank %d: %s\n", r, jobs[r].st.msg);
+            const uint64_t lo = jobs[r].shards[0].start, hi = jobs[r].shards[D - 1].end;
             if (jobs[r].amps && one)
-                CHECK(memcmp(jobs[r].amps, one + 2 * (uint64_t)r * D * per,
-                             (size_t)(D * per) * 16) == 0);
+                CHECK(memcmp(jobs[r].amps, one + 2 * lo, (size_t)(hi - lo) * 16) == 0);
         } else {
             CHECK_EQ_U64(jobs[r].rc, QM_E_INPUT);
             char want[256];
@@ -491,6 +550,11 @@ static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
     free(one);
     free(x);
     free(bad);
+}
+
+static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
+{
+    ranks_cut(enc, q, R, D, bad_rank, NULL);
 }
 
 int main(void)
@@ -507,6 +571,7 @@ int main(void)
     test_errors();
     test_faults();
     test_pieces();
+    test_uneven();
     ranks_case(QM_ENCODING_IQP, 14, 2, 2, -1);
     ranks_case(QM_ENCODING_IQP_Z, 13, 4, 1, -1);
     ranks_case(QM_ENCODING_IQP, 12, 4, 2, -1);
@@ -516,6 +581,17 @@ int main(void)
     ranks_case(QM_ENCODING_IQP, 12, 2, 2, -1);
     ranks_case(QM_ENCODING_IQP, 12, 4, 1, -1);
     unsetenv("QM_IQP_SCRATCH_BYTES");
+    /* ranks of unequal ranges (weighted over ranks): 2 ranks holding 3 and 1 pages of 4096, and
+     * 3 ranks of 2 devices holding 1 + 1, 1 + 1 and 3 + 1 pages of 1024 of a 13-qubit state (a
+     * pair inside a shard, pairs across devices and across ranks), also in pieces of 1000 bytes */
+    ranks_cut(QM_ENCODING_IQP, 14, 2, 1, -1, (const uint64_t[]){0, 12288, 16384});
+    {
+        const uint64_t three[] = {0, 1024, 2048, 3072, 4096, 7168, 8192};
+        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three);
+        setenv("QM_IQP_SCRATCH_BYTES", "1000", 1);
+        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three);
+        unsetenv("QM_IQP_SCRATCH_BYTES");
+    }
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);
     return qm_test_end("test_iqp");

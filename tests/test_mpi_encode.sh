@@ -60,6 +60,18 @@ run env QM_IQP_SCRATCH_BYTES=40000 $MPI -np 4 "$QMESH" encode --input "$T/iqp.cs
     --policy equal --scenario "$S" --out "$T/q-pieces.npy" > "$T/log" 2>&1
 if [ -s "$T/ref-iqp.npy" ] && cmp -s "$T/ref-iqp.npy" "$T/q-pieces.npy"; then ok "iqp state, 4 ranks, exchanges in pieces: same bytes"
 else bad "iqp state, 4 ranks, exchanges in pieces"; cat "$T/log"; fi
+# weighted over first-cluster's 3 ranks: unequal rank ranges (6, 5 and 5 pages of 16384
+# amplitudes), devices holding 2 pages or 1; with whole pages of scratch and in pieces of 5000
+# bytes: the one-process reference's bytes
+W=$SRC/scenarios/first-cluster.yaml
+run "$QMESH" encode --input "$T/iqp.csv" --encoding iqp --policy weighted --scenario "$W" \
+    --out "$T/ref-w.npy" > /dev/null 2>&1 || bad "reference weighted iqp"
+for piece in "" 5000; do
+  run env QM_IQP_SCRATCH_BYTES=$piece $MPI -np 3 "$QMESH" encode --input "$T/iqp.csv" --encoding iqp \
+      --policy weighted --scenario "$W" --out "$T/q-w.npy" > "$T/log" 2>&1
+  if [ -s "$T/ref-w.npy" ] && cmp -s "$T/ref-w.npy" "$T/q-w.npy"; then ok "weighted iqp state, 3 ranks of unequal ranges${piece:+, pieces of $piece}: same bytes"
+  else bad "weighted iqp state, 3 ranks${piece:+, pieces of $piece}"; cat "$T/log"; fi
+done
 run $MPI -np 4 "$QMESH" encode --input "$T/single.npy" --scenario "$S" --out-dir "$T/dir" > "$T/log" 2>&1
 if [ -f "$T/dir/manifest.json" ] && [ "$(ls "$T/dir"/shard-*.npy | wc -l)" -eq 16 ] && \
    grep -q '"ranks": 4' "$T/dir/manifest.json" && grep -q '"rank": 3' "$T/dir/manifest.json"; then

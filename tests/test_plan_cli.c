@@ -329,11 +329,39 @@ static void test_iqp(void)
         }
         json_decref(o);
     }
-    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted", 1);
+    /* weighted's pages over six devices (2, 2, 1, 1, 1, 1 pages of 1 GiB): the transform
+     * exchanges pages, the scratch is a piece of 1 GiB per page held */
+    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy weighted --json", 0);
+    CHECK(rc == 0);
+    o = json_loads(out, 0, &err);
+    CHECK(o != NULL);
+    if (o) {
+        CHECK(json_is_true(json_object_get(o, "feasible")));
+        json_t *devs = json_object_get(o, "devices");
+        CHECK(json_array_size(devs) == 6);
+        for (size_t i = 0; i < json_array_size(devs); ++i) {
+            json_t *d = json_array_get(devs, i);
+            const json_int_t pages = i < 2 ? 2 : 1;
+            CHECK(json_integer_value(json_object_get(d, "shard_bytes")) == pages << 30);
+            CHECK(json_integer_value(json_object_get(d, "scratch_bytes")) == pages << 30);
+        }
+        json_decref(o);
+    }
+    /* and auto takes it for 34 and 35 qubits (32 / 64 GiB on two devices, beside 2 GiB of
+     * scratch, of 73.51 GiB): where a layout of equal shards fitted 33 */
+    for (int q = 34; q <= 35; ++q) {
+        char args[96];
+        snprintf(args, sizeof args, "six-gpu.yaml --encoding iqp --qubits %d --json", q);
+        CHECK(run(out, sizeof out, args, 0) == 0);
+        CHECK(strstr(out, "\"policy\": \"weighted\"") != NULL &&
+              strstr(out, "\"feasible\": true") != NULL);
+    }
+    rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy balanced", 1);
     CHECK(rc == 1);
-    CHECK_STR(out, "error[E-POLICY]: plan: weighted: the iqp transform needs equal power-of-two "
-                   "shards, but shard 2 is [536870912, 671088640) (134217728 amplitudes, shard 0 "
-                   "has 268435456); use --policy single\n");
+    CHECK_STR(out, "error[E-POLICY]: plan: balanced: the iqp transform needs shards of whole "
+                   "aligned power-of-two pages, at most 4096 of them, but shard 0 is [0, "
+                   "178956971) (that makes pages of 1 amplitude: 1073741824 pages); use --policy "
+                   "single\n");
     rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 20 --batch 16 --json", 0);
     CHECK(rc == 0);
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));

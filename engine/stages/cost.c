@@ -232,7 +232,8 @@ static void reverse_path(qm_topo_path *p)
 }
 
 /* IQP passes over a shard at HBM bandwidth, as the CUDA backend's default iqp op runs them
- * (qm_hal_iqp_passes, on kernels/qm_passes.h's rule: the kernels' own split): with at least 10
+ * (qm_hal_iqp_passes, on kernels/qm_passes.h's rule: the kernels' own split), over its local bits
+ * (a cut state: the page's, qm_plan_iqp_local_bits; else the state's): with at least 10
  * local bits, 1 (the phases and stages 0..9 written in one pass) + 2 per round-3 pass of the
  * higher stages (read and write; at most 8 stages a pass, at most ceil(bits / 10) passes: 3 for
  * stages 10..29); below 10 bits, 3 (the phases written, then one read and write for every
@@ -240,37 +241,74 @@ static void reverse_path(qm_topo_path *p)
  * and own written). */
 static double iqp_passes(const qm_plan *p)
 {
-    uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
-    if (amps > p->n_amps)
-        amps = p->n_amps; /* whole states: the transform is the state's */
     unsigned lb = 0;
-    while (((uint64_t)1 << lb) < amps)
-        ++lb;
+    if (qm_plan_iqp_exchanges(p) > 0) {
+        lb = qm_plan_iqp_local_bits(p);
+    } else {
+        uint64_t amps = p->n_shards > 0 ? p->shards[0].end - p->shards[0].start : p->n_amps;
+        if (amps > p->n_amps)
+            amps = p->n_amps; /* whole states: the transform is the state's */
+        while (((uint64_t)1 << lb) < amps)
+            ++lb;
+    }
     return (double)qm_hal_iqp_passes(lb) + 4.0 * qm_plan_iqp_exchanges(p);
 }
 
-/* The IQP exchanges over the fabric: stage k pairs shard i with shard i ^ 2^k, each sending its
- * shard to the other; each stage's time is that of its flows on the links (loads_time), the
- * stages one after another. Negative when a path is missing. */
+/* The shard holding amplitude g (the shards of a cut state lie in order), or -1. */
+static int iqp_shard_of(const qm_plan *p, uint64_t g)
+{
+    int lo = 0, hi = p->n_shards - 1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (g < p->shards[mid].start)
+            hi = mid - 1;
+        else if (g >= p->shards[mid].end)
+            lo = mid + 1;
+        else
+            return mid;
+    }
+    return -1;
+}
+
+/* The IQP exchanges over the fabric: stage k (of the page bits) pairs page g with page g ^ 2^k,
+ * each receiving its partner's page from the partner's device (pages on one device move no
+ * bytes on the fabric: their copy is one of the passes above); each stage's time is that of its
+ * flows on the links (loads_time), the stages one after another. The pages of a shard whose
+ * partners lie in one shard make one flow. Negative when a path is missing. */
 static double iqp_exchange_s(const qm_mesh *mesh, const qm_plan *p, link_loads *L, qm_status *st,
                              qm_code *rc)
 {
     double total = 0;
-    const unsigned X = qm_plan_iqp_exchanges(p);
+    const unsigned X = qm_plan_iqp_exchanges(p), lb = qm_plan_iqp_local_bits(p);
+    const uint64_t page = (uint64_t)1 << lb, es = qm_dtype_size(p->request.dtype);
     for (unsigned k = 0; k < X; ++k) {
         for (int l = 0; l < 2 * L->n_links; ++l)
             L->bytes[l] = 0;
         L->max_latency = 0;
         L->any = L->broken = false;
+        const uint64_t bit = page << k;
         for (int i = 0; i < p->n_shards; ++i) {
-            const int j = i ^ (1 << k);
-            qm_topo_path path;
-            if ((*rc = qm_topo_graph_path(mesh->graph, mesh->devices[p->shards[j].device].node,
-                                          mesh->devices[p->shards[i].device].node, &path,
-                                          st)) != QM_OK)
-                return -1;
-            reverse_path(&path); /* i -> j */
-            loads_add(L, &path, p->shards[i].bytes);
+            int run_j = -1;
+            uint64_t run_bytes = 0;
+            for (uint64_t g = p->shards[i].start; g <= p->shards[i].end; g += page) {
+                const int j = g < p->shards[i].end ? iqp_shard_of(p, g ^ bit) : -2;
+                if (j == run_j) {
+                    run_bytes += page * es;
+                    continue;
+                }
+                if (run_j >= 0 && p->shards[run_j].device != p->shards[i].device) {
+                    qm_topo_path path; /* run_j's device -> i's */
+                    if ((*rc = qm_topo_graph_path(mesh->graph,
+                                                  mesh->devices[p->shards[i].device].node,
+                                                  mesh->devices[p->shards[run_j].device].node,
+                                                  &path, st)) != QM_OK)
+                        return -1;
+                    reverse_path(&path);
+                    loads_add(L, &path, run_bytes);
+                }
+                run_j = j;
+                run_bytes = page * es;
+            }
         }
         const double t = loads_time(L, mesh->graph);
         if (t < 0)

@@ -26,18 +26,32 @@ qm_code qm_feasibility_host_check(const qm_mesh *mesh, qm_plan *p, qm_status *st
 qm_code qm_gather_plan(const qm_mesh *mesh, qm_plan *p, qm_status *st);
 
 /* The IQP encodings (plan_iqp.c; docs/planner.md, "IQP"). For a plan that cuts one iqp
- * state over several shards: E-POLICY unless the shards are equal powers of two aligned to their
- * size (plan's error set, the message naming the shard; plan.c adds the hint; QM_OK for
- * anything else); the exchange scratch a device needs (qm_iqp_scratch_bytes of its shard; 0
- * when nothing is cut); the
- * number of exchange stages (log2 of the shard count; 0 when nothing is cut). Cannot fail but
- * for the layout check. */
+ * state over several shards: E-POLICY when its shards make more than 4096 pages (the largest
+ * power of two dividing every boundary; plan's error set, the message naming the shard; plan.c
+ * adds the hint; QM_OK for anything else); the exchange scratch a device needs (per page it
+ * holds, qm_iqp_scratch_bytes of a page; 0 when nothing is cut); the number of exchange stages
+ * (log2 of the page count; 0 when nothing is cut). Cannot fail but for the layout check. */
 qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st);
 /* The exchange scratch of a device holding a shard of `shard_bytes`: the whole shard up to
  * QM_IQP_SCRATCH_MAX_BYTES, else that much (the exchange then runs each stage in pieces of it:
  * iqp.c). One rule for the planner and the encode. */
 #define QM_IQP_SCRATCH_MAX_BYTES ((uint64_t)1 << 30)
 uint64_t qm_iqp_scratch_bytes(uint64_t shard_bytes);
+/* A cut state's pages: at most 2^QM_IQP_MAX_PAGE_LOG2 (4096) of them (plan: E-POLICY; encode:
+ * E-SHARDS); the stages below the page run in each shard, the others exchange pages. */
+#define QM_IQP_MAX_PAGE_LOG2 12u
+/* The alignment of a shard boundary x of a 2^qubits state: the number of trailing zero bits of
+ * x, qubits for 0 and for 2^qubits (or more). */
+static inline unsigned qm_iqp_align_bits(uint64_t x, unsigned qubits)
+{
+    if (x == 0 || (qubits < 64 && x >= ((uint64_t)1 << qubits)))
+        return qubits;
+    const unsigned t = (unsigned)__builtin_ctzll(x);
+    return t < qubits ? t : qubits;
+}
+/* The page bits L of a plan (its stages below 2^L run in each shard): qubits when no state is
+ * cut. */
+unsigned qm_plan_iqp_local_bits(const qm_plan *p);
 uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device);
 unsigned qm_plan_iqp_exchanges(const qm_plan *p);
 

@@ -2,17 +2,19 @@
  * Walsh-Hadamard stages (docs/encodings.md, "IQP: the distributed transform").
  *
  * Role: an IQP state is WHT(v), v(x) = 2^-n exp(i phi(x)). featuremap.c writes v per shard (the
- * iqp_phase op) and runs the stages of the bits below the shard size in place (the wht op); this
- * file checks that the layout allows that and runs every higher stage b as an exchange: each shard
- * pairs with the shard holding its indices ^ 2^b, receives that shard's data into a scratch
- * buffer on its own device (a device-to-device copy in one process, host copies and the
- * communicator between ranks), and computes u + w (low end) or u - w (high end) in place: the
- * same additions in the same order as a one-device run, so the state is bit-identical to it. The
- * scratch is at most QM_IQP_SCRATCH_MAX_BYTES (feasibility.h), so a stage runs in pieces of that
- * size when a shard is larger.
+ * iqp_phase op) and runs the stages of the bits below the page size in place (the wht op); this
+ * file checks that the layout allows that (pages: the largest power of two dividing every shard
+ * boundary, at most 2^QM_IQP_MAX_PAGE_LOG2 of them) and runs every higher stage b as an exchange
+ * between pages: each page pairs with the page holding its indices ^ 2^b (in its own shard, on
+ * another device or on another rank), receives that page's data into scratch on its own device (a
+ * device-to-device copy in one process, host copies and the communicator between ranks), and
+ * computes u + w (low end) or u - w (high end) in place: the same additions in the same order as
+ * a one-device run, so the state is bit-identical to it. The scratch of a page is at most
+ * QM_IQP_SCRATCH_MAX_BYTES (feasibility.h), so a stage runs in pieces of that size when a page is
+ * larger.
  * In: the shards of this rank (with buffers), their streams, the communicator (NULL: one
  * process). Out: the transformed shards, or a failure with nothing left allocated here.
- * Must not: allocate device memory beyond one scratch piece per local shard, or leave it behind.
+ * Must not: allocate device memory beyond one scratch piece per local page, or leave it behind.
  */
 #include "comm.h"
 #include "feasibility.h"
@@ -26,19 +28,9 @@
 
 bool qm_encoding_is_iqp(qm_encoding e) { return e == QM_ENCODING_IQP; }
 
-static bool is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
-
-static unsigned log2u(uint64_t x)
-{
-    unsigned b = 0;
-    while (x >>= 1)
-        ++b;
-    return b;
-}
-
-/* One rank's part as the other ranks see it. */
+/* One rank's part as the other ranks see it: its range and the page bits its shards allow. */
 typedef struct part_rec {
-    uint64_t start, end, shard_amps;
+    uint64_t start, end, page_bits;
 } part_rec;
 
 qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
@@ -67,44 +59,62 @@ qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
         *local_bits = qubits;
         return brc;
     }
-    /* one state cut into parts: equal power-of-two shards, aligned */
-    const uint64_t S = shards[0].end - shards[0].start;
-    qm_code rc = QM_OK;
-    for (int i = 0; i < n_shards && rc == QM_OK; ++i) {
-        const uint64_t len = shards[i].end - shards[i].start;
-        if (len != S || !is_pow2(len) || shards[i].start % len)
-            rc = qm_fail(st, QM_E_SHARDS, "encode: %s needs equal power-of-two shards of the "
-                         "state, but shard %d is [%llu, %llu) (%llu amplitudes, shard 0 has %llu); "
-                         "plan with --policy equal or single", name, i,
-                         (unsigned long long)shards[i].start, (unsigned long long)shards[i].end,
-                         (unsigned long long)len, (unsigned long long)S);
+    /* one state cut into parts: pages of 2^L amplitudes, the largest power of two that divides
+     * every shard boundary of every rank; at most 2^QM_IQP_MAX_PAGE_LOG2 of them */
+    unsigned L = qubits;
+    int worst = 0;
+    for (int i = 0; i < n_shards; ++i) {
+        const unsigned a = qm_iqp_align_bits(shards[i].start, qubits);
+        const unsigned b = qm_iqp_align_bits(shards[i].end, qubits);
+        if ((a < b ? a : b) < L) {
+            L = a < b ? a : b;
+            worst = i;
+        }
     }
-    if (R > 1) { /* every rank's part: the same shard size, equal aligned power-of-two ranges */
-        part_rec mine = {shards[0].start, shards[n_shards - 1].end, rc == QM_OK ? S : 0};
+    qm_code rc = QM_OK;
+    if (R > 1) { /* every rank's range and page bits: the ranges must follow each other */
+        part_rec mine = {shards[0].start, shards[n_shards - 1].end, L};
         part_rec *all = malloc((size_t)R * sizeof *all);
         qm_status lst;
         qm_code grc = all ? qm_comm_allgather(comm, &mine, sizeof mine, all, &lst)
                           : qm_fail(&lst, QM_E_NOMEM, "encode: out of host memory for %d ranks", R);
-        if (rc == QM_OK && grc != QM_OK) {
+        if (grc != QM_OK) {
             rc = grc;
             *st = lst;
         }
-        const uint64_t span = mine.end - mine.start;
-        for (int r = 0; rc == QM_OK && r < R; ++r)
-            if (all[r].shard_amps != S || all[r].end - all[r].start != span || !is_pow2(span) ||
-                all[r].start != (uint64_t)r * span)
-                rc = qm_fail(st, QM_E_SHARDS, "encode: %s needs every rank to hold an equal "
-                             "power-of-two range of equal shards, but rank %d holds [%llu, %llu) "
-                             "in shards of %llu amplitudes and rank %d [%llu, %llu) in shards of "
-                             "%llu; plan with --policy equal", name, qm_comm_rank(comm),
-                             (unsigned long long)mine.start, (unsigned long long)mine.end,
-                             (unsigned long long)S, r, (unsigned long long)all[r].start,
-                             (unsigned long long)all[r].end, (unsigned long long)all[r].shard_amps);
+        const int me = qm_comm_rank(comm);
+        for (int r = 0; rc == QM_OK && r < R; ++r) {
+            const uint64_t want = r ? all[r - 1].end : 0;
+            if (all[r].start != want || (r == R - 1 && all[r].end != N))
+                rc = qm_fail(st, QM_E_SHARDS, "encode: %s needs the ranks' ranges to cover the "
+                             "state in rank order, but rank %d holds [%llu, %llu) where [%llu, "
+                             "...) was due; plan with --policy equal or weighted", name, r,
+                             (unsigned long long)all[r].start, (unsigned long long)all[r].end,
+                             (unsigned long long)want);
+            else if (all[r].page_bits < L && r != me)
+                L = (unsigned)all[r].page_bits, worst = -1 - r;
+        }
         free(all);
-        rc = qm_comm_verdict(comm, rc, st);
     }
+    if (rc == QM_OK && qubits - L > QM_IQP_MAX_PAGE_LOG2) {
+        char where[96];
+        if (worst >= 0)
+            snprintf(where, sizeof where, "shard %d is [%llu, %llu)", worst,
+                     (unsigned long long)shards[worst].start,
+                     (unsigned long long)shards[worst].end);
+        else
+            snprintf(where, sizeof where, "rank %d's shards are", -1 - worst);
+        rc = qm_fail(st, QM_E_SHARDS, "encode: %s needs shards of whole aligned power-of-two "
+                     "pages, at most %u of them, but %s (that makes pages of %llu amplitude%s: "
+                     "%llu pages); plan with --policy equal, weighted or single", name,
+                     1u << QM_IQP_MAX_PAGE_LOG2, where, (unsigned long long)((uint64_t)1 << L),
+                     L ? "s" : "",
+                     (unsigned long long)((uint64_t)1 << (qubits - L)));
+    }
+    if (R > 1)
+        rc = qm_comm_verdict(comm, rc, st);
     if (rc == QM_OK)
-        *local_bits = log2u(S);
+        *local_bits = L;
     return rc;
 }
 
@@ -130,13 +140,13 @@ static int local_shard_of(const qm_state *s, uint64_t g)
     return -1;
 }
 
-/* Bytes [off, off + len) of shard i to the partner rank and the partner's same bytes into
- * scratch (from 0), in pieces of at most `chunk` bytes through host buffers a (ours) and b
+/* Bytes [off, off + len) of a shard's buffer to the partner rank and the partner's same bytes
+ * into scratch from soff, in pieces of at most `chunk` bytes through host buffers a (ours) and b
  * (theirs). The low end sends first, the high end receives first, so a synchronous send cannot
  * deadlock; both ends walk the same ranges in the same order. */
 static qm_code exchange_remote(qm_hal *hal, qm_comm *comm, int peer, bool high, qm_hal_buf *mine,
-                               uint64_t off, uint64_t len, qm_hal_buf *scratch, void *a, void *b,
-                               uint64_t chunk, int tag, qm_status *st)
+                               uint64_t off, uint64_t len, qm_hal_buf *scratch, uint64_t soff,
+                               void *a, void *b, uint64_t chunk, int tag, qm_status *st)
 {
     qm_code rc = QM_OK;
     for (uint64_t k = 0; rc == QM_OK && k < len; k += chunk) {
@@ -150,7 +160,7 @@ static qm_code exchange_remote(qm_hal *hal, qm_comm *comm, int peer, bool high, 
                 rc = qm_comm_send(comm, peer, a, n, tag, st);
         }
         if (rc == QM_OK)
-            rc = qm_hal_copy_h2d(hal, scratch, k, b, n, NULL, st);
+            rc = qm_hal_copy_h2d(hal, scratch, soff + k, b, n, NULL, st);
     }
     return rc;
 }
@@ -158,7 +168,7 @@ static qm_code exchange_remote(qm_hal *hal, qm_comm *comm, int peer, bool high, 
 /* Host pieces of a remote exchange: 64 MiB at most. */
 #define QM_IQP_CHUNK_BYTES ((uint64_t)1 << 26)
 
-/* The scratch of one shard of `bytes` (es-byte slots): the planner's (qm_iqp_scratch_bytes), or
+/* The scratch of one page of `bytes` (es-byte slots): the planner's (qm_iqp_scratch_bytes), or
  * the environment's QM_IQP_SCRATCH_BYTES when that is smaller (a test knob: many pieces on a
  * small state), rounded down to whole slots. E-ARG when it is not a byte count of at least one
  * slot. */
@@ -179,61 +189,111 @@ static qm_code scratch_bytes_get(uint64_t bytes, uint64_t es, uint64_t *out, qm_
     return QM_OK;
 }
 
+/* One page's exchange with a page on another rank, in the stage's order. */
+typedef struct remote_job {
+    uint64_t key; /* the pair's lower page: every rank walks its pairs in this order */
+    int shard, peer;
+    uint64_t page; /* the page's index in its shard */
+    bool high;
+} remote_job;
+
+static int job_cmp(const void *a, const void *b)
+{
+    const uint64_t x = ((const remote_job *)a)->key, y = ((const remote_job *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* The rank whose range [starts[r], starts[r + 1]) holds amplitude g. */
+static int rank_of(const uint64_t *starts, int R, uint64_t g)
+{
+    int r = 0;
+    while (r + 1 < R && starts[r + 1] <= g)
+        ++r;
+    return r;
+}
+
 qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm_comm *comm,
                         qm_status *st)
 {
     if (local_bits >= s->qubits || s->n_shards < 1)
         return QM_OK;
     const int n = s->n_shards, R = comm ? qm_comm_size(comm) : 1;
-    const uint64_t S = (uint64_t)1 << local_bits, es = qm_dtype_size(s->dtype), bytes = S * es;
-    const uint64_t span = (s->shards[n - 1].end - s->shards[0].start); /* this rank's range */
-    uint64_t piece = 0; /* the scratch: each stage runs in pieces of this many bytes */
-    qm_code rc = scratch_bytes_get(bytes, es, &piece, st);
+    const uint64_t P = (uint64_t)1 << local_bits, es = qm_dtype_size(s->dtype), pb = P * es;
+    uint64_t piece = 0; /* scratch per page: each stage runs in pieces of this many bytes */
+    qm_code rc = scratch_bytes_get(pb, es, &piece, st);
     const uint64_t chunk = piece < QM_IQP_CHUNK_BYTES ? piece : QM_IQP_CHUNK_BYTES;
+    uint64_t pages = 0; /* this rank's */
+    for (int i = 0; i < n; ++i)
+        pages += (s->shards[i].end - s->shards[i].start) / P;
     qm_hal_buf **scratch = calloc((size_t)n, sizeof *scratch);
     qm_hal_stream **streams = calloc((size_t)n, sizeof *streams);
+    remote_job *jobs = R > 1 ? malloc((size_t)pages * sizeof *jobs) : NULL;
+    uint64_t *starts = R > 1 ? malloc((size_t)R * sizeof *starts) : NULL;
     void *ha = NULL, *hb = NULL;
-    if (rc == QM_OK && (!scratch || !streams))
+    if (rc == QM_OK && (!scratch || !streams || (R > 1 && (!jobs || !starts))))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
-    for (int i = 0; rc == QM_OK && i < n; ++i)
-        if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device, piece, &scratch[i], st)) == QM_OK)
+    if (rc == QM_OK && R > 1) /* where every rank's range starts */
+        rc = qm_comm_allgather(comm, &s->shards[0].start, sizeof *starts, starts, st);
+    for (int i = 0; rc == QM_OK && i < n; ++i) /* a piece of scratch per page */
+        if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device,
+                                   (s->shards[i].end - s->shards[i].start) / P * piece,
+                                   &scratch[i], st)) == QM_OK)
             rc = qm_hal_stream_create(hal, s->shards[i].device, &streams[i], st);
     if (rc == QM_OK && R > 1 && (rc = qm_hal_host_alloc(hal, chunk, &ha, st)) == QM_OK)
         rc = qm_hal_host_alloc(hal, chunk, &hb, st);
-    /* stage b over pieces [off, off + len) of every shard: (1) every shard's scratch receives
-     * its partner's piece, (2) once all have, each piece is combined in place. A piece is read by
-     * its partner before either end writes it, and pieces further on are untouched, so the
-     * additions are those of a whole-shard exchange, in the same order: the same bits. */
+    /* stage b pairs page g with page g ^ m: every page's scratch receives a piece [off, off +
+     * len) of its partner page, then (all copies done) every page combines that piece in place.
+     * A piece is read by its partner before either end writes it and the pieces further on are
+     * untouched, so the additions are those of one device, in the same order: the same bits.
+     * The exchanges with other ranks go in the order of their pairs' lower pages on every rank,
+     * so that no two ranks wait for each other. */
     for (unsigned b = local_bits; rc == QM_OK && b < s->qubits; ++b) {
-        const uint64_t bit = (uint64_t)1 << b;
-        for (uint64_t off = 0; rc == QM_OK && off < bytes; off += piece) {
-            const uint64_t len = bytes - off < piece ? bytes - off : piece;
-            for (int i = 0; rc == QM_OK && i < n; ++i) {
-                const qm_state_shard *sh = &s->shards[i];
-                const bool high = (sh->start & bit) != 0;
-                const uint64_t pg = sh->start ^ bit;
-                const int j = local_shard_of(s, pg);
-                if (j >= 0) {
-                    rc = qm_hal_copy_d2d(hal, scratch[i], 0, s->shards[j].buf, off, len,
-                                         streams[i], st);
-                } else if (R > 1 && bit >= span) {
-                    const int peer = (int)(pg / span);
-                    rc = exchange_remote(hal, comm, peer, high, sh->buf, off, len, scratch[i], ha,
-                                         hb, chunk, (int)b, st);
-                } else {
-                    rc = qm_fail(st, QM_E_INTERNAL, "encode: iqp stage %u: no shard holds index "
-                                 "%llu (the partner of shard %d)", b, (unsigned long long)pg, i);
+        const uint64_t m = (uint64_t)1 << (b - local_bits);
+        uint64_t n_jobs = 0;
+        for (int i = 0; R > 1 && i < n; ++i)
+            for (uint64_t g = s->shards[i].start / P; g < s->shards[i].end / P; ++g)
+                if (local_shard_of(s, (g ^ m) * P) < 0)
+                    jobs[n_jobs++] = (remote_job){.key = g < (g ^ m) ? g : g ^ m, .shard = i,
+                                                  .peer = rank_of(starts, R, (g ^ m) * P),
+                                                  .page = g - s->shards[i].start / P,
+                                                  .high = (g & m) != 0};
+        if (n_jobs > 1)
+            qsort(jobs, (size_t)n_jobs, sizeof *jobs, job_cmp);
+        for (uint64_t off = 0; rc == QM_OK && off < pb; off += piece) {
+            const uint64_t len = pb - off < piece ? pb - off : piece;
+            for (int i = 0; rc == QM_OK && i < n; ++i)
+                for (uint64_t g = s->shards[i].start / P; rc == QM_OK && g < s->shards[i].end / P;
+                     ++g) {
+                    const uint64_t pa = (g ^ m) * P, k = g - s->shards[i].start / P;
+                    const int j = local_shard_of(s, pa);
+                    if (j >= 0)
+                        rc = qm_hal_copy_d2d(hal, scratch[i], k * piece, s->shards[j].buf,
+                                             (pa - s->shards[j].start) * es + off, len, streams[i],
+                                             st);
+                    else if (R == 1)
+                        rc = qm_fail(st, QM_E_INTERNAL, "encode: iqp stage %u: no shard holds "
+                                     "index %llu (the partner of shard %d)", b,
+                                     (unsigned long long)pa, i);
                 }
+            for (uint64_t q = 0; rc == QM_OK && q < n_jobs; ++q) {
+                const remote_job *jb = &jobs[q];
+                rc = exchange_remote(hal, comm, jb->peer, jb->high, s->shards[jb->shard].buf,
+                                     jb->page * pb + off, len, scratch[jb->shard],
+                                     jb->page * piece, ha, hb, chunk, (int)b, st);
             }
             if (rc == QM_OK)
                 rc = sync_all(hal, streams, n, st);
-            for (int i = 0; rc == QM_OK && i < n; ++i) {
-                const qm_hal_wht_args a = {.state = s->shards[i].buf, .state_dtype = s->dtype,
-                                           .off = off / es, .n = len / es, .partner = scratch[i],
-                                           .partner_off = 0,
-                                           .high = (s->shards[i].start & bit) != 0};
-                rc = qm_hal_wht(hal, &a, streams[i], st);
-            }
+            for (int i = 0; rc == QM_OK && i < n; ++i)
+                for (uint64_t g = s->shards[i].start / P; rc == QM_OK && g < s->shards[i].end / P;
+                     ++g) {
+                    const uint64_t k = g - s->shards[i].start / P;
+                    const qm_hal_wht_args a = {.state = s->shards[i].buf, .state_dtype = s->dtype,
+                                               .off = (k * pb + off) / es, .n = len / es,
+                                               .partner = scratch[i],
+                                               .partner_off = k * piece / es,
+                                               .high = (g & m) != 0};
+                    rc = qm_hal_wht(hal, &a, streams[i], st);
+                }
             if (rc == QM_OK)
                 rc = sync_all(hal, streams, n, st);
         }
@@ -244,6 +304,8 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
         qm_hal_buf_free(hal, scratch[i]);
     free(scratch);
     free(streams);
+    free(jobs);
+    free(starts);
     qm_hal_host_free(hal, ha);
     qm_hal_host_free(hal, hb);
     return rc;

@@ -139,17 +139,17 @@ bool qm_encoding_is_product(qm_encoding e);
  * stages): true for iqp only, iqp-z being a product state. Cannot fail. */
 bool qm_encoding_is_iqp(qm_encoding e);
 /* Whether the layout allows the transform, and how many low bits each shard transforms alone
- * (*local_bits: qubits when every shard holds whole states, else log2 of the shard size): a batch
- * needs whole states per shard; one state cut into parts needs equal power-of-two aligned shards
- * and, over ranks, every rank an equal aligned power-of-two range (collective when comm has more
- * than one rank). E-SHARDS with the shard and a policy that works. */
+ * (*local_bits: qubits when every shard holds whole states, else the page bits: the largest power
+ * of two dividing every shard boundary of every rank): a batch needs whole states per shard; one
+ * state cut into parts needs at most 4096 pages and the ranks' ranges in rank order (collective
+ * when comm has more than one rank). E-SHARDS with the shard and a policy that works. */
 qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
                             const qm_shard_spec *shards, int n_shards, struct qm_comm *comm,
                             unsigned *local_bits, qm_status *st);
 /* The stages of bits local_bits .. qubits - 1 of a state whose shards each ran their own lower
- * stages: pairwise exchanges through one scratch shard per local shard (freed before return), the
- * partner on this process (device copies) or on another rank (host copies and the comm; both ends
- * call it in the same order). Bit-identical to a one-device transform. Collective over comm when
+ * stages on pages of 2^local_bits: exchanges between pages through scratch of a page (at most
+ * 1 GiB: pieces) per local page (freed before return), the partner page on this process (device
+ * copies) or on another rank (host copies and the comm; both ends in the same order). Bit-identical to a one-device transform. Collective over comm when
  * the state spans ranks. */
 qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm_comm *comm,
                         qm_status *st);

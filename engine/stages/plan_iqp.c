@@ -6,11 +6,13 @@
  * adds qm_plan_iqp_scratch_bytes to each device; cost.c qm_plan_iqp_cost to the encode phase).
  * Out: the plan refused with E-POLICY (plan.c's hint then names a policy that works), a byte
  * count, or seconds.
- * Rule (docs/planner.md, "IQP"): a state cut over devices needs equal power-of-two shards aligned
- * to their size (the policies equal and single give that; weighted and balanced only when their
- * deal happens to be equal); every device holding part of such a state needs exchange scratch:
- * one more shard, at most QM_IQP_SCRATCH_MAX_BYTES (1 GiB; a larger shard exchanges in pieces of
- * that). Batches deal whole states: no rule, no scratch, no exchange.
+ * Rule (docs/planner.md, "IQP"): a state cut over devices is seen as pages, the largest power of
+ * two that divides every shard boundary; the transform runs the stages below the page in each
+ * shard and every higher stage as an exchange between pages, so it needs at most
+ * 2^QM_IQP_MAX_PAGE_LOG2 pages (single, equal and weighted give whole pages, balanced only when
+ * its deal is that of equal); every device holding part of such a state needs exchange scratch:
+ * per page it holds, one page, at most QM_IQP_SCRATCH_MAX_BYTES (1 GiB; a larger page exchanges
+ * in pieces of that). Batches deal whole states: no rule, no scratch, no exchange.
  * Must not: change the shards or allocate device memory.
  */
 #include "feasibility.h"
@@ -31,37 +33,58 @@ static bool cuts_state(const qm_plan *p)
            p->n_shards > 1;
 }
 
-/* The first shard that is not of shard 0's power-of-two length aligned to it, or -1. */
-static int first_uneven(const qm_plan *p)
+/* The page of a cut state: the largest power of two 2^L (L <= qubits) that divides every shard
+ * boundary, so that every shard is a run of whole aligned pages; *worst: the shard with the
+ * boundary that sets L (the first such). */
+static unsigned page_bits(const qm_plan *p, int *worst)
 {
-    const uint64_t S = p->shards[0].end - p->shards[0].start;
+    unsigned L = p->request.qubits;
+    *worst = 0;
     for (int i = 0; i < p->n_shards; ++i) {
-        const uint64_t len = p->shards[i].end - p->shards[i].start;
-        if (len != S || (len & (len - 1)) || p->shards[i].start % len)
-            return i;
+        const unsigned a = qm_iqp_align_bits(p->shards[i].start, p->request.qubits);
+        const unsigned b = qm_iqp_align_bits(p->shards[i].end, p->request.qubits);
+        const unsigned m = a < b ? a : b;
+        if (m < L) {
+            L = m;
+            *worst = i;
+        }
     }
-    return -1;
+    return L;
+}
+
+/* Whether the cut state's pages are few enough for the transform (at most QM_IQP_MAX_PAGES);
+ * -1 when they are (or nothing is cut), else the shard that makes them too many. */
+static int refused_shard(const qm_plan *p)
+{
+    if (!cuts_state(p))
+        return -1;
+    int worst;
+    const unsigned L = page_bits(p, &worst);
+    return p->request.qubits - L > QM_IQP_MAX_PAGE_LOG2 ? worst : -1;
+}
+
+unsigned qm_plan_iqp_local_bits(const qm_plan *p)
+{
+    int worst;
+    return cuts_state(p) ? page_bits(p, &worst) : p->request.qubits;
 }
 
 qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
 {
-    const int i = cuts_state(p) ? first_uneven(p) : -1;
+    const int i = refused_shard(p);
     if (i < 0)
         return QM_OK;
-    char what[64];
-    if (i == 0)
-        snprintf(what, sizeof what, "not a power of two");
-    else
-        snprintf(what, sizeof what, "shard 0 has %llu",
-                 (unsigned long long)(p->shards[0].end - p->shards[0].start));
+    const unsigned L = qm_plan_iqp_local_bits(p);
     p->feasible = false;
     p->error.code = QM_E_POLICY;
     snprintf(p->error.msg, sizeof p->error.msg,
-             "plan: %s: the %s transform needs equal power-of-two shards, but shard %d is [%llu, "
-             "%llu) (%llu amplitudes, %s)",
-             qm_policy_name(p->policy), qm_encoding_name(p->request.encoding), i,
-             (unsigned long long)p->shards[i].start, (unsigned long long)p->shards[i].end,
-             (unsigned long long)(p->shards[i].end - p->shards[i].start), what);
+             "plan: %s: the %s transform needs shards of whole aligned power-of-two pages, at most "
+             "%u of them, but shard %d is [%llu, %llu) (that makes pages of %llu amplitude%s: "
+             "%llu pages)",
+             qm_policy_name(p->policy), qm_encoding_name(p->request.encoding),
+             1u << QM_IQP_MAX_PAGE_LOG2, i, (unsigned long long)p->shards[i].start,
+             (unsigned long long)p->shards[i].end, (unsigned long long)((uint64_t)1 << L),
+             L ? "s" : "", (unsigned long long)((uint64_t)1 << (p->request.qubits - L)));
     if (st)
         *st = p->error;
     return QM_E_POLICY;
@@ -76,19 +99,20 @@ uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device)
 {
     if (!cuts_state(p))
         return 0;
+    const unsigned L = qm_plan_iqp_local_bits(p);
+    const uint64_t es = qm_dtype_size(p->request.dtype);
     for (int i = 0; i < p->n_shards; ++i)
-        if (p->shards[i].device == device) /* one shard per device under equal and single */
-            return qm_iqp_scratch_bytes(p->shards[i].bytes);
+        if (p->shards[i].device == device) { /* one shard per device but for replicated */
+            const uint64_t pages = (p->shards[i].end - p->shards[i].start) >> L;
+            return pages * qm_iqp_scratch_bytes(((uint64_t)1 << L) * es);
+        }
     return 0;
 }
 
 unsigned qm_plan_iqp_exchanges(const qm_plan *p)
 {
-    /* an uneven layout (refused, but still shown and costed by plan.c) has no exchanges */
-    if (!cuts_state(p) || first_uneven(p) >= 0)
+    /* a refused layout (still shown and costed by plan.c) has no exchanges */
+    if (!cuts_state(p) || refused_shard(p) >= 0)
         return 0;
-    unsigned s = 0;
-    for (uint64_t k = (uint64_t)p->n_shards; k > 1; k >>= 1)
-        ++s;
-    return s;
+    return p->request.qubits - qm_plan_iqp_local_bits(p);
 }

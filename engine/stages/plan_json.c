@@ -237,14 +237,23 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
         print_signed_bytes(f, 12, neg, head);
         fputc('\n', f);
     }
+    /* iqp cut over devices: the scratch per device (the same on each, or from least to most
+     * when its pages differ) */
+    uint64_t smin = UINT64_MAX, smax = 0;
     for (int i = 0; i < p->n_devices; ++i)
-        if (p->devices[i].scratch_bytes) { /* iqp cut over devices */
-            fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
-                    "exchanges (counted in headroom)\n",
-                    qm_format_bytes(p->devices[i].scratch_bytes, a, sizeof a),
-                    qm_encoding_name(p->request.encoding));
-            break;
+        if (p->devices[i].scratch_bytes) {
+            smin = p->devices[i].scratch_bytes < smin ? p->devices[i].scratch_bytes : smin;
+            smax = p->devices[i].scratch_bytes > smax ? p->devices[i].scratch_bytes : smax;
         }
+    if (smax && smin == smax)
+        fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
+                "exchanges (counted in headroom)\n", qm_format_bytes(smax, a, sizeof a),
+                qm_encoding_name(p->request.encoding));
+    else if (smax)
+        fprintf(f, "\nscratch:  %s to %s on each device holding a shard (one piece per page it "
+                "holds), for the %s transform's exchanges (counted in headroom)\n",
+                qm_format_bytes(smin, a, sizeof a), qm_format_bytes(smax, b, sizeof b),
+                qm_encoding_name(p->request.encoding));
     print_hosts(p, mesh, f);
     if (p->gather.target[0])
         fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
