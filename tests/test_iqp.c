@@ -279,8 +279,8 @@ static void test_errors(void)
                            {.device = 2, .start = 4097, .end = 8192}};
     CHECK(run_on(QM_ENCODING_IQP, z, 91, 1, 13, sh, 3, QM_DTYPE_COMPLEX128, &st) == NULL);
     CHECK_STR(st.msg, "encode: iqp needs shards of whole aligned power-of-two pages, at most 4096 "
-                      "of them, but shard 0 is [0, 1) (that makes pages of 1 amplitude: 8192 "
-                      "pages); plan with --policy equal, weighted or single");
+                      "of them, but shard 0 [0, 1) makes pages of 1 amplitude (8192 pages); plan "
+                      "with --policy equal, weighted or single");
     CHECK_EQ_U64(st.code, QM_E_SHARDS);
     free(z);
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
@@ -501,7 +501,7 @@ static void *run_rank(void *arg)
  * amplitudes must equal the one-device state byte for byte. bad_rank >= 0: that rank gets a
  * NaN (every rank must fail with one message). */
 static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
-                      const uint64_t *cuts)
+                      const uint64_t *cuts, const char *refused)
 {
     const uint64_t F = qm_encoding_features(enc, q), N = (uint64_t)1 << q;
     double *x = malloc((size_t)F * sizeof *x), *bad = malloc((size_t)F * sizeof *bad);
@@ -510,7 +510,8 @@ static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
         bad[i] = x[i] = (urand(&seed) * 2 - 1) * 3.0;
     bad[1] = NAN;
     qm_status st;
-    double *one = bad_rank < 0 ? run(enc, x, F, 1, q, 1, QM_DTYPE_COMPLEX128, &st) : NULL;
+    double *one = bad_rank < 0 && !refused ? run(enc, x, F, 1, q, 1, QM_DTYPE_COMPLEX128, &st)
+                                           : NULL;
     qm_comm *comms[4] = {0};
     CHECK_OK(qm_comm_threads_create(R, comms, &st));
     rank_job jobs[4];
@@ -530,7 +531,10 @@ static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
     for (int r = 0; r < R; ++r)
         pthread_join(th[r], NULL);
     for (int r = 0; r < R; ++r) {
-        if (bad_rank < 0) {
+        if (refused) { /* every rank: the layout's refusal */
+            CHECK_EQ_U64(jobs[r].rc, QM_E_SHARDS);
+            CHECK_STR(jobs[r].st.msg, refused);
+        } else if (bad_rank < 0) {
             CHECK(jobs[r].rc == QM_OK && one);
             if (jobs[r].rc != QM_OK)
                 fprintf(stderr, "rank %d: %s\n", r, jobs[r].st.msg);
@@ -554,7 +558,7 @@ static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
 
 static void ranks_case(qm_encoding enc, unsigned q, int R, int D, int bad_rank)
 {
-    ranks_cut(enc, q, R, D, bad_rank, NULL);
+    ranks_cut(enc, q, R, D, bad_rank, NULL, NULL);
 }
 
 int main(void)
@@ -584,14 +588,20 @@ int main(void)
     /* ranks of unequal ranges (weighted over ranks): 2 ranks holding 3 and 1 pages of 4096, and
      * 3 ranks of 2 devices holding 1 + 1, 1 + 1 and 3 + 1 pages of 1024 of a 13-qubit state (a
      * pair inside a shard, pairs across devices and across ranks), also in pieces of 1000 bytes */
-    ranks_cut(QM_ENCODING_IQP, 14, 2, 1, -1, (const uint64_t[]){0, 12288, 16384});
+    ranks_cut(QM_ENCODING_IQP, 14, 2, 1, -1, (const uint64_t[]){0, 12288, 16384}, NULL);
     {
         const uint64_t three[] = {0, 1024, 2048, 3072, 4096, 7168, 8192};
-        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three);
+        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three, NULL);
         setenv("QM_IQP_SCRATCH_BYTES", "1000", 1);
-        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three);
+        ranks_cut(QM_ENCODING_IQP, 13, 3, 2, -1, three, NULL);
         unsetenv("QM_IQP_SCRATCH_BYTES");
     }
+    /* rank 1 cuts at 4097: 8192 pages of one amplitude, refused on every rank (rank 0 names a
+     * shard of rank 1: the verdict carries the first failing rank's line) */
+    ranks_cut(QM_ENCODING_IQP, 13, 2, 2, -1, (const uint64_t[]){0, 2048, 4096, 4097, 8192},
+              "rank 0: encode: iqp needs shards of whole aligned power-of-two pages, at most 4096 "
+              "of them, but a shard of rank 1 makes pages of 1 amplitude (8192 pages); plan with "
+              "--policy equal, weighted or single");
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);
     return qm_test_end("test_iqp");

@@ -359,9 +359,8 @@ static void test_iqp(void)
     rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy balanced", 1);
     CHECK(rc == 1);
     CHECK_STR(out, "error[E-POLICY]: plan: balanced: the iqp transform needs shards of whole "
-                   "aligned power-of-two pages, at most 4096 of them, but shard 0 is [0, "
-                   "178956971) (that makes pages of 1 amplitude: 1073741824 pages); use --policy "
-                   "single\n");
+                   "aligned power-of-two pages, at most 4096 of them, but shard 0 [0, 178956971) "
+                   "makes pages of 1 amplitude (1073741824 pages); use --policy single\n");
     rc = run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 20 --batch 16 --json", 0);
     CHECK(rc == 0);
     CHECK(strstr(out, "\"scratch_bytes\": 16777216") == NULL && strstr(out, "\"scratch_bytes\": 0"));

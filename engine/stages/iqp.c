@@ -99,14 +99,14 @@ qm_code qm_iqp_check_layout(qm_encoding enc, unsigned qubits, uint64_t batch,
     if (rc == QM_OK && qubits - L > QM_IQP_MAX_PAGE_LOG2) {
         char where[96];
         if (worst >= 0)
-            snprintf(where, sizeof where, "shard %d is [%llu, %llu)", worst,
+            snprintf(where, sizeof where, "shard %d [%llu, %llu)", worst,
                      (unsigned long long)shards[worst].start,
                      (unsigned long long)shards[worst].end);
         else
-            snprintf(where, sizeof where, "rank %d's shards are", -1 - worst);
+            snprintf(where, sizeof where, "a shard of rank %d", -1 - worst);
         rc = qm_fail(st, QM_E_SHARDS, "encode: %s needs shards of whole aligned power-of-two "
-                     "pages, at most %u of them, but %s (that makes pages of %llu amplitude%s: "
-                     "%llu pages); plan with --policy equal, weighted or single", name,
+                     "pages, at most %u of them, but %s makes pages of %llu amplitude%s (%llu "
+                     "pages); plan with --policy equal, weighted or single", name,
                      1u << QM_IQP_MAX_PAGE_LOG2, where, (unsigned long long)((uint64_t)1 << L),
                      L ? "s" : "",
                      (unsigned long long)((uint64_t)1 << (qubits - L)));

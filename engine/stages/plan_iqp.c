@@ -79,8 +79,8 @@ qm_code qm_plan_iqp_layout(qm_plan *p, qm_status *st)
     p->error.code = QM_E_POLICY;
     snprintf(p->error.msg, sizeof p->error.msg,
              "plan: %s: the %s transform needs shards of whole aligned power-of-two pages, at most "
-             "%u of them, but shard %d is [%llu, %llu) (that makes pages of %llu amplitude%s: "
-             "%llu pages)",
+             "%u of them, but shard %d [%llu, %llu) makes pages of %llu amplitude%s (%llu "
+             "pages)",
              qm_policy_name(p->policy), qm_encoding_name(p->request.encoding),
              1u << QM_IQP_MAX_PAGE_LOG2, i, (unsigned long long)p->shards[i].start,
              (unsigned long long)p->shards[i].end, (unsigned long long)((uint64_t)1 << L),
