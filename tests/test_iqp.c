@@ -286,10 +286,20 @@ static void test_errors(void)
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
 }
 
+/* One iqp state of q qubits on mesh8: over the k shards `cuts`, or 4 equal shards when NULL. */
+static double *layout_run(const double *x, uint64_t F, unsigned q, const qm_shard_spec *cuts,
+                          int n_cuts, qm_status *st)
+{
+    return cuts ? run_on(QM_ENCODING_IQP, x, F, 1, q, cuts, n_cuts, QM_DTYPE_COMPLEX128, st)
+                : run(QM_ENCODING_IQP, x, F, 1, q, 4, QM_DTYPE_COMPLEX128, st);
+}
+
 /* The fault shim over a 4-device mesh: every allocation, copy, stream call and kernel launch of a
  * 12-qubit state cut over 4 devices (local stages, 2 exchange stages with their scratch) fails in
- * turn; each failure returns E-BACKEND, leaves no state and no device memory behind. */
-static void test_faults(void)
+ * turn; each failure returns E-BACKEND, leaves no state and no device memory behind. `cuts`
+ * (n_cuts shards; NULL: 4 equal shards) and `pieces` (NULL: whole pages) choose the layout and
+ * the scratch. */
+static void test_faults_on(const qm_shard_spec *cuts, int n_cuts, const char *pieces)
 {
     qm_status st;
     qm_hal *inner = NULL, *fh = NULL;
@@ -305,12 +315,14 @@ static void test_faults(void)
         x[i] = 0.01 * (double)i - 0.3;
     qm_hal *keep = mesh8;
     mesh8 = fh;
-    double *ref = run(QM_ENCODING_IQP, x, F, 1, q, 4, QM_DTYPE_COMPLEX128, &st);
+    if (pieces)
+        setenv("QM_IQP_SCRATCH_BYTES", pieces, 1);
+    double *ref = layout_run(x, F, q, cuts, n_cuts, &st);
     CHECK(ref != NULL);
     uint64_t k = 1, failures = 0;
     for (; ref && k < 10000; ++k) {
         qm_hal_fault_rearm(fh, k);
-        double *a = run(QM_ENCODING_IQP, x, F, 1, q, 4, QM_DTYPE_COMPLEX128, &st);
+        double *a = layout_run(x, F, q, cuts, n_cuts, &st);
         const bool fired = qm_hal_fault_fired(fh);
         if (!fired) { /* past the last call: the encode is whole again */
             CHECK(a && memcmp(a, ref, (size_t)16 << q) == 0);
@@ -325,6 +337,7 @@ static void test_faults(void)
     printf("test_iqp: %llu HAL calls of a cut encode failed in turn, each cleanly\n",
            (unsigned long long)failures);
     CHECK(failures > 20);
+    unsetenv("QM_IQP_SCRATCH_BYTES");
     mesh8 = keep;
     free(ref);
     free(x);
@@ -573,7 +586,12 @@ int main(void)
     test_distributed();
     test_batches();
     test_errors();
-    test_faults();
+    test_faults_on(NULL, 4, NULL);
+    /* 2 + 1 + 1 pages of 1024 in pieces of 5000 bytes: more calls, each failing cleanly */
+    test_faults_on((const qm_shard_spec[]){{.device = 0, .start = 0, .end = 2048},
+                                           {.device = 1, .start = 2048, .end = 3072},
+                                           {.device = 2, .start = 3072, .end = 4096}},
+                   3, "5000");
     test_pieces();
     test_uneven();
     ranks_case(QM_ENCODING_IQP, 14, 2, 2, -1);
