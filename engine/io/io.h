@@ -212,7 +212,8 @@ qm_code qm_input_drop_column(const char *subject, const char *what, int ndim,
 typedef struct qm_hdf5_info {
     char dataset[256];   /* the dataset's full path in the file ("/x", "/group/x") */
     qm_dtype dtype;      /* what reads deliver: FLOAT32 (a 32-bit float dataset) or FLOAT64 (a
-                            64-bit float dataset, or an integer one of at most 32 bits, converted) */
+                            64- or 16-bit float dataset, or an integer one of up to 64 bits,
+                            converted) */
     int ndim;            /* 1 (one sample) or 2 (B samples x F features) */
     uint64_t shape[2];   /* shape[1] is 0 for 1-D */
     uint64_t n_samples;  /* B: 1 for 1-D */
@@ -229,7 +230,8 @@ typedef struct qm_hdf5_reader qm_hdf5_reader;
  * when the file cannot be opened or is not a regular file; E-INPUT when HDF5 cannot open it (with
  * HDF5's reason), when `dataset` is not in the file or the file holds none or several and none was
  * named (the datasets are listed), for 0-D or 3-D+ and empty datasets; E-DTYPE for a type that is
- * not a float of 32 or 64 bits nor an integer of at most 32 bits (converted to float64 exactly);
+ * not a float of 16, 32 or 64 bits nor an integer of up to 64 bits (converted to float64: exactly
+ * but for 64-bit integers beyond 2^53, rounded);
  * E-UNSUPPORTED in a build without HDF5. Every message starts "<path>: " and names the dataset. */
 qm_code qm_hdf5_open(const char *path, const char *dataset, qm_hdf5_reader **out, qm_status *st);
 /* Cannot fail; the pointer lives as long as the reader. */
