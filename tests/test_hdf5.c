@@ -246,7 +246,8 @@ static void test_reader(void)
 
 /* 64-bit integers beyond 2^53 (signed and unsigned) are rounded to the nearest float64, as the
  * C cast (a .npy file's int64 through the npy reader) rounds them; 16-bit floats are exact in
- * float64 (both byte orders); an enum (h5py's bool) and a 128-bit float are E-DTYPE. */
+ * float64 (both byte orders); an enum (h5py's bool: FALSE = 0, TRUE = 1) reads as its members'
+ * values, as h5py reads it; a string is E-DTYPE. */
 static void test_wide_types(void)
 {
     char p[128], want[512];
@@ -292,6 +293,12 @@ static void test_wide_types(void)
     CHECK(d >= 0 && H5Dwrite(d, en, H5S_ALL, H5S_ALL, H5P_DEFAULT, bv) >= 0);
     H5Dclose(d);
     H5Tclose(en);
+    const hid_t str = H5Tcopy(H5T_C_S1); /* fixed strings of 4 bytes */
+    H5Tset_size(str, 4);
+    d = H5Dcreate2(f, "/s", str, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dwrite(d, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, "abcdefghijklmnop") >= 0);
+    H5Dclose(d);
+    H5Tclose(str);
     H5Tclose(half_le);
     H5Tclose(half_be);
     H5Tclose(half_mem);
@@ -315,10 +322,15 @@ static void test_wide_types(void)
         CHECK(r && v[0] == 1.0 && v[1] == -2.5 && v[2] == 65504.0 && v[3] == 0x1p-24);
         qm_hdf5_close(r);
     }
-    CHECK_ERR((qm_hdf5_open(p, "b", &r, &st), st), QM_E_DTYPE, "");
-    snprintf(want, sizeof want, "%s: dataset '/b' holds enum values (accepted: 16-, 32- or 64-bit "
-             "floats and integers of up to 64 bits, 32-bit floats read as float32, the others as "
-             "float64); convert it, e.g. h5py: f['x'] = a.astype('f8')", p);
+    CHECK_OK(qm_hdf5_open(p, "b", &r, &st));
+    CHECK(r && qm_hdf5_read_range(r, 0, 4, v, &st) == QM_OK);
+    CHECK(r && v[0] == 0.0 && v[1] == 1.0 && v[2] == 1.0 && v[3] == 0.0);
+    qm_hdf5_close(r);
+    CHECK_ERR((qm_hdf5_open(p, "s", &r, &st), st), QM_E_DTYPE, "");
+    snprintf(want, sizeof want, "%s: dataset '/s' holds string values (accepted: 16-, 32- or "
+             "64-bit floats, integers of up to 64 bits and enums of them (h5py's bool), 32-bit "
+             "floats read as float32, the others as float64); convert it, e.g. h5py: f['x'] = "
+             "a.astype('f8')", p);
     CHECK_STR(st.msg, want);
 }
 

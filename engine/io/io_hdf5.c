@@ -9,9 +9,10 @@
  * backend.
  *
  * Types: 32-bit floats are read as float32, 64-bit floats as float64 (any byte order: HDF5
- * converts to the host's); 16-bit floats and integers of up to 64 bits are converted to float64 by
- * HDF5 (exact, but for 64-bit integers beyond 2^53, rounded to the nearest float64 as a .npy file's
- * are); anything else (128-bit floats, strings, compounds, enums such as h5py's booleans, ...) is
+ * converts to the host's); 16-bit floats, integers of up to 64 bits and enums of them (h5py's
+ * booleans: FALSE = 0, TRUE = 1; an enum reads as its members' values, as h5py reads it) are
+ * converted to float64 by HDF5 (exact, but for 64-bit integers beyond 2^53, rounded to the nearest
+ * float64 as a .npy file's are); anything else (128-bit floats, strings, compounds, ...) is
  * E-DTYPE. A dropped column is left out by the selection itself (two
  * hyperslabs joined by H5S_SELECT_OR, iterated in row-major order), so no staging copy is made.
  * Known warts: serial HDF5 only; under MPI every rank opens the file itself and reads its own
@@ -150,16 +151,17 @@ static qm_code pick_type(qm_hdf5_reader *r, qm_status *st)
     if (c == H5T_FLOAT && size == 4) {
         r->info.dtype = QM_DTYPE_FLOAT32;
         r->memtype = H5T_NATIVE_FLOAT;
-    } else if ((c == H5T_FLOAT && (size == 8 || size == 2)) || (c == H5T_INTEGER && size <= 8)) {
+    } else if ((c == H5T_FLOAT && (size == 8 || size == 2)) || (c == H5T_INTEGER && size <= 8) ||
+               (c == H5T_ENUM && size <= 8)) {
         r->info.dtype = QM_DTYPE_FLOAT64;
         r->memtype = H5T_NATIVE_DOUBLE;
     } else {
         char name[64];
         type_name(t, name, sizeof name);
         rc = qm_fail(st, QM_E_DTYPE, "%s: dataset '%s' holds %s values (accepted: 16-, 32- or "
-                     "64-bit floats and integers of up to 64 bits, 32-bit floats read as float32, "
-                     "the others as float64); convert it, e.g. h5py: f['x'] = a.astype('f8')",
-                     r->path, r->info.dataset, name);
+                     "64-bit floats, integers of up to 64 bits and enums of them (h5py's bool), "
+                     "32-bit floats read as float32, the others as float64); convert it, e.g. "
+                     "h5py: f['x'] = a.astype('f8')", r->path, r->info.dataset, name);
     }
     H5Tclose(t);
     return rc;

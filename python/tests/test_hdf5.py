@@ -41,15 +41,16 @@ def test_errors(tmp_path):
     assert e.value.code == "E-INPUT"
     assert str(e.value) == ("error[E-INPUT]: %s: the file holds 2 datasets ('/a', '/b'); choose "
                             "one with --dataset NAME" % path)
-    path = tmp_path / "bool.h5"  # h5py's booleans are an enum: refused
+    path = tmp_path / "str.h5"  # strings: refused
     with h5py.File(path, "w") as f:
-        f["n"] = np.array([True, False, True])
+        f["n"] = np.array([b"ab", b"cd"])
     with pytest.raises(qmesh.Error) as e:
         qmesh.encode(str(path))
-    assert e.value.code == "E-DTYPE" and "holds enum values" in str(e.value)
-    # int64 (h5py's default for integers) and float16 are read as float64, as from a .npy file
-    for dt in (np.int64, np.float16):
-        a = (np.arange(12).reshape(3, 4) + 1).astype(dt)
+    assert e.value.code == "E-DTYPE" and "holds string values" in str(e.value)
+    # int64 (h5py's default for integers), float16 and bool (an enum) are read as float64, as
+    # from a .npy file
+    for dt in (np.int64, np.float16, np.bool_):
+        a = (np.arange(12).reshape(3, 4) % 5 + (dt != np.bool_)).astype(dt)
         path = tmp_path / ("w%s.h5" % np.dtype(dt).name)
         with h5py.File(path, "w") as f:
             f["x"] = a
