@@ -374,6 +374,20 @@ static void status_unpack(const unsigned char *rec, qm_status *s)
     s->msg[QM_STATUS_MSG_BYTES - 1] = '\0';
 }
 
+/* Whether msg already names a rank ("rank 3: ..."): a verdict on a verdict's message (every
+ * rank failing with it) is not prefixed twice. */
+static bool has_rank_prefix(const char *msg)
+{
+    if (strncmp(msg, "rank ", 5) != 0)
+        return false;
+    const char *p = msg + 5;
+    if (*p < '0' || *p > '9')
+        return false;
+    while (*p >= '0' && *p <= '9')
+        ++p;
+    return p[0] == ':' && p[1] == ' ';
+}
+
 qm_code qm_comm_allgather_status(qm_comm *c, const qm_status *mine, qm_status *first_failure,
                                  qm_status *st)
 {
@@ -427,7 +441,7 @@ cleanup:
         *first_failure = verdict;
     if (rc != QM_OK && st) {
         *st = verdict;
-        if (root >= 0 && size > 1)
+        if (root >= 0 && size > 1 && !has_rank_prefix(st->msg))
             qm_status_prefix(st, "rank %d", root);
     }
     return rc;

@@ -126,8 +126,9 @@ qm_code qm_comm_agree(qm_comm *c, uint64_t value, const char *what, qm_status *s
 /* Every rank contributes its status `mine` (QM_OK or a failure; NULL counts as QM_OK); all ranks
  * learn the status of the lowest-numbered failing rank. first_failure (may be NULL) receives it
  * verbatim (cleared to QM_OK when no rank failed). Returns QM_OK when no rank failed; otherwise that
- * rank's code, with st set to its status, the message prefixed "rank R: " when size > 1, so every
- * rank returns the same code and message. A failure of the exchange itself is E-BACKEND (also
+ * rank's code, with st set to its status, the message prefixed "rank R: " when size > 1 (unless
+ * it already starts with "rank N: ", a verdict's own message), so every rank returns the same
+ * code and message. A failure of the exchange itself is E-BACKEND (also
  * copied to first_failure). Costs one all-gather of 4 bytes per rank, plus one broadcast of a
  * fixed-size record when some rank failed. */
 qm_code qm_comm_allgather_status(qm_comm *c, const qm_status *mine, qm_status *first_failure,

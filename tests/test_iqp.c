@@ -482,11 +482,18 @@ typedef struct rank_job {
     double *amps; /* this rank's range as complex128 */
 } rank_job;
 
+/* Per rank: device memory (0: 16 MiB) and the code every rank must fail with when ranks_cut is
+ * given a refusal (its message then a prefix of every rank's). */
+static uint64_t rank_memory[4];
+static qm_code refused_code = QM_E_SHARDS;
+
 static void *run_rank(void *arg)
 {
     rank_job *j = arg;
     qm_hal *hal = NULL;
-    j->rc = fixture_mesh(j->n_shards, (uint64_t)1 << 24, true, QM_SIM_MATERIALIZED, &hal, &j->st);
+    const int r = qm_comm_rank(j->comm);
+    j->rc = fixture_mesh(j->n_shards, rank_memory[r] ? rank_memory[r] : (uint64_t)1 << 24, true,
+                         QM_SIM_MATERIALIZED, &hal, &j->st);
     if (j->rc != QM_OK)
         return NULL;
     qm_amp_input in = {.dtype = QM_DTYPE_FLOAT64, .data = j->x, .n = j->F, .batch = 1};
@@ -544,9 +551,11 @@ static void ranks_cut(qm_encoding enc, unsigned q, int R, int D, int bad_rank,
     for (int r = 0; r < R; ++r)
         pthread_join(th[r], NULL);
     for (int r = 0; r < R; ++r) {
-        if (refused) { /* every rank: the layout's refusal */
-            CHECK_EQ_U64(jobs[r].rc, QM_E_SHARDS);
-            CHECK_STR(jobs[r].st.msg, refused);
+        if (refused) { /* every rank: the same refusal */
+            CHECK_EQ_U64(jobs[r].rc, refused_code);
+            CHECK(strncmp(jobs[r].st.msg, refused, strlen(refused)) == 0);
+            if (strncmp(jobs[r].st.msg, refused, strlen(refused)) != 0)
+                fprintf(stderr, "rank %d: %s\n", r, jobs[r].st.msg);
         } else if (bad_rank < 0) {
             CHECK(jobs[r].rc == QM_OK && one);
             if (jobs[r].rc != QM_OK)
@@ -620,6 +629,15 @@ int main(void)
               "rank 0: encode: iqp needs shards of whole aligned power-of-two pages, at most 4096 "
               "of them, but a shard of rank 1 makes pages of 1 amplitude (8192 pages); plan with "
               "--policy equal, weighted or single");
+    /* rank 1's devices hold its 128 KiB shard but not the scratch beside it: every rank fails
+     * with rank 1's E-CAPACITY before any exchange (none waits in one for rank 1) */
+    rank_memory[1] = 200 << 10;
+    refused_code = QM_E_CAPACITY;
+    ranks_cut(QM_ENCODING_IQP, 14, 2, 1, -1, NULL,
+              "rank 1: encode: iqp exchange scratch of shard 0: buf_alloc on d0: 128.00 KiB "
+              "requested but 128.00 KiB of 200.00 KiB usable is already in use");
+    rank_memory[1] = 0;
+    refused_code = QM_E_SHARDS;
     CHECK_EQ_U64(qm_hal_bytes_in_use(mesh8), 0);
     qm_hal_destroy(mesh8);
     return qm_test_end("test_iqp");

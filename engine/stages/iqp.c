@@ -232,15 +232,21 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
     void *ha = NULL, *hb = NULL;
     if (rc == QM_OK && (!scratch || !streams || (R > 1 && (!jobs || !starts))))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
-    if (rc == QM_OK && R > 1) /* where every rank's range starts */
-        rc = qm_comm_allgather(comm, &s->shards[0].start, sizeof *starts, starts, st);
-    for (int i = 0; rc == QM_OK && i < n; ++i) /* a piece of scratch per page */
+    for (int i = 0; rc == QM_OK && i < n; ++i) { /* a piece of scratch per page */
         if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device,
                                    (s->shards[i].end - s->shards[i].start) / P * piece,
-                                   &scratch[i], st)) == QM_OK)
+                                   &scratch[i], st)) != QM_OK)
+            qm_status_prefix(st, "encode: iqp exchange scratch of shard %d", i);
+        else
             rc = qm_hal_stream_create(hal, s->shards[i].device, &streams[i], st);
+    }
     if (rc == QM_OK && R > 1 && (rc = qm_hal_host_alloc(hal, chunk, &ha, st)) == QM_OK)
         rc = qm_hal_host_alloc(hal, chunk, &hb, st);
+    if (R > 1) { /* every rank ready (or every rank stops here), then where each range starts */
+        rc = qm_comm_verdict(comm, rc, st);
+        if (rc == QM_OK)
+            rc = qm_comm_allgather(comm, &s->shards[0].start, sizeof *starts, starts, st);
+    }
     /* stage b pairs page g with page g ^ m: every page's scratch receives a piece [off, off +
      * len) of its partner page, then (all copies done) every page combines that piece in place.
      * A piece is read by its partner before either end writes it and the pieces further on are
