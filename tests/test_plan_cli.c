@@ -356,6 +356,16 @@ static void test_iqp(void)
         CHECK(strstr(out, "\"policy\": \"weighted\"") != NULL &&
               strstr(out, "\"feasible\": true") != NULL);
     }
+    /* the text plan's scratch line: its range over the devices, the exchange stages and pieces */
+    CHECK(run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 34", 0) == 0);
+    CHECK(strstr(out, "\nscratch:  1.00 GiB to 2.00 GiB on each device holding a shard (one piece "
+                      "per page it holds), for the iqp transform's exchanges (counted in "
+                      "headroom): 3 stages between pages of 16.00 GiB, each in pieces of 1.00 "
+                      "GiB\n") != NULL);
+    CHECK(run(out, sizeof out, "hgx-h200.yaml --encoding iqp --qubits 28", 0) == 0);
+    CHECK(strstr(out, "\nscratch:  256.00 MiB on each device holding a shard, for the iqp "
+                      "transform's exchanges (counted in headroom): 3 stages between pages of "
+                      "256.00 MiB, each in pieces of 256.00 MiB\n") != NULL);
     rc = run(out, sizeof out, "six-gpu.yaml --encoding iqp --qubits 30 --policy balanced", 1);
     CHECK(rc == 1);
     CHECK_STR(out, "error[E-POLICY]: plan: balanced: the iqp transform needs shards of whole "

@@ -13,6 +13,7 @@
  * sign and a magnitude, never by signed subtraction.
  * Must not: change the plan.
  */
+#include "feasibility.h"
 #include "plan_output.h"
 #include "status_internal.h"
 
@@ -245,15 +246,27 @@ void qm_plan_print(const qm_plan *p, const qm_mesh *mesh, const qm_topology *t, 
             smin = p->devices[i].scratch_bytes < smin ? p->devices[i].scratch_bytes : smin;
             smax = p->devices[i].scratch_bytes > smax ? p->devices[i].scratch_bytes : smax;
         }
-    if (smax && smin == smax)
-        fprintf(f, "\nscratch:  %s on each device holding a shard, for the %s transform's "
-                "exchanges (counted in headroom)\n", qm_format_bytes(smax, a, sizeof a),
+    if (smax) {
+        if (smin == smax)
+            fprintf(f, "\nscratch:  %s on each device holding a shard",
+                    qm_format_bytes(smax, a, sizeof a));
+        else
+            fprintf(f, "\nscratch:  %s to %s on each device holding a shard (one piece per page "
+                    "it holds)", qm_format_bytes(smin, a, sizeof a),
+                    qm_format_bytes(smax, b, sizeof b));
+        /* the exchanges: stages between pages, in pieces of the scratch (iqp.c) */
+        const uint64_t page = ((uint64_t)1 << qm_plan_iqp_local_bits(p)) *
+                              qm_dtype_size(p->request.dtype);
+        const unsigned x = qm_plan_iqp_exchanges(p);
+        fprintf(f, ", for the %s transform's exchanges (counted in headroom)",
                 qm_encoding_name(p->request.encoding));
-    else if (smax)
-        fprintf(f, "\nscratch:  %s to %s on each device holding a shard (one piece per page it "
-                "holds), for the %s transform's exchanges (counted in headroom)\n",
-                qm_format_bytes(smin, a, sizeof a), qm_format_bytes(smax, b, sizeof b),
-                qm_encoding_name(p->request.encoding));
+        if (x)
+            fprintf(f, ": %u stage%s between pages of %s, each in pieces of %s\n", x,
+                    x == 1 ? "" : "s", qm_format_bytes(page, a, sizeof a),
+                    qm_format_bytes(qm_iqp_scratch_bytes(page), b, sizeof b));
+        else
+            fputc('\n', f);
+    }
     print_hosts(p, mesh, f);
     if (p->gather.target[0])
         fprintf(f, "\ngather:   %s to %s (%s)\n", p->gather.feasible ? "feasible" : "infeasible",
