@@ -189,17 +189,20 @@ static qm_code scratch_bytes_get(uint64_t bytes, uint64_t es, uint64_t *out, qm_
     return QM_OK;
 }
 
-/* One page's exchange with a page on another rank, in the stage's order. */
-typedef struct remote_job {
-    uint64_t key; /* the pair's lower page: every rank walks its pairs in this order */
-    int shard, peer;
-    uint64_t page; /* the page's index in its shard */
-    bool high;
-} remote_job;
+/* One of this rank's pages in a stage: where its partner page lies. */
+typedef struct page_pair {
+    uint64_t key;     /* the pair's lower page: every rank takes its pairs in this order */
+    int shard;        /* the local shard holding the page */
+    uint64_t page;    /* the page's index in that shard */
+    int partner;      /* the local shard holding the partner page, or -1: rank `peer` has it */
+    uint64_t poff;    /* the partner page's first amplitude in its shard */
+    int peer;
+    bool high;        /* the page holds the upper end of the pair (u - w) */
+} page_pair;
 
-static int job_cmp(const void *a, const void *b)
+static int pair_cmp(const void *a, const void *b)
 {
-    const uint64_t x = ((const remote_job *)a)->key, y = ((const remote_job *)b)->key;
+    const uint64_t x = ((const page_pair *)a)->key, y = ((const page_pair *)b)->key;
     return x < y ? -1 : x > y;
 }
 
@@ -210,6 +213,29 @@ static int rank_of(const uint64_t *starts, int R, uint64_t g)
     while (r + 1 < R && starts[r + 1] <= g)
         ++r;
     return r;
+}
+
+/* Stage m (pages apart) of this rank's pages, in the order of their pairs' lower pages;
+ * E-INTERNAL when a partner is neither here nor, with ranks, elsewhere. */
+static qm_code stage_pairs(const qm_state *s, uint64_t P, uint64_t m, const uint64_t *starts, int R,
+                           page_pair *pp, qm_status *st)
+{
+    uint64_t q = 0;
+    for (int i = 0; i < s->n_shards; ++i)
+        for (uint64_t g = s->shards[i].start / P; g < s->shards[i].end / P; ++g) {
+            const uint64_t pa = (g ^ m) * P;
+            const int j = local_shard_of(s, pa);
+            if (j < 0 && R == 1)
+                return qm_fail(st, QM_E_INTERNAL, "encode: iqp: no shard holds index %llu (the "
+                               "partner of shard %d)", (unsigned long long)pa, i);
+            pp[q++] = (page_pair){.key = g < (g ^ m) ? g : g ^ m, .shard = i,
+                                  .page = g - s->shards[i].start / P, .partner = j,
+                                  .poff = j >= 0 ? pa - s->shards[j].start : 0,
+                                  .peer = j >= 0 ? -1 : rank_of(starts, R, pa),
+                                  .high = (g & m) != 0};
+        }
+    qsort(pp, (size_t)q, sizeof *pp, pair_cmp);
+    return QM_OK;
 }
 
 qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm_comm *comm,
@@ -227,10 +253,10 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
         pages += (s->shards[i].end - s->shards[i].start) / P;
     qm_hal_buf **scratch = calloc((size_t)n, sizeof *scratch);
     qm_hal_stream **streams = calloc((size_t)n, sizeof *streams);
-    remote_job *jobs = R > 1 ? malloc((size_t)pages * sizeof *jobs) : NULL;
+    page_pair *pp = malloc((size_t)pages * sizeof *pp);
     uint64_t *starts = R > 1 ? malloc((size_t)R * sizeof *starts) : NULL;
     void *ha = NULL, *hb = NULL;
-    if (rc == QM_OK && (!scratch || !streams || (R > 1 && (!jobs || !starts))))
+    if (rc == QM_OK && (!scratch || !streams || !pp || (R > 1 && !starts)))
         rc = qm_fail(st, QM_E_NOMEM, "encode: out of host memory for %d shards", n);
     for (int i = 0; rc == QM_OK && i < n; ++i) { /* a piece of scratch per page */
         if ((rc = qm_hal_buf_alloc(hal, s->shards[i].device,
@@ -251,55 +277,33 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
      * len) of its partner page, then (all copies done) every page combines that piece in place.
      * A piece is read by its partner before either end writes it and the pieces further on are
      * untouched, so the additions are those of one device, in the same order: the same bits.
-     * The exchanges with other ranks go in the order of their pairs' lower pages on every rank,
-     * so that no two ranks wait for each other. */
+     * The pairs go in the order of their lower pages on every rank, so that no two ranks wait
+     * for each other. */
     for (unsigned b = local_bits; rc == QM_OK && b < s->qubits; ++b) {
-        const uint64_t m = (uint64_t)1 << (b - local_bits);
-        uint64_t n_jobs = 0;
-        for (int i = 0; R > 1 && i < n; ++i)
-            for (uint64_t g = s->shards[i].start / P; g < s->shards[i].end / P; ++g)
-                if (local_shard_of(s, (g ^ m) * P) < 0)
-                    jobs[n_jobs++] = (remote_job){.key = g < (g ^ m) ? g : g ^ m, .shard = i,
-                                                  .peer = rank_of(starts, R, (g ^ m) * P),
-                                                  .page = g - s->shards[i].start / P,
-                                                  .high = (g & m) != 0};
-        if (n_jobs > 1)
-            qsort(jobs, (size_t)n_jobs, sizeof *jobs, job_cmp);
+        rc = stage_pairs(s, P, (uint64_t)1 << (b - local_bits), starts, R, pp, st);
         for (uint64_t off = 0; rc == QM_OK && off < pb; off += piece) {
             const uint64_t len = pb - off < piece ? pb - off : piece;
-            for (int i = 0; rc == QM_OK && i < n; ++i)
-                for (uint64_t g = s->shards[i].start / P; rc == QM_OK && g < s->shards[i].end / P;
-                     ++g) {
-                    const uint64_t pa = (g ^ m) * P, k = g - s->shards[i].start / P;
-                    const int j = local_shard_of(s, pa);
-                    if (j >= 0)
-                        rc = qm_hal_copy_d2d(hal, scratch[i], k * piece, s->shards[j].buf,
-                                             (pa - s->shards[j].start) * es + off, len, streams[i],
-                                             st);
-                    else if (R == 1)
-                        rc = qm_fail(st, QM_E_INTERNAL, "encode: iqp stage %u: no shard holds "
-                                     "index %llu (the partner of shard %d)", b,
-                                     (unsigned long long)pa, i);
-                }
-            for (uint64_t q = 0; rc == QM_OK && q < n_jobs; ++q) {
-                const remote_job *jb = &jobs[q];
-                rc = exchange_remote(hal, comm, jb->peer, jb->high, s->shards[jb->shard].buf,
-                                     jb->page * pb + off, len, scratch[jb->shard],
-                                     jb->page * piece, ha, hb, chunk, (int)b, st);
+            for (uint64_t q = 0; rc == QM_OK && q < pages; ++q) {
+                const page_pair *x = &pp[q];
+                rc = x->partner >= 0
+                         ? qm_hal_copy_d2d(hal, scratch[x->shard], x->page * piece,
+                                           s->shards[x->partner].buf, x->poff * es + off, len,
+                                           streams[x->shard], st)
+                         : exchange_remote(hal, comm, x->peer, x->high, s->shards[x->shard].buf,
+                                           x->page * pb + off, len, scratch[x->shard],
+                                           x->page * piece, ha, hb, chunk, (int)b, st);
             }
             if (rc == QM_OK)
                 rc = sync_all(hal, streams, n, st);
-            for (int i = 0; rc == QM_OK && i < n; ++i)
-                for (uint64_t g = s->shards[i].start / P; rc == QM_OK && g < s->shards[i].end / P;
-                     ++g) {
-                    const uint64_t k = g - s->shards[i].start / P;
-                    const qm_hal_wht_args a = {.state = s->shards[i].buf, .state_dtype = s->dtype,
-                                               .off = (k * pb + off) / es, .n = len / es,
-                                               .partner = scratch[i],
-                                               .partner_off = k * piece / es,
-                                               .high = (g & m) != 0};
-                    rc = qm_hal_wht(hal, &a, streams[i], st);
-                }
+            for (uint64_t q = 0; rc == QM_OK && q < pages; ++q) {
+                const page_pair *x = &pp[q];
+                const qm_hal_wht_args a = {.state = s->shards[x->shard].buf,
+                                           .state_dtype = s->dtype,
+                                           .off = (x->page * pb + off) / es, .n = len / es,
+                                           .partner = scratch[x->shard],
+                                           .partner_off = x->page * piece / es, .high = x->high};
+                rc = qm_hal_wht(hal, &a, streams[x->shard], st);
+            }
             if (rc == QM_OK)
                 rc = sync_all(hal, streams, n, st);
         }
@@ -310,7 +314,7 @@ qm_code qm_iqp_exchange(qm_hal *hal, qm_state *s, unsigned local_bits, struct qm
         qm_hal_buf_free(hal, scratch[i]);
     free(scratch);
     free(streams);
-    free(jobs);
+    free(pp);
     free(starts);
     qm_hal_host_free(hal, ha);
     qm_hal_host_free(hal, hb);

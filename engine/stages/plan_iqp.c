@@ -112,8 +112,7 @@ uint64_t qm_plan_iqp_scratch_bytes(const qm_plan *p, int device)
 
 unsigned qm_plan_iqp_exchanges(const qm_plan *p)
 {
-    /* a refused layout (still shown and costed by plan.c) has no exchanges */
-    if (!cuts_state(p) || refused_shard(p) >= 0)
-        return 0;
-    return p->request.qubits - qm_plan_iqp_local_bits(p);
+    /* log2 of the pages; a refused layout (still shown and costed by plan.c) has no exchanges */
+    const unsigned x = p->request.qubits - qm_plan_iqp_local_bits(p);
+    return x > QM_IQP_MAX_PAGE_LOG2 ? 0 : x;
 }
