@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum values { V_RANDOM, V_ZERO, V_SUBNORMAL, V_NEAR_MAX, V_NONFINITE, V_WIDE };
+enum values { V_RANDOM, V_ZERO, V_SUBNORMAL, V_NEAR_MAX, V_NONFINITE, V_WIDE, V_BILLIONS };
 
 typedef struct op_case {
     qm_hal_op op;
@@ -233,6 +233,11 @@ static const op_case cases[] = {
      * launched only for a power of two, folded into U) */
     {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 2500, .scale = 0x1.6a09e667f3bcdp-6, .b1 = 10},
     {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 10, .F = 10, .batch = 2200, .scale = 0x1p-10, .b1 = 10},
+    /* table sums in the billions in some lanes of a warp (the 10-qubit kernel's unit numbers take
+     * their checked path there, the fast one elsewhere) and a 12-qubit state's */
+    {.op = QM_HAL_OP_IQP, .st = C64, .in = F64, .q = 10, .F = 55, .batch = 40, .scale = 0x1p-10, .b1 = 10, .values = V_BILLIONS},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 10, .F = 55, .batch = 40, .scale = 0x1p-10, .b1 = 10, .values = V_BILLIONS},
+    {.op = QM_HAL_OP_IQP, .st = C128, .in = F64, .q = 12, .F = 78, .batch = 2, .scale = 0x1p-12, .b1 = 12, .values = V_BILLIONS},
     /* state_sumsq (the norm check): written amplitudes (the input's values as re, im pairs), block
      * sums into device memory at an offset; whole states, a batch range that starts and ends
      * mid-state and mid-block, sizes that are no multiple of the block; the one-block-per-CUDA-
@@ -303,6 +308,10 @@ static double value(const op_case *c, uint64_t e)
     case V_NEAR_MAX: return f64 ? DBL_MAX * r : (double)(FLT_MAX * (float)r);
     case V_NONFINITE:
         return e % 97 == 5 ? NAN : e % 89 == 7 ? INFINITY : e % 83 == 11 ? -INFINITY : r;
+    case V_BILLIONS: /* one element in 7 of magnitude up to 4e9, the others in [-1, 1): IQP table
+                      * sums beyond 2^31 (CUDA's sincos then reduces the long way) in some lanes
+                      * of a warp and not in others */
+        return e % 7 == 3 ? r * 4e9 : r;
     case V_WIDE: /* every exponent, a few values near the largest */
         if (e % 1009 == 3)
             return f64 ? DBL_MAX * r : (double)(FLT_MAX * (float)r);
