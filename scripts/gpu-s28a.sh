@@ -7,7 +7,8 @@
 # 65536 x 1021 float64 read at 1.24-1.27x its estimate in session 27, the 2^28 state at 1.06x).
 # QM_TRACE=2 timestamps every ring piece (scripts/trace-pieces.py tabulates them)'s submit, the end of its read (the pool's last thread
 # leaving it), the wait's return and the copy's end: 3 batch encodes and 2 of the 2^28 state on
-# this machine's topo dump, its plan, and the batch with other reader threads and slot sizes.
+# this machine's topo dump (the encodes on it too, since session 30), its plan, and the batch with
+# other reader threads and slot sizes.
 # Everything under $OUT/s28a, packed as $OUT/s28a.tar.gz (the tool returns few files).
 # Usage (device tool, carry [".devdeps"]): bash scripts/gpu-s28a.sh
 set -uo pipefail
@@ -37,7 +38,7 @@ $Q plan --scenario $D/machine.yaml --backend cuda --input $D/x28.npy --json > $R
 run() { # TAG INPUT [ENV...]
   local tag=$1 in=$2; shift 2
   left 30 || return 0
-  env "$@" QM_TRACE=2 $Q encode --backend cuda --input $in --json > $R/$tag.json 2> $R/$tag.trace
+  env "$@" QM_TRACE=2 $Q encode --scenario $D/machine.yaml --backend cuda --input $in --json > $R/$tag.json 2> $R/$tag.trace
   echo "$tag rc=$? $(grep -o '"read": [0-9.e-]*' $R/$tag.json | head -1)"
 }
 for i in 1 2 3; do run b-$i $D/b.npy; done
