@@ -52,8 +52,7 @@ static unsigned page_bits(const qm_plan *p, int *worst)
     return L;
 }
 
-/* Whether the cut state's pages are few enough for the transform (at most
- * 2^QM_IQP_MAX_PAGE_LOG2);
+/* Whether the cut state's pages are few enough for the transform (at most 2^QM_IQP_MAX_PAGE_LOG2):
  * -1 when they are (or nothing is cut), else the shard that makes them too many. */
 static int refused_shard(const qm_plan *p)
 {
